@@ -1,0 +1,80 @@
+"""Child-process entry: `python -m torchmend.profiler.child` with its settings in $TORCHMEND_CHILD.
+
+Installs the collector, then runs the user's script as `python SCRIPT ARGS` would: same argv,
+script directory first on sys.path, run as `__main__`. Every outcome ends with an END event.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+import sysconfig
+import traceback
+
+from torchmend.profiler.events import CHILD_ENV, END, START, EventSink
+
+
+def _library_roots() -> list[str]:
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    return sorted(os.path.realpath(r) for r in roots)
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback without torchmend's own frames, as the user would see it from plain python."""
+    own = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the torchmend package
+    tb = exc.__traceback__
+    while tb is not None and (
+        tb.tb_frame.f_code.co_filename.startswith(own) or tb.tb_frame.f_code.co_filename.startswith("<frozen runpy")
+    ):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def main() -> None:
+    cfg = json.loads(os.environ.pop(CHILD_ENV))
+    sink = EventSink(cfg["events"])
+    script = cfg["script"]
+    sys.argv = [script, *cfg["args"]]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+
+    try:
+        import torch
+    except ImportError as e:
+        sink.emit(END, reason="no_torch", error=str(e))
+        sys.exit(1)
+
+    sink.emit(START, torch=torch.__version__, python=sys.version.split()[0], library_roots=_library_roots(),
+              torch_root=os.path.dirname(os.path.realpath(torch.__file__)), pid=os.getpid())
+    try:
+        from torchmend.profiler import collector
+
+        collector.install_trace_handler(sink)
+        counter = collector.install_step_counter(sink, cfg.get("steps"))
+        if cfg.get("backend"):
+            collector.override_backend(cfg["backend"])
+    except Exception as e:  # this torch lacks a hook we rely on: say so rather than run unobserved
+        sink.emit(END, reason="internal_error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
+        sys.exit(1)
+
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if code != 0 and not isinstance(e.code, int):
+            print(e.code, file=sys.stderr)
+        sink.emit(END, reason="finished" if code == 0 else "exit", exit_code=code, steps=counter.steps)
+        raise
+    except BaseException as e:  # the user's crash: report it as plain python would, then exit 1
+        text = _user_traceback(e)
+        sys.stderr.write(text)
+        sink.emit(END, reason="error", error=f"{type(e).__name__}: {e}", traceback=text, steps=counter.steps)
+        sys.exit(1)
+    sink.emit(END, reason="finished", exit_code=0, steps=counter.steps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""Torch-side hooks, installed in the child before the user's code runs (this module imports torch).
+
+- A handler on PyTorch's structured-trace logger (`torch.__trace`, the records TORCH_TRACE writes)
+  turns dynamo_start / compilation_metrics / dynamo_graph_break_reason records into our events.
+- A global optimizer step post-hook counts steps and ends the run at the step budget.
+- Optionally, every torch.compile call gets its backend replaced.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+import time
+from typing import Any, Callable
+
+import torch
+import torch._logging._internal as _tlog
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+from torchmend.profiler.events import COMPILE_END, COMPILE_START, END, GRAPH_BREAK, OWN_MARKER, STEP, EventSink
+
+# compilation_metrics fields worth keeping (the record has ~90, most about caches and configs).
+_METRIC_KEYS = (
+    "compile_id",
+    "co_name",
+    "co_filename",
+    "co_firstlineno",
+    "cache_size",
+    "accumulated_cache_size",
+    "fail_type",
+    "fail_reason",
+    "fail_user_frame_filename",
+    "fail_user_frame_lineno",
+    "recompile_reason",
+    "entire_frame_compile_time_s",
+    "backend_compile_time_s",
+    "graph_op_count",
+    "has_guarded_code",
+)
+
+
+def _compile_id(md: dict[str, Any]) -> str | None:
+    if "frame_id" not in md:
+        return None
+    return f"{md['frame_id']}/{md.get('frame_compile_id', 0)}"
+
+
+class TraceHandler(logging.Handler):
+    """Receives every structured-trace record in-process and forwards the few that matter."""
+
+    def __init__(self, sink: EventSink) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.sink = sink
+        self.strings: dict[int, str] = {}  # the trace interns file names: "str" records fill this
+
+    def emit(self, record: logging.LogRecord) -> None:
+        md = getattr(record, "metadata", None)
+        if not isinstance(md, dict):
+            return
+        try:
+            self._forward(md, getattr(record, "payload", None))
+        except Exception as e:  # a collector bug must never break the user's run
+            self.sink.emit("collector_error", error=repr(e))
+
+    def _forward(self, md: dict[str, Any], payload: str | None) -> None:
+        if "str" in md:
+            text, idx = md["str"]
+            self.strings[idx] = text
+        elif "dynamo_start" in md:
+            stack = [
+                [self.strings.get(f.get("filename"), str(f.get("filename"))), f.get("line"), f.get("name")]
+                for f in md["dynamo_start"].get("stack", [])
+            ]
+            self.sink.emit(COMPILE_START, compile_id=_compile_id(md), stack=stack)
+        elif "compilation_metrics" in md:
+            m = md["compilation_metrics"]
+            fields = {k: m.get(k) for k in _METRIC_KEYS}
+            fields["compile_id"] = fields["compile_id"] or _compile_id(md)
+            self.sink.emit(COMPILE_END, **fields)
+        elif "artifact" in md and md["artifact"].get("name") == "dynamo_graph_break_reason":
+            self.sink.emit(GRAPH_BREAK, compile_id=_compile_id(md), text=payload or "")
+
+
+def install_trace_handler(sink: EventSink) -> TraceHandler:
+    handler = TraceHandler(sink)
+    _tlog.trace_log.setLevel(logging.DEBUG)
+    _tlog.trace_log.addHandler(handler)
+
+    # torch._logging.set_logs() (called by user scripts) clears the trace logger's handlers: re-add ours.
+    original_init_logs = _tlog._init_logs
+
+    @functools.wraps(original_init_logs)
+    def _init_logs(*args: Any, **kwargs: Any) -> None:
+        original_init_logs(*args, **kwargs)
+        if handler not in _tlog.trace_log.handlers:
+            _tlog.trace_log.addHandler(handler)
+
+    _tlog._init_logs = _init_logs
+    return handler
+
+
+def end_now(sink: EventSink, reason: str, **fields: Any) -> None:
+    """Record why the run ended and leave at once: user code gets no chance to swallow it."""
+    sink.emit(END, reason=reason, **fields)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(0)
+
+
+class StepCounter:
+    """Counts optimizer steps through PyTorch's global post-hook; ends the run at the budget."""
+
+    def __init__(self, sink: EventSink, budget: int | None) -> None:
+        self.sink = sink
+        self.budget = budget
+        self.steps = 0
+        self._last_report = 0.0
+
+    def __call__(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.steps += 1
+        now = time.monotonic()
+        if self.budget is not None and self.steps >= self.budget:
+            self.sink.emit(STEP, steps=self.steps)
+            end_now(self.sink, "steps", steps=self.steps)
+        if now - self._last_report > 0.25:
+            self._last_report = now
+            self.sink.emit(STEP, steps=self.steps)
+
+
+def install_step_counter(sink: EventSink, budget: int | None) -> StepCounter:
+    counter = StepCounter(sink, budget)
+    # Disabled for dynamo: when the user compiles optimizer.step, the hook still runs eagerly each
+    # step (a break after step()'s own deliberate graph_break) instead of being traced away.
+    try:
+        hook = torch._dynamo.disable(counter, reason=OWN_MARKER)
+    except TypeError:  # a torch without disable(reason=)
+        hook = torch._dynamo.disable(counter)
+    register_optimizer_step_post_hook(hook)
+    return counter
+
+
+def override_backend(backend: str) -> None:
+    """Make every torch.compile call in the script use `backend` (mode/options only mean something to inductor)."""
+    original: Callable[..., Any] = torch.compile
+
+    @functools.wraps(original)
+    def compile(model: Any = None, **kwargs: Any) -> Any:
+        kwargs["backend"] = backend
+        if backend != "inductor":
+            kwargs.pop("mode", None)
+            kwargs.pop("options", None)
+        return original(model, **kwargs) if model is not None else original(**kwargs)
+
+    torch.compile = compile  # type: ignore[assignment]

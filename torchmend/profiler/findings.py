@@ -1,0 +1,321 @@
+"""From raw events to deduplicated findings at the user's source lines, and the run summary.
+
+Pure: takes the event list of a run, returns frozen, JSON-serialisable records.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter, OrderedDict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from torchmend import rules
+from torchmend.profiler.events import COMPILE_END, COMPILE_START, END, GRAPH_BREAK, OWN_MARKER, START, STEP
+from torchmend.profiler.traceparse import (
+    Frame,
+    GraphBreak,
+    GuardFailure,
+    parse_graph_break,
+    parse_recompile_reason,
+    tensor_mismatch,
+    user_function_name,
+)
+
+PROJECT, LIBRARY, OUTSIDE = "project", "library", "outside"
+
+
+@dataclass(frozen=True)
+class Location:
+    file: str  # relative to the project root when inside it, else absolute
+    line: int
+    function: str
+    path: str  # absolute
+    code: str = ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    kind: str
+    title: str
+    file: str
+    line: int
+    function: str
+    path: str
+    where: str  # project | library | outside
+    reason: str
+    count: int
+    severity: str  # fix | note | info
+    pattern: str | None = None  # recompiles: once | storm | limit
+    variable: str | None = None
+    guard: str | None = None
+    gb_id: str | None = None
+    gb_type: str | None = None
+    docs_url: str | None = None
+    code: str = ""
+    user_frame: Location | None = None  # for findings outside the project: the user's frame that reached it
+    call_site: Location | None = None  # recompiles: where the compiled function was called from
+    compiled_function: Location | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Summary:
+    frames_compiled: int
+    compiles: int
+    graphs: int
+    graph_breaks: int
+    recompiles: int
+    recompile_limit_hits: int
+    compile_seconds: float
+    steps: int
+    ended_by: str
+    wall_seconds: float
+    torch_version: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Places:
+    """Decides whether a file is the user's, a library's, or elsewhere, and names it for humans."""
+
+    def __init__(self, project_root: Path, library_roots: Iterable[str]) -> None:
+        self.root = project_root.resolve()
+        self.library_roots = [os.path.realpath(r) for r in library_roots]
+
+    def where(self, path: str) -> str:
+        if path.startswith("<"):
+            return LIBRARY  # <frozen runpy>, <string>, ...
+        real = os.path.realpath(path)
+        if any(real == r or real.startswith(r + os.sep) for r in self.library_roots):
+            return LIBRARY
+        parts = Path(real).parts
+        if "site-packages" in parts or "dist-packages" in parts:
+            return LIBRARY
+        if real.startswith(str(self.root) + os.sep):
+            return PROJECT
+        return OUTSIDE
+
+    def absolute(self, path: str) -> str:
+        if path.startswith("<") or os.path.isabs(path):
+            return path
+        return str((self.root / path).resolve()) if (self.root / path).exists() else path
+
+    def display(self, path: str) -> str:
+        real = os.path.realpath(path)
+        if self.where(path) == PROJECT:
+            return os.path.relpath(real, self.root)
+        return path
+
+    def location(self, frame: Frame) -> Location:
+        path = self.absolute(frame.file)
+        return Location(self.display(path), frame.line, user_function_name(frame.function), path, frame.code)
+
+    def innermost_user(self, frames: Iterable[Frame]) -> Location | None:
+        for f in reversed(list(frames)):
+            if self.where(self.absolute(f.file)) == PROJECT:
+                return self.location(f)
+        return None
+
+
+def _classify_break(gb: GraphBreak, where: str) -> str:
+    text = f"{gb.gb_type}\n{gb.explanation}"
+    if where == LIBRARY and ("graph_break()" in text or "User-inserted graph break" in text):
+        return "TM901"
+    if "`print`" in text or "builtin operator `print`" in text:
+        return "TM101"
+    if "logging" in text.lower() or "Logger" in text:
+        return "TM102"
+    if "Data-dependent branching" in gb.gb_type or "data-dependent branching" in text.lower():
+        return "TM103"
+    if re.search(r"Tensor\.(item|tolist)\(\)|tensor.*(to|into) a Python (scalar|number)", text):
+        return "TM104"
+    if "torch.compiler.disable" in text or "Skip calling" in text or "skip" in gb.gb_type.lower():
+        return "TM105"
+    return "TM199"
+
+
+def _classify_guard(g: GuardFailure) -> str:
+    var = g.variable or ""
+    mismatch = tensor_mismatch(g.guard)
+    if mismatch == "size" or "size mismatch" in g.guard:
+        return "TM204"
+    if mismatch:
+        return "TM207"
+    if "param_groups" in var:
+        return "TM203"
+    if re.match(r"___stack\d+$", var):
+        return "TM205"
+    if (g.hint and "nn.Module" in g.hint) or var.startswith("self.") or "_modules[" in var:
+        return "TM201"
+    if re.match(r"^(G\[|.*__closure__|.*cell_contents)", var):
+        return "TM206"
+    if re.match(r"^[A-Za-z_]\w*(\[\d+\])?$", var) or var.startswith(("args[", "kwargs[")):
+        return "TM202"
+    return "TM299"
+
+
+def _reason_for_break(gb: GraphBreak) -> str:
+    ident = f"{gb.gb_id} " if gb.gb_id else ""
+    return f"{ident}{gb.gb_type}: {gb.explanation}".strip()
+
+
+def _reason_for_guard(g: GuardFailure) -> str:
+    hint = f" (hint: {g.hint})" if g.hint else ""
+    return f"guard failed: {g.guard}{hint}"
+
+
+@dataclass
+class _Group:
+    first: dict[str, Any]
+    count: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def analyse(events: list[dict[str, Any]], project_root: Path, ended_by: str = "finished",
+            wall_seconds: float = 0.0) -> tuple[list[Finding], Summary]:
+    start = next((e for e in events if e.get("ev") == START), {})
+    places = Places(project_root, start.get("library_roots", []))
+    starts: dict[str, list[Frame]] = {}  # compile id -> the Python stack when it began compiling
+    code_of_frame: dict[str, Frame] = {}  # frame id -> the compiled code object's location
+    groups: "OrderedDict[tuple[str, str, int], _Group]" = OrderedDict()
+    compiles = graphs = breaks = recompiles = limit_hits = 0
+    compile_s = 0.0
+    frames: set[str] = set()
+    steps = 0
+
+    limited_frames: set[str] = set()
+
+    def add(key: tuple[str, str, int], payload: dict[str, Any], frame_id: str = "") -> None:
+        grp = groups.setdefault(key, _Group(payload))
+        grp.count += 1
+        grp.extra.setdefault("frames", set()).add(frame_id)
+
+    for ev in events:
+        kind = ev.get("ev")
+        if kind == COMPILE_START:
+            starts[ev.get("compile_id") or ""] = [Frame(f[0], f[1], f[2]) for f in ev.get("stack", [])]
+        elif kind == GRAPH_BREAK:
+            if OWN_MARKER in ev.get("text", ""):
+                continue
+            gb = parse_graph_break(ev.get("text", ""))
+            if gb is None:
+                continue
+            breaks += 1
+            path = places.absolute(gb.file)
+            where = places.where(path)
+            code = _classify_break(gb, where)
+            site = gb.user_stack[-1] if gb.user_stack and gb.user_stack[-1].line == gb.line else Frame(gb.file, gb.line, "")
+            add((code, path, gb.line), {"type": "break", "gb": gb, "site": site, "where": where})
+        elif kind == COMPILE_END:
+            cid = ev.get("compile_id") or ""
+            frame_id = cid.split("/")[0]
+            fail = ev.get("fail_reason") or ""
+            if OWN_MARKER in fail:
+                continue
+            if ev.get("co_name") and ev.get("co_filename"):
+                code_of_frame.setdefault(frame_id, Frame(ev["co_filename"], ev.get("co_firstlineno") or 0, ev["co_name"]))
+            is_limit = "recompile limit" in fail.lower() or "cache_size_limit" in fail or "cache size limit" in fail.lower()
+            if is_limit:
+                limit_hits += 1
+                limited_frames.add(frame_id)
+                _add_limit(add, places, ev, code_of_frame.get(frame_id), _call_site(places, starts, frame_id))
+                continue
+            compiles += 1
+            frames.add(frame_id)
+            compile_s += ev.get("entire_frame_compile_time_s") or 0.0
+            if (ev.get("graph_op_count") or 0) > 0:
+                graphs += 1
+            if ev.get("recompile_reason"):
+                recompiles += 1
+                g = parse_recompile_reason(ev["recompile_reason"])
+                compiled = code_of_frame.get(frame_id)
+                call_site = _call_site(places, starts, cid)
+                site_frame = g.site
+                if site_frame is None:  # guards without a user line (tensor size, ...): act at the call site
+                    site_frame = Frame(call_site.path, call_site.line, call_site.function) if call_site else compiled
+                if site_frame is None:
+                    continue
+                path = places.absolute(site_frame.file)
+                code = _classify_guard(g)
+                add((code, path, site_frame.line), {"type": "recompile", "g": g, "site": site_frame,
+                                                     "where": places.where(path), "call_site": call_site,
+                                                     "compiled": compiled}, frame_id)
+        elif kind in (END, STEP):
+            steps = max(steps, ev.get("steps") or 0)
+
+    findings = [_finding(places, key, grp, bool(grp.extra["frames"] & limited_frames)) for key, grp in groups.items()]
+    summary = Summary(len(frames), compiles, graphs, breaks, recompiles, limit_hits, round(compile_s, 3), steps,
+                      ended_by, round(wall_seconds, 2), start.get("torch"))
+    return findings, summary
+
+
+def _call_site(places: Places, starts: dict[str, list[Frame]], cid_or_frame: str) -> Location | None:
+    """The user's line that called into the compiled function (innermost project frame below it)."""
+    stack = starts.get(cid_or_frame)
+    if stack is None:  # a frame id: any compile of that frame will do
+        stack = next((s for c, s in starts.items() if c.split("/")[0] == cid_or_frame), None)
+    if not stack:
+        return None
+    return places.innermost_user(stack[:-1])
+
+
+def _add_limit(add: Any, places: Places, ev: dict[str, Any], compiled: Frame | None,
+               call_site: Location | None) -> None:
+    frame_id = (ev.get("compile_id") or "").split("/")[0]
+    g = parse_recompile_reason(ev.get("recompile_reason") or "")
+    site = compiled
+    if site is None or places.where(places.absolute(site.file)) != PROJECT:
+        site = Frame(call_site.path, call_site.line, call_site.function) if call_site else site
+    if site is None:
+        return
+    add(("TM250", places.absolute(site.file), site.line),
+        {"type": "limit", "g": g, "site": site, "where": places.where(places.absolute(site.file)),
+         "call_site": call_site, "compiled": compiled, "fail": ev.get("fail_reason") or ""}, frame_id)
+
+
+def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: bool) -> Finding:
+    code, path, line = key
+    info = grp.first
+    rule = rules.BY_CODE[code]
+    where = info["where"]
+    site: Frame = info["site"]
+    loc = places.location(Frame(path, line, site.function, site.code))
+    user_frame = None
+    if info["type"] == "break":
+        gb: GraphBreak = info["gb"]
+        if where != PROJECT:
+            user_frame = places.innermost_user(gb.user_stack)
+        severity = "info" if rule.informational else "fix"
+        return Finding(code, rule.kind, rule.title, loc.file, line, loc.function or gb.function, path, where,
+                       _reason_for_break(gb), grp.count, severity, gb_id=gb.gb_id, gb_type=gb.gb_type,
+                       docs_url=gb.docs_url, code=site.code, user_frame=user_frame)
+    g: GuardFailure = info["g"]
+    compiled = places.location(info["compiled"]) if info.get("compiled") else None
+    call_site = info.get("call_site")
+    if where != PROJECT:
+        user_frame = call_site
+    if info["type"] == "limit":
+        limit = re.search(r"\(currently set to (\d+)\)", info.get("fail", ""))
+        reason = (f"recompile limit ({limit.group(1) if limit else '?'}) reached; "
+                  f"last guard failure: {g.guard or 'unknown'}")
+        return Finding(code, rule.kind, rule.title, loc.file, line, loc.function, path, where, reason, grp.count,
+                       "fix", pattern="limit", variable=g.variable, guard=g.guard, code=site.code,
+                       user_frame=user_frame, call_site=call_site, compiled_function=compiled)
+    pattern = "limit" if hit_limit else ("storm" if grp.count > 1 else "once")
+    if pattern == "once" and where == LIBRARY and code in ("TM299", "TM207"):
+        code, rule = "TM902", rules.BY_CODE["TM902"]
+    severity = "info" if rule.informational else ("fix" if pattern != "once" else "note")
+    return Finding(code, rule.kind, rule.title, loc.file, line, loc.function, path, where, _reason_for_guard(g),
+                   grp.count, severity, pattern=pattern, variable=g.variable, guard=g.guard, code=site.code,
+                   user_frame=user_frame, call_site=call_site, compiled_function=compiled)
+
+
+def count_by(findings: list[Finding], attr: str) -> Counter[str]:
+    return Counter(getattr(f, attr) for f in findings)

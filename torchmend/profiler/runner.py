@@ -1,0 +1,160 @@
+"""Parent side of a profiled run: start the child, enforce the time budget, report progress, collect events.
+
+Never imports torch: the user's script, and torch with it, live only in the child.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from torchmend.profiler.events import CHILD_ENV, COMPILE_END, COMPILE_START, END, GRAPH_BREAK, STEP, EventTail, read_events
+
+_POLL_S = 0.1
+_TERM_GRACE_S = 3.0
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    script: Path
+    args: tuple[str, ...] = ()
+    steps: int | None = None
+    timeout: float | None = None
+    backend: str | None = None
+    cwd: Path | None = None
+    python: str = sys.executable
+    env: tuple[tuple[str, str], ...] = ()  # extra environment for the child (e.g. a seed)
+
+
+@dataclass
+class Progress:
+    """What the run has shown so far; updated from the event stream while the child runs."""
+
+    steps: int = 0
+    compiles: int = 0
+    breaks: int = 0
+    recompiles: int = 0
+    elapsed_s: float = 0.0
+
+    def update(self, ev: dict[str, Any]) -> None:
+        kind = ev.get("ev")
+        if kind == STEP:
+            self.steps = max(self.steps, ev.get("steps", 0))
+        elif kind == COMPILE_START:
+            self.compiles += 1
+        elif kind == GRAPH_BREAK:
+            self.breaks += 1
+        elif kind == COMPILE_END and ev.get("recompile_reason"):
+            self.recompiles += 1
+        elif kind == END and ev.get("steps") is not None:
+            self.steps = max(self.steps, ev["steps"])
+
+
+@dataclass
+class RunOutcome:
+    events: list[dict[str, Any]]
+    ended_by: str  # finished | steps | timeout | error | exit | killed | no_torch | interrupted
+    returncode: int | None
+    wall_s: float
+    output_tail: str
+    end: dict[str, Any] = field(default_factory=dict)  # the END event, if the child wrote one
+
+    @property
+    def start(self) -> dict[str, Any]:
+        return next((e for e in self.events if e.get("ev") == "start"), {})
+
+
+def _tail(path: Path, max_lines: int = 30) -> str:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-max_lines:])
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the child and everything it started (its own process group)."""
+    for sig, wait in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run(
+    spec: RunSpec,
+    on_progress: Callable[[Progress], None] | None = None,
+    keep_dir: Path | None = None,
+) -> RunOutcome:
+    """Run the script in a child process and return what it showed. Blocks until the run ends."""
+    workdir = Path(tempfile.mkdtemp(prefix="torchmend-run-"))
+    events_path = workdir / "events.jsonl"
+    log_path = workdir / "output.log"
+    script = spec.script.resolve()
+    env = dict(os.environ)
+    env.update(spec.env)
+    env["PYTHONUNBUFFERED"] = "1"
+    env[CHILD_ENV] = json.dumps(
+        {"events": str(events_path), "script": str(script), "args": list(spec.args),
+         "steps": spec.steps, "backend": spec.backend}
+    )
+    progress = Progress()
+    tail = EventTail(events_path)
+    timed_out = interrupted = False
+    t0 = time.monotonic()
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [spec.python, "-m", "torchmend.profiler.child"],
+            cwd=str(spec.cwd or Path.cwd()),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # so a timeout can stop the script's own subprocesses too
+        )
+        try:
+            while proc.poll() is None:
+                time.sleep(_POLL_S)
+                progress.elapsed_s = time.monotonic() - t0
+                for ev in tail.new():
+                    progress.update(ev)
+                if on_progress:
+                    on_progress(progress)
+                if spec.timeout is not None and progress.elapsed_s > spec.timeout:
+                    timed_out = True
+                    _stop(proc)
+        except KeyboardInterrupt:
+            interrupted = True
+            _stop(proc)
+    wall = time.monotonic() - t0
+    events = read_events(events_path)
+    end = next((e for e in reversed(events) if e.get("ev") == END), {})
+    if interrupted:
+        ended_by = "interrupted"
+    elif timed_out and not end:
+        ended_by = "timeout"
+    elif end:
+        ended_by = end.get("reason", "finished")
+    else:
+        ended_by = "killed"  # died without a word: a signal, the OOM killer, os._exit in user code
+    outcome = RunOutcome(events, ended_by, proc.returncode, wall, _tail(log_path), end)
+    if keep_dir is not None:
+        keep_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy(events_path, keep_dir / "events.jsonl") if events_path.exists() else None
+        shutil.copy(log_path, keep_dir / "output.log")
+    shutil.rmtree(workdir, ignore_errors=True)
+    return outcome

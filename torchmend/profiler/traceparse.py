@@ -1,0 +1,147 @@
+"""Parse the two texts PyTorch puts in its structured trace: graph-break reasons and guard-failure reasons.
+
+Pure string work, tested against texts captured from real runs (tests/test_traceparse.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\s*$')
+_GB_AT_RE = re.compile(r"Graph break in user code at (?P<file>.+):(?P<line>\d+)\s*$")
+_GB_URL_RE = re.compile(r"(https://\S+/gb/(?P<id>gb\d+)\.html)")
+_RECOMPILE_RE = re.compile(
+    r"^(?:(?P<cid>\d+/\d+): )?(?P<guard>.*?)(?:\s+# (?P<code>.*?)\s+# (?P<file>\S+):(?P<line>\d+) in (?P<func>\S+))?"
+    r"(?: \(HINT: (?P<hint>.*)\))?\s*$"
+)
+_RESUME_RE = re.compile(r"^torch_dynamo_resume_in_(?P<func>.+)_at_\d+$")
+
+
+@dataclass(frozen=True)
+class Frame:
+    file: str
+    line: int
+    function: str
+    code: str = ""
+
+    def with_function_unwrapped(self) -> "Frame":
+        return Frame(self.file, self.line, user_function_name(self.function), self.code)
+
+
+def user_function_name(name: str) -> str:
+    """Dynamo names the code after a break `torch_dynamo_resume_in_<fn>_at_<line>`: give back `<fn>`."""
+    m = _RESUME_RE.match(name or "")
+    return m.group("func") if m else name
+
+
+def parse_stack(lines: list[str]) -> list[Frame]:
+    """Frames of a Python traceback, oldest first, each with its source line if printed."""
+    frames: list[Frame] = []
+    for i, line in enumerate(lines):
+        m = _FRAME_RE.match(line)
+        if not m:
+            continue
+        code = ""
+        if i + 1 < len(lines) and not _FRAME_RE.match(lines[i + 1]):
+            nxt = lines[i + 1].strip()
+            if nxt and set(nxt) - set("^~ "):
+                code = nxt
+        frames.append(Frame(m["file"], int(m["line"]), m["func"], code).with_function_unwrapped())
+    return frames
+
+
+@dataclass(frozen=True)
+class GraphBreak:
+    file: str
+    line: int
+    gb_type: str
+    explanation: str
+    gb_id: str | None  # e.g. "GB0170"
+    docs_url: str | None
+    user_stack: tuple[Frame, ...] = field(default=())
+
+    @property
+    def function(self) -> str:
+        return self.user_stack[-1].function if self.user_stack else ""
+
+
+def parse_graph_break(text: str) -> GraphBreak | None:
+    lines = text.splitlines()
+    m = next((_GB_AT_RE.search(line) for line in lines if _GB_AT_RE.search(line)), None)
+    if m is None:
+        return None
+    gb_type, explanation = "", ""
+    for i, line in enumerate(lines):
+        if line.strip().startswith("Explanation:"):
+            explanation = line.split("Explanation:", 1)[1].strip()
+            prev = lines[i - 1].strip() if i else ""
+            gb_type = prev.split("Graph Break Reason:", 1)[-1].strip()
+            break
+    if not gb_type:  # older texts: the reason is on the "Graph Break Reason:" line itself
+        reason = next((ln for ln in lines if ln.startswith("Graph Break Reason:")), "")
+        gb_type = reason.split(":", 1)[-1].strip()
+    url = _GB_URL_RE.search(text)
+    stack: list[Frame] = []
+    if "User code traceback:" in lines:
+        start = lines.index("User code traceback:") + 1
+        end = next((j for j in range(start, len(lines)) if lines[j].startswith(("Traceback", "NoneType"))), len(lines))
+        stack = parse_stack(lines[start:end])
+    return GraphBreak(
+        file=m["file"],
+        line=int(m["line"]),
+        gb_type=gb_type,
+        explanation=explanation,
+        gb_id=url["id"].upper() if url else None,
+        docs_url=url.group(1) if url else None,
+        user_stack=tuple(stack),
+    )
+
+
+@dataclass(frozen=True)
+class GuardFailure:
+    compile_id: str | None
+    guard: str  # the failing guard, e.g. "self.forward_calls == 0"
+    variable: str | None  # what it guards, e.g. "self.forward_calls", "args[0]"
+    site: Frame | None  # where the guarded value is used, when dynamo says
+    hint: str | None
+    text: str
+
+
+_TENSOR_RE = re.compile(r"tensor '(?P<var>[^']+)' (?P<what>[\w ]+?) mismatch")
+_WRAPPED_RE = re.compile(r"^(?:not )?___\w+\((?P<var>[^,()]+(?:\([^()]*\))?[^,()]*)")
+_COMPARE_RE = re.compile(r"^(?:not )?(?:len\()?(?P<var>.+?)\)?\s*(?:==|!=|<=|>=|<|>| is not | is )\s*.+$")
+_LG_RE = re.compile(r"\b[LG]\['(?P<name>[^']+)'\]")
+
+
+def tidy_variable(var: str) -> str:
+    """`L['temperature']` -> `temperature`, as the user wrote it."""
+    return _LG_RE.sub(lambda m: m["name"], var.strip())
+
+
+def guard_variable(guard: str) -> str | None:
+    for rx in (_TENSOR_RE, _WRAPPED_RE, _COMPARE_RE):
+        m = rx.search(guard) if rx is _TENSOR_RE else rx.match(guard)
+        if m:
+            return tidy_variable(m["var"])
+    return None
+
+
+def tensor_mismatch(guard: str) -> str | None:
+    """'size', 'stride', 'requires_grad', 'dtype', ... when the guard is a tensor-property check."""
+    m = _TENSOR_RE.search(guard)
+    return m["what"].strip() if m else None
+
+
+def parse_recompile_reason(text: str) -> GuardFailure:
+    lines = text.splitlines() or [""]
+    m = _RECOMPILE_RE.match(lines[0])
+    assert m is not None  # the pattern matches any line
+    site = None
+    if "User stack trace:" in lines:
+        frames = parse_stack(lines[lines.index("User stack trace:") + 1 :])
+        site = frames[-1] if frames else None
+    if site is None and m["file"]:
+        site = Frame(m["file"], int(m["line"]), user_function_name(m["func"]), (m["code"] or "").strip())
+    guard = m["guard"].strip()
+    return GuardFailure(m["cid"], guard, guard_variable(guard), site, m["hint"], text)

@@ -1,0 +1,53 @@
+"""The rule catalogue: one stable code per kind of problem `scan` can report.
+
+Families: TM1xx graph breaks, TM2xx recompilations, TM9xx informational (nothing to fix in your code).
+Codes are stable: never reuse or renumber one (tests/test_rules.py checks they are unique).
+Codemods (torchmend/codemods/) key their fixes on these codes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GRAPH_BREAK = "graph_break"
+RECOMPILE = "recompile"
+RECOMPILE_LIMIT = "recompile_limit"
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    kind: str  # graph_break | recompile | recompile_limit
+    name: str  # kebab-case, for humans and --select
+    title: str  # one line, shown in reports
+    informational: bool = False
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("TM101", GRAPH_BREAK, "print-in-compiled-code", "print() inside compiled code"),
+    Rule("TM102", GRAPH_BREAK, "logging-in-compiled-code", "logging call inside compiled code"),
+    Rule("TM103", GRAPH_BREAK, "data-dependent-branch", "Python `if`/`while` on a tensor value"),
+    Rule("TM104", GRAPH_BREAK, "tensor-to-python-scalar", "tensor turned into a Python number (.item(), float(), int())"),
+    Rule("TM105", GRAPH_BREAK, "call-to-disabled-function", "call to a function that torch.compile skips"),
+    Rule("TM199", GRAPH_BREAK, "other-graph-break", "graph break"),
+    Rule("TM201", RECOMPILE, "module-scalar-attribute", "int/float attribute of an nn.Module that changes"),
+    Rule("TM202", RECOMPILE, "changing-scalar-argument", "Python number argument that changes between calls"),
+    Rule("TM203", RECOMPILE, "optimizer-float-hyperparameter", "optimizer hyperparameter (lr, betas, ...) kept as a float"),
+    Rule("TM204", RECOMPILE, "changing-input-shape", "input shape that changes between calls (batch or sequence length)"),
+    Rule("TM205", RECOMPILE, "scalar-across-graph-break", "Python number carried across a graph break"),
+    Rule("TM206", RECOMPILE, "global-scalar", "global or closure Python number that changes"),
+    Rule("TM207", RECOMPILE, "changing-tensor-property", "tensor dtype, device, requires_grad or layout that changes"),
+    Rule("TM299", RECOMPILE, "other-recompile", "recompilation"),
+    Rule("TM250", RECOMPILE_LIMIT, "recompile-limit-reached", "recompile limit reached: the function now runs eagerly"),
+    Rule("TM901", GRAPH_BREAK, "library-deliberate-break", "PyTorch's own deliberate graph break", informational=True),
+    Rule("TM902", RECOMPILE, "one-time-library-recompile", "one-time recompile inside a library (e.g. state set-up)",
+         informational=True),
+)
+
+BY_CODE: dict[str, Rule] = {r.code: r for r in RULES}
+
+
+def select(codes: list[str], select: list[str] | None, ignore: list[str] | None) -> list[str]:
+    """Codes kept by --select/--ignore prefixes (e.g. --select TM1 --ignore TM104)."""
+    kept = [c for c in codes if not select or any(c.startswith(p) for p in select)]
+    return [c for c in kept if not ignore or not any(c.startswith(p) for p in ignore)]
