@@ -55,6 +55,7 @@ class Finding:
     gb_id: str | None = None
     gb_type: str | None = None
     docs_url: str | None = None
+    hint: str | None = None  # recompiles: PyTorch's own hint, when it gives one
     code: str = ""
     user_frame: Location | None = None  # for findings outside the project: the user's frame that reached it
     call_site: Location | None = None  # recompiles: where the compiled function was called from
@@ -167,8 +168,7 @@ def _reason_for_break(gb: GraphBreak) -> str:
 
 
 def _reason_for_guard(g: GuardFailure) -> str:
-    hint = f" (hint: {g.hint})" if g.hint else ""
-    return f"guard failed: {g.guard}{hint}"
+    return f"guard failed: {g.guard}"
 
 
 @dataclass
@@ -306,14 +306,15 @@ def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: 
         reason = (f"recompile limit ({limit.group(1) if limit else '?'}) reached; "
                   f"last guard failure: {g.guard or 'unknown'}")
         return Finding(code, rule.kind, rule.title, loc.file, line, loc.function, path, where, reason, grp.count,
-                       "fix", pattern="limit", variable=g.variable, guard=g.guard, code=site.code,
+                       "fix", pattern="limit", variable=g.variable, guard=g.guard, hint=g.hint, code=site.code,
                        user_frame=user_frame, call_site=call_site, compiled_function=compiled)
     pattern = "limit" if hit_limit else ("storm" if grp.count > 1 else "once")
     if pattern == "once" and where == LIBRARY and code in ("TM299", "TM207"):
         code, rule = "TM902", rules.BY_CODE["TM902"]
     severity = "info" if rule.informational else ("fix" if pattern != "once" else "note")
     return Finding(code, rule.kind, rule.title, loc.file, line, loc.function, path, where, _reason_for_guard(g),
-                   grp.count, severity, pattern=pattern, variable=g.variable, guard=g.guard, code=site.code,
+                   grp.count, severity, pattern=pattern, variable=g.variable, guard=g.guard, hint=g.hint,
+                   code=site.code,
                    user_frame=user_frame, call_site=call_site, compiled_function=compiled)
 
 

@@ -1,0 +1,62 @@
+"""Shared helpers: run the real `torchmend` CLI in a subprocess; cache expensive scans for the session."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCAN_FIXTURES = ROOT / "fixtures" / "scan"
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self) -> dict[str, Any]:
+        return json.loads(self.stdout)
+
+
+def torchmend(*args: str, cwd: Path | None = None, timeout: float = 600) -> CliResult:
+    env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
+    proc = subprocess.run([sys.executable, "-m", "torchmend", *args], cwd=cwd or ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+_SCANS: dict[tuple[str, ...], CliResult] = {}
+
+
+def scan_json(script: Path, *extra: str) -> CliResult:
+    """`torchmend scan SCRIPT --backend aot_eager --format json`, run once per session per argument list."""
+    key = (str(script), *extra)
+    if key not in _SCANS:
+        _SCANS[key] = torchmend("scan", str(script), "--backend", "aot_eager", "--format", "json",
+                                "--timeout", "300", *extra)
+    return _SCANS[key]
+
+
+def torch_minor() -> str:
+    import torch
+
+    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
+
+
+@pytest.fixture
+def write_script(tmp_path: Path):
+    def write(name: str, source: str) -> Path:
+        p = tmp_path / name
+        p.write_text(source)
+        return p
+
+    return write

@@ -1,0 +1,3 @@
+from torchmend.cli.main import run
+
+run()

@@ -1,0 +1,1 @@
+"""Terminal I/O: typer commands, rich rendering, exit codes."""
