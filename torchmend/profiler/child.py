@@ -54,6 +54,7 @@ def main() -> None:
 
         collector.install_trace_handler(sink)
         counter = collector.install_step_counter(sink, cfg.get("steps"))
+        collector.install_terminate_handler(sink, counter)
         if cfg.get("backend"):
             collector.override_backend(cfg["backend"])
     except Exception as e:  # this torch lacks a hook we rely on: say so rather than run unobserved

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import signal
 import sys
 import time
 from typing import Any, Callable
@@ -130,6 +131,15 @@ class StepCounter:
         if now - self._last_report > 0.25:
             self._last_report = now
             self.sink.emit(STEP, steps=self.steps)
+
+
+def install_terminate_handler(sink: EventSink, counter: StepCounter) -> None:
+    """The parent sends SIGTERM at the time budget: record the final step count before leaving."""
+
+    def on_term(signum: int, frame: Any) -> None:
+        end_now(sink, "timeout", steps=counter.steps)
+
+    signal.signal(signal.SIGTERM, on_term)
 
 
 def install_step_counter(sink: EventSink, budget: int | None) -> StepCounter:

@@ -145,7 +145,7 @@ def run(
     end = next((e for e in reversed(events) if e.get("ev") == END), {})
     if interrupted:
         ended_by = "interrupted"
-    elif timed_out and not end:
+    elif timed_out and (not end or end.get("reason") == "timeout"):
         ended_by = "timeout"
     elif end:
         ended_by = end.get("reason", "finished")

@@ -1,0 +1,29 @@
+"""Rule codes are unique and stable in shape; the README documents every exit code and rule."""
+
+import re
+
+from conftest import ROOT
+from torchmend import rules
+from torchmend.cli.exitcodes import DESCRIPTIONS, ExitCode
+
+
+def test_rule_codes_unique_and_in_families():
+    codes = [r.code for r in rules.RULES]
+    assert len(codes) == len(set(codes))
+    names = [r.name for r in rules.RULES]
+    assert len(names) == len(set(names))
+    for r in rules.RULES:
+        assert re.fullmatch(r"TM[129]\d\d", r.code)
+        assert r.informational == r.code.startswith("TM9")
+
+
+def test_select_by_prefix():
+    assert rules.select(["TM101", "TM201", "TM901"], ["TM1", "TM2"], ["TM201"]) == ["TM101"]
+
+
+def test_readme_documents_every_exit_code_and_rule():
+    readme = (ROOT / "README.md").read_text()
+    for code in ExitCode:
+        assert f"| {int(code)} | {DESCRIPTIONS[code]} |" in readme, code
+    for r in rules.RULES:
+        assert f"| {r.code} |" in readme, r.code
