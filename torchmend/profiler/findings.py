@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -316,7 +316,3 @@ def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: 
                    grp.count, severity, pattern=pattern, variable=g.variable, guard=g.guard, hint=g.hint,
                    code=site.code,
                    user_frame=user_frame, call_site=call_site, compiled_function=compiled)
-
-
-def count_by(findings: list[Finding], attr: str) -> Counter[str]:
-    return Counter(getattr(f, attr) for f in findings)
