@@ -154,7 +154,8 @@ def run(
     outcome = RunOutcome(events, ended_by, proc.returncode, wall, _tail(log_path), end)
     if keep_dir is not None:
         keep_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copy(events_path, keep_dir / "events.jsonl") if events_path.exists() else None
-        shutil.copy(log_path, keep_dir / "output.log")
+        for src in (events_path, log_path):
+            if src.exists():
+                shutil.copy(src, keep_dir / src.name)
     shutil.rmtree(workdir, ignore_errors=True)
     return outcome
