@@ -48,6 +48,27 @@ def _compile_id(md: dict[str, Any]) -> str | None:
     return f"{md['frame_id']}/{md.get('frame_compile_id', 0)}"
 
 
+def _live_callers() -> list[list[Any]]:
+    """The live Python stack, outermost first, without torch's own frames.
+
+    The trace's dynamo_start stack can skip the frame that called the compiled function (a decorated
+    function called from `main` lists `<module>` but not `main`); the live stack, read while dynamo
+    starts compiling, still holds it.
+    """
+    frames = []
+    f = sys._getframe(1)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not name.startswith(_SKIP_DIRS):
+            frames.append([name, f.f_lineno, f.f_code.co_name])
+        f = f.f_back
+    return frames[::-1]
+
+
+# torch, torchmend and the logging package (the handler runs under it) are never the user's caller.
+_SKIP_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, logging, sys.modules["torchmend"]))
+
+
 class TraceHandler(logging.Handler):
     """Receives every structured-trace record in-process and forwards the few that matter."""
 
@@ -74,7 +95,7 @@ class TraceHandler(logging.Handler):
                 [self.strings.get(f.get("filename"), str(f.get("filename"))), f.get("line"), f.get("name")]
                 for f in md["dynamo_start"].get("stack", [])
             ]
-            self.sink.emit(COMPILE_START, compile_id=_compile_id(md), stack=stack)
+            self.sink.emit(COMPILE_START, compile_id=_compile_id(md), stack=stack, callers=_live_callers())
         elif "compilation_metrics" in md:
             m = md["compilation_metrics"]
             fields = {k: m.get(k) for k in _METRIC_KEYS}

@@ -183,6 +183,7 @@ def analyse(events: list[dict[str, Any]], project_root: Path, ended_by: str = "f
     start = next((e for e in events if e.get("ev") == START), {})
     places = Places(project_root, start.get("library_roots", []))
     starts: dict[str, list[Frame]] = {}  # compile id -> the Python stack when it began compiling
+    callers: dict[str, list[Frame]] = {}  # compile id -> the live stack of callers (no torch frames)
     code_of_frame: dict[str, Frame] = {}  # frame id -> the compiled code object's location
     groups: "OrderedDict[tuple[str, str, int], _Group]" = OrderedDict()
     compiles = graphs = breaks = recompiles = limit_hits = 0
@@ -201,6 +202,8 @@ def analyse(events: list[dict[str, Any]], project_root: Path, ended_by: str = "f
         kind = ev.get("ev")
         if kind == COMPILE_START:
             starts[ev.get("compile_id") or ""] = [Frame(f[0], f[1], f[2]) for f in ev.get("stack", [])]
+            if ev.get("callers"):
+                callers[ev.get("compile_id") or ""] = [Frame(f[0], f[1], f[2]) for f in ev["callers"]]
         elif kind == GRAPH_BREAK:
             if OWN_MARKER in ev.get("text", ""):
                 continue
@@ -225,7 +228,7 @@ def analyse(events: list[dict[str, Any]], project_root: Path, ended_by: str = "f
             if is_limit:
                 limit_hits += 1
                 limited_frames.add(frame_id)
-                _add_limit(add, places, ev, code_of_frame.get(frame_id), _call_site(places, starts, frame_id))
+                _add_limit(add, places, ev, code_of_frame.get(frame_id), _call_site(places, starts, callers, frame_id))
                 continue
             compiles += 1
             frames.add(frame_id)
@@ -236,7 +239,7 @@ def analyse(events: list[dict[str, Any]], project_root: Path, ended_by: str = "f
                 recompiles += 1
                 g = parse_recompile_reason(ev["recompile_reason"])
                 compiled = code_of_frame.get(frame_id)
-                call_site = _call_site(places, starts, cid)
+                call_site = _call_site(places, starts, callers, cid)
                 site_frame = g.site
                 if site_frame is None:  # guards without a user line (tensor size, ...): act at the call site
                     site_frame = Frame(call_site.path, call_site.line, call_site.function) if call_site else compiled
@@ -256,11 +259,21 @@ def analyse(events: list[dict[str, Any]], project_root: Path, ended_by: str = "f
     return findings, summary
 
 
-def _call_site(places: Places, starts: dict[str, list[Frame]], cid_or_frame: str) -> Location | None:
+def _call_site(places: Places, starts: dict[str, list[Frame]], callers: dict[str, list[Frame]],
+               cid_or_frame: str) -> Location | None:
     """The user's line that called into the compiled function (innermost project frame below it)."""
     stack = starts.get(cid_or_frame)
     if stack is None:  # a frame id: any compile of that frame will do
         stack = next((s for c, s in starts.items() if c.split("/")[0] == cid_or_frame), None)
+    live = callers.get(cid_or_frame) or next(
+        (s for c, s in callers.items() if c.split("/")[0] == cid_or_frame), None)
+    if live:
+        # A resume function is called from the original function's own frame: skip those frames, so the
+        # call site is where the user called the compiled function.
+        own = user_function_name(stack[-1].function) if stack else None
+        outer = [f for f in live if not f.function.startswith("torch_dynamo_resume_in_")
+                 and user_function_name(f.function) != own]
+        return places.innermost_user(outer)
     if not stack:
         return None
     return places.innermost_user(stack[:-1])
