@@ -64,6 +64,15 @@ class Finding:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Finding":
+        """The inverse of to_json (a `scan --format json` finding back into a record)."""
+        fields = dict(data)
+        for key in ("user_frame", "call_site", "compiled_function"):
+            if fields.get(key) is not None:
+                fields[key] = Location(**fields[key])
+        return cls(**fields)
+
 
 @dataclass(frozen=True)
 class Summary:

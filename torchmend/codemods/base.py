@@ -1,0 +1,109 @@
+"""What a codemod is and what it returns.
+
+A codemod reads a finding and the parsed source behind it and *proposes*: a `Proposal` (node-level
+edits on one file, a one-line why, a safety label) or a `NoFix` (why not, and what the user can do
+instead). It never writes, prints or runs anything; the engine (engine.py) applies accepted proposals.
+
+Docstrings of codemod classes have the same five headings every time (see HEADINGS); the README's rule
+table and `torchmend rules` are generated from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Mapping, Sequence, Union
+
+import libcst as cst
+
+from torchmend.profiler.findings import Finding
+
+if TYPE_CHECKING:
+    from torchmend.codemods.source import Context
+
+SAFE, UNSAFE = "safe", "unsafe"
+HEADINGS = ("What it fixes", "Why it breaks or recompiles", "Example", "Fix", "Fix safety")
+
+Replacement = Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]
+
+
+@dataclass(frozen=True, eq=False)
+class Proposal:
+    """Edits on one file that fix one or more findings.
+
+    Nodes are those of the file's parsed module (`Context.file(path).module`), matched by identity:
+    `replace` swaps a node (a statement may become several through FlattenSentinel), `insert_before` /
+    `insert_after` add statements around a statement. `imports` are (module, name or None) pairs, added
+    once each through libcst's AddImportsVisitor.
+    """
+
+    findings: tuple[Finding, ...]
+    rule: str
+    path: str
+    why: str
+    safety: str = SAFE
+    replace: Mapping[cst.CSTNode, Replacement] = field(default_factory=dict)
+    insert_before: Mapping[cst.BaseStatement, Sequence[cst.BaseStatement]] = field(default_factory=dict)
+    insert_after: Mapping[cst.BaseStatement, Sequence[cst.BaseStatement]] = field(default_factory=dict)
+    imports: tuple[tuple[str, str | None], ...] = ()
+    note: str = ""  # what the user should know before accepting (e.g. "the message is not printed under compile")
+    alternative: str = ""  # another way to fix it, in words or code
+
+    def __post_init__(self) -> None:
+        if self.safety not in (SAFE, UNSAFE):
+            raise ValueError(f"safety must be {SAFE!r} or {UNSAFE!r}, not {self.safety!r}")
+        if not (self.replace or self.insert_before or self.insert_after):
+            raise ValueError("a proposal must edit something")
+
+    @property
+    def finding(self) -> Finding:
+        return self.findings[0]
+
+    def anchors(self) -> list[tuple[cst.CSTNode, bool]]:
+        """Every node this proposal touches, with whether it replaces it (True) or only inserts beside it."""
+        return ([(n, True) for n in self.replace] + [(n, False) for n in self.insert_before]
+                + [(n, False) for n in self.insert_after])
+
+
+@dataclass(frozen=True)
+class NoFix:
+    """A finding with no proposal: `skipped` (nothing to do: informational, already fixed, not selected) or
+    unfixable (with the reason, and what the user can do instead)."""
+
+    finding: Finding
+    reason: str
+    advice: str = ""
+    skipped: bool = False
+
+
+Result = Union[Proposal, NoFix]
+
+
+class Codemod:
+    """Base class: subclasses set `rules` and implement `propose`; the registry finds them."""
+
+    rules: ClassVar[tuple[str, ...]] = ()
+    name: ClassVar[str] = ""
+    # Inline examples, checked by tests/test_codemod_examples.py. Sources mark findings with comments
+    # (see examples.py): INVALID pairs (marked source, expected output); VALID sources propose nothing.
+    INVALID: ClassVar[Sequence[tuple[str, str]]] = ()
+    VALID: ClassVar[Sequence[str]] = ()
+
+    def propose(self, finding: Finding, ctx: "Context") -> Result:
+        raise NotImplementedError
+
+    @classmethod
+    def doc_sections(cls) -> dict[str, str]:
+        """The docstring split at its headings (`What it fixes:` ...)."""
+        import inspect
+
+        text = inspect.cleandoc(cls.__doc__ or "")
+        sections: dict[str, list[str]] = {}
+        current = None
+        for line in text.splitlines():
+            head = line.rstrip(":").strip()
+            if head in HEADINGS and line.rstrip().endswith(":"):
+                current = head
+                sections[current] = []
+            elif current:
+                sections[current].append(line)
+        return {k: "\n".join(v).strip() for k, v in sections.items()}

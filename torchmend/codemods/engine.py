@@ -1,0 +1,216 @@
+"""The engine: asks the codemods for proposals, applies accepted ones in one pass per file, diffs.
+
+Pure: no printing, no file writes. Sources come in through `Context.read`; new texts go out as strings.
+The preview of a proposal is computed against what is already accepted, so what is shown is what gets
+written, and overlapping proposals are refused rather than merged by text.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections import defaultdict
+from typing import Iterable, Sequence
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+
+from torchmend import rules
+from torchmend.codemods.base import NoFix, Proposal, Result
+from torchmend.codemods.registry import codemod_for
+from torchmend.codemods.source import Context, SourceError, SourceFile
+from torchmend.profiler.findings import PROJECT, Finding
+
+
+class _Apply(cst.CSTTransformer):
+    def __init__(self, proposals: Sequence[Proposal]) -> None:
+        super().__init__()
+        self.replace: dict[cst.CSTNode, object] = {}
+        self.before: dict[cst.CSTNode, list[cst.BaseStatement]] = defaultdict(list)
+        self.after: dict[cst.CSTNode, list[cst.BaseStatement]] = defaultdict(list)
+        for p in proposals:
+            self.replace.update(p.replace)
+            for node, stmts in p.insert_before.items():
+                self.before[node].extend(stmts)
+            for node, stmts in p.insert_after.items():
+                self.after[node].extend(stmts)
+
+    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+        result = self.replace.get(original_node, updated_node)
+        before, after = self.before.get(original_node), self.after.get(original_node)
+        if not (before or after):
+            return result
+        middle = list(result.nodes) if isinstance(result, cst.FlattenSentinel) else (
+            [] if isinstance(result, cst.RemovalSentinel) else [result])
+        return cst.FlattenSentinel([*(before or []), *middle, *(after or [])])
+
+
+def apply(source: SourceFile, proposals: Sequence[Proposal]) -> str:
+    """The file's text with these proposals applied (in one pass), imports added once each."""
+    if not proposals:
+        return source.text
+    tree = source.module.visit(_Apply(proposals))
+    imports = {imp for p in proposals for imp in p.imports}
+    if imports:
+        context = CodemodContext()
+        for module, name in sorted(imports, key=lambda i: (i[0], i[1] or "")):
+            AddImportsVisitor.add_needed_import(context, module, name)
+        tree = AddImportsVisitor(context).transform_module(tree)
+    return tree.code
+
+
+def unified_diff(display: str, before: str, after: str) -> str:
+    """A unified diff `git apply` and `patch -p1` accept (a/ and b/ prefixes, relative path)."""
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                 f"a/{display}", f"b/{display}")
+    out = []
+    for line in lines:
+        out.append(line)
+        if not line.endswith("\n"):  # last line without a newline: say so, as diff(1) does
+            out.append("\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def span(source: SourceFile, proposal: Proposal) -> tuple[int, int]:
+    """First and last line (in the original file) of what the proposal touches."""
+    ranges = [source.positions[n] for n, _ in proposal.anchors() if n in source.positions]
+    return min(r.start.line for r in ranges), max(r.end.line for r in ranges)
+
+
+class Conflict(Exception):
+    """The proposal overlaps one already accepted; accepting both would mean editing edited code."""
+
+
+class Session:
+    """One fixing session over a project: propose, preview, accept, and the resulting texts."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.accepted: list[Proposal] = []
+
+    # --- proposing ----------------------------------------------------------------------------------
+
+    def propose(self, findings: Iterable[Finding], select: list[str] | None = None,
+                ignore: list[str] | None = None) -> list[Result]:
+        """A Proposal or a NoFix for every finding; findings that one edit fixes together share a Proposal."""
+        results: list[Result] = []
+        for f in findings:
+            results.append(self._propose_one(f, select, ignore))
+        return self._merge(results)
+
+    def _propose_one(self, f: Finding, select: list[str] | None, ignore: list[str] | None) -> Result:
+        rule = rules.BY_CODE.get(f.rule)
+        if rule is None or rule.informational:
+            return NoFix(f, "informational: nothing to change in your code", skipped=True)
+        if not rules.select([f.rule], select, ignore):
+            return NoFix(f, "not selected (--select/--ignore)", skipped=True)
+        codemod = codemod_for(f.rule)
+        if codemod is None:
+            return NoFix(f, f"no source-level fix for {f.rule} ({rule.name})", _ADVICE.get(f.rule, ""))
+        try:
+            result = codemod.propose(f, self.ctx)
+        except SourceError as e:
+            return NoFix(f, str(e))
+        if isinstance(result, Proposal):
+            if not self.ctx.in_project(result.path):
+                return NoFix(f, f"the fix would edit {result.path}, which is outside the project: "
+                             "torchmend never edits libraries")
+            problem = self._check(result)
+            if problem:
+                return NoFix(f, problem)
+        elif f.where != PROJECT and not result.skipped and f.user_frame is None:
+            return NoFix(f, result.reason + " (the finding is inside a library and no frame of yours reached it)",
+                         result.advice)
+        return result
+
+    def _check(self, p: Proposal) -> str:
+        """A codemod bug must surface as a NoFix, not as a broken file: the result must still compile."""
+        text = apply(self.ctx.file(p.path), [p])
+        try:
+            compile(text, p.path, "exec", dont_inherit=True)
+        except SyntaxError as e:
+            return f"torchmend produced invalid code for this fix ({e.msg}); please report it"
+        return ""
+
+    def _merge(self, results: list[Result]) -> list[Result]:
+        merged: list[Result] = []
+        by_text: dict[tuple[str, str], int] = {}
+        for r in results:
+            if isinstance(r, Proposal):
+                key = (r.path, apply(self.ctx.file(r.path), [r]))
+                if key in by_text:
+                    i = by_text[key]
+                    old = merged[i]
+                    assert isinstance(old, Proposal)
+                    merged[i] = _with_findings(old, old.findings + r.findings)
+                    continue
+                by_text[key] = len(merged)
+            merged.append(r)
+        return merged
+
+    # --- reviewing ----------------------------------------------------------------------------------
+
+    def conflict(self, p: Proposal) -> str:
+        """Why `p` cannot be accepted on top of what is accepted, or ''."""
+        source = self.ctx.file(p.path)
+        for q in self.accepted:
+            if q.path != p.path:
+                continue
+            for a, a_replaces in p.anchors():
+                for b, b_replaces in q.anchors():
+                    if not (a_replaces or b_replaces):
+                        continue
+                    if a is b or a in set(source.ancestors(b)) or b in set(source.ancestors(a)):
+                        line = source.line_of(b)
+                        return f"it overlaps the accepted fix for {q.rule} at line {line}"
+        return ""
+
+    def text(self, path: str) -> str:
+        """The file as it will be written: the original with every accepted proposal applied."""
+        source = self.ctx.file(path)
+        return apply(source, [p for p in self.accepted if p.path == source.path])
+
+    def preview(self, p: Proposal) -> tuple[str, str]:
+        """(text now, text after also accepting `p`). Raises Conflict."""
+        why = self.conflict(p)
+        if why:
+            raise Conflict(why)
+        source = self.ctx.file(p.path)
+        mine = [q for q in self.accepted if q.path == source.path]
+        return apply(source, mine), apply(source, [*mine, p])
+
+    def accept(self, p: Proposal) -> None:
+        why = self.conflict(p)
+        if why:
+            raise Conflict(why)
+        self.accepted.append(p)
+
+    def changed(self) -> dict[str, tuple[str, str]]:
+        """path -> (original text, new text) for every file the accepted proposals change."""
+        out: dict[str, tuple[str, str]] = {}
+        for path in dict.fromkeys(p.path for p in self.accepted):
+            source = self.ctx.file(path)
+            new = self.text(path)
+            if new != source.text:
+                out[source.path] = (source.text, new)
+        return out
+
+    def display(self, path: str) -> str:
+        return os.path.relpath(os.path.realpath(path), os.path.realpath(self.ctx.project_root))
+
+
+def _with_findings(p: Proposal, findings: tuple[Finding, ...]) -> Proposal:
+    from dataclasses import replace
+
+    return replace(p, findings=findings)
+
+
+# What to do where no source-level fix exists (shown with the NoFix).
+_ADVICE = {
+    "TM105": "remove the torch.compiler.disable / skip on the called function, or move the call out of the "
+             "compiled region",
+    "TM199": "see the PyTorch docs link in the finding",
+    "TM207": "keep dtype, device and requires_grad of the inputs the same between calls",
+    "TM299": "see the guard in the finding; TORCH_LOGS=recompiles shows every guard failure",
+}

@@ -1,0 +1,101 @@
+"""Findings written into example sources as comments, so a codemod's examples are plain Python files.
+
+    y = x / temperature  # tm: TM202 variable=temperature
+    loss = step(x, temperature)  # tm-call-site
+    def forward(self, x):  # tm-compiled
+
+`# tm: RULE key=value ...` marks the line a finding names (keys: any Finding field, e.g. `variable`,
+`guard`, `pattern`; `where=library` puts the finding inside a library, reached from this line).
+`# tm-call-site` and `# tm-compiled` give every finding in the file its call site and compiled function.
+Used by the inline VALID/INVALID examples of each codemod and the fixtures/codemods pairs; comments
+survive rewrites, so a rewritten file carries its findings too (that is how idempotency is tested).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from torchmend import rules
+from torchmend.codemods.base import NoFix, Proposal, Result
+from torchmend.codemods.engine import Conflict, Session
+from torchmend.codemods.source import Context
+from torchmend.profiler.findings import LIBRARY, PROJECT, Finding, Location
+
+_MARK = re.compile(r"#\s*tm:\s*(?P<rule>TM\d{3})(?P<rest>[^#]*)")
+_CALL_SITE = re.compile(r"#\s*tm-call-site\b")
+_COMPILED = re.compile(r"#\s*tm-compiled\b")
+_DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)")
+_LIBRARY_FILE = "/usr/lib/python3/site-packages/torch/optim/optimizer.py"
+
+
+def _function_at(lines: list[str], line: int) -> str:
+    indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
+    for i in range(line - 1, -1, -1):
+        mdef = _DEF.match(lines[i])
+        if mdef and (i == line - 1 or len(lines[i]) - len(lines[i].lstrip()) < indent):
+            return mdef.group(1)
+    return "<module>"
+
+
+def _code(text: str) -> str:
+    return text.split("#")[0].strip()
+
+
+def findings_from_markers(path: str, text: str, root: str) -> list[Finding]:
+    lines = text.splitlines()
+    rel = os.path.relpath(path, root)
+
+    def loc(i: int) -> Location:
+        return Location(rel, i, _function_at(lines, i), path, _code(lines[i - 1]))
+
+    call_site = next((loc(i) for i, t in enumerate(lines, 1) if _CALL_SITE.search(t)), None)
+    compiled = next((loc(i) for i, t in enumerate(lines, 1) if _COMPILED.search(t)), None)
+    found = []
+    for i, t in enumerate(lines, 1):
+        mark = _MARK.search(t)
+        if not mark:
+            continue
+        rule = rules.BY_CODE[mark.group("rule")]
+        fields = dict(kv.split("=", 1) for kv in mark.group("rest").split())
+        where = fields.pop("where", PROJECT)
+        recompile = rule.kind != rules.GRAPH_BREAK
+        base = dict(rule=rule.code, kind=rule.kind, title=rule.title, reason="(example)", count=2,
+                    severity="fix", pattern="storm" if recompile else None, call_site=call_site,
+                    compiled_function=compiled, code=_code(t))
+        if where == LIBRARY:
+            base.update(file=_LIBRARY_FILE, line=1, function="step", path=_LIBRARY_FILE, where=LIBRARY,
+                        user_frame=loc(i))
+        else:
+            base.update(file=rel, line=i, function=_function_at(lines, i), path=path, where=PROJECT)
+        if "count" in fields:
+            fields["count"] = int(fields["count"])  # type: ignore[assignment]
+        base.update(fields)
+        found.append(Finding(**base))  # type: ignore[arg-type]
+    return found
+
+
+def fix_text(text: str, name: str = "example.py", root: str = "/tm-example",
+             unsafe: bool = True) -> tuple[str, list[Result]]:
+    """Propose fixes for the marked findings and accept every one (unsafe too, unless told not to), in
+    order, skipping conflicts, as `fix --yes --unsafe` would. Returns the new text and the results."""
+    path = str(Path(root) / name)
+    ctx = Context(root, lambda p: text if p == path else Path(p).read_text())
+    session = Session(ctx)
+    results = session.propose(findings_from_markers(path, text, root))
+    for r in results:
+        if isinstance(r, Proposal) and (unsafe or r.safety == "safe"):
+            try:
+                session.accept(r)
+            except Conflict:
+                pass
+    return session.text(path), results
+
+
+def proposals(results: list[Result]) -> list[Proposal]:
+    return [r for r in results if isinstance(r, Proposal)]
+
+
+def unfixed(results: list[Result]) -> list[NoFix]:
+    return [r for r in results if isinstance(r, NoFix)]

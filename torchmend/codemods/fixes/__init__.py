@@ -1,0 +1,1 @@
+"""One module per codemod; the registry imports them all. Docstring headings: see torchmend/codemods/base.py."""

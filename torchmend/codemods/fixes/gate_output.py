@@ -1,0 +1,171 @@
+"""Gate print() and logging calls in compiled code behind `torch.compiler.is_compiling()` (TM101, TM102)."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.source import Context, SourceFile
+from torchmend.profiler.findings import Finding
+
+_LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"}
+_COMPILING = {"torch.compiler.is_compiling", "torch.compiler.is_dynamo_compiling", "torch._dynamo.is_compiling",
+              "torch._utils.is_compiling"}
+
+
+def _is_print(src: SourceFile, call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Name) and (src.is_qualified(call.func, "builtins.print")
+                                                or (call.func.value == "print" and not src.qualified_names(call.func)))
+
+
+def _is_log(src: SourceFile, call: cst.Call) -> bool:
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in _LOG_METHODS:
+        return False
+    # logging.info(...) / log.info(...) / self.logger.info(...): a logger method or the logging module's helper.
+    return src.is_qualified(func, *(f"logging.{n}" for n in _LOG_METHODS)) or not src.is_qualified(
+        func, *(f"torch.{n}" for n in _LOG_METHODS))
+
+
+def _already_gated(src: SourceFile, stmt: cst.CSTNode) -> bool:
+    for anc in src.ancestors(stmt):
+        if isinstance(anc, cst.If):
+            for call in src.nodes_in(anc.test, cst.Call):
+                if src.qualified_names(call.func) & _COMPILING:  # type: ignore[attr-defined]
+                    return True
+        if isinstance(anc, cst.FunctionDef):
+            return False
+    return False
+
+
+def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:  # type: ignore[no-untyped-def]
+    src = ctx.file(finding.path)
+    stmt = src.statement_at(finding.line)
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return NoFix(finding, f"no {what} statement at line {finding.line}")
+    calls = [n for n in src.nodes_in(stmt, cst.Call) if is_target(src, n)]
+    if not calls:
+        return NoFix(finding, f"no {what} call at line {finding.line}")
+    if _already_gated(src, stmt):
+        return NoFix(finding, f"the {what} call is already gated by is_compiling()", skipped=True)
+    if len(stmt.body) != 1 or not m.matches(stmt.body[0], m.Expr(value=m.Call())) or stmt.body[0].value is not calls[0]:
+        return NoFix(finding, f"the {what} call is part of a larger statement; move it to a statement of its own "
+                     "first", "gate it with `if not torch.compiler.is_compiling():` by hand")
+    is_compiling, imports = src.torch_expr("compiler.is_compiling")
+    gated = cst.If(
+        test=cst.UnaryOperation(cst.Not(), cst.Call(is_compiling)),
+        body=cst.IndentedBlock([stmt.with_changes(leading_lines=[])]),
+        leading_lines=stmt.leading_lines,
+    )
+    return Proposal((finding,), finding.rule, src.path, replace={stmt: gated}, imports=imports, safety=UNSAFE,
+                    why=f"skip the {what} while torch.compile traces, so the graph does not break",
+                    note=f"the {what} no longer runs in compiled code (it still runs when the code runs eagerly)")
+
+
+class GatePrint(Codemod):
+    """Gate a print() in compiled code.
+
+    What it fixes:
+        TM101: a `print(...)` reached inside a torch.compile'd function or module.
+
+    Why it breaks or recompiles:
+        Dynamo cannot put a print into a graph: it stops the graph before the print, runs it in Python,
+        and starts a new graph after it (a graph break), every call.
+
+    Example:
+        h = torch.relu(self.fc1(x))
+        print("hidden mean", h.mean())
+
+    Fix:
+        if not torch.compiler.is_compiling():
+            print("hidden mean", h.mean())
+
+    Fix safety:
+        Unsafe: the message is no longer printed in compiled code. To keep it, PyTorch can print after the
+        graph instead: `torch._dynamo.config.reorderable_logging_functions.add(print)` at start-up (the
+        arguments must be tensors, constants or strings).
+    """
+
+    rules = ("TM101",)
+    name = "gate-print"
+    INVALID = (
+        (
+            "import torch\n\ndef f(x):\n    y = x * 2\n    print('y', y)  # tm: TM101\n    return y\n",
+            "import torch\n\ndef f(x):\n    y = x * 2\n    if not torch.compiler.is_compiling():\n"
+            "        print('y', y)  # tm: TM101\n    return y\n",
+        ),
+        (  # torch imported under another name; no import added
+            "import torch as t\n\ndef f(x):\n    # debug\n    print(x)  # tm: TM101\n    return x\n",
+            "import torch as t\n\ndef f(x):\n    # debug\n    if not t.compiler.is_compiling():\n"
+            "        print(x)  # tm: TM101\n    return x\n",
+        ),
+        (  # no torch import at all: one is added
+            "def f(x):\n    print(\n        'x',\n        x,\n    )  # tm: TM101\n    return x\n",
+            "import torch\n\ndef f(x):\n    if not torch.compiler.is_compiling():\n        print(\n"
+            "            'x',\n            x,\n        )  # tm: TM101\n    return x\n",
+        ),
+    )
+    VALID = (
+        "import torch\n\ndef f(x):\n    if not torch.compiler.is_compiling():\n        print(x)  # tm: TM101\n"
+        "    return x\n",
+        "def f(x):\n    y = print(x) or x  # tm: TM101\n    return y\n",
+    )
+
+    def propose(self, finding: Finding, ctx: Context) -> Result:
+        result = _gate(finding, ctx, _is_print, "print")
+        if isinstance(result, Proposal):
+            from dataclasses import replace
+
+            return replace(result, alternative="keep the output: call "
+                           "`torch._dynamo.config.reorderable_logging_functions.add(print)` once at start-up; "
+                           "dynamo then prints after the graph runs (arguments must be tensors, constants or "
+                           "strings)")
+        return result
+
+
+class GateLogging(Codemod):
+    """Gate a logging call in compiled code.
+
+    What it fixes:
+        TM102: a `logger.info(...)`, `logging.warning(...)` or other logging call reached inside a
+        torch.compile'd function or module.
+
+    Why it breaks or recompiles:
+        Dynamo does not trace logging.Logger methods: each call ends the graph, runs in Python, and starts
+        a new graph after it (a graph break), every call.
+
+    Example:
+        log.info("forward on batch of %d", x.shape[0])
+
+    Fix:
+        if not torch.compiler.is_compiling():
+            log.info("forward on batch of %d", x.shape[0])
+
+    Fix safety:
+        Unsafe: the record is no longer logged from compiled code (it still is when the code runs eagerly).
+    """
+
+    rules = ("TM102",)
+    name = "gate-logging"
+    INVALID = (
+        (
+            "import logging\nimport torch\nlog = logging.getLogger(__name__)\n\ndef f(x):\n"
+            "    log.info('shape %s', x.shape)  # tm: TM102\n    return x\n",
+            "import logging\nimport torch\nlog = logging.getLogger(__name__)\n\ndef f(x):\n"
+            "    if not torch.compiler.is_compiling():\n        log.info('shape %s', x.shape)  # tm: TM102\n"
+            "    return x\n",
+        ),
+        (
+            "import logging\nimport torch\n\ndef f(x):\n    logging.warning('big')  # tm: TM102\n    return x\n",
+            "import logging\nimport torch\n\ndef f(x):\n    if not torch.compiler.is_compiling():\n"
+            "        logging.warning('big')  # tm: TM102\n    return x\n",
+        ),
+    )
+    VALID = (
+        "import logging\nimport torch\nlog = logging.getLogger(__name__)\n\ndef f(x):\n"
+        "    if not torch.compiler.is_compiling():\n        log.info('x')  # tm: TM102\n    return x\n",
+    )
+
+    def propose(self, finding: Finding, ctx: Context) -> Result:
+        return _gate(finding, ctx, _is_log, "logging")

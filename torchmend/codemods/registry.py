@@ -1,0 +1,42 @@
+"""The codemod registry: every Codemod subclass in torchmend/codemods/fixes/, keyed by the rules it fixes.
+
+Discovered by importing each module of that package, so adding a fix is adding a file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from functools import lru_cache
+
+from torchmend.codemods.base import Codemod
+
+
+@lru_cache(maxsize=1)
+def codemods() -> tuple[Codemod, ...]:
+    from torchmend.codemods import fixes
+
+    found: list[Codemod] = []
+    for info in sorted(pkgutil.iter_modules(fixes.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{fixes.__name__}.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, Codemod) and cls is not Codemod and cls.__module__ == module.__name__ and cls.rules:
+                found.append(cls())
+    return tuple(found)
+
+
+@lru_cache(maxsize=1)
+def by_rule() -> dict[str, Codemod]:
+    table: dict[str, Codemod] = {}
+    for cm in codemods():
+        for code in cm.rules:
+            if code in table:
+                raise RuntimeError(f"rule {code} has two codemods: {type(table[code]).__name__} and "
+                                   f"{type(cm).__name__}")
+            table[code] = cm
+    return table
+
+
+def codemod_for(code: str) -> Codemod | None:
+    return by_rule().get(code)

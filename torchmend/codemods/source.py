@@ -1,0 +1,180 @@
+"""Parsed sources with the metadata codemods need, and the context they propose in.
+
+A `SourceFile` is parsed once; its module's nodes are the identities proposals refer to. Nodes are
+found by position (PositionProvider), never by regex; names by QualifiedNameProvider, so
+`import torch as t; t.where` is recognised.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Callable, Iterator, Sequence
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import (
+    CodeRange,
+    MetadataWrapper,
+    ParentNodeProvider,
+    PositionProvider,
+    QualifiedNameProvider,
+    ScopeProvider,
+)
+from libcst.metadata.base_provider import LazyValue
+
+
+class SourceError(Exception):
+    """A file a finding names cannot be read or parsed."""
+
+
+class SourceFile:
+    def __init__(self, path: str, text: str) -> None:
+        self.path = path
+        self.text = text
+        try:
+            parsed = cst.parse_module(text)
+        except cst.ParserSyntaxError as e:
+            raise SourceError(f"{path} does not parse: {e.message} (line {e.raw_line})") from e
+        # unsafe_skip_copy: the wrapper's module *is* `parsed`, so proposals and the engine share node identities.
+        self.wrapper = MetadataWrapper(parsed, unsafe_skip_copy=True)
+        self.module = self.wrapper.module
+        self.positions: dict[cst.CSTNode, CodeRange] = dict(self.wrapper.resolve(PositionProvider))
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = dict(self.wrapper.resolve(ParentNodeProvider))
+        self._qnames = self.wrapper.resolve(QualifiedNameProvider)
+        self.scopes = self.wrapper.resolve(ScopeProvider)
+
+    # --- positions ----------------------------------------------------------------------------------
+
+    def line_of(self, node: cst.CSTNode) -> int:
+        return self.positions[node].start.line
+
+    def statement_at(self, line: int) -> cst.BaseStatement | None:
+        """The innermost statement whose span covers `line`: a simple statement line, or a compound
+        statement whose header covers it (`if x:` over several lines included)."""
+        best: cst.BaseStatement | None = None
+        best_depth = -1
+        for node, rng in self.positions.items():
+            if not isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                continue
+            if not rng.start.line <= line <= self._header_end(node, rng):
+                continue
+            depth = sum(1 for _ in self.ancestors(node))
+            if depth > best_depth:
+                best, best_depth = node, depth
+        return best
+
+    def _header_end(self, node: cst.BaseStatement, rng: CodeRange) -> int:
+        if isinstance(node, cst.BaseCompoundStatement):
+            body = self.positions.get(node.body)
+            if body is not None:
+                # The body of `if x: y` starts on the header line; an indented block on the next one.
+                first = node.body.body[0] if isinstance(node.body, cst.IndentedBlock) and node.body.body else None
+                start = self.positions[first].start.line - 1 if first is not None else body.start.line
+                return max(rng.start.line, start)
+        return rng.end.line
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        while node in self.parents:
+            node = self.parents[node]
+            yield node
+
+    def enclosing(self, node: cst.CSTNode, kind: type | tuple[type, ...]) -> cst.CSTNode | None:
+        return next((a for a in self.ancestors(node) if isinstance(a, kind)), None)
+
+    def function_at(self, line: int) -> cst.FunctionDef | None:
+        stmt = self.statement_at(line)
+        if stmt is None:
+            return None
+        if isinstance(stmt, cst.FunctionDef) and self.positions[stmt].start.line == line:
+            return stmt
+        fn = self.enclosing(stmt, cst.FunctionDef)
+        return fn if isinstance(fn, cst.FunctionDef) else None
+
+    def nodes_in(self, root: cst.CSTNode, kind: type | tuple[type, ...]) -> list[cst.CSTNode]:
+        """Every node of `kind` under `root` (root included), in source order."""
+        found = [n for n in self.positions if isinstance(n, kind) and (n is root or root in set(self.ancestors(n)))]
+        return sorted(found, key=lambda n: (self.positions[n].start.line, self.positions[n].start.column))
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+    # --- names --------------------------------------------------------------------------------------
+
+    def qualified_names(self, node: cst.CSTNode) -> set[str]:
+        value = self._qnames.get(node, set())
+        if isinstance(value, LazyValue):  # libcst computes some providers' values on first use
+            value = value()
+        return {q.name for q in value}
+
+    def is_qualified(self, node: cst.CSTNode, *names: str) -> bool:
+        return bool(self.qualified_names(node) & set(names))
+
+    @cached_property
+    def torch_alias(self) -> str | None:
+        """The module-level name bound to `torch` by `import torch` / `import torch as t`, if any."""
+        for stmt in self.module.body:
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                continue
+            for small in stmt.body:
+                if isinstance(small, cst.Import):
+                    for alias in small.names:
+                        if m.matches(alias.name, m.Name("torch")):
+                            return alias.asname.name.value if alias.asname else "torch"  # type: ignore[union-attr]
+        return None
+
+    def torch_expr(self, dotted: str) -> tuple[cst.BaseExpression, tuple[tuple[str, str | None], ...]]:
+        """An expression for `torch.<dotted>` in this file's spelling, and the import it needs (if any)."""
+        alias = self.torch_alias
+        imports: tuple[tuple[str, str | None], ...] = () if alias else (("torch", None),)
+        return cst.parse_expression(f"{alias or 'torch'}.{dotted}"), imports
+
+
+@dataclass
+class Context:
+    """What a codemod may look at: the project's sources, parsed on demand (read through `read`)."""
+
+    project_root: str
+    read: Callable[[str], str]
+
+    def __post_init__(self) -> None:
+        self._files: dict[str, SourceFile] = {}
+
+    def file(self, path: str) -> SourceFile:
+        path = os.path.realpath(path)
+        if path not in self._files:
+            try:
+                text = self.read(path)
+            except OSError as e:
+                raise SourceError(f"cannot read {path}: {e.strerror or e}") from e
+            self._files[path] = SourceFile(path, text)
+        return self._files[path]
+
+    def in_project(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        root = os.path.realpath(self.project_root)
+        parts = real.split(os.sep)
+        if "site-packages" in parts or "dist-packages" in parts:
+            return False
+        return real.startswith(root + os.sep)
+
+    def loaded(self) -> Sequence[SourceFile]:
+        return list(self._files.values())
+
+
+def simple_names(node: cst.CSTNode) -> set[str]:
+    """Every plain Name read in an expression (attribute bases included, attribute names not)."""
+    names: set[str] = set()
+
+    class _V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            names.add(n.value)
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            n.value.visit(self)
+            return False
+
+    node.visit(_V())
+    return names
+
