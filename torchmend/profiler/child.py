@@ -61,20 +61,32 @@ def main() -> None:
         sink.emit(END, reason="internal_error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         sys.exit(1)
 
+    texts: dict[str, str] = {}
+    if cfg.get("overlay"):
+        from torchmend.profiler import overlay
+
+        with open(cfg["overlay"], encoding="utf-8") as f:
+            texts = json.load(f)
+        overlay.install(texts)
     try:
-        runpy.run_path(script, run_name="__main__")
+        if texts:
+            overlay.run_main(script, texts)
+        else:
+            runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if code != 0 and not isinstance(e.code, int):
             print(e.code, file=sys.stderr)
-        sink.emit(END, reason="finished" if code == 0 else "exit", exit_code=code, steps=counter.steps)
+        sink.emit(END, reason="finished" if code == 0 else "exit", exit_code=code, steps=counter.steps,
+                  step_times=counter.times)
         raise
     except BaseException as e:  # the user's crash: report it as plain python would, then exit 1
         text = _user_traceback(e)
         sys.stderr.write(text)
-        sink.emit(END, reason="error", error=f"{type(e).__name__}: {e}", traceback=text, steps=counter.steps)
+        sink.emit(END, reason="error", error=f"{type(e).__name__}: {e}", traceback=text, steps=counter.steps,
+                  step_times=counter.times)
         sys.exit(1)
-    sink.emit(END, reason="finished", exit_code=0, steps=counter.steps)
+    sink.emit(END, reason="finished", exit_code=0, steps=counter.steps, step_times=counter.times)
 
 
 if __name__ == "__main__":

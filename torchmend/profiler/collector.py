@@ -141,14 +141,21 @@ class StepCounter:
         self.sink = sink
         self.budget = budget
         self.steps = 0
+        self.times: list[float] = []  # seconds since the counter was installed, at the end of each step
+        self._t0 = time.monotonic()
         self._last_report = 0.0
+        self._sync = False
 
     def __call__(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self.steps += 1
+        if self._sync or torch.cuda.is_initialized():
+            self._sync = True
+            torch.cuda.synchronize()  # GPU work is asynchronous: a step ends when its kernels do
         now = time.monotonic()
+        self.times.append(round(now - self._t0, 5))
         if self.budget is not None and self.steps >= self.budget:
             self.sink.emit(STEP, steps=self.steps)
-            end_now(self.sink, "steps", steps=self.steps)
+            end_now(self.sink, "steps", steps=self.steps, step_times=self.times)
         if now - self._last_report > 0.25:
             self._last_report = now
             self.sink.emit(STEP, steps=self.steps)
@@ -158,7 +165,7 @@ def install_terminate_handler(sink: EventSink, counter: StepCounter) -> None:
     """The parent sends SIGTERM at the time budget: record the final step count before leaving."""
 
     def on_term(signum: int, frame: Any) -> None:
-        end_now(sink, "timeout", steps=counter.steps)
+        end_now(sink, "timeout", steps=counter.steps, step_times=counter.times)
 
     signal.signal(signal.SIGTERM, on_term)
 

@@ -87,6 +87,8 @@ class Summary:
     ended_by: str
     wall_seconds: float
     torch_version: str | None
+    first_step_s: float | None = None  # from the script's start to the end of its first optimizer step
+    steady_step_s: float | None = None  # median step time over the second half of the steps
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -201,6 +203,7 @@ def analyse(events: list[dict[str, Any]], project_root: Path, ended_by: str = "f
     steps = 0
 
     limited_frames: set[str] = set()
+    step_times: list[float] = []
 
     def add(key: tuple[str, str, int], payload: dict[str, Any], frame_id: str = "") -> None:
         grp = groups.setdefault(key, _Group(payload))
@@ -261,11 +264,23 @@ def analyse(events: list[dict[str, Any]], project_root: Path, ended_by: str = "f
                                                      "compiled": compiled}, frame_id)
         elif kind in (END, STEP):
             steps = max(steps, ev.get("steps") or 0)
+            if kind == END and ev.get("step_times"):
+                step_times = ev["step_times"]
 
     findings = [_finding(places, key, grp, bool(grp.extra["frames"] & limited_frames)) for key, grp in groups.items()]
     summary = Summary(len(frames), compiles, graphs, breaks, recompiles, limit_hits, round(compile_s, 3), steps,
-                      ended_by, round(wall_seconds, 2), start.get("torch"))
+                      ended_by, round(wall_seconds, 2), start.get("torch"), *step_stats(step_times))
     return findings, summary
+
+
+def step_stats(times: list[float]) -> tuple[float | None, float | None]:
+    """(first step seconds, steady step seconds: the median step over the second half of the run)."""
+    if not times:
+        return None, None
+    steps = [b - a for a, b in zip(times, times[1:])]
+    steady = sorted(steps[len(steps) // 2:])
+    median = steady[len(steady) // 2] if steady else None
+    return round(times[0], 4), (round(median, 5) if median is not None else None)
 
 
 def _call_site(places: Places, starts: dict[str, list[Frame]], callers: dict[str, list[Frame]],

@@ -33,6 +33,7 @@ class RunSpec:
     cwd: Path | None = None
     python: str = sys.executable
     env: tuple[tuple[str, str], ...] = ()  # extra environment for the child (e.g. a seed)
+    overlay: tuple[tuple[str, str], ...] = ()  # (absolute path, text): run these sources instead of the files
 
 
 @dataclass
@@ -108,9 +109,13 @@ def run(
     env = dict(os.environ)
     env.update(spec.env)
     env["PYTHONUNBUFFERED"] = "1"
+    overlay_path = None
+    if spec.overlay:
+        overlay_path = workdir / "overlay.json"
+        overlay_path.write_text(json.dumps(dict(spec.overlay)), encoding="utf-8")
     env[CHILD_ENV] = json.dumps(
         {"events": str(events_path), "script": str(script), "args": list(spec.args),
-         "steps": spec.steps, "backend": spec.backend}
+         "steps": spec.steps, "backend": spec.backend, "overlay": str(overlay_path) if overlay_path else None}
     )
     progress = Progress()
     tail = EventTail(events_path)
