@@ -10,9 +10,13 @@ class ExitCode(IntEnum):
     SCRIPT_NOT_FOUND = 3  # the script path does not exist or is not a file
     SCRIPT_FAILED = 4  # the script failed (syntax error, exception, non-zero exit, killed) before anything compiled
     NOTHING_COMPILED = 5  # the run ended without compiling any frame (no torch.compile, or a budget too small)
-    FINDINGS = 6  # --fail-on-findings and there are findings to fix
+    FINDINGS = 6  # scan --fail-on-findings: findings to fix; fix --check: changes to make
     NO_TORCH = 7  # torch cannot be imported by the Python that runs the script
     SCRIPT_FAILED_AFTER_COMPILE = 8  # the script failed after compiling: the report shows what was seen
+    WRITE_REFUSED = 9  # fix/undo: a file changed since the scan, is read-only or outside the project; nothing written
+    VERIFY_FAILED = 10  # fix: the re-run of the patched script failed or got worse; nothing written
+    NOTHING_TO_UNDO = 11  # undo: no fix of this project left to undo
+    INTERRUPTED = 130  # Ctrl-C: nothing was written
 
 
 DESCRIPTIONS = {
@@ -24,7 +28,13 @@ DESCRIPTIONS = {
     "the tail of its output is shown",
     ExitCode.NOTHING_COMPILED: "the run ended without compiling anything: the script never calls torch.compile, "
     "or --steps/--timeout ended it first",
-    ExitCode.FINDINGS: "--fail-on-findings was given and there are findings to fix",
+    ExitCode.FINDINGS: "scan --fail-on-findings found findings to fix, or fix --check found changes to make",
     ExitCode.NO_TORCH: "torch cannot be imported by the Python that runs the script",
     ExitCode.SCRIPT_FAILED_AFTER_COMPILE: "the script failed after compiling; the report shows what was seen up to then",
+    ExitCode.WRITE_REFUSED: "fix/undo wrote nothing: a file changed since it was scanned, is read-only, or is "
+    "outside the project",
+    ExitCode.VERIFY_FAILED: "fix wrote nothing: the re-run of the patched script failed or showed more graph breaks "
+    "or recompiles",
+    ExitCode.NOTHING_TO_UNDO: "undo: there is no fix of this project left to undo",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C); nothing was written",
 }

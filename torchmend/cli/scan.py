@@ -1,0 +1,71 @@
+"""`torchmend scan` and `torchmend rules`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from torchmend import rules
+from torchmend.cli import options as o
+from torchmend.cli.app import Format, app, out
+from torchmend.cli.exitcodes import ExitCode
+from torchmend.cli.render import print_scan
+from torchmend.cli.running import check_script, profile, project_root_for, warn_failed_after_compile
+from torchmend.profiler.report import scan_report
+from torchmend.profiler.runner import RunSpec
+
+
+@app.command(short_help='Report every graph break and recompilation at your source line.')
+def scan(
+    script: o.Script,
+    args: o.ScriptArgs = None,
+    steps: o.Steps = None,
+    timeout: o.Timeout = None,
+    backend: o.Backend = None,
+    format: Annotated[Format, typer.Option("--format", "-f", help="table (grouped by file) or json "
+                                           "(schema torchmend.scan/1, see docs/scan-json.md).")] = Format.table,
+    fail_on_findings: Annotated[bool, typer.Option("--fail-on-findings", help="Exit with code 6 when there are "
+                                                   "findings to fix (for CI).")] = False,
+    project: o.Project = None,
+    show_output: o.ShowOutput = False,
+    keep_events: o.KeepEvents = None,
+) -> None:
+    """Run SCRIPT under torch.compile in a child process and report every graph break and recompilation
+    at your source line, deduplicated, with counts.
+
+    Example: torchmend scan train.py --steps 50 --backend aot_eager -- --batch-size 32
+    """
+    check_script(script)
+    script = script.resolve()
+    root = (project or project_root_for(script)).resolve()
+    spec = RunSpec(script=script, args=tuple(args or ()), steps=steps, timeout=timeout, backend=backend,
+                   cwd=Path.cwd())
+    result = profile(spec, root, live=format is Format.table and out.is_terminal, show_output=show_output,
+                     keep_events=keep_events)
+    if format is Format.json:
+        print(json.dumps(scan_report(spec, str(root), result.findings, result.summary, result.outcome), indent=2))
+    else:
+        print_scan(out, result.findings, result.summary)
+    if result.failed:
+        warn_failed_after_compile(result)
+        raise typer.Exit(int(ExitCode.SCRIPT_FAILED_AFTER_COMPILE))
+    if fail_on_findings and any(f.severity == "fix" for f in result.findings):
+        raise typer.Exit(int(ExitCode.FINDINGS))
+
+
+@app.command("rules", short_help='List the rule codes and the fix for each.')
+def list_rules() -> None:
+    """List the rule codes (TM1xx graph breaks, TM2xx recompiles, TM9xx informational) and their fixes."""
+    from torchmend.codemods.registry import by_rule
+
+    fixes = by_rule()
+    table = Table("code", "kind", "name", "title", "fix")
+    for r in rules.RULES:
+        cm = fixes.get(r.code)
+        table.add_row(r.code, r.kind, r.name, r.title + (" (informational)" if r.informational else ""),
+                      cm.name if cm else "—")
+    out.print(table)

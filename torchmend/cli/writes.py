@@ -1,0 +1,143 @@
+"""Writing fixed sources safely, and undoing it.
+
+All or nothing: every file is checked first (unchanged since it was scanned, writable, in the project),
+then each is written to a temporary file beside it and renamed over it (its mode kept). A failure half
+way puts back the files already replaced. Each write leaves an undo record (a JSON file with the texts
+before and after, and the same change as a patch) under the state directory, never in the project.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class WriteRefused(Exception):
+    """Nothing was written: the message says which file and why."""
+
+
+def read_source(path: str) -> str:
+    """A source file's text exactly as on disk (newlines untranslated), as UTF-8."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise OSError(f"{path} is not UTF-8 ({e.reason} at byte {e.start})") from e
+
+
+def state_dir() -> Path:
+    """Where undo records live: $TORCHMEND_STATE_DIR, else $XDG_STATE_HOME/torchmend, else ~/.local/state/torchmend."""
+    if os.environ.get("TORCHMEND_STATE_DIR"):
+        return Path(os.environ["TORCHMEND_STATE_DIR"])
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "torchmend"
+
+
+def undo_dir(project: Path) -> Path:
+    key = hashlib.sha256(str(project.resolve()).encode()).hexdigest()[:16]
+    return state_dir() / "undo" / f"{project.resolve().name}-{key}"
+
+
+def _check(path: str, expected: str, project: Path) -> None:
+    real = os.path.realpath(path)
+    if not real.startswith(str(project.resolve()) + os.sep):
+        raise WriteRefused(f"{path} is outside the project ({project}); torchmend never edits files there")
+    try:
+        current = read_source(path)
+    except OSError as e:
+        raise WriteRefused(f"cannot read {path}: {e}") from e
+    if current != expected:
+        raise WriteRefused(f"{path} changed since it was scanned; run torchmend again on the new version")
+    if not os.access(path, os.W_OK):
+        raise WriteRefused(f"{path} is read-only; make it writable (chmod u+w) or leave it out with --ignore")
+    if not os.access(os.path.dirname(real), os.W_OK | os.X_OK):
+        raise WriteRefused(f"cannot create a file in {os.path.dirname(real)} (needed to replace {path} atomically)")
+
+
+def _replace(path: str, text: str) -> None:
+    real = os.path.realpath(path)
+    mode = stat.S_IMODE(os.stat(real).st_mode)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".torchmend", dir=os.path.dirname(real))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, real)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_all(changes: dict[str, tuple[str, str]], project: Path) -> None:
+    """Write every (before, after) change, or none. Raises WriteRefused."""
+    for path, (before, _) in changes.items():
+        _check(path, before, project)
+    done: list[str] = []
+    try:
+        for path, (_, after) in changes.items():
+            _replace(path, after)
+            done.append(path)
+    except OSError as e:
+        for path in done:  # put back what was already replaced
+            _replace(path, changes[path][0])
+        raise WriteRefused(f"writing {path} failed ({e.strerror or e}); nothing was changed") from e
+
+
+@dataclass(frozen=True)
+class UndoRecord:
+    path: Path  # the JSON record
+    project: str
+    created: str
+    files: dict[str, tuple[str, str]]  # path -> (before, after)
+
+    @property
+    def patch(self) -> Path:
+        return self.path.with_suffix(".patch")
+
+
+def save_undo(changes: dict[str, tuple[str, str]], project: Path, patch: str, summary: str) -> UndoRecord:
+    folder = undo_dir(project)
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = folder / f"{stamp}-{len(list(folder.glob('*.json'))):03d}.json"
+    created = time.strftime("%Y-%m-%d %H:%M:%S")
+    record = {"project": str(project.resolve()), "created": created, "summary": summary,
+              "files": {p: {"before": b, "after": a} for p, (b, a) in changes.items()}}
+    path.write_text(json.dumps(record, indent=1), encoding="utf-8")
+    path.with_suffix(".patch").write_text(patch, encoding="utf-8")
+    return UndoRecord(path, str(project.resolve()), created, dict(changes))
+
+
+def undo_records(project: Path) -> list[UndoRecord]:
+    """The project's undo records, newest last."""
+    out = []
+    for path in sorted(undo_dir(project).glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        files = {p: (f["before"], f["after"]) for p, f in data["files"].items()}
+        out.append(UndoRecord(path, data["project"], data["created"], files))
+    return out
+
+
+def undo(record: UndoRecord, project: Path) -> None:
+    """Put back the texts from before the fix, if every file is still as the fix left it."""
+    reverse = {p: (after, before) for p, (before, after) in record.files.items()}
+    try:
+        write_all(reverse, project)
+    except WriteRefused as e:
+        raise WriteRefused(str(e).replace("changed since it was scanned; run torchmend again on the new version",
+                                          "was edited after the fix; undo it by hand with the saved patch: "
+                                          f"{record.patch}")) from e
+    done = record.path.parent / "undone"
+    done.mkdir(exist_ok=True)
+    record.path.rename(done / record.path.name)
+    if record.patch.exists():
+        record.patch.rename(done / record.patch.name)

@@ -1,0 +1,90 @@
+"""The accept/reject loop, as a generator the CLI drives (git add -p keys), so it stays free of I/O.
+
+    loop = review(session, proposals)
+    ask = next(loop)                 # an Ask: the proposal and its diff against what is accepted so far
+    ask = loop.send("y")             # y n a d q; StopIteration carries the list of Decisions
+
+`a` accepts this and the rest of the file without asking, `d` skips the rest of the file, `q` stops
+(keeping what was accepted). A proposal that overlaps an accepted one is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generator, Sequence
+
+from torchmend.codemods.base import Proposal
+from torchmend.codemods.engine import Session
+
+KEYS = {
+    "y": "apply this change",
+    "n": "skip this change",
+    "a": "apply this change and every later one in this file",
+    "d": "skip this change and every later one in this file",
+    "q": "quit: skip this and every later change, keep what was applied",
+    "?": "show this help",
+}
+ACCEPTED, REJECTED, CONFLICT, NOT_REVIEWED = "accepted", "rejected", "conflict", "not reviewed"
+
+
+@dataclass(frozen=True)
+class Ask:
+    proposal: Proposal
+    before: str  # the file with what is accepted so far
+    after: str  # ... and this proposal too: exactly what would be written
+    index: int  # 1-based
+    total: int
+
+
+@dataclass(frozen=True)
+class Decision:
+    proposal: Proposal
+    outcome: str  # accepted | rejected | conflict | not reviewed
+    detail: str = ""
+
+
+def review(session: Session, proposals: Sequence[Proposal]) -> Generator[Ask, str, list[Decision]]:
+    decisions: list[Decision] = []
+    per_file: dict[str, str] = {}  # path -> "a" or "d", once chosen
+    quit_ = False
+    for i, p in enumerate(proposals, 1):
+        if quit_:
+            decisions.append(Decision(p, NOT_REVIEWED))
+            continue
+        why = session.conflict(p)
+        if why:
+            decisions.append(Decision(p, CONFLICT, why))
+            continue
+        key = per_file.get(p.path)
+        if key is None:
+            before, after = session.preview(p)
+            key = yield Ask(p, before, after, i, len(proposals))
+            if key not in KEYS or key == "?":
+                raise ValueError(f"review expects one of y/n/a/d/q, got {key!r}")
+            if key in ("a", "d"):
+                per_file[p.path] = key
+        if key in ("y", "a"):
+            session.accept(p)
+            decisions.append(Decision(p, ACCEPTED))
+        elif key == "q":
+            decisions.append(Decision(p, NOT_REVIEWED))
+            quit_ = True
+        else:
+            decisions.append(Decision(p, REJECTED))
+    return decisions
+
+
+def accept_all(session: Session, proposals: Sequence[Proposal], unsafe: bool) -> list[Decision]:
+    """--yes: every safe proposal (and the unsafe ones with --unsafe), skipping overlaps."""
+    decisions = []
+    for p in proposals:
+        if p.safety != "safe" and not unsafe:
+            decisions.append(Decision(p, REJECTED, "unsafe: add --unsafe to apply it"))
+            continue
+        why = session.conflict(p)
+        if why:
+            decisions.append(Decision(p, CONFLICT, why))
+            continue
+        session.accept(p)
+        decisions.append(Decision(p, ACCEPTED))
+    return decisions
