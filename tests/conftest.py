@@ -30,7 +30,7 @@ class CliResult:
 def torchmend(*args: str, cwd: Path | None = None, timeout: float = 600) -> CliResult:
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
     proc = subprocess.run([sys.executable, "-m", "torchmend", *args], cwd=cwd or ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -24,7 +24,7 @@ from torchmend.profiler.runner import RunSpec
 
 def _ask(index: int, total: int) -> str:
     while True:
-        answer = out.input(f"[bold blue]({index}/{total}) Apply this change [y,n,a,d,q,?]?[/] ").strip().lower()
+        answer = out.input(f"[bold blue]({index}/{total}) Apply this change \\[y,n,a,d,q,?]?[/] ").strip().lower()
         if answer in KEYS and answer != "?":
             return answer
         out.print(help_text())

@@ -54,7 +54,8 @@ def _check(path: str, expected: str, project: Path) -> None:
         raise WriteRefused(f"cannot read {path}: {e}") from e
     if current != expected:
         raise WriteRefused(f"{path} changed since it was scanned; run torchmend again on the new version")
-    if not os.access(path, os.W_OK):
+    # The owner's write bit too: root may write anywhere, but a file marked read-only was marked so on purpose.
+    if not os.access(path, os.W_OK) or not os.stat(real).st_mode & stat.S_IWUSR:
         raise WriteRefused(f"{path} is read-only; make it writable (chmod u+w) or leave it out with --ignore")
     if not os.access(os.path.dirname(real), os.W_OK | os.X_OK):
         raise WriteRefused(f"cannot create a file in {os.path.dirname(real)} (needed to replace {path} atomically)")
