@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One-command set-up for torchmend's two jobs, on a machine with only python3.
 
-    python3 dev.py example   # set up .venv, then scan the bundled example training script
+    python3 dev.py example   # set up .venv, then fix a scratch copy of the bundled example training script
     python3 dev.py test      # set up .venv, then run the test suite
 
 Set-up creates .venv and installs torchmend with its dev extras and torch==2.13.0 (the pinned
@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import venv
 from pathlib import Path
 
@@ -45,8 +47,16 @@ def main() -> int:
         return 2
     setup()
     if job == "example":
-        cmd = [str(BIN / "torchmend"), "scan", str(ROOT / "fixtures/scan/several/train.py"), "--backend", "aot_eager",
-               *extra]
+        # A scratch copy, so the repository stays clean: on a terminal fix asks about each change; otherwise
+        # (or with no extra arguments given off a terminal) it applies them all.
+        scratch = Path(tempfile.mkdtemp(prefix="torchmend-example-"))
+        shutil.copy(ROOT / "fixtures/scan/several/train.py", scratch / "train.py")
+        print(f"scratch copy of the bundled example: {scratch / 'train.py'}", flush=True)
+        mode = [] if sys.stdin.isatty() or extra else ["--yes", "--unsafe"]
+        cmd = [str(BIN / "torchmend"), "fix", str(scratch / "train.py"), "--backend", "aot_eager", *mode, *extra]
+        code = subprocess.call(cmd, cwd=scratch)
+        print(f"the example's files are in {scratch}", flush=True)
+        return code
     else:
         cmd = [str(BIN / "python"), "-m", "pytest", "-q", *extra]
     return subprocess.call(cmd, cwd=ROOT)

@@ -27,3 +27,22 @@ def test_readme_documents_every_exit_code_and_rule():
         assert f"| {int(code)} | {DESCRIPTIONS[code]} |" in readme, code
     for r in rules.RULES:
         assert f"| {r.code} |" in readme, r.code
+
+
+def test_generated_rule_docs_are_current():
+    """README's rule table and docs/rules.md come from the codemods' docstrings: regenerate when stale."""
+    from torchmend.codemods import docs
+
+    assert docs.readme_with_table((ROOT / "README.md").read_text()) == (ROOT / "README.md").read_text(), \
+        "README rule table is stale: run python -m torchmend.codemods.docs"
+    assert docs.rules_page() == (ROOT / "docs" / "rules.md").read_text(), \
+        "docs/rules.md is stale: run python -m torchmend.codemods.docs"
+
+
+def test_codemod_docstrings_have_the_headings_in_order():
+    from torchmend.codemods.base import HEADINGS
+    from torchmend.codemods.registry import codemods
+
+    for cm in codemods():
+        assert list(cm.doc_sections()) == list(HEADINGS), type(cm).__name__
+        assert all(cm.doc_sections().values()), type(cm).__name__
