@@ -1,0 +1,744 @@
+"""Keep a number read out of a tensor (`.item()`, `float(t)`, `int(t)`) a tensor when it only feeds tensor
+math (TM104), and fix the recompile that the same number causes when it is carried across the break (TM205).
+
+Both rules share one analysis: from the conversion, follow the value through arithmetic, `max`/`min` and
+local names until it meets a tensor; refuse as soon as some use needs a real Python number. TM104 and TM205
+at the same conversion get the very same edit, so the engine merges them into one proposal.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import Assignment, FunctionScope, ImportAssignment
+
+from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.source import Context, SourceFile
+from torchmend.profiler.findings import PROJECT, Finding
+
+CAPTURE = ("if the Python number is really needed, let dynamo trace it instead: set "
+           "`torch._dynamo.config.capture_scalar_outputs = True` before compiling (`.item()` then stays in the "
+           "graph as a symbolic number; an `if` or a shape that depends on it still breaks or specializes)")
+
+# Methods Python ints and floats lack and tensors have: a value they are called on (or that they return) is
+# not a Python number. `max`/`min` with a dim return a namedtuple: not a number either.
+_TENSOR_METHODS = frozenset("""
+    abs absolute acos add addcdiv addcmul amax amin any all argmax argmin asin atan bfloat16 bmm ceil clamp
+    clamp_max clamp_min clip clone contiguous cos cosh cpu cuda cumprod cumsum detach diag div double exp
+    expand expand_as expm1 flatten flip float floor fmod frac half log log10 log1p log2 logsumexp masked_fill
+    matmul max maximum mean min minimum mm mul nan_to_num neg norm permute pow prod reciprocal relu remainder
+    repeat reshape round rsqrt sigmoid sign sin sinh softmax log_softmax sqrt square squeeze std sub sum t tanh
+    to transpose trunc type_as unsqueeze var view view_as where new_zeros new_ones new_full new_empty
+""".split())
+# Reading these on a name shows it holds a tensor (Python numbers have none of them).
+_TENSOR_EVIDENCE = _TENSOR_METHODS | {"item", "tolist", "size", "dim", "numel", "shape", "device", "dtype",
+                                      "ndim", "requires_grad", "grad", "data", "T"}
+_TENSOR_ATTRS = frozenset({"T", "mT", "data", "grad", "weight", "bias"})
+# Tensor methods whose operand may be a 0-dim tensor as well as a number.
+_OPERAND_METHODS = frozenset({"add", "sub", "mul", "div", "pow", "clamp", "clamp_min", "clamp_max", "maximum",
+                              "minimum", "fmod", "remainder", "add_", "sub_", "mul_", "div_", "pow_", "clamp_",
+                              "clamp_min_", "clamp_max_", "lerp", "lerp_"})
+# torch.* callables that return Python values, not tensors.
+_TORCH_NON_TENSOR = re.compile(r"^torch\.((cuda|backends|distributed|compiler|_dynamo|jit|fx)\.|(is_|get_|set_)"
+                               r"|(numel|result_type|promote_types|can_cast|typename|manual_seed|initial_seed|seed"
+                               r"|compile|device|dtype|Size|finfo|iinfo)$)")
+_ARITH = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
+_STACK = re.compile(r"^___stack\d+$")
+_CONVERSIONS = {"item": ".detach()", "float": ".detach().float()", "int": ".detach().long()"}
+_FORMATTERS = {"print", "str", "repr", "format"}
+_AddConversion = Callable[[cst.Call], None]
+
+
+class _Refuse(Exception):
+    """A use of the value that needs a Python number; the message says which, for the user."""
+
+
+def _builtin(src: SourceFile, call: cst.Call, *names: str) -> str | None:
+    """The name of the builtin `call` calls, if it is one of `names` (and not shadowed)."""
+    func = call.func
+    if not isinstance(func, cst.Name) or func.value not in names:
+        return None
+    qnames = src.qualified_names(func)
+    return func.value if (f"builtins.{func.value}" in qnames or not qnames) else None
+
+
+def _atom(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`expr`, parenthesised when a method call on it needs it (`(a * 2).clamp(...)`)."""
+    if isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or expr.lpar:
+        return expr
+    return expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def _method(value: cst.BaseExpression, name: str, args: tuple[cst.Arg, ...] = ()) -> cst.Call:
+    return cst.Call(cst.Attribute(_atom(value), cst.Name(name)), args)
+
+
+def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
+    return cst.Arg(value, keyword=cst.Name(name), equal=cst.AssignEqual(cst.SimpleWhitespace(""),
+                                                                         cst.SimpleWhitespace("")))
+
+
+@dataclass
+class _Plan:
+    """What one fix changes: the conversions, the max/min calls, and what the user must know about it."""
+
+    fn: cst.FunctionDef
+    conversions: dict[cst.Call, str] = field(default_factory=dict)  # call -> item | float | int
+    minmax: dict[cst.Call, str] = field(default_factory=dict)  # call -> max | min
+    tainted: set[cst.CSTNode] = field(default_factory=set)  # expressions that become tensors
+    number_math: bool = False  # Python arithmetic on the number before it met a tensor
+    returns: bool = False  # the compiled function now returns a tensor
+    pending: dict[cst.BaseExpression, str] = field(default_factory=dict)  # values of followed names -> name
+
+
+class _Analysis:
+    """Follows numbers out of tensors through one function; raises _Refuse when a use needs a number."""
+
+    def __init__(self, src: SourceFile, fn: cst.FunctionDef, compiled: bool) -> None:
+        self.src = src
+        self.fn = fn
+        self.compiled = compiled
+        self.scope = src.scopes.get(fn.body)
+        self._tensor_memo: dict[cst.CSTNode, bool] = {}
+
+    # --- what a value is ----------------------------------------------------------------------------
+
+    def conversion(self, call: cst.Call) -> str | None:
+        """'item', 'float' or 'int' when `call` turns a tensor into a Python number."""
+        if (isinstance(call.func, cst.Attribute) and call.func.attr.value == "item" and not call.args):
+            return "item"
+        kind = _builtin(self.src, call, "float", "int")
+        if kind and len(call.args) == 1 and not call.args[0].keyword and not call.args[0].star \
+                and not self._is_number(call.args[0].value):
+            return kind
+        return None
+
+    def _is_number(self, expr: cst.BaseExpression) -> bool:
+        """Surely a Python number already: a literal, a shape or size, a len()."""
+        if isinstance(expr, (cst.BaseString, cst.BaseNumber)):
+            return True
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        if isinstance(expr, cst.Attribute):
+            return expr.attr.value in ("shape", "ndim")
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            return bool(_builtin(self.src, expr, "len")) or (
+                isinstance(func, cst.Attribute) and func.attr.value in ("size", "numel", "dim", "nelement"))
+        return False
+
+    def tensor_of(self, call: cst.Call, kind: str) -> cst.BaseExpression:
+        """The tensor a conversion reads (`int(t.item())` reads `t`)."""
+        if kind == "item":
+            assert isinstance(call.func, cst.Attribute)
+            return call.func.value
+        arg = call.args[0].value
+        if isinstance(arg, cst.Call) and self.conversion(arg) == "item":
+            return self.tensor_of(arg, "item")
+        return arg
+
+    def conversions_in(self, stmt: cst.CSTNode) -> list[cst.Call]:
+        """The conversions in a statement (a compound statement's header only), outermost ones: in
+        `int(t.item())` the `int`. `float(x)`/`int(x)` count only when `x` is surely a tensor or when
+        nothing else on the statement converts (the break at this line proves it converts a tensor)."""
+        roots: list[cst.CSTNode] = [stmt]
+        if isinstance(stmt, (cst.If, cst.While)):
+            roots = [stmt.test]
+        elif isinstance(stmt, cst.For):
+            roots = [stmt.iter]
+        elif isinstance(stmt, cst.With):
+            roots = list(stmt.items)
+        elif isinstance(stmt, cst.BaseCompoundStatement):
+            roots = []
+        calls = [c for r in roots for c in self.src.nodes_in(r, cst.Call) if isinstance(c, cst.Call)]
+        found = [c for c in calls if self.conversion(c)]
+        outer = [c for c in found if not self._inside_conversion(c)]
+        sure = [c for c in outer if self.sure_conversion(c)]
+        return sure if sure else (outer if len(outer) == 1 else [])
+
+    def sure_conversion(self, call: cst.Call) -> bool:
+        """A conversion of something that is surely a tensor: `.item()`, or float()/int() of a tensor."""
+        kind = self.conversion(call)
+        return kind == "item" or (kind is not None and self.is_tensor(self.tensor_of(call, kind)))
+
+    def _inside_conversion(self, call: cst.Call) -> bool:
+        parent = self.src.parents.get(call)
+        if isinstance(parent, cst.Arg):
+            outer = self.src.parents[parent]
+            return isinstance(outer, cst.Call) and self.conversion(outer) in ("float", "int")
+        return False
+
+    def bindings(self, name: cst.Name) -> list[cst.BaseExpression]:
+        """The values a function-local name is assigned (`x = value`), when every binding of it is such a plain
+        assignment; else none (a parameter, a loop target, `x += ...`, an import)."""
+        scope = self.src.scopes.get(name)
+        if scope is not self.scope or scope is None:
+            return []
+        values = []
+        for bound in scope[name.value]:
+            value = self._assigned_value(bound.node) if isinstance(bound, Assignment) and bound.scope is scope \
+                else None
+            if value is None:
+                return []
+            values.append(value)
+        return values
+
+    def _assigned_value(self, target: cst.CSTNode) -> cst.BaseExpression | None:
+        parent = self.src.parents.get(target)
+        if isinstance(parent, cst.AssignTarget):
+            assign = self.src.parents[parent]
+            if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+                return assign.value
+        if isinstance(parent, cst.AnnAssign) and parent.target is target:
+            return parent.value
+        return None
+
+    def is_tensor(self, expr: cst.BaseExpression) -> bool:
+        """Surely not a Python number before the rewrite (a tensor), judging by the source alone."""
+        if expr not in self._tensor_memo:
+            self._tensor_memo[expr] = False  # cycles (x = x.abs() ...) are not evidence
+            self._tensor_memo[expr] = self._is_tensor(expr)
+        return self._tensor_memo[expr]
+
+    def _is_tensor(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Call):
+            qnames = self.src.qualified_names(expr.func)
+            if any(q.startswith("torch.") and not _TORCH_NON_TENSOR.match(q) for q in qnames):
+                return True
+            func = expr.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_METHODS and self.conversion(expr) is None:
+                return not self._imported(func.value) or self.is_tensor(func.value)
+            return False
+        if isinstance(expr, cst.BinaryOperation):
+            return self.is_tensor(expr.left) or self.is_tensor(expr.right)
+        if isinstance(expr, cst.UnaryOperation):
+            return isinstance(expr.operator, (cst.Minus, cst.Plus)) and self.is_tensor(expr.expression)
+        if isinstance(expr, cst.Subscript):
+            return self.is_tensor(expr.value)
+        if isinstance(expr, cst.Attribute):
+            return expr.attr.value in _TENSOR_ATTRS
+        if isinstance(expr, cst.Name):
+            values = self.bindings(expr)
+            if values and all(self.is_tensor(v) for v in values):
+                return True
+            return self._has_tensor_evidence(expr)
+        return False
+
+    def _imported(self, expr: cst.BaseExpression) -> bool:
+        """`math.sqrt(...)`: a module's function, not a tensor method."""
+        while isinstance(expr, cst.Attribute):
+            expr = expr.value
+        if not isinstance(expr, cst.Name):
+            return False
+        scope = self.src.scopes.get(expr)
+        return scope is not None and any(isinstance(a, ImportAssignment) for a in scope[expr.value])
+
+    def _has_tensor_evidence(self, name: cst.Name) -> bool:
+        """A name bound once whose uses read tensor-only attributes (`out.abs()`, `out.shape`)."""
+        scope = self.src.scopes.get(name)
+        if scope is not self.scope or scope is None:
+            return False
+        bound = list(scope[name.value])  # one local binding (an assignment or a parameter), not an import
+        if len(bound) != 1 or not isinstance(bound[0], Assignment) or bound[0].scope is not scope:
+            return False
+        for access in scope.accesses[name.value]:
+            parent = self.src.parents.get(access.node)
+            if isinstance(parent, cst.Attribute) and parent.value is access.node \
+                    and parent.attr.value in _TENSOR_EVIDENCE:
+                return True
+        return False
+
+    def sources(self, expr: cst.BaseExpression, seen: set[cst.CSTNode] | None = None) -> set[cst.Call]:
+        """The conversions a number is computed from (through arithmetic, max/min and local names)."""
+        seen = set() if seen is None else seen
+        if expr in seen:
+            return set()
+        seen.add(expr)
+        if isinstance(expr, cst.Call):
+            if self.sure_conversion(expr):
+                return {expr}
+            if _builtin(self.src, expr, "max", "min", "abs"):
+                return set().union(*(self.sources(a.value, seen) for a in expr.args))
+            return set()
+        if isinstance(expr, cst.BinaryOperation):
+            return self.sources(expr.left, seen) | self.sources(expr.right, seen)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.sources(expr.expression, seen)
+        if isinstance(expr, cst.Name):
+            return set().union(*(self.sources(v, seen) for v in self.bindings(expr)))
+        return set()
+
+    # --- where the value goes -----------------------------------------------------------------------
+
+    def plan(self, start: list[cst.Call]) -> _Plan:
+        plan = _Plan(self.fn)
+        work: list[cst.CSTNode] = []
+
+        def add_conversion(call: cst.Call) -> None:
+            if call not in plan.conversions:
+                plan.conversions[call] = self.conversion(call) or ""
+                plan.tainted.add(call)
+                work.append(call)
+
+        for call in start:
+            add_conversion(call)
+        while work:
+            node = work.pop(0)
+            for nxt in self._follow(node, plan, add_conversion):
+                if nxt not in plan.tainted:
+                    plan.tainted.add(nxt)
+                    work.append(nxt)
+        for value, name in plan.pending.items():
+            if value not in plan.tainted:  # `scale = 1.0` beside `scale = t.item()`: a number in some paths
+                raise _Refuse(f"`{name}` is also assigned `{self.src.code(value).strip()}` at "
+                              f"{self._where(value)}, which stays a Python number")
+        return plan
+
+    def _order(self, node: cst.CSTNode) -> tuple[int, int]:
+        start = self.src.positions[node].start
+        return start.line, start.column
+
+    def _where(self, node: cst.CSTNode) -> str:
+        return f"line {self.src.line_of(node)}"
+
+    def _what(self, node: cst.CSTNode) -> str:
+        code = self.src.code(node).strip()
+        return f"`{code}`" if len(code) <= 40 and "\n" not in code else "the number"
+
+    def _follow(self, node: cst.CSTNode, plan: _Plan, add_conversion: _AddConversion) -> list[cst.CSTNode]:
+        """The expressions that become tensors because `node` does; raises _Refuse on a use that needs a number."""
+        parent = self.src.parents[node]
+        what, where = self._what(node), self._where(node)
+        if isinstance(parent, cst.BinaryOperation):
+            other = parent.right if parent.left is node else parent.left
+            if not isinstance(parent.operator, _ARITH):
+                raise _Refuse(f"{what} is used in a bitwise or matrix operation at {where}")
+            if isinstance(parent.operator, cst.Modulo) and isinstance(other, cst.BaseString):
+                raise _Refuse(f"{what} is formatted into a string at {where}")
+            if self.is_tensor(other):
+                return []  # it already met a tensor here: the result was a tensor before, too
+            plan.number_math = True  # Python arithmetic (float64) before it meets a tensor
+            return [parent]
+        if isinstance(parent, cst.UnaryOperation):
+            if isinstance(parent.operator, (cst.Minus, cst.Plus)):
+                return [parent]
+            raise _Refuse(f"{what} is used as a bool (`not`) at {where}")
+        if isinstance(parent, cst.Arg):
+            return self._follow_argument(node, parent, plan, add_conversion)
+        if isinstance(parent, cst.AnnAssign) and parent.value is node and m.matches(
+                parent.annotation.annotation, m.Name("float") | m.Name("int")):
+            raise _Refuse(f"{what} is stored in a name annotated `{self.src.code(parent.annotation.annotation)}` "
+                          f"at {where}")
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
+            return self._follow_name(node, parent, plan)
+        if isinstance(parent, cst.AugAssign):
+            if isinstance(parent.target, cst.Name) and self.is_tensor(parent.target):
+                return []
+            raise _Refuse(f"{what} is accumulated into `{self.src.code(parent.target)}` at {where}, which "
+                          "would turn that into a tensor")
+        if isinstance(parent, cst.Return):
+            if self.compiled:
+                plan.returns = True
+                return []
+            raise _Refuse(f"{what} is returned from `{self.fn.name.value}` at {where}, and torchmend cannot "
+                          "see whether its callers need a Python number")
+        if isinstance(parent, cst.Expr):  # a bare `t.item()`: no value to keep, and it may be there to sync
+            raise _Refuse(f"the value of {what} is not used at {where} (a bare `.item()` is often there to wait "
+                          "for the GPU)")
+        if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.Assert, cst.BooleanOperation)):
+            raise _Refuse(f"{what} is tested as a bool (`if`, `while`, `and`/`or`) at {where}")
+        if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
+            raise _Refuse(f"{what} is compared at {where}")
+        if isinstance(parent, cst.FormattedStringExpression):
+            raise _Refuse(f"{what} is formatted into an f-string at {where}")
+        if isinstance(parent, (cst.Index, cst.Slice, cst.SubscriptElement)):
+            raise _Refuse(f"{what} is used as an index or slice at {where}")
+        if isinstance(parent, cst.Subscript):
+            raise _Refuse(f"{what} is indexed at {where}")
+        if isinstance(parent, (cst.DictElement, cst.Element, cst.StarredElement, cst.StarredDictElement)):
+            raise _Refuse(f"{what} is put into a list, tuple, set or dict at {where}")
+        if isinstance(parent, cst.Attribute):
+            raise _Refuse(f"`.{parent.attr.value}` is read on {what} at {where}")
+        raise _Refuse(f"{what} is used at {where} in a way torchmend cannot follow")
+
+    def _follow_argument(self, node: cst.CSTNode, arg: cst.Arg, plan: _Plan,
+                         add_conversion: _AddConversion) -> list[cst.CSTNode]:
+        call = self.src.parents[arg]
+        what, where = self._what(node), self._where(node)
+        if not isinstance(call, cst.Call):
+            raise _Refuse(f"{what} is used at {where} in a way torchmend cannot follow")
+        minmax = _builtin(self.src, call, "max", "min")
+        if minmax:
+            if len(call.args) != 2 or any(a.keyword or a.star for a in call.args):
+                raise _Refuse(f"{what} is passed to a {minmax}() of other than two plain arguments at {where}")
+            plan.minmax[call] = minmax
+            for other in call.args:
+                if other is not arg:
+                    for source in self.sources(other.value):
+                        add_conversion(source)
+            return [call]
+        if _builtin(self.src, call, "abs"):
+            return [call]
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _OPERAND_METHODS and not arg.star \
+                and self.is_tensor(func.value):
+            return []
+        if self.src.is_qualified(func, *(f"torch.{n}" for n in _OPERAND_METHODS)) and not arg.star:
+            return []  # torch.clamp(x, max=v), torch.maximum(x, v): tensors are welcome, the result is one
+        name = self.src.code(func).strip()
+        if _builtin(self.src, call, *_FORMATTERS) or name.split(".")[-1] in {"debug", "info", "warning", "error",
+                                                                               "log", "format"}:
+            raise _Refuse(f"{what} is printed, logged or formatted at {where}")
+        if _builtin(self.src, call, "float", "int", "bool", "round"):
+            raise _Refuse(f"{what} is converted again with {name}() at {where}")
+        raise _Refuse(f"{what} is passed to `{name}()` at {where}, which may need a Python number")
+
+    def _follow_name(self, node: cst.CSTNode, assign: cst.Assign | cst.AnnAssign, plan: _Plan) -> list[cst.CSTNode]:
+        where = self._where(node)
+        targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+        if len(targets) != 1 or not isinstance(targets[0], cst.Name):
+            code = " = ".join(self.src.code(t).strip() for t in targets)
+            raise _Refuse(f"the number is stored in `{code}` at {where} (torchmend follows it only through a "
+                          "local name)")
+        target = targets[0]
+        name = target.value
+        scope = self.src.scopes.get(target)
+        if scope is not self.scope or not isinstance(scope, FunctionScope):
+            raise _Refuse(f"`{name}` is not a local name of `{self.fn.name.value}` ({where})")
+        values = self.bindings(target)
+        if not values:
+            raise _Refuse(f"`{name}` is also bound another way than `{name} = ...` in `{self.fn.name.value}` "
+                          "(a parameter, a loop variable, `+=`), so it could stay a Python number")
+        for value in values:  # every value must become a tensor too: checked once the flow is complete
+            plan.pending.setdefault(value, name)
+        for inner in {self.src.scopes.get(n) for n in self.src.nodes_in(self.fn.body, cst.Name)}:
+            if inner is not None and inner is not scope and inner.accesses[name] and not inner.assignments[name]:
+                raise _Refuse(f"`{name}` is used inside a nested function, lambda or comprehension")
+        return [a.node for a in scope.accesses[name]]
+
+    # --- the rewrite --------------------------------------------------------------------------------
+
+    def replacements(self, plan: _Plan) -> tuple[dict[cst.CSTNode, cst.CSTNode], tuple[tuple[str, str | None], ...]]:
+        """The outermost edited expressions, each rebuilt with every edit inside it; and the imports needed."""
+        edited = set(plan.conversions) | set(plan.minmax)
+        imports: list[tuple[str, str | None]] = []
+        analysis = self
+
+        class _Rewrite(cst.CSTTransformer):
+            def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+                if original in plan.conversions:
+                    new = analysis._converted(original, updated, plan.conversions[original])
+                elif original in plan.minmax:
+                    new = analysis._clamped(original, updated, plan, imports)
+                else:
+                    return updated
+                if _comments(updated) - _comments(new):
+                    raise _Refuse(f"the call at {analysis._where(original)} holds a comment the rewrite would "
+                                  "drop; move the comment, or rewrite the call by hand")
+                return new
+
+        out: dict[cst.CSTNode, cst.CSTNode] = {}
+        for node in sorted(edited, key=self._order):
+            if not any(a in edited for a in self.src.ancestors(node)):
+                out[node] = node.visit(_Rewrite())
+        return out, tuple(dict.fromkeys(imports))
+
+    def _converted(self, original: cst.Call, updated: cst.Call, kind: str) -> cst.BaseExpression:
+        if kind == "item":
+            assert isinstance(updated.func, cst.Attribute)
+            return updated.with_changes(func=updated.func.with_changes(attr=cst.Name("detach")))
+        arg = updated.args[0].value
+        if isinstance(arg, cst.Call) and self.conversion(original.args[0].value) == "item":
+            assert isinstance(arg.func, cst.Attribute)
+            arg = arg.func.value  # int(t.item()) reads t
+        detached = _method(arg, "detach")
+        kept = _method(detached, "float" if kind == "float" else "long")
+        return kept.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+
+    def _clamped(self, original: cst.Call, updated: cst.Call, plan: _Plan,
+                 imports: list[tuple[str, str | None]]) -> cst.BaseExpression:
+        kind = plan.minmax[original]
+        tensors = [a.value in plan.tainted or self.is_tensor(a.value) for a in original.args]
+        if all(tensors):
+            func, needed = self.src.torch_expr("maximum" if kind == "max" else "minimum")
+            imports.extend(needed)
+            return updated.with_changes(func=func)
+        value, bound = (0, 1) if original.args[0].value in plan.tainted else (1, 0)
+        # max(v, c) is v clamped from below (clamp(min=c)); min(v, c) from above.
+        keyword = "min" if kind == "max" else "max"
+        first, last = updated.args
+        # Keep the layout of a call over several lines, and the comment after its first argument.
+        lead = updated.whitespace_before_args
+        if value == 0 and isinstance(first.comma, cst.Comma) and not _comments(lead) \
+                and isinstance(first.comma.whitespace_after, cst.ParenthesizedWhitespace):
+            lead = first.comma.whitespace_after
+        comma = first.comma if value == 1 and _comments(first.comma) else last.comma
+        arg = _kwarg(keyword, updated.args[bound].value).with_changes(comma=comma,
+                                                                      whitespace_after_arg=last.whitespace_after_arg)
+        clamp = cst.Call(cst.Attribute(_atom(updated.args[value].value), cst.Name("clamp")), [arg],
+                         whitespace_before_args=lead)
+        return clamp.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+
+
+def _comments(node: cst.CSTNode) -> collections.Counter[str]:
+    found: collections.Counter[str] = collections.Counter()
+
+    class _V(cst.CSTVisitor):
+        def visit_Comment(self, c: cst.Comment) -> None:
+            found[c.value] += 1
+
+    node.visit(_V())
+    return found
+
+
+# --- shared by both codemods ------------------------------------------------------------------------------
+
+def _is_compiled(src: SourceFile, fn: cst.FunctionDef) -> bool:
+    """Whether the source shows `fn` compiled itself (`@torch.compile`, `torch.compile(fn)`), so that its result
+    leaves the compiled region. A finding's compiled_function is not used: after a break inside a helper, the
+    helper's own frame is compiled too, and its caller may still need a number."""
+    for dec in fn.decorators:
+        target = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+        if src.is_qualified(target, "torch.compile"):
+            return True
+    if src.enclosing(fn, (cst.FunctionDef, cst.ClassDef)) is None:
+        for call in src.nodes_in(src.module, cst.Call):
+            assert isinstance(call, cst.Call)
+            if src.is_qualified(call.func, "torch.compile") and call.args \
+                    and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == fn.name.value:
+                return True
+    return False
+
+
+def _note(plan: _Plan) -> str:
+    parts = ["the number becomes a 0-dim tensor, detached from autograd as `.item()` was, so gradients do not "
+             "change; results can differ in the last bit: on CUDA, `x / number` runs as `x * (1/number)` and a "
+             "float32 number meeting float16/bfloat16 tensors is now rounded to their dtype first (on CPU the "
+             "values matched bit for bit in torchmend's checks)"]
+    if plan.number_math:
+        parts.append("arithmetic done on the number before it meets a tensor now runs in the tensor's dtype "
+                     "instead of Python's float64")
+    if plan.minmax:
+        parts.append("max()/min() became clamp()/torch.maximum()/torch.minimum(), which return NaN when the "
+                     "tensor is NaN where Python's max/min could drop it")
+    if any(k == "int" for k in plan.conversions.values()):
+        parts.append("int(t) became t.long() (it truncates as int() did); a NaN or inf no longer raises")
+    if plan.returns:
+        parts.append(f"`{plan.fn.name.value}` now returns a 0-dim tensor instead of a Python number")
+    parts.append("the tensor stays on its device: a CUDA value mixed with CPU tensors raises where the number "
+                 "did not")
+    return "; ".join(parts) + "."
+
+
+def _propose_from(finding: Finding, src: SourceFile, analysis: _Analysis, start: list[cst.Call]) -> Result:
+    try:
+        plan = analysis.plan(start)
+        replace_, imports = analysis.replacements(plan)
+    except _Refuse as e:
+        return NoFix(finding, f"{e}; torchmend keeps the number a tensor only when every use is tensor math",
+                     CAPTURE)
+    first = min(plan.conversions, key=analysis._order)
+    kind = plan.conversions[first]
+    why = (f"keep `{src.code(first).strip()}` a tensor (`{_CONVERSIONS[kind]}`), so dynamo does not break the "
+           "graph to make a Python number")
+    return Proposal((finding,), finding.rule, src.path, why=why, safety=UNSAFE, replace=replace_,
+                    imports=imports, note=_note(plan),
+                    alternative="keep the Python number and let dynamo trace it: "
+                                "`torch._dynamo.config.capture_scalar_outputs = True` before compiling")
+
+
+def _start(finding: Finding, ctx: Context, what: str) -> tuple[SourceFile, cst.CSTNode, _Analysis] | NoFix:
+    if finding.where != PROJECT:
+        return NoFix(finding, f"{what} happens inside a library, which torchmend does not edit", CAPTURE)
+    src = ctx.file(finding.path)
+    stmt = src.statement_at(finding.line)
+    if stmt is None:
+        return NoFix(finding, f"no statement at line {finding.line}")
+    fn = src.enclosing(stmt, cst.FunctionDef)
+    if not isinstance(fn, cst.FunctionDef):
+        return NoFix(finding, f"line {finding.line} is not inside a function", CAPTURE)
+    return src, stmt, _Analysis(src, fn, _is_compiled(src, fn))
+
+
+def _already_fixed(src: SourceFile, nodes: list[cst.CSTNode]) -> bool:
+    return any(isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == "detach"
+               for n in nodes for c in src.nodes_in(n, cst.Call))
+
+
+class KeepScalarTensor(Codemod):
+    """Keep `.item()` / `float(t)` / `int(t)` a tensor when the number only feeds tensor math.
+
+    What it fixes:
+        TM104: a tensor turned into a Python number (`.item()`, `float(t)`, `int(t)`) inside compiled code,
+        where the number only goes back into tensor arithmetic (directly, through `max`/`min`, or through a
+        local name).
+
+    Why it breaks or recompiles:
+        Dynamo cannot trace a Python number read out of a tensor (capture_scalar_outputs is off by default):
+        it ends the graph before `.item()`, runs it in Python, and starts a new graph after it. The number
+        then enters the next graph as a constant, so each new value can recompile it as well (TM205).
+
+    Example:
+        scale = max(err.mean().item(), 1e-6)
+        return err.mean() / scale
+
+    Fix:
+        scale = err.mean().detach().clamp(min=1e-6)
+        return err.mean() / scale
+
+    Fix safety:
+        Unsafe. `.detach()` keeps the gradients as they were (`.item()` detached too), but results can differ
+        in the last bit: on CUDA, dividing by a Python number runs as a multiplication by its reciprocal, a
+        float32 number meeting float16/bfloat16 tensors is now rounded to their dtype first, and arithmetic
+        done on the number before it meets a tensor ran in float64 and now runs in the tensor's dtype (on CPU,
+        where the number meets a tensor directly, the values matched bit for bit). `clamp`/`torch.maximum`
+        propagate NaN where `max`/`min` might not, `int(t)` becomes `t.long()`, and a CUDA value mixed with
+        CPU tensors now raises. Nothing is proposed when a use needs
+        a real Python number (an `if`, a comparison, print/format, range(), an index or shape, a return to
+        callers torchmend cannot see): set `torch._dynamo.config.capture_scalar_outputs = True` instead.
+    """
+
+    rules = ("TM104",)
+    name = "keep-scalar-tensor"
+    INVALID = (
+        (  # the issue's example: max(number, eps) becomes clamp(min=eps), detached
+            "import torch\n\ndef loss(pred, target):\n    err = (pred - target).pow(2)\n"
+            "    scale = max(err.mean().item(), 1e-6)  # tm: TM104\n    return err.mean() / scale\n",
+            "import torch\n\ndef loss(pred, target):\n    err = (pred - target).pow(2)\n"
+            "    scale = err.mean().detach().clamp(min=1e-6)  # tm: TM104\n    return err.mean() / scale\n",
+        ),
+        (  # followed through a name: both lines change
+            "import torch\n\ndef forward(self, x):\n    out = self.fc(x)\n"
+            "    peak = out.abs().max().item()  # tm: TM104\n    return out / max(peak, 1.0)\n",
+            "import torch\n\ndef forward(self, x):\n    out = self.fc(x)\n"
+            "    peak = out.abs().max().detach()  # tm: TM104\n    return out / peak.clamp(min=1.0)\n",
+        ),
+        (  # both operands come from tensors: torch.maximum, in the file's spelling of torch
+            "import torch as t\n\ndef f(x, y):\n    return x / max(x.sum().item(), y.sum().item())  # tm: TM104\n",
+            "import torch as t\n\ndef f(x, y):\n    return x / t.maximum(x.sum().detach(), y.sum().detach())"
+            "  # tm: TM104\n",
+        ),
+        (  # float(t) and min(): float32 kept, clamp(max=...)
+            "import torch\n\ndef f(x):\n    ratio = min(float(x.norm()), 5.0)  # tm: TM104\n    return x * ratio\n",
+            "import torch\n\ndef f(x):\n    ratio = x.norm().detach().float().clamp(max=5.0)  # tm: TM104\n"
+            "    return x * ratio\n",
+        ),
+    )
+    VALID = (
+        # an `if` needs a real bool
+        "import torch\n\ndef f(x):\n    if x.sum().item() > 0:  # tm: TM104\n        x = x * 2\n    return x\n",
+        # a shape needs a Python int
+        "import torch\n\ndef f(x, mask):\n    n = int(mask.sum())  # tm: TM104\n    return x.new_zeros(n) + 1\n",
+        # already fixed
+        "import torch\n\ndef f(x):\n    scale = x.abs().max().detach()  # tm: TM104\n    return x / scale\n",
+        # a bare `.item()` is there to wait for the GPU, not for its value
+        "import torch\n\ndef f(x):\n    y = x * 2\n    y.sum().item()  # tm: TM104\n    return y\n",
+    )
+
+    def propose(self, finding: Finding, ctx: Context) -> Result:
+        started = _start(finding, ctx, "the conversion")
+        if isinstance(started, NoFix):
+            return started
+        src, stmt, analysis = started
+        start = analysis.conversions_in(stmt)
+        if start:
+            return _propose_from(finding, src, analysis, start)
+        if _already_fixed(src, [stmt]):
+            return NoFix(finding, "the value at this line is already kept a tensor (`.detach()`)", skipped=True)
+        if any(isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == "tolist"
+               for c in src.nodes_in(stmt, cst.Call)):
+            return NoFix(finding, "`.tolist()` makes Python numbers for every element; keep the work on the tensor "
+                         "or move it out of the compiled code", CAPTURE)
+        return NoFix(finding, f"no `.item()`, `float(tensor)` or `int(tensor)` torchmend can tell apart at line "
+                     f"{finding.line}", CAPTURE)
+
+
+class CarriedScalarTensor(Codemod):
+    """Keep the number that a graph break carries into the next graph a tensor.
+
+    What it fixes:
+        TM205: a recompile whose guard is on `___stackN`, a Python number on the stack when the graph broke,
+        when that number comes from `.item()` / `float(t)` / `int(t)` on the same line or from a local name
+        assigned that way earlier in the function.
+
+    Why it breaks or recompiles:
+        After the break, the graph that resumes the function gets the number as a constant and guards on its
+        value; a different value next step fails the guard and recompiles (until dynamo marks it dynamic).
+
+    Example:
+        peak = out.abs().max().item()
+        return out / max(peak, 1.0)
+
+    Fix:
+        peak = out.abs().max().detach()
+        return out / peak.clamp(min=1.0)
+
+    Fix safety:
+        Unsafe, for the reasons given for TM104 (keep-scalar-tensor): it is the same edit, and it is merged
+        with the TM104 finding at the conversion. With no break, no number crosses one and nothing recompiles.
+    """
+
+    rules = ("TM205",)
+    name = "keep-carried-scalar-tensor"
+    INVALID = (
+        (  # the conversion on the line itself
+            "import torch\n\ndef loss(pred, target):\n    err = (pred - target).pow(2)\n"
+            "    scale = max(err.mean().item(), 1e-6)  # tm: TM205 variable=___stack1\n    return err.mean() / scale\n",
+            "import torch\n\ndef loss(pred, target):\n    err = (pred - target).pow(2)\n"
+            "    scale = err.mean().detach().clamp(min=1e-6)  # tm: TM205 variable=___stack1\n"
+            "    return err.mean() / scale\n",
+        ),
+        (  # the number comes from a name assigned on an earlier line
+            "import torch\n\ndef forward(self, x):\n    out = self.fc(x)\n    peak = out.abs().max().item()\n"
+            "    return out / max(peak, 1.0)  # tm: TM205 variable=___stack0\n",
+            "import torch\n\ndef forward(self, x):\n    out = self.fc(x)\n    peak = out.abs().max().detach()\n"
+            "    return out / peak.clamp(min=1.0)  # tm: TM205 variable=___stack0\n",
+        ),
+    )
+    VALID = (
+        # the number is a Python argument, not read out of a tensor
+        "import torch\n\ndef f(x, n):\n    y = x * n  # tm: TM205 variable=___stack0\n    return y\n",
+    )
+
+    def propose(self, finding: Finding, ctx: Context) -> Result:
+        started = _start(finding, ctx, "the number")
+        if isinstance(started, NoFix):
+            return started
+        src, stmt, analysis = started
+        origin = self._origin(finding, src, stmt, analysis)
+        if origin is not None:
+            start = analysis.conversions_in(origin)
+            if start:
+                return _propose_from(finding, src, analysis, start)
+        reads = [stmt] + [v for n in self._names(finding, src, stmt) for v in analysis.bindings(n)]
+        if _already_fixed(src, reads):
+            return NoFix(finding, "the number at this line is already kept a tensor (`.detach()`)", skipped=True)
+        return NoFix(finding, "the number carried across the graph break does not come from `.item()`, "
+                     "`float(tensor)` or `int(tensor)` in this function",
+                     "fix the graph break before this line (the recompile goes with it), or pass the number as a "
+                     "tensor; " + CAPTURE)
+
+    @staticmethod
+    def _names(finding: Finding, src: SourceFile, stmt: cst.CSTNode) -> list[cst.Name]:
+        """The names the carried number may be: the guard's own name, or (for `___stackN`) every name read."""
+        names = [n for n in src.nodes_in(stmt, cst.Name) if isinstance(n, cst.Name)]
+        if finding.variable and not _STACK.match(finding.variable):
+            names = [n for n in names if n.value == finding.variable]
+        return names
+
+    def _origin(self, finding: Finding, src: SourceFile, stmt: cst.CSTNode,
+                analysis: _Analysis) -> cst.CSTNode | None:
+        """The statement of the conversion that made the number: this one, or the nearest earlier one that
+        assigns a name this line reads."""
+        if analysis.conversions_in(stmt) and (not finding.variable or _STACK.match(finding.variable)):
+            return stmt
+        sources = set().union(*(analysis.sources(n) for n in self._names(finding, src, stmt)))
+        line = src.line_of(stmt)
+        statements = {src.statement_at(src.line_of(c)) for c in sources if src.line_of(c) <= line}
+        statements.discard(None)
+        return max(statements, key=src.line_of, default=None)  # type: ignore[arg-type]
