@@ -10,6 +10,7 @@ table and `torchmend rules` are generated from them.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Mapping, Sequence, Union
 
@@ -106,4 +107,4 @@ class Codemod:
                 sections[current] = []
             elif current:
                 sections[current].append(line)
-        return {k: "\n".join(v).strip() for k, v in sections.items()}
+        return {k: textwrap.dedent("\n".join(v)).strip() for k, v in sections.items()}

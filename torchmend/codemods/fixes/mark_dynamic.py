@@ -1,0 +1,408 @@
+"""Mark a varying input dimension dynamic at the call site, before the compiled call (TM204)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import Assignment, ComprehensionScope
+
+from torchmend.codemods.base import SAFE, UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.source import Context, SourceFile
+from torchmend.profiler.findings import PROJECT, Finding
+
+_MARKS = {"torch._dynamo.mark_dynamic", "torch._dynamo.maybe_mark_dynamic", "torch._dynamo.mark_unbacked",
+          "torch._dynamo.decorators.mark_dynamic", "torch._dynamo.decorators.maybe_mark_dynamic",
+          "torch._dynamo.decorators.mark_unbacked"}
+_COMPILE = {"torch.compile"}
+_DIM = re.compile(r"size[ _]mismatch[ _]at[ _]index[ _](\d+)")  # `_`: how example markers spell spaces
+_ADVICE = ("call `torch._dynamo.maybe_mark_dynamic(tensor, dim)` on the tensor just before the compiled call, "
+           "or pass `dynamic=True` to torch.compile")
+
+
+class _Origin:
+    """How the called object was compiled: a `torch.compile(...)` call, a `@torch.compile` decorator, or
+    `module.compile(...)`; `fn` is the compiled def when the file has it (to map parameter names)."""
+
+    def __init__(self, node: cst.CSTNode, fn: cst.FunctionDef | None = None) -> None:
+        self.node = node
+        self.fn = fn
+
+
+def _variable(var: str | None) -> tuple[str, int | str] | None:
+    """('pos', 0) for `args[0]`, ('kw', 'x') for `kwargs['x']`, ('name', 'x') for `x` or `L['x']`."""
+    if not var:
+        return None
+    try:
+        expr = cst.parse_expression(var)
+    except cst.ParserSyntaxError:
+        return None
+    if isinstance(expr, cst.Name):
+        return "name", expr.value
+    if (isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name) and len(expr.slice) == 1
+            and isinstance(expr.slice[0].slice, cst.Index)):
+        key = expr.slice[0].slice.value
+        if expr.value.value == "args" and isinstance(key, cst.Integer):
+            return "pos", int(key.value)
+        if isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
+            if expr.value.value == "kwargs":
+                return "kw", key.evaluated_value
+            if expr.value.value == "L":  # dynamo's frame locals: a parameter of the compiled function
+                return "name", key.evaluated_value
+    return None
+
+
+def _referents(src: SourceFile, name: cst.Name) -> list[cst.CSTNode]:
+    scope = src.scopes.get(name)
+    if scope is None:
+        return []
+    for access in scope.accesses:
+        if access.node is name:
+            return [r.node for r in access.referents if isinstance(r, Assignment)]
+    return []
+
+
+def _assigned_value(src: SourceFile, target: cst.CSTNode) -> cst.BaseExpression | None:
+    """The value of `target = value` (a single plain target), else None."""
+    parent = src.parents.get(target)
+    if isinstance(parent, cst.AssignTarget):
+        assign = src.parents.get(parent)
+        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+            return assign.value
+    if isinstance(parent, cst.AnnAssign) and parent.value is not None:
+        return parent.value
+    return None
+
+
+def _is_compile(src: SourceFile, node: cst.BaseExpression) -> bool:
+    return src.is_qualified(node, *_COMPILE)
+
+
+def _function(src: SourceFile, expr: cst.BaseExpression) -> cst.FunctionDef | None:
+    if isinstance(expr, cst.Name):
+        refs = _referents(src, expr)
+        if len(refs) == 1 and isinstance(refs[0], cst.FunctionDef):
+            return refs[0]
+    return None
+
+
+def _origin_of_value(src: SourceFile, value: cst.BaseExpression) -> _Origin | None:
+    if isinstance(value, cst.Call) and _is_compile(src, value.func):
+        first = value.args[0].value if value.args and not value.args[0].keyword else None
+        return _Origin(value, _function(src, first) if first is not None else None)
+    return None
+
+
+def _self_attr_values(src: SourceFile, attr: cst.Attribute) -> list[cst.BaseExpression]:
+    """Values assigned to `self.<name>` in the methods of the class that uses `self.<name>`."""
+    if not isinstance(attr.value, cst.Name):
+        return []
+    cls = src.enclosing(attr, cst.ClassDef)
+    if cls is None:
+        return []
+    values = []
+    for target in src.nodes_in(cls, cst.Attribute):
+        if (isinstance(target, cst.Attribute) and target.attr.value == attr.attr.value
+                and isinstance(target.value, cst.Name) and target.value.value == attr.value.value):
+            value = _assigned_value(src, target)
+            if value is not None:
+                values.append(value)
+    return values
+
+
+def _origin(src: SourceFile, func: cst.BaseExpression) -> _Origin | None:
+    """Where the called object `func` was compiled, when this file shows it."""
+    if isinstance(func, cst.Name):
+        refs = _referents(src, func)
+        if len(refs) > 1:
+            # `model = Net(); model = torch.compile(model)`: the one binding that compiles is the one called.
+            found = [o for r in refs for v in [_assigned_value(src, r)] if v is not None
+                     for o in [_origin_of_value(src, v)] if o is not None]
+            return found[0] if len(found) == 1 else None
+        if not refs:
+            return None
+        ref = refs[0]
+        if isinstance(ref, cst.FunctionDef):
+            for dec in ref.decorators:
+                target = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+                if _is_compile(src, target):
+                    return _Origin(dec, ref)
+            return None
+        value = _assigned_value(src, ref)
+        if value is not None:
+            found = _origin_of_value(src, value)
+            if found is not None:
+                return found
+        # `model.compile(...)` (nn.Module.compile, in place) on the same name, in the same scope
+        scope = src.scopes.get(ref)
+        for call in src.nodes_in(src.module, cst.Call):
+            if (m.matches(call.func, m.Attribute(value=m.Name(func.value), attr=m.Name("compile")))
+                    and src.scopes.get(call.func.value) is scope):  # type: ignore[attr-defined]
+                return _Origin(call)
+        return None
+    if isinstance(func, cst.Attribute):
+        values = _self_attr_values(src, func)
+        if len(values) == 1:
+            return _origin_of_value(src, values[0])
+    return None
+
+
+def _argument(call: cst.Call, kind: str, key: int | str, fn: cst.FunctionDef | None) -> cst.BaseExpression | None:
+    positional = []
+    for arg in call.args:
+        if arg.star:  # *args / **kwargs: positions and names are no longer known
+            return None
+        if arg.keyword is None:
+            positional.append(arg.value)
+        elif kind != "pos" and arg.keyword.value == key:
+            return arg.value
+    if kind == "pos":
+        return positional[key] if isinstance(key, int) and key < len(positional) else None
+    if kind == "name" and fn is not None:
+        params = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)]
+        if key in params and params.index(key) < len(positional):
+            return positional[params.index(key)]
+    return None
+
+
+def _placement_problem(src: SourceFile, stmt: cst.BaseStatement, call: cst.Call, arg: cst.Name) -> str:
+    """Why a statement inserted before `stmt` would not run right before each call with `arg`, or ''."""
+    if isinstance(src.scopes.get(arg), ComprehensionScope):
+        return f"`{arg.value}` is bound inside a comprehension"
+    if src.scopes.get(arg) is not src.scopes.get(stmt):
+        return f"`{arg.value}` is bound inside the statement (a lambda's parameter)"
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return ""
+    if isinstance(stmt, cst.While):
+        return "the call is in a `while` test, which runs again on every iteration"
+    if isinstance(stmt, cst.If) and isinstance(src.parents.get(stmt), cst.If):
+        return "the call is in an `elif` test"
+    body = getattr(stmt, "body", None)
+    if body is not None and body in set(src.ancestors(call)):
+        return "the call is in a one-line block body (`for ...: f(x)`)"
+    return ""
+
+
+def _already_marked(src: SourceFile, stmt: cst.BaseStatement, name: str, dim: int) -> bool:
+    block = src.parents.get(stmt)
+    siblings = list(getattr(block, "body", ()))
+    if stmt not in siblings:
+        return False
+    for before in siblings[: siblings.index(stmt)]:
+        for call in src.nodes_in(before, cst.Call):
+            if not (src.qualified_names(call.func) & _MARKS) or len(call.args) < 2:  # type: ignore[attr-defined]
+                continue
+            if not m.matches(call.args[0].value, m.Name(name)):
+                continue
+            dims = call.args[1].value
+            values = [e.value for e in dims.elements] if isinstance(dims, (cst.List, cst.Tuple)) else [dims]
+            if any(isinstance(v, cst.Integer) and int(v.value) == dim for v in values):
+                return True
+    return False
+
+
+def _dynamic_true(src: SourceFile, origin: _Origin) -> tuple[cst.CSTNode, cst.CSTNode] | str | None:
+    """(node, replacement) that turns on `dynamic=True` where the object was compiled, why not (a string),
+    or None when it is already on."""
+    node = origin.node
+    if isinstance(node, cst.Decorator) and not isinstance(node.decorator, cst.Call):
+        call = cst.Call(node.decorator, [cst.Arg(cst.Name("True"), keyword=cst.Name("dynamic"),
+                                                  equal=cst.AssignEqual(cst.SimpleWhitespace(""),
+                                                                        cst.SimpleWhitespace("")))])
+        return node, node.with_changes(decorator=call)
+    call = node.decorator if isinstance(node, cst.Decorator) else node
+    assert isinstance(call, cst.Call)
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "dynamic":
+            if m.matches(arg.value, m.Name("True")):
+                return None
+            if m.matches(arg.value, m.Name("None")):
+                return arg.value, cst.Name("True")
+            return (f"the compile call says dynamic={src.code(arg.value)}; torchmend does not override that "
+                    "choice")
+        if arg.star == "**":
+            return "the compile call passes **kwargs, which may already set `dynamic`"
+    args = list(call.args)
+    new = cst.Arg(cst.Name("True"), keyword=cst.Name("dynamic"),
+                  equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+    if args:
+        last = args[-1]
+        sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        if isinstance(last.comma, cst.Comma):
+            # A trailing comma stays at the end; the new argument is separated as the others are (one per
+            # line in a multi-line call).
+            new = new.with_changes(comma=last.comma)
+            before = args[-2].comma if len(args) > 1 else cst.Comma(whitespace_after=call.whitespace_before_args)
+            sep = before if isinstance(before, cst.Comma) else sep
+        args[-1] = last.with_changes(comma=sep)
+    return call, call.with_changes(args=[*args, new])
+
+
+class MarkDynamic(Codemod):
+    """Mark the dimension that varies (batch or sequence length) dynamic before the compiled call.
+
+    What it fixes:
+        TM204: a tensor argument of a torch.compile'd function or module whose size in one dimension
+        changes between calls (a ragged last batch, variable-length sequences).
+
+        The dimension comes from the guard (`size mismatch at index 0`), the argument from its variable
+        (`args[0]`, `kwargs['x']`, a parameter name). The mark goes on a line of its own right before the
+        statement that makes the compiled call, inside the loop: it is stored on the tensor object, and
+        each batch is a new tensor. When the argument is not a plain name (`compiled(batch[0])`,
+        `compiled(x.to(dev))`) or nothing can go right before the call (an `elif` or `while` test, a
+        one-line loop body, a comprehension or lambda), `dynamic=True` is added to the torch.compile call
+        (or `@torch.compile`, `module.compile()`) that made the compiled object instead. Not fixed when
+        that call is not in the file, or says `dynamic=False`.
+
+    Why it breaks or recompiles:
+        torch.compile first specialises on the exact shape it saw. A call with another size fails the
+        guard (`size mismatch at index 0`) and recompiles; only then does automatic dynamic shapes make
+        that dimension symbolic. Marking the dimension before the first call compiles one dynamic graph
+        up front.
+
+    Example:
+        compiled = torch.compile(model)
+        for x, y in batches:
+            loss = loss_fn(compiled(x), y)
+
+    Fix:
+        compiled = torch.compile(model)
+        for x, y in batches:
+            torch._dynamo.maybe_mark_dynamic(x, 0)
+            loss = loss_fn(compiled(x), y)
+
+    Fix safety:
+        Safe for the mark: it only does up front what automatic dynamic shapes does after the first
+        recompile, and never raises (the varying_batch fixture's final weights are bitwise equal before
+        and after). `maybe_mark_dynamic` rather than `mark_dynamic` (both are in torch._dynamo, checked in
+        torch 2.13; neither is in torch.compiler): `mark_dynamic` raises a ConstraintViolationError when the
+        compiled code specialises the dimension (a batch of 1, a `view(8, -1)`, a size check in the
+        model), turning a recompile into a crash mid-training; `maybe_mark_dynamic` only hints. Unsafe for
+        `dynamic=True`: every dimension of every input (and integer arguments) is compiled symbolically,
+        which can make kernels slower or reach code that does not support dynamic shapes.
+    """
+
+    rules = ("TM204",)
+    name = "mark-dynamic"
+    INVALID = (
+        (  # a compiled module called with a batch whose size varies: mark it inside the loop
+            "import torch\n\nmodel = torch.compile(net)\nfor x, y in loader:\n"
+            "    loss = loss_fn(model(x), y)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0\n",
+            "import torch\n\nmodel = torch.compile(net)\nfor x, y in loader:\n"
+            "    torch._dynamo.maybe_mark_dynamic(x, 0)\n"
+            "    loss = loss_fn(model(x), y)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0\n",
+        ),
+        (  # `import torch as t`, a decorated function, the parameter named by the guard, passed by keyword
+            "import torch as t\n\n@t.compile\ndef step(w, tokens):\n    return w @ tokens\n\n"
+            "for batch in data:\n"
+            "    out = step(w, tokens=batch)  # tm: TM204 variable=tokens guard=size_mismatch_at_index_1\n",
+            "import torch as t\n\n@t.compile\ndef step(w, tokens):\n    return w @ tokens\n\n"
+            "for batch in data:\n    t._dynamo.maybe_mark_dynamic(batch, 1)\n"
+            "    out = step(w, tokens=batch)  # tm: TM204 variable=tokens guard=size_mismatch_at_index_1\n",
+        ),
+        (  # not a plain name: dynamic=True on the compile call instead
+            "import torch\n\nfn = torch.compile(f, mode='reduce-overhead')\nfor b in data:\n"
+            "    fn(b['ids'])  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0\n",
+            "import torch\n\nfn = torch.compile(f, mode='reduce-overhead', dynamic=True)\nfor b in data:\n"
+            "    fn(b['ids'])  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0\n",
+        ),
+        (  # `model = torch.compile(model)`: the binding that compiles is the one called
+            "import torch\n\nmodel = GPT(cfg)\nmodel = torch.compile(model)\nfor b in batches:\n"
+            "    logits = model(b.idx)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_1\n",
+            "import torch\n\nmodel = GPT(cfg)\nmodel = torch.compile(model, dynamic=True)\nfor b in batches:\n"
+            "    logits = model(b.idx)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_1\n",
+        ),
+    )
+    VALID = (
+        # already marked
+        "import torch\n\nmodel = torch.compile(net)\nfor x in xs:\n    torch._dynamo.mark_dynamic(x, [0, 1])\n"
+        "    model(x)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0\n",
+        # already dynamic=True, argument not a name
+        "import torch\n\nmodel = torch.compile(net, dynamic=True)\nfor x in xs:\n"
+        "    model(x[0])  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0\n",
+        # the user asked for static shapes
+        "import torch\n\nmodel = torch.compile(net, dynamic=False)\nfor x in xs:\n"
+        "    model(x.cuda())  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0\n",
+    )
+
+    def propose(self, finding: Finding, ctx: Context) -> Result:
+        dim_match = _DIM.search(finding.guard or "")
+        var = _variable(finding.variable)
+        if dim_match is None or var is None:
+            return NoFix(finding, f"cannot tell which input and dimension vary from {finding.guard!r}", _ADVICE)
+        dim = int(dim_match.group(1))
+        # The finding's line when it is yours, else (or when that line calls nothing: the compiled
+        # function's def) the call site.
+        places = [(finding.path, finding.line)] if finding.where == PROJECT else []
+        places += [(loc.path, loc.line) for loc in (finding.call_site, finding.user_frame) if loc is not None]
+        if not places:
+            return NoFix(finding, "no line of yours calls the compiled code", _ADVICE)
+        for path, line in places:
+            src = ctx.file(path)
+            stmt = src.statement_at(line)
+            calls = [c for c in src.nodes_in(stmt, cst.Call) if isinstance(c, cst.Call)] if stmt else []
+            if calls and not isinstance(stmt, cst.FunctionDef):
+                break
+        if stmt is None or not calls:
+            return NoFix(finding, f"no call at line {line}", _ADVICE)
+        where = (path, line)
+        compiled = [(c, o) for c in calls for o in [_origin(src, c.func)] if o is not None]
+        guessed = False
+        if not compiled:
+            # The compiled object came from elsewhere (a parameter, another module): take the one call on the
+            # line that is not torch's or a builtin and has that argument.
+            others = [c for c in calls if _argument(c, *var, None) is not None
+                      and not any(q.startswith(("torch.", "builtins.")) for q in src.qualified_names(c.func))]
+            if len(others) != 1:
+                return NoFix(finding, f"cannot tell which call at line {where[1]} is the compiled one", _ADVICE)
+            compiled, guessed = [(others[0], None)], True
+        if len(compiled) > 1:
+            return NoFix(finding, f"several compiled calls at line {where[1]}; cannot tell which one recompiles",
+                         _ADVICE)
+        call, origin = compiled[0]
+        arg = _argument(call, *var, origin.fn if origin else None)
+        if arg is None:
+            return NoFix(finding, f"cannot find the argument {finding.variable} in `{src.code(call)}`", _ADVICE)
+
+        problem = (_placement_problem(src, stmt, call, arg) if isinstance(arg, cst.Name)
+                   else f"the argument `{src.code(arg)}` is not a plain name")
+        if not problem:
+            assert isinstance(arg, cst.Name)
+            if _already_marked(src, stmt, arg.value, dim):
+                return NoFix(finding, f"`{arg.value}` is already marked dynamic in dimension {dim}", skipped=True)
+            if origin is not None and _dynamic_true(src, origin) is None:
+                return NoFix(finding, "the compile call already has dynamic=True", skipped=True)
+            mark, imports = src.torch_expr("_dynamo.maybe_mark_dynamic")
+            line = cst.SimpleStatementLine([cst.Expr(cst.Call(mark, [
+                cst.Arg(cst.Name(arg.value), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                cst.Arg(cst.Integer(str(dim)))]))])
+            proposal = Proposal((finding,), finding.rule, src.path, insert_before={stmt: [line]}, imports=imports,
+                                safety=SAFE,
+                                why=f"compile dimension {dim} of `{arg.value}` as dynamic from the first call, "
+                                    "so a new size does not recompile",
+                                note="a size of 0 or 1 in that dimension is still specialised by torch.compile",
+                                alternative="pass dynamic=True to torch.compile (every input dimension dynamic)")
+            if guessed:
+                proposal = replace(proposal, note=proposal.note + f"; torchmend took `{src.code(call.func)}` for "
+                                   "the compiled call")
+            return proposal
+
+        if origin is None:
+            return NoFix(finding, f"{problem}, and the torch.compile call that made the compiled object is not "
+                         "in this file", _ADVICE)
+        edit = _dynamic_true(src, origin)
+        if edit is None:
+            return NoFix(finding, "the compile call already has dynamic=True", skipped=True)
+        if isinstance(edit, str):
+            return NoFix(finding, edit, _ADVICE)
+        node, new = edit
+        return Proposal((finding,), finding.rule, src.path, replace={node: new}, safety=UNSAFE,
+                        why=f"compile with dynamic=True, as nothing can be marked right before the call: "
+                            f"{problem}",
+                        note="every input dimension (and integer argument) is compiled as dynamic, which can be "
+                             f"slower; to make only dimension {dim} of this input dynamic, call "
+                             f"torch._dynamo.maybe_mark_dynamic(<the tensor>, {dim}) on a line of its own right "
+                             "before the call",
+                        alternative=_ADVICE)
