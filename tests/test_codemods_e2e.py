@@ -23,6 +23,7 @@ TARGETS = {
     "two_file": {"TM104", "TM205"},
     "module_counter": {"TM201", "TM250"},
     "float_arg": {"TM202"},
+    "global_scalar": {"TM202", "TM206"},
     "float_lr_warmup": {"TM203"},
     "varying_batch": {"TM204"},
     "several": {"TM101", "TM103", "TM201", "TM202", "TM250"},

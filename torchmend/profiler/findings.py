@@ -166,7 +166,8 @@ def _classify_guard(g: GuardFailure) -> str:
         return "TM205"
     if (g.hint and "nn.Module" in g.hint) or var.startswith("self.") or "_modules[" in var:
         return "TM201"
-    if re.match(r"^(G\[|.*__closure__|.*cell_contents)", var):
+    # `var` is tidied (G['X'] -> X), so a global shows in the raw guard only.
+    if re.match(r"^(G\[|.*__closure__|.*cell_contents)", var) or g.guard.startswith("G["):
         return "TM206"
     if re.match(r"^[A-Za-z_]\w*(\[\d+\])?$", var) or var.startswith(("args[", "kwargs[")):
         return "TM202"

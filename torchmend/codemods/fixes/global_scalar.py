@@ -1,0 +1,663 @@
+"""Make a changing global or closure number a tensor where it is created, updated in place (TM206).
+
+Also home of what both scalar fixes need to know about a number inside compiled code: where it is used
+in a way only a Python number allows (`python_use`), and which expressions are tensors (`Tensors`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import re
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import Assignment, BaseAssignment, FunctionScope, GlobalScope
+
+from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.source import Context, SourceFile
+from torchmend.profiler.findings import Finding
+
+# --- what a Python number inside compiled code may not become ------------------------------------------
+
+# Calls whose arguments are sizes, dims or counts: a tensor there is a data-dependent graph break.
+_FACTORIES = {"zeros", "ones", "empty", "rand", "randn", "randint", "arange", "range", "linspace", "logspace",
+              "eye", "randperm", "full", "new_zeros", "new_ones", "new_empty", "new_full"}
+_FILL_VALUE = {"full": 1, "new_full": 1}  # full(size, fill_value): the fill value may be a tensor
+_SHAPED = {"view", "reshape", "expand", "repeat", "narrow", "split", "chunk", "unflatten", "topk", "kthvalue",
+           "roll", "unsqueeze", "squeeze", "flatten", "transpose", "permute", "select", "movedim", "sum", "mean",
+           "prod", "std", "var", "softmax", "log_softmax", "cumsum", "cumprod", "argmax", "argmin", "flip",
+           "tril", "triu", "diagonal", "index_select", "gather", "scatter", "cat", "stack", "concat",
+           "concatenate", "interpolate", "pad", "dropout", "one_hot", "norm", "repeat_interleave", "tile",
+           "unfold", "multinomial", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d",
+           "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"}
+_SIZE_KEYWORDS = {"size", "shape", "dim", "dims", "kernel_size", "stride", "padding", "dilation", "groups",
+                  "num_classes", "k", "diagonal", "chunks", "split_size", "split_size_or_sections", "sections",
+                  "steps", "start", "end", "step", "scale_factor", "p", "output_size", "repeats", "num_samples",
+                  "decimals"}
+# Tensor methods that give Python numbers or sizes, not tensors.
+_NOT_TENSOR_METHODS = {"size", "dim", "numel", "nelement", "item", "tolist", "stride", "element_size",
+                       "get_device", "is_contiguous", "is_floating_point", "ndimension", "__len__"}
+NOT_TENSOR_ATTRS = {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout"}
+TENSOR_CONSTRUCTORS = {"torch.tensor", "torch.as_tensor", "torch.scalar_tensor", "torch.full", "torch.full_like",
+                       "torch.Tensor", "torch.zeros", "torch.ones", "torch.zeros_like", "torch.ones_like"}
+
+
+def _builtin_or_math(src: SourceFile, func: cst.BaseExpression) -> str | None:
+    """`range`, `math.exp`, ...: the name of a builtin or math function, else None."""
+    for q in src.qualified_names(func):
+        if q.startswith(("builtins.", "math.")):
+            return q.split(".", 1)[1]
+    if isinstance(func, cst.Name) and not src.qualified_names(func) and hasattr(builtins, func.value):
+        return func.value
+    return None
+
+
+def _is_torch(src: SourceFile, func: cst.BaseExpression) -> bool:
+    return any(q.startswith("torch.") for q in src.qualified_names(func))
+
+
+def is_tensor_construction(src: SourceFile, expr: cst.BaseExpression) -> bool:
+    """`torch.tensor(v)`, `torch.full(...)`, `x.new_tensor(v)` ...: already a tensor."""
+    if not isinstance(expr, cst.Call):
+        return False
+    if src.qualified_names(expr.func) & TENSOR_CONSTRUCTORS:
+        return True
+    return m.matches(expr.func, m.Attribute(attr=m.Name("new_tensor") | m.Name("new_full")))
+
+
+def nodes_under(src: SourceFile, root: cst.CSTNode, kind: type | tuple[type, ...]) -> list:
+    """Every node of `kind` under `root` (root included), in source order, found by position span
+    (SourceFile.nodes_in walks every node's ancestors: too slow to call per name in a large file)."""
+    rng = src.positions[root]
+    lo, hi = (rng.start.line, rng.start.column), (rng.end.line, rng.end.column)
+    found = []
+    for node, p in src.positions.items():
+        if isinstance(node, kind):
+            start, end = (p.start.line, p.start.column), (p.end.line, p.end.column)
+            if lo <= start and end <= hi:
+                found.append(((start, (-end[0], -end[1])), node))
+    return [node for _, node in sorted(found, key=lambda f: f[0])]
+
+
+def reads(src: SourceFile, root: cst.CSTNode, name: str) -> list[cst.Name]:
+    """The Name nodes under `root` that read `name` (not assignment targets, attributes or keywords)."""
+    found = []
+    for node in nodes_under(src, root, cst.Name):
+        if node.value != name:
+            continue
+        scope = src.scopes.get(node)
+        if scope is not None and any(a.node is node for a in scope.accesses[node]):
+            found.append(node)
+    return found
+
+
+def referents(src: SourceFile, name: cst.Name) -> set[BaseAssignment]:
+    """The bindings a read of a name refers to (every assignment that may have set it)."""
+    scope = src.scopes.get(name)
+    if scope is None:
+        return set()
+    return {r for a in scope.accesses[name] if a.node is name for r in a.referents}
+
+
+def ordered_names(expr: cst.CSTNode) -> list[cst.Name]:
+    """Plain names read in an expression, in source order (attribute bases included, attribute names and
+    keywords not)."""
+    names: list[cst.Name] = []
+
+    class _V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            names.append(n)
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            n.value.visit(self)
+            return False
+
+        def visit_Arg(self, n: cst.Arg) -> bool:
+            n.value.visit(self)
+            return False
+
+    expr.visit(_V())
+    return names
+
+
+def _param_names(fn: cst.FunctionDef) -> list[str]:
+    p = fn.params
+    every = [*p.posonly_params, *p.params, *p.kwonly_params]
+    every += [s for s in (p.star_arg, p.star_kwarg) if isinstance(s, cst.Param)]
+    return [q.name.value for q in every]
+
+
+def is_method(src: SourceFile, fn: cst.FunctionDef) -> bool:
+    """Defined directly in a class body, and not a staticmethod: its first parameter is self (or cls)."""
+    parent = src.parents.get(src.parents.get(fn))  # FunctionDef -> IndentedBlock -> ClassDef
+    if not isinstance(parent, cst.ClassDef):
+        return False
+    return not any(m.matches(d.decorator, m.Name("staticmethod")) for d in fn.decorators)
+
+
+def self_name(src: SourceFile, fn: cst.FunctionDef) -> str | None:
+    p = [*fn.params.posonly_params, *fn.params.params]
+    return p[0].name.value if p and is_method(src, fn) else None
+
+
+def _local_values(src: SourceFile, fn: cst.FunctionDef, name: str) -> list[cst.BaseExpression]:
+    """Values assigned to a local `name` in `fn` (plain and augmented assignments)."""
+    values: list[cst.BaseExpression] = []
+    for node in nodes_under(src, fn, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+        if isinstance(node, cst.Assign):
+            if any(m.matches(t.target, m.Name(name)) for t in node.targets):
+                values.append(node.value)
+        elif m.matches(node.target, m.Name(name)) and node.value is not None:  # type: ignore[attr-defined]
+            values.append(node.value)  # type: ignore[attr-defined]
+    return values
+
+
+class Tensors:
+    """Which expressions inside one function are tensors, as far as the source shows."""
+
+    def __init__(self, src: SourceFile, fn: cst.FunctionDef, scalar: str) -> None:
+        self.src, self.fn, self.scalar = src, fn, scalar
+        self._names: dict[str, bool] = {}
+
+    def expr(self, e: cst.BaseExpression) -> bool:
+        src = self.src
+        if isinstance(e, cst.Name):
+            return self.name(e.value)
+        if isinstance(e, cst.Call):
+            func = e.func
+            if _builtin_or_math(src, func):
+                return False
+            if isinstance(func, cst.Attribute) and func.attr.value in _NOT_TENSOR_METHODS:
+                return False
+            return True  # torch functions, modules (self.fc(x)), tensor methods
+        if isinstance(e, cst.Attribute):
+            return e.attr.value not in NOT_TENSOR_ATTRS and self.expr(e.value)
+        if isinstance(e, cst.Subscript):
+            return self.expr(e.value)
+        if isinstance(e, cst.BinaryOperation):
+            return self.expr(e.left) or self.expr(e.right)
+        if isinstance(e, cst.UnaryOperation):
+            return self.expr(e.expression)
+        if isinstance(e, cst.IfExp):
+            return self.expr(e.body) or self.expr(e.orelse)
+        return False
+
+    def name(self, name: str) -> bool:
+        """A parameter used as a tensor (`x.shape`, `x[i]`, `f(x)`), or a local assigned a tensor."""
+        if name == self.scalar or name == self_name(self.src, self.fn):
+            return False
+        if name in self._names:
+            return self._names[name]
+        self._names[name] = False  # cycles (h = h * 2) count as not known
+        values = _local_values(self.src, self.fn, name)
+        if any(self.expr(v) for v in values):
+            self._names[name] = True
+        elif name in _param_names(self.fn):
+            self._names[name] = any(self._used_as_tensor(r) for r in reads(self.src, self.fn, name))
+        return self._names[name]
+
+    def _used_as_tensor(self, node: cst.Name) -> bool:
+        parent = self.src.parents.get(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            return parent.attr.value not in ("real", "imag", "is_integer", "conjugate", "hex")
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            return True
+        if isinstance(parent, cst.Arg):
+            call = self.src.parents.get(parent)
+            return isinstance(call, cst.Call) and not _builtin_or_math(self.src, call.func)
+        return False
+
+
+def _call_problem(src: SourceFile, call: cst.Call, arg: cst.Arg, tensors: Tensors) -> str | None:
+    """Why a number passed as `arg` to `call` must stay a number, or None."""
+    builtin = _builtin_or_math(src, call.func)
+    if builtin and builtin != "abs":
+        return f"passed to {builtin}()"
+    if arg.keyword is not None and arg.keyword.value in _SIZE_KEYWORDS:
+        return f"passed as `{arg.keyword.value}=`, a size or dimension"
+    func = call.func
+    leaf = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    pos = next((i for i, a in enumerate(positional) if a is arg), -1)
+    torch_function = _is_torch(src, func)
+    method = isinstance(func, cst.Attribute) and not torch_function
+    if leaf in _FACTORIES and pos >= 0 and pos != _FILL_VALUE.get(leaf, -1):
+        return f"passed to {leaf}() as a size"
+    if leaf in _SHAPED and pos >= (0 if method else 1):
+        return f"passed to {leaf}() as a size, dimension or option that must be a Python number"
+    return None
+
+
+def python_use(src: SourceFile, fn: cst.FunctionDef, uses: list[cst.Name], scalar: str,
+               passed_on: list[str] | None = None) -> tuple[int, str] | None:
+    """(line, what) of the first place in `fn` where the number read at `uses` must stay a Python number:
+    control flow, an index, a size, a builtin: a tensor there would be a data-dependent graph break.
+    Follows it through arithmetic and local assignments; stops where it meets a tensor. Functions it is
+    passed to that torchmend cannot see into are added to `passed_on`."""
+    tensors = Tensors(src, fn, scalar)
+    seen: set[str] = set()
+    todo = list(uses)
+    while todo:
+        node: cst.CSTNode = todo.pop(0)
+        while True:
+            parent = src.parents.get(node)
+            if parent is None:
+                break
+            line = src.line_of(parent) if parent in src.positions else src.line_of(node)
+            if isinstance(parent, cst.BinaryOperation):
+                other = parent.right if parent.left is node else parent.left
+                if tensors.expr(other):
+                    break  # the result is a tensor: from here on it is tensor code
+            elif isinstance(parent, cst.ComparisonTarget):
+                pass
+            elif isinstance(parent, cst.Comparison):
+                others = [parent.left, *(c.comparator for c in parent.comparisons)]
+                came_from = getattr(node, "comparator", node)
+                if any(tensors.expr(o) for o in others if o is not came_from):
+                    break
+            elif isinstance(parent, cst.UnaryOperation):
+                if isinstance(parent.operator, cst.Not):
+                    return line, "used in `not`"
+            elif isinstance(parent, cst.BooleanOperation):
+                return line, "used in `and`/`or`"
+            elif isinstance(parent, (cst.If, cst.While)) and parent.test is node:
+                return line, "used in the condition of an `if`/`while`"
+            elif isinstance(parent, cst.IfExp) and parent.test is node:
+                return line, "used in the condition of a conditional expression"
+            elif isinstance(parent, cst.Assert):
+                return line, "used in an assert"
+            elif isinstance(parent, (cst.SubscriptElement, cst.Index, cst.Slice)):
+                return line, "used as an index or slice"
+            elif isinstance(parent, cst.FormattedStringExpression):
+                return line, "formatted into a string"
+            elif isinstance(parent, cst.For) and parent.iter is node:
+                return line, "iterated over"
+            elif isinstance(parent, cst.Attribute) and parent.value is node:
+                return line, f"used as a Python number (`.{parent.attr.value}`)"
+            elif isinstance(parent, cst.Arg):
+                call = src.parents.get(parent)
+                if isinstance(call, cst.Call):
+                    problem = _call_problem(src, call, parent, tensors)
+                    if problem:
+                        return line, problem
+                    func = call.func
+                    if passed_on is not None and not _is_torch(src, func) and not (
+                            isinstance(func, cst.Attribute) and tensors.expr(func.value)):
+                        passed_on.append(src.code(func))
+                break
+            elif isinstance(parent, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                targets = ([t.target for t in parent.targets] if isinstance(parent, cst.Assign)
+                           else [parent.target])
+                if isinstance(parent, cst.AugAssign) and tensors.expr(parent.target):
+                    break
+                for t in targets:  # a local that now holds the number: follow its reads too
+                    names = [t] if isinstance(t, cst.Name) else [e.value for e in t.elements] if isinstance(
+                        t, (cst.Tuple, cst.List)) else []
+                    for n in names:
+                        if isinstance(n, cst.Name) and n.value not in seen:
+                            seen.add(n.value)
+                            todo.extend(r for r in reads(src, fn, n.value)
+                                        if src.line_of(r) >= src.line_of(parent))
+                break
+            elif isinstance(parent, (cst.BaseSmallStatement, cst.BaseStatement, cst.Lambda, cst.Param)):
+                break
+            node = parent
+    return None
+
+
+def compiled_function(src: SourceFile, finding: Finding) -> list[cst.FunctionDef]:
+    """The function the finding's line is in, then the compiled function's definition (its `def` or a
+    decorator line): where to look for the variable."""
+    found: list[cst.FunctionDef] = []
+    fn = src.function_at(finding.line)
+    if fn is not None:
+        found.append(fn)
+    cf = finding.compiled_function
+    if cf is not None and os_same(cf.path, src.path):
+        for node in nodes_under(src, src.module, cst.FunctionDef):
+            first = min([src.line_of(d) for d in node.decorators] + [src.line_of(node)])
+            if first <= cf.line <= src.line_of(node) and node not in found:
+                found.append(node)
+        inner = src.function_at(cf.line)
+        if inner is not None and inner not in found:
+            found.append(inner)
+    return found
+
+
+def os_same(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+# --- the fix -----------------------------------------------------------------------------------------
+
+
+def binding_statement(src: SourceFile, b: BaseAssignment) -> cst.CSTNode | None:
+    """The Assign / AnnAssign / AugAssign that binds `b`, or None when it is bound some other way."""
+    if not isinstance(b, Assignment) or not isinstance(b.node, cst.Name):
+        return None
+    parent = src.parents.get(b.node)
+    if isinstance(parent, cst.AssignTarget):
+        assign = src.parents.get(parent)
+        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+            return assign
+        return None
+    if isinstance(parent, (cst.AnnAssign, cst.AugAssign)) and parent.target is b.node:
+        return parent
+    return None
+
+
+def _how_bound(src: SourceFile, b: BaseAssignment) -> str:
+    node = b.node
+    parent = src.parents.get(node)
+    if isinstance(node, cst.Param):
+        return "a parameter"
+    if isinstance(node, (cst.Import, cst.ImportFrom)):
+        return "an import"
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        return "a def or class"
+    if isinstance(parent, (cst.For, cst.CompFor)):
+        return "a for loop"
+    if isinstance(parent, cst.NamedExpr):
+        return "a := expression"
+    if isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
+        return "a tuple unpacking"
+    if isinstance(parent, cst.AssignTarget):
+        return "a chained assignment"
+    return "a statement torchmend cannot rewrite in place"
+
+
+def _scope_body(src: SourceFile, b: BaseAssignment) -> cst.CSTNode | None:
+    """The module or function whose body holds the binding's variable."""
+    if isinstance(b.scope, GlobalScope):
+        return src.module
+    if isinstance(b.scope, FunctionScope):
+        return b.scope.node
+    return None
+
+
+def _top_level(src: SourceFile, stmt: cst.CSTNode, body: cst.CSTNode) -> bool:
+    """The statement runs once, unconditionally, in `body` (not inside an if/for/while/try/with/def)."""
+    line = src.parents.get(stmt)  # SmallStatement -> SimpleStatementLine
+    holder = src.parents.get(line) if line is not None else None
+    if body is src.module:
+        return holder is src.module
+    return isinstance(holder, cst.IndentedBlock) and src.parents.get(holder) is body
+
+
+def _inside(src: SourceFile, node: cst.CSTNode, body: cst.CSTNode) -> bool:
+    """In `body` itself, not in a function nested in it."""
+    for anc in src.ancestors(node):
+        if anc is body:
+            return True
+        if isinstance(anc, (cst.FunctionDef, cst.Lambda)):
+            return False
+    return False
+
+
+_INT_LITERAL = re.compile(r"^[0-9][0-9_]*$")
+
+
+def _maybe_float(src: SourceFile, value: cst.BaseExpression, op: cst.BaseAugOp | None, name: str) -> bool:
+    """Could this update store a float? Only integer literals, the variable itself, + - * // % and
+    int()/len() count as surely int."""
+    if op is not None and not isinstance(op, (cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign,
+                                              cst.FloorDivideAssign, cst.ModuloAssign)):
+        return True
+
+    def surely_int(e: cst.BaseExpression) -> bool:
+        if isinstance(e, cst.Integer) or m.matches(e, m.Name(name)):
+            return True
+        if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, (cst.Minus, cst.Plus)):
+            return surely_int(e.expression)
+        if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, (cst.Add, cst.Subtract, cst.Multiply,
+                                                                          cst.FloorDivide, cst.Modulo)):
+            return surely_int(e.left) and surely_int(e.right)
+        if isinstance(e, cst.Call) and _builtin_or_math(src, e.func) in ("int", "len"):
+            return True
+        return False
+
+    return not surely_int(value)
+
+
+def _surely_float(e: cst.BaseExpression) -> bool:
+    if isinstance(e, cst.Float):
+        return True
+    if isinstance(e, cst.UnaryOperation):
+        return _surely_float(e.expression)
+    if isinstance(e, cst.BinaryOperation):
+        return isinstance(e.operator, cst.Divide) or _surely_float(e.left) or _surely_float(e.right)
+    return m.matches(e, m.Call(func=m.Name("float")))
+
+
+def _as_float(value: cst.BaseExpression) -> cst.BaseExpression:
+    """`1` -> `1.0`, `-2` -> `-2.0`, anything else not surely a float -> `float(value)`: a tensor made
+    from an int is int64, and fill_ with a float would truncate."""
+    if _surely_float(value):
+        return value
+    if isinstance(value, cst.Integer) and _INT_LITERAL.match(value.value):
+        return cst.Float(value.value + ".0", lpar=value.lpar, rpar=value.rpar)
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.expression, cst.Integer) \
+            and _INT_LITERAL.match(value.expression.value):
+        return value.with_changes(expression=_as_float(value.expression))
+    return cst.Call(cst.Name("float"), [cst.Arg(value)])
+
+
+def _number_like(value: cst.BaseExpression) -> bool:
+    """Not something torch.tensor() would refuse or turn into more than a number."""
+    return not isinstance(value, (cst.BaseString, cst.List, cst.Tuple, cst.Dict, cst.Set, cst.ListComp,
+                                  cst.DictComp, cst.SetComp, cst.GeneratorExp, cst.Lambda)) \
+        and not m.matches(value, m.Name("None") | m.Name("True") | m.Name("False"))
+
+
+class GlobalScalar(Codemod):
+    """Make a changing global or closure number a tensor, updated in place.
+
+    What it fixes:
+        TM206 (and a TM202 whose variable turns out to be a global or a closure variable): a Python
+        float or int defined outside the compiled function, read inside it, and reassigned by the
+        training loop (a loss scale, a warm-up factor).
+
+    Why it breaks or recompiles:
+        Dynamo bakes the number into the graph and guards on its value (`G['LOSS_SCALE'] == 1.0`): every
+        new value fails the guard and recompiles, until the recompile limit sends the function back to
+        eager. A tensor is a graph input instead: its value can change without a recompile.
+
+    Example:
+        LOSS_SCALE = 1.0
+
+        @torch.compile
+        def scaled_loss(pred, y):
+            return F.mse_loss(pred, y) * LOSS_SCALE
+
+        for step in range(steps):
+            LOSS_SCALE = 1.0 + 0.05 * step
+
+    Fix:
+        LOSS_SCALE = torch.tensor(1.0)
+        ...
+        for step in range(steps):
+            LOSS_SCALE.fill_(1.0 + 0.05 * step)
+
+    Fix safety:
+        Unsafe: the variable is now a float32 (or int64) tensor on the CPU. Code outside the compiled
+        function reads a tensor (arithmetic, comparisons and formatting still work; `json.dumps` or
+        `isinstance(x, float)` do not), and an in-place update between a forward and its backward that
+        saved the tensor raises. Not offered when the compiled code uses the number in control flow or
+        as a size or index, or when torchmend cannot tell where the variable is first created.
+    """
+
+    rules = ("TM206",)
+    name = "global-scalar-to-tensor"
+    INVALID = (
+        (  # a global, reassigned in main() under `global`
+            "import torch\n\nSCALE = 1.0\n\n@torch.compile  # tm-compiled\ndef f(x):\n"
+            "    return x * SCALE  # tm: TM206 variable=SCALE\n\ndef main():\n    global SCALE\n"
+            "    for step in range(10):\n        SCALE = 1.0 + 0.1 * step  # note\n        f(torch.ones(2))\n",
+            "import torch\n\nSCALE = torch.tensor(1.0)\n\n@torch.compile  # tm-compiled\ndef f(x):\n"
+            "    return x * SCALE  # tm: TM206 variable=SCALE\n\ndef main():\n    global SCALE\n"
+            "    for step in range(10):\n        SCALE.fill_(1.0 + 0.1 * step)  # note\n        f(torch.ones(2))\n",
+        ),
+        (  # a closure variable; `import torch as t` reused; an augmented assignment stays (in place on a tensor)
+            "import torch as t\n\ndef main():\n    warm = 0\n\n    @t.compile  # tm-compiled\n    def f(x):\n"
+            "        return x * warm  # tm: TM202 variable=warm\n\n    for step in range(10):\n"
+            "        warm = step / 10\n        f(t.ones(2))\n        warm += 1\n",
+            "import torch as t\n\ndef main():\n    warm = t.tensor(0.0)\n\n    @t.compile  # tm-compiled\n"
+            "    def f(x):\n        return x * warm  # tm: TM202 variable=warm\n\n    for step in range(10):\n"
+            "        warm.fill_(step / 10)\n        f(t.ones(2))\n        warm += 1\n",
+        ),
+    )
+    VALID = (
+        # already a tensor updated in place
+        "import torch\n\nSCALE = torch.tensor(1.0)\n\n@torch.compile\ndef f(x):\n"
+        "    return x * SCALE  # tm: TM206 variable=SCALE\n\ndef main():\n    for step in range(10):\n"
+        "        SCALE.fill_(step)\n        f(torch.ones(2))\n",
+        # used in control flow inside the compiled function: a tensor there would break the graph
+        "import torch\n\nSCALE = 1.0\n\n@torch.compile\ndef f(x):\n    if SCALE > 1:  # tm: TM206 variable=SCALE\n"
+        "        x = x * 2\n    return x\n\ndef main():\n    global SCALE\n    for step in range(10):\n"
+        "        SCALE = step\n        f(torch.ones(2))\n",
+        # first created inside the loop: no single place to create the tensor
+        "import torch\n\ndef main():\n    @torch.compile\n    def f(x):\n"
+        "        return x * warm  # tm: TM206 variable=warm\n"
+        "    for step in range(10):\n        warm = step / 10\n        f(torch.ones(2))\n",
+        # imported from another module
+        "import torch\nfrom config import SCALE\n\n@torch.compile\ndef f(x):\n"
+        "    return x * SCALE  # tm: TM206 variable=SCALE\n",
+    )
+
+    def propose(self, finding: Finding, ctx: Context) -> Result:
+        name = finding.variable or ""
+        if not name.isidentifier():
+            return NoFix(finding, f"`{name}` is not a plain global or closure variable",
+                         "make it a tensor where it is stored (`torch.tensor(v)`) and update it with `.fill_(v)`")
+        src = ctx.file(finding.path)
+        fns = compiled_function(src, finding)
+        if not fns:
+            return NoFix(finding, f"line {finding.line} is not inside a function (a `def`) torchmend can follow")
+        stmt = src.statement_at(finding.line)
+        found = reads(src, stmt, name) if stmt is not None else []
+        fn = next((f for f in fns if not found or any(f in set(src.ancestors(r)) for r in found)), None)
+        if not found and fn is not None:
+            found = reads(src, fn, name)
+        if fn is None or not found:
+            return NoFix(finding, f"no read of `{name}` at line {finding.line}")
+        bindings: set[BaseAssignment] = set()
+        for r in found:
+            bindings |= referents(src, r)
+        if not bindings:
+            return NoFix(finding, f"torchmend cannot find where `{name}` is assigned")
+        return self._fix(finding, src, fn, name, found, bindings)
+
+    def _fix(self, finding: Finding, src: SourceFile, fn: cst.FunctionDef, name: str, found: list[cst.Name],
+             bindings: set[BaseAssignment]) -> Result:
+        advice = f"create it once as `{name} = torch.tensor(v)` and update it with `{name}.fill_(v)`"
+        statements: list[tuple[BaseAssignment, cst.CSTNode]] = []
+        for b in sorted(bindings, key=lambda b: _pos(src, b.node)):
+            stmt = binding_statement(src, b)
+            if stmt is None:
+                how = _how_bound(src, b)
+                owner = src.enclosing(b.node, cst.FunctionDef)
+                if how == "a parameter" and isinstance(owner, cst.FunctionDef):
+                    if owner is fn:
+                        return NoFix(finding, f"`{name}` is a parameter of {fn.name.value}(): wrap it where it is "
+                                     "passed in (the changing-scalar-argument fix)")
+                    return NoFix(finding, f"`{name}` is a parameter of {owner.name.value}(), which the compiled "
+                                 "function closes over: each call binds a new number",
+                                 f"pass a tensor when calling {owner.name.value}(), or pass `{name}` to the compiled "
+                                 "function as a tensor argument")
+                if how == "an import":
+                    return NoFix(finding, f"`{name}` is imported from another module: torchmend does not follow "
+                                 "it there", f"in the module that defines it, {advice}")
+                line = _pos(src, b.node)[0]
+                return NoFix(finding, f"`{name}` is bound by {how} at line {line}, which cannot become an "
+                             "in-place tensor update", advice)
+            statements.append((b, stmt))
+        body = _scope_body(src, statements[0][0])
+        if body is None:
+            return NoFix(finding, f"`{name}` is a class attribute", advice)
+        local = [(b, s) for b, s in statements if _inside(src, s, body)]
+        if not local:
+            return NoFix(finding, f"`{name}` is only assigned inside functions (through `global`/`nonlocal`): "
+                         "torchmend cannot tell which assignment runs first", advice)
+        first = local[0][1]
+        if isinstance(first, cst.AugAssign) or not _top_level(src, first, body):
+            return NoFix(finding, f"`{name}` is first assigned at line {src.line_of(first)} inside a loop, branch "
+                         "or block: torchmend cannot tell where to create the tensor once", advice)
+        uses = [r for r in reads(src, fn, name) if referents(src, r) & bindings]
+        problem = python_use(src, fn, uses, name)
+        if problem:
+            line, what = problem
+            return NoFix(finding, f"`{name}` is {what} at line {line} in {fn.name.value}(): as a tensor it would "
+                         "make a data-dependent graph break",
+                         "keep it a number; if it takes few values, that is a few compiles; else move that use out "
+                         "of the compiled function")
+        updates = [s for b, s in statements if s is not first]
+        value = first.value  # type: ignore[attr-defined]
+        if value is None:
+            return NoFix(finding, f"`{name}` is declared at line {src.line_of(first)} without a value", advice)
+        if not _number_like(value):
+            return NoFix(finding, f"`{name}` starts as `{src.code(value)}`, not a number", advice)
+        assigned = [s for s in updates if isinstance(s, (cst.Assign, cst.AnnAssign))]
+        if is_tensor_construction(src, value) and not assigned:
+            return NoFix(finding, f"`{name}` is already a tensor updated in place", skipped=True)
+        return self._proposal(finding, src, name, first, updates)
+
+    def _proposal(self, finding: Finding, src: SourceFile, name: str, first: cst.CSTNode,
+                  updates: list[cst.CSTNode]) -> Proposal:
+        replace: dict[cst.CSTNode, cst.CSTNode] = {}
+        imports: tuple[tuple[str, str | None], ...] = ()
+        value: cst.BaseExpression = first.value  # type: ignore[attr-defined]
+        dtype = "float32"
+        if not is_tensor_construction(src, value):
+            floaty = any(_maybe_float(src, s.value, s.operator if isinstance(s, cst.AugAssign) else None, name)
+                         for s in updates if getattr(s, "value", None) is not None)
+            if _surely_float(value) or floaty:
+                stored = _as_float(value)
+                if stored is not value:
+                    dtype = ("float32 (it starts as an int, but is later assigned values that may be floats, "
+                             "which fill_ would truncate in an int tensor)")
+            else:
+                stored = value
+                dtype = "int64" if isinstance(value, cst.Integer) else "float32 or int64 (as the value is)"
+            tensor, imports = src.torch_expr("tensor")
+            replace[value] = cst.Call(tensor, [cst.Arg(stored)])
+            if isinstance(first, cst.AnnAssign) and m.matches(first.annotation.annotation,
+                                                              m.Name("float") | m.Name("int")):
+                ann, more = src.torch_expr("Tensor")
+                replace[first.annotation.annotation] = ann
+                imports = tuple(dict.fromkeys(imports + more))
+        fills, in_place = [], []
+        for s in updates:
+            if isinstance(s, cst.AugAssign):
+                in_place.append(src.line_of(s))
+            if isinstance(s, (cst.Assign, cst.AnnAssign)) and s.value is not None:
+                fill = cst.Expr(cst.Call(cst.Attribute(cst.Name(name), cst.Name("fill_")), [cst.Arg(s.value)]),
+                                semicolon=s.semicolon)
+                replace[s] = fill
+                fills.append(src.line_of(s))
+        why = f"make `{name}` a tensor where it is created (line {src.line_of(first)}), so the compiled code " \
+              "reads a tensor input instead of guarding on its value"
+        if fills:
+            why += f"; update it in place with .fill_() ({_lines(fills)})"
+        if in_place:
+            why += f"; its augmented assignment{'s' if len(in_place) > 1 else ''} ({_lines(in_place)}) already " \
+                   f"update{'' if len(in_place) > 1 else 's'} the tensor in place"
+        return Proposal(
+            (finding,), finding.rule, src.path, replace=replace, imports=imports, safety=UNSAFE, why=why,
+            note=f"`{name}` becomes {'an' if dtype.startswith('int') else 'a'} {dtype} tensor on the CPU (a 0-d "
+                 "CPU tensor works with tensors on any device; CUDA graphs skip graphs with CPU inputs). Code "
+                 "outside the compiled function now reads a tensor: arithmetic, comparisons and formatting "
+                 f"work, `json.dumps` or `isinstance(..., float)` do not (use `float({name})`). Updating it in "
+                 "place between a forward and its backward raises if autograd saved it.",
+            alternative=f"pass `{name}` to the compiled function as a tensor argument instead")
+
+
+def _lines(lines: list[int]) -> str:
+    return f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
+
+
+def _pos(src: SourceFile, node: cst.CSTNode) -> tuple[int, int]:
+    if node in src.positions:
+        p = src.positions[node].start
+        return p.line, p.column
+    return 0, 0

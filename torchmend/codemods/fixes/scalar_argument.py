@@ -1,0 +1,521 @@
+"""Pass a changing Python number to a compiled function as a tensor, at its call sites (TM202)."""
+
+from __future__ import annotations
+
+import re
+from typing import Union
+
+import libcst as cst
+import libcst.matchers as m
+
+from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.fixes.global_scalar import (
+    GlobalScalar,
+    NOT_TENSOR_ATTRS,
+    Tensors,
+    binding_statement,
+    compiled_function,
+    is_method,
+    is_tensor_construction,
+    nodes_under,
+    ordered_names,
+    python_use,
+    reads,
+    referents,
+    self_name,
+)
+from torchmend.codemods.source import Context, SourceFile
+from torchmend.profiler.findings import Finding
+
+# Tensor methods whose result is on the receiver's device (`x.float()`): the receiver gives the device.
+_SAME_DEVICE_METHODS = {"float", "double", "half", "bfloat16", "detach", "contiguous", "clone", "view", "reshape",
+                        "flatten", "squeeze", "unsqueeze", "transpose", "permute", "t", "abs", "log_softmax",
+                        "softmax"}
+_NUMBER_IN_GUARD = re.compile(r"==\s*-?(?P<num>[0-9][0-9_]*(?P<frac>\.[0-9]*)?(?P<exp>[eE][-+]?[0-9]+)?)\s*$")
+
+_Key = Union[frozenset, tuple]
+_KEEP_NUMBER = ("keep it a Python number: after one recompile dynamo treats a changing float or int as symbolic "
+                "(automatic dynamic); if a branch depends on it, decide it outside the compiled function and pass "
+                "the outcome")
+
+
+def _params(fn: cst.FunctionDef) -> tuple[list[cst.Param], list[cst.Param]]:
+    """(positional-capable parameters, keyword-only parameters)."""
+    p = fn.params
+    return [*p.posonly_params, *p.params], list(p.kwonly_params)
+
+
+def _bind(fn: cst.FunctionDef, call: cst.Call, name: str, skip_first: bool) -> tuple[cst.Arg | None, str]:
+    """The argument of `call` that parameter `name` of `fn` receives, or (None, why not)."""
+    positional, kwonly = _params(fn)
+    if skip_first:
+        positional = positional[1:]
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg, ""
+    index = next((i for i, p in enumerate(positional) if p.name.value == name), None)
+    if index is not None:
+        seen = 0
+        for arg in call.args:
+            if arg.keyword is not None or arg.star == "**":
+                break
+            if arg.star == "*":
+                return None, "it is passed through *args"
+            if seen == index:
+                return arg, ""
+            seen += 1
+    if any(a.star == "**" for a in call.args):
+        return None, "it is passed through **kwargs"
+    if index is None and not any(p.name.value == name for p in kwonly):
+        return None, "the call does not name it"
+    return None, "the call leaves it to its default"
+
+
+def _compile_target(src: SourceFile, value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`torch.compile(model, ...)` -> `model`."""
+    if isinstance(value, cst.Call) and src.is_qualified(value.func, "torch.compile") and value.args \
+            and value.args[0].keyword is None and not value.args[0].star:
+        return value.args[0].value
+    return None
+
+
+def _assigned(src: SourceFile, name: cst.Name) -> list[cst.BaseExpression]:
+    """The values a name read may hold: the right-hand sides of its plain assignments, unpacked tuples
+    matched element by element."""
+    values: list[cst.BaseExpression] = []
+    for b in referents(src, name):
+        stmt = binding_statement(src, b)
+        if isinstance(stmt, (cst.Assign, cst.AnnAssign)) and stmt.value is not None:
+            values.append(stmt.value)
+            continue
+        element = src.parents.get(b.node)
+        tup = src.parents.get(element) if isinstance(element, cst.Element) else None
+        target = src.parents.get(tup) if isinstance(tup, cst.Tuple) else None
+        assign = src.parents.get(target) if isinstance(target, cst.AssignTarget) else None
+        if isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Tuple) \
+                and len(assign.value.elements) == len(tup.elements):  # type: ignore[union-attr]
+            i = tup.elements.index(element)  # type: ignore[union-attr, arg-type]
+            values.append(assign.value.elements[i].value)
+    return values
+
+
+def _instance_of(src: SourceFile, expr: cst.BaseExpression, cls: str, depth: int = 0) -> bool:
+    """`Cls(...)`, `torch.compile(Cls(...))`, or a name assigned one of those."""
+    if depth > 3:
+        return False
+    if isinstance(expr, cst.Call):
+        target = _compile_target(src, expr)
+        if target is not None:
+            return _instance_of(src, target, cls, depth + 1)
+        func = expr.func
+        return (isinstance(func, cst.Name) and func.value == cls) or (
+            isinstance(func, cst.Attribute) and func.attr.value == cls)
+    if isinstance(expr, cst.Name):
+        return any(_instance_of(src, v, cls, depth + 1) for v in _assigned(src, expr))
+    return False
+
+
+def _calls_compiled(src: SourceFile, call: cst.Call, fn_name: str, cls: str | None) -> bool:
+    """Whether `call` surely calls the compiled function: by its name, through `torch.compile(f)`, as a
+    method, or (for a forward) on an instance of its module."""
+    func = call.func
+    if cls is None:
+        if not isinstance(func, cst.Name):
+            return False
+        return func.value == fn_name or any(m.matches(_compile_target(src, v), m.Name(fn_name))
+                                            for v in _assigned(src, func))
+    if isinstance(func, cst.Attribute) and func.attr.value == fn_name:
+        return True
+    return fn_name == "forward" and isinstance(func, cst.Name) and _instance_of(src, func, cls)
+
+
+def _key(src: SourceFile, call: cst.Call) -> _Key:
+    """What makes two calls call the same object: the same bindings of the name, or the same attribute."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        bound = referents(src, func)
+        if bound:
+            return frozenset(bound)
+    cls = src.enclosing(call, cst.ClassDef)
+    return ("code", src.code(func), cls.name.value if isinstance(cls, cst.ClassDef) else None)
+
+
+def _tensorish_arg(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Seen from the caller: a call's result (not a builtin's), or a name assigned one."""
+    if depth > 3:
+        return False
+    if isinstance(expr, cst.Call):
+        return not any(q.startswith(("builtins.", "math.")) for q in src.qualified_names(expr.func)) and not (
+            isinstance(expr.func, cst.Name) and expr.func.value in ("float", "int", "round", "min", "max", "len"))
+    if isinstance(expr, cst.Name):
+        return any(_tensorish_arg(src, v, depth + 1) for v in _assigned(src, expr))
+    if isinstance(expr, cst.Subscript):
+        return _tensorish_arg(src, expr.value, depth + 1)
+    return False
+
+
+def _cheap(expr: cst.BaseExpression) -> bool:
+    """A name, an attribute of one, or one indexed by a literal: evaluating it again costs nothing."""
+    if isinstance(expr, cst.Name):
+        return True
+    if isinstance(expr, cst.Attribute):
+        return _cheap(expr.value)
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        index = expr.slice[0].slice.value
+        return _cheap(expr.value) and isinstance(index, (cst.Integer, cst.SimpleString, cst.Name))
+    return False
+
+
+def _device_source(expr: cst.BaseExpression, scalar: cst.BaseExpression) -> cst.BaseExpression | None:
+    """An expression with the same device as `expr` that is safe to evaluate again: `expr` itself when
+    cheap; for a call (`model(x)`), a plain-name argument of it or the receiver of `x.float()`."""
+    if _cheap(expr):
+        return expr
+    if isinstance(expr, cst.Call):
+        for a in expr.args:
+            if a.keyword is None and not a.star and isinstance(a.value, cst.Name) and a.value is not scalar \
+                    and not m.matches(a.value, m.Name(getattr(scalar, "value", ""))):
+                return a.value
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _SAME_DEVICE_METHODS and _cheap(func.value):
+            return func.value
+    return None
+
+
+def _meets(src: SourceFile, uses: list[cst.Name], tensors: Tensors) -> list[cst.BaseExpression]:
+    """What the number meets where it is used, nearest first: the other operand of each operation it is
+    in (until one is a tensor), or the receiver and other arguments of the call it is passed to."""
+    found: list[cst.BaseExpression] = []
+    for use in uses:
+        node: cst.CSTNode = use
+        while True:
+            parent = src.parents.get(node)
+            if isinstance(parent, cst.BinaryOperation):
+                other = parent.right if parent.left is node else parent.left
+                found.append(other)
+                if tensors.expr(other):
+                    break
+            elif isinstance(parent, cst.Comparison):
+                others = [parent.left, *(c.comparator for c in parent.comparisons)]
+                found.extend(o for o in others if o is not node and o is not getattr(node, "comparator", None))
+            elif isinstance(parent, cst.Arg):
+                call = src.parents.get(parent)
+                if isinstance(call, cst.Call):
+                    if isinstance(call.func, cst.Attribute) and not any(
+                            q.startswith("torch.") for q in src.qualified_names(call.func)):
+                        found.append(call.func.value)  # x.mul_(scale)
+                    found.extend(a.value for a in call.args if a is not parent)
+                break
+            elif not isinstance(parent, (cst.UnaryOperation, cst.ComparisonTarget)):
+                break
+            node = parent
+    return found
+
+
+Path = tuple[tuple[str, object], ...]  # ("attr", "inputs") / ("index", SubscriptElement): batch["x"], batch.inputs
+
+
+def _access_path(src: SourceFile, name: cst.Name) -> Path:
+    """How the callee reaches into a parameter before using it: `batch["x"]`, `batch.inputs`, `pair[0]`
+    (literal indexes and plain attributes only, so the caller can repeat it)."""
+    path: list[tuple[str, object]] = []
+    node: cst.CSTNode = name
+    while True:
+        parent = src.parents.get(node)
+        if isinstance(parent, cst.Subscript) and parent.value is node and len(parent.slice) == 1 \
+                and isinstance(parent.slice[0].slice, cst.Index) \
+                and isinstance(parent.slice[0].slice.value, (cst.Integer, cst.SimpleString)):
+            path.append(("index", parent.slice[0]))
+        elif isinstance(parent, cst.Attribute) and parent.value is node \
+                and parent.attr.value not in NOT_TENSOR_ATTRS | {"grad"} \
+                and not isinstance(src.parents.get(parent), cst.Call):  # batch.to(...) is a method call
+            path.append(("attr", parent.attr.value))
+        else:
+            return tuple(path)
+        node = parent
+
+
+def _apply(expr: cst.BaseExpression, path: Path) -> cst.BaseExpression:
+    out = expr.deep_clone()
+    for kind, item in path:
+        if kind == "attr":
+            out = cst.Attribute(out, cst.Name(str(item)))
+        else:
+            assert isinstance(item, cst.SubscriptElement)
+            out = cst.Subscript(out, [item.deep_clone().with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+    return out
+
+
+def _params_reached(src: SourceFile, fn: cst.FunctionDef, expr: cst.CSTNode, skip: set[str],
+                    seen: set[str]) -> list[tuple[str, Path]]:
+    """Parameters of `fn` an expression is computed from (through local assignments, in source order),
+    each with how the expression reaches into it."""
+    params = {p.name.value for p in [*_params(fn)[0], *_params(fn)[1]]}
+    out: list[tuple[str, Path]] = []
+    for n in ordered_names(expr):
+        if n.value in seen or n.value in skip:
+            continue
+        seen.add(n.value)
+        if n.value in params:
+            out.append((n.value, _access_path(src, n)))
+            continue
+        for stmt in nodes_under(src, fn, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            value = getattr(stmt, "value", None)
+            targets = [t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) else [
+                getattr(stmt, "target", None)]
+            if value is not None and any(m.matches(t, m.Name(n.value)) for t in targets if t is not None):
+                out += _params_reached(src, fn, value, skip, seen)
+    return out
+
+
+def _number_kind(guard: str | None) -> str:
+    found = _NUMBER_IN_GUARD.search(guard or "")
+    if not found:
+        return ""
+    return "float" if found["frac"] is not None or found["exp"] is not None else "int"
+
+
+class ScalarArgument(Codemod):
+    """Pass a changing float or int argument to a compiled function as a tensor.
+
+    What it fixes:
+        TM202: a Python float or int argument of a compiled function (or of a compiled module's forward)
+        that takes a new value on each call: an annealed temperature, a loss weight, a step-dependent scale.
+
+    Why it breaks or recompiles:
+        Dynamo treats a Python number argument as a constant and guards on its value
+        (`temperature == 1.0`): a new value fails the guard and recompiles the function. A tensor is a
+        graph input instead, so a new value needs no recompile. Making the tensor inside the compiled
+        function does not help: dynamo still guards on the number it is made from.
+
+    Example:
+        loss = distill_loss(model(x), y, temperature)
+
+    Fix:
+        loss = distill_loss(model(x), y, torch.tensor(temperature, device=x.device))
+
+    Fix safety:
+        Unsafe: the function now receives a 0-d tensor. `torch.tensor(<float>)` is float32 (the default
+        dtype), so a float64 computation sees the value rounded to float32; `torch.tensor(<int>)` is int64.
+        The device is that of the tensor the number meets in the function. Every call of the same compiled
+        object in the file is changed; the compiled function itself is left alone. Not offered when the
+        function uses the number in Python control flow or as a size, index or range (a tensor there is a
+        data-dependent graph break), or when the call site or the argument cannot be found.
+    """
+
+    rules = ("TM202",)
+    name = "scalar-argument-to-tensor"
+    INVALID = (
+        (  # a decorated function; the device comes from a plain-name argument of `model(x)`
+            "import torch\nfrom torch import nn\n\n@torch.compile  # tm-compiled\ndef distill_loss(logits, y, t):\n"
+            "    return nn.functional.cross_entropy(logits / t, y)  # tm: TM202 variable=t guard=t==2.0\n\n"
+            "def main(model, x, y):\n    for step in range(10):\n        t = 2.0 - step * 0.1\n"
+            "        loss = distill_loss(model(x), y, t)  # tm-call-site\n",
+            "import torch\nfrom torch import nn\n\n@torch.compile  # tm-compiled\ndef distill_loss(logits, y, t):\n"
+            "    return nn.functional.cross_entropy(logits / t, y)  # tm: TM202 variable=t guard=t==2.0\n\n"
+            "def main(model, x, y):\n    for step in range(10):\n        t = 2.0 - step * 0.1\n"
+            "        loss = distill_loss(model(x), y, torch.tensor(t, device=x.device))  # tm-call-site\n",
+        ),
+        (  # a module's forward: `self` is skipped; the device follows `h` back to `x`; keyword argument
+            "import torch as T\nfrom torch import nn\n\nclass Net(nn.Module):\n"
+            "    def forward(self, x, *, temperature):\n        h = T.relu(self.fc(x))\n"
+            "        return self.out(h) / temperature  # tm: TM202 variable=temperature\n\n"
+            "def main():\n    model = T.compile(Net())\n    for step in range(10):\n        x = T.randn(4, 8)\n"
+            "        model(x, temperature=1.0 + step)  # tm-call-site\n",
+            "import torch as T\nfrom torch import nn\n\nclass Net(nn.Module):\n"
+            "    def forward(self, x, *, temperature):\n        h = T.relu(self.fc(x))\n"
+            "        return self.out(h) / temperature  # tm: TM202 variable=temperature\n\n"
+            "def main():\n    model = T.compile(Net())\n    for step in range(10):\n        x = T.randn(4, 8)\n"
+            "        model(x, temperature=T.tensor(1.0 + step, device=x.device))  # tm-call-site\n",
+        ),
+        (  # the issue's optimizer step: `scale` meets `lr`; two call sites of the same function
+            "import torch\n\n@torch.compile  # tm-compiled\ndef step(p, scale, lr):\n"
+            "    p.add_(p.grad.mul(scale * lr))  # tm: TM202 variable=scale\n\n"
+            "def train(params, lr):\n    for i, p in enumerate(params):\n"
+            "        step(p, 0.5 ** i, lr)  # tm-call-site\n"
+            "    step(params[0], 1.0, lr)\n",
+            "import torch\n\n@torch.compile  # tm-compiled\ndef step(p, scale, lr):\n"
+            "    p.add_(p.grad.mul(scale * lr))  # tm: TM202 variable=scale\n\n"
+            "def train(params, lr):\n    for i, p in enumerate(params):\n"
+            "        step(p, torch.tensor(0.5 ** i, device=lr.device), lr)  # tm-call-site\n"
+            "    step(params[0], torch.tensor(1.0, device=lr.device), lr)\n",
+        ),
+    )
+    VALID = (
+        # already a tensor at the call site
+        "import torch\n\n@torch.compile  # tm-compiled\ndef f(x, t):\n    return x / t  # tm: TM202 variable=t\n\n"
+        "def main(x):\n    for i in range(3):\n"
+        "        f(x, torch.tensor(i + 1.0, device=x.device))  # tm-call-site\n",
+        # Python control flow on it inside the compiled function
+        "import torch\n\n@torch.compile  # tm-compiled\ndef f(x, t):\n    if t > 1.0:\n        x = x * 2\n"
+        "    return x / t  # tm: TM202 variable=t\n\n"
+        "def main(x):\n    for i in range(3):\n        f(x, i + 1.0)  # tm-call-site\n",
+        # a size
+        "import torch\n\n@torch.compile  # tm-compiled\ndef f(x, n):\n"
+        "    return x.view(n, -1)  # tm: TM202 variable=n\n\n"
+        "def main(x):\n    for n in (2, 4):\n        f(x, n)  # tm-call-site\n",
+        # passed through *args at the call site
+        "import torch\n\n@torch.compile  # tm-compiled\ndef f(x, t):\n    return x / t  # tm: TM202 variable=t\n\n"
+        "def main(x, args):\n    f(*args)  # tm-call-site\n",
+    )
+
+    def propose(self, finding: Finding, ctx: Context) -> Result:
+        name = finding.variable or ""
+        if not name:
+            return NoFix(finding, "the recompile names no variable", "see the guard in the finding")
+        src = ctx.file(finding.path)
+        fns = compiled_function(src, finding)
+        if not fns:
+            return NoFix(finding, f"line {finding.line} is not inside a `def` (a compiled lambda?): torchmend "
+                         "rewrites calls of a def or of a module's forward",
+                         f"pass `{name}` as `torch.tensor({name}, device=...)` where you call it")
+        fn = next((f for f in fns if any(p.name.value == name for p in [*_params(f)[0], *_params(f)[1]])), None)
+        if fn is None:
+            if not name.isidentifier():
+                return NoFix(finding, f"`{name}` reaches the compiled function through *args or **kwargs",
+                             "pass it as a named parameter, or wrap it yourself: `torch.tensor(v, device=...)`")
+            # Dynamo names a closure variable as it names an argument (`warmup == 0.1`): it may be one.
+            return GlobalScalar().propose(finding, ctx)
+        if name == self_name(src, fn):
+            return NoFix(finding, f"`{name}` is the module itself")
+        uses = reads(src, fn, name)
+        passed_on: list[str] = []
+        problem = python_use(src, fn, uses, name, passed_on)
+        if problem:
+            line, what = problem
+            return NoFix(finding, f"`{name}` is {what} at line {line} in {fn.name.value}(): as a tensor it would "
+                         "make a data-dependent graph break", _KEEP_NUMBER)
+        site = finding.call_site
+        if site is None:
+            return NoFix(finding, f"torchmend did not see where {fn.name.value}() is called from",
+                         f"pass `{name}` as `torch.tensor({name}, device=...)` where you call it")
+        if not ctx.in_project(site.path):
+            return NoFix(finding, f"{fn.name.value}() is called from {site.path}, outside the project")
+        csrc = ctx.file(site.path)
+        return self._at_call_sites(finding, src, fn, name, uses, csrc, site.line, passed_on)
+
+    def _at_call_sites(self, finding: Finding, src: SourceFile, fn: cst.FunctionDef, name: str,
+                       uses: list[cst.Name], csrc: SourceFile, line: int, passed_on: list[str]) -> Result:
+        skip_first = is_method(src, fn)
+        cls = src.enclosing(fn, cst.ClassDef) if skip_first else None
+        stmt = csrc.statement_at(line)
+        calls: list[cst.Call] = nodes_under(csrc, stmt, cst.Call) if stmt is not None else []
+        cls_name = cls.name.value if isinstance(cls, cst.ClassDef) else None
+        sure = [c for c in calls if _calls_compiled(csrc, c, fn.name.value, cls_name)]
+        if not sure:  # an object torchmend cannot trace back: the one call on the line that takes the argument
+            sure = [c for c in calls if _bind(fn, c, name, skip_first)[0] is not None
+                    and not any(q.startswith(("torch.", "builtins.")) for q in csrc.qualified_names(c.func))]
+        if len(sure) != 1:
+            return NoFix(finding, f"cannot tell which call at line {line} calls {fn.name.value}()"
+                         if sure else f"no call of {fn.name.value}() found at line {line}",
+                         f"pass `{name}` as `torch.tensor({name}, device=...)` where you call it")
+        call = sure[0]
+        arg, why_not = _bind(fn, call, name, skip_first)
+        if arg is None:
+            return NoFix(finding, f"cannot tell which argument at line {line} is `{name}`: {why_not}",
+                         f"pass `{name}` by name and wrap it: `{name}=torch.tensor(v, device=...)`")
+        key = _key(csrc, call)
+        sites = [c for c in nodes_under(csrc, csrc.module, cst.Call) if c is call or _key(csrc, c) == key]
+        tensors = Tensors(src, fn, name)
+        meets: list[tuple[str, Path]] = []
+        seen: set[str] = set()
+        skip = {name, self_name(src, fn) or ""}
+        for expr in _meets(src, uses, tensors):
+            meets += _params_reached(src, fn, expr, skip, seen)
+        others: list[tuple[str, Path]] = [(p.name.value, ()) for p in _params(fn)[0] + _params(fn)[1]
+                                          if p.name.value not in skip]
+        tensor_expr, imports = csrc.torch_expr("tensor")
+        replace: dict[cst.CSTNode, cst.CSTNode] = {}
+        lines: list[int] = []
+        devices: list[str] = []
+        for c in sites:
+            a, _ = _bind(fn, c, name, skip_first)
+            if a is None or is_tensor_construction(csrc, a.value) or _holds_tensor(csrc, a.value):
+                continue
+            device = self._device(csrc, fn, c, a, meets, others, tensors, skip_first)
+            args = [cst.Arg(a.value)]
+            if device is not None:
+                devices.append(csrc.code(device))
+                args = [cst.Arg(a.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                        cst.Arg(cst.Attribute(device.deep_clone(), cst.Name("device")), keyword=cst.Name("device"),
+                                equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))]
+            replace[a.value] = cst.Call(tensor_expr.deep_clone(), args)
+            lines.append(csrc.line_of(c))
+        if not replace:
+            return NoFix(finding, f"`{name}` is already passed as a tensor", skipped=True)
+        return self._proposal(finding, csrc, fn, name, call, replace, imports, lines, devices, passed_on)
+
+    def _device(self, csrc: SourceFile, fn: cst.FunctionDef, call: cst.Call, scalar: cst.Arg,
+                meets: list[tuple[str, Path]], others: list[tuple[str, Path]], tensors: Tensors,
+                skip_first: bool) -> cst.BaseExpression | None:
+        """At this call: where to take the device from: the argument for the parameter the number meets
+        (nearest first), else another tensor argument, else None."""
+        for params, need_evidence in ((meets, False), (others, True)):
+            for p, path in params:
+                a, _ = _bind(fn, call, p, skip_first)
+                if a is None or a is scalar:
+                    continue
+                evident = tensors.name(p) or _tensorish_arg(csrc, a.value)
+                if not evident and (need_evidence or _number_arg(csrc, a.value)):
+                    continue  # `alpha = 0.5` at the caller: a number has no device
+                if path and _cheap(a.value):
+                    return _apply(a.value, path)
+                source = _device_source(a.value, scalar.value)
+                if source is not None:
+                    return source
+        return None
+
+    def _proposal(self, finding: Finding, csrc: SourceFile, fn: cst.FunctionDef, name: str, call: cst.Call,
+                  replace: dict[cst.CSTNode, cst.CSTNode], imports: tuple[tuple[str, str | None], ...],
+                  lines: list[int], devices: list[str], passed_on: list[str]) -> Proposal:
+        where = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
+        distinct = list(dict.fromkeys(devices))
+        on = (f"on `{distinct[0]}`'s device" if len(distinct) == 1 else
+              f"on the device of {', '.join(f'`{d}`' for d in distinct)}" if distinct else
+              "on the default device (no tensor argument to take the device from)")
+        if distinct and len(devices) < len(lines):
+            on += " (the default device where a call has no tensor argument to take it from)"
+        kind = _number_kind(finding.guard)
+        dtype = ("`torch.tensor(<float>)` is float32 (the default dtype): a float64 computation sees the value "
+                 "rounded to float32" if kind == "float" else
+                 "`torch.tensor(<int>)` is int64" if kind == "int" else
+                 "`torch.tensor(v)` is float32 for a float, int64 for an int")
+        return Proposal(
+            (finding,), finding.rule, csrc.path, replace=replace, imports=imports, safety=UNSAFE,
+            why=f"pass `{name}` to {csrc.code(call.func)}() as a 0-d tensor {on} ({where}), so a new value is a "
+                "new input instead of a recompile",
+            note=f"{fn.name.value}() now receives a tensor for `{name}`; {dtype}. torchmend checked that "
+                 f"{fn.name.value}() does not branch on it or use it as a size or index"
+                 + (f"; it did not look inside {_names(passed_on)}, which "
+                    f"{'also get' if len(set(passed_on)) > 1 else 'also gets'} it." if passed_on else "."),
+            alternative="keep the number and accept one recompile: after it, dynamo treats a changing float as "
+                        "symbolic (torch._dynamo.config.specialize_float=False, the default)")
+
+
+def _names(calls: list[str]) -> str:
+    return ", ".join(f"{c}()" for c in dict.fromkeys(calls))
+
+
+def _holds_tensor(src: SourceFile, expr: cst.BaseExpression) -> bool:
+    """A name the caller assigned a tensor construction to (`t = torch.tensor(...)`)."""
+    return isinstance(expr, cst.Name) and any(is_tensor_construction(src, v) for v in _assigned(src, expr))
+
+
+def _number_arg(src: SourceFile, expr: cst.BaseExpression) -> bool:
+    """A name the caller assigned only numbers or arithmetic on names and numbers."""
+    if not isinstance(expr, cst.Name):
+        return False
+    values = _assigned(src, expr)
+    return bool(values) and all(not any(isinstance(n, cst.Call) for n in _walk(v)) for v in values)
+
+
+def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    out: list[cst.CSTNode] = []
+
+    class _V(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            out.append(n)
+            return True
+
+    node.visit(_V())
+    return out
