@@ -15,6 +15,7 @@ from typing import Callable, Iterator, Sequence
 import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import (
+    Assignment,
     CodeRange,
     MetadataWrapper,
     ParentNodeProvider,
@@ -99,6 +100,29 @@ class SourceFile:
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
+
+    # --- bindings -----------------------------------------------------------------------------------
+
+    def referents(self, name: cst.Name) -> list[cst.CSTNode]:
+        """The nodes that bind what this read of `name` refers to (its assignments, in scope analysis)."""
+        scope = self.scopes.get(name)
+        if scope is None:
+            return []
+        for access in scope.accesses:
+            if access.node is name:
+                return [r.node for r in access.referents if isinstance(r, Assignment)]
+        return []
+
+    def assigned_value(self, target: cst.CSTNode) -> cst.BaseExpression | None:
+        """The value of `target = value` or `target: T = value` (a single plain target), else None."""
+        parent = self.parents.get(target)
+        if isinstance(parent, cst.AssignTarget):
+            assign = self.parents.get(parent)
+            if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+                return assign.value
+        if isinstance(parent, cst.AnnAssign) and parent.value is not None:
+            return parent.value
+        return None
 
     # --- names --------------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import Assignment, ComprehensionScope
+from libcst.metadata import ComprehensionScope
 
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
@@ -54,26 +54,6 @@ def _variable(var: str | None) -> tuple[str, int | str] | None:
     return None
 
 
-def _referents(src: SourceFile, name: cst.Name) -> list[cst.CSTNode]:
-    scope = src.scopes.get(name)
-    if scope is None:
-        return []
-    for access in scope.accesses:
-        if access.node is name:
-            return [r.node for r in access.referents if isinstance(r, Assignment)]
-    return []
-
-
-def _assigned_value(src: SourceFile, target: cst.CSTNode) -> cst.BaseExpression | None:
-    """The value of `target = value` (a single plain target), else None."""
-    parent = src.parents.get(target)
-    if isinstance(parent, cst.AssignTarget):
-        assign = src.parents.get(parent)
-        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
-            return assign.value
-    if isinstance(parent, cst.AnnAssign) and parent.value is not None:
-        return parent.value
-    return None
 
 
 def _is_compile(src: SourceFile, node: cst.BaseExpression) -> bool:
@@ -82,7 +62,7 @@ def _is_compile(src: SourceFile, node: cst.BaseExpression) -> bool:
 
 def _function(src: SourceFile, expr: cst.BaseExpression) -> cst.FunctionDef | None:
     if isinstance(expr, cst.Name):
-        refs = _referents(src, expr)
+        refs = src.referents(expr)
         if len(refs) == 1 and isinstance(refs[0], cst.FunctionDef):
             return refs[0]
     return None
@@ -106,7 +86,7 @@ def _self_attr_values(src: SourceFile, attr: cst.Attribute) -> list[cst.BaseExpr
     for target in src.nodes_in(cls, cst.Attribute):
         if (isinstance(target, cst.Attribute) and target.attr.value == attr.attr.value
                 and isinstance(target.value, cst.Name) and target.value.value == attr.value.value):
-            value = _assigned_value(src, target)
+            value = src.assigned_value(target)
             if value is not None:
                 values.append(value)
     return values
@@ -115,10 +95,10 @@ def _self_attr_values(src: SourceFile, attr: cst.Attribute) -> list[cst.BaseExpr
 def _origin(src: SourceFile, func: cst.BaseExpression) -> _Origin | None:
     """Where the called object `func` was compiled, when this file shows it."""
     if isinstance(func, cst.Name):
-        refs = _referents(src, func)
+        refs = src.referents(func)
         if len(refs) > 1:
             # `model = Net(); model = torch.compile(model)`: the one binding that compiles is the one called.
-            found = [o for r in refs for v in [_assigned_value(src, r)] if v is not None
+            found = [o for r in refs for v in [src.assigned_value(r)] if v is not None
                      for o in [_origin_of_value(src, v)] if o is not None]
             return found[0] if len(found) == 1 else None
         if not refs:
@@ -130,7 +110,7 @@ def _origin(src: SourceFile, func: cst.BaseExpression) -> _Origin | None:
                 if _is_compile(src, target):
                     return _Origin(dec, ref)
             return None
-        value = _assigned_value(src, ref)
+        value = src.assigned_value(ref)
         if value is not None:
             found = _origin_of_value(src, value)
             if found is not None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import Assignment
 
 from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile, simple_names
@@ -39,25 +38,6 @@ OURS, OTHER, UNKNOWN, NONE = "ours", "other", "unknown", "none"
 
 # --- names and bindings ------------------------------------------------------------------------------
 
-def _referents(src: SourceFile, name: cst.Name) -> list[cst.CSTNode]:
-    scope = src.scopes.get(name)
-    if scope is None:
-        return []
-    for access in scope.accesses:
-        if access.node is name:
-            return [r.node for r in access.referents if isinstance(r, Assignment)]
-    return []
-
-
-def _assigned_value(src: SourceFile, target: cst.CSTNode) -> cst.BaseExpression | None:
-    parent = src.parents.get(target)
-    if isinstance(parent, cst.AssignTarget):
-        assign = src.parents.get(parent)
-        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
-            return assign.value
-    if isinstance(parent, cst.AnnAssign) and parent.value is not None:
-        return parent.value
-    return None
 
 
 def _loop_source(src: SourceFile, target: cst.CSTNode) -> cst.BaseExpression | None:
@@ -79,7 +59,7 @@ def _self_attr_values(src: SourceFile, attr: cst.Attribute) -> list[cst.BaseExpr
     for target in src.nodes_in(cls, cst.Attribute):
         if (isinstance(target, cst.Attribute) and target.attr.value == attr.attr.value
                 and m.matches(target.value, m.Name(attr.value.value))):
-            value = _assigned_value(src, target)
+            value = src.assigned_value(target)
             if value is not None:
                 values.append(value)
     return values
@@ -89,7 +69,7 @@ def _construction(src: SourceFile, expr: cst.BaseExpression) -> tuple[cst.Call |
     """The `X(...)` call `expr` (a name or self.attribute) was built by, or why it cannot be found."""
     code = src.code(expr)
     if isinstance(expr, cst.Name):
-        refs = _referents(src, expr)
+        refs = src.referents(expr)
         if not refs:
             return None, f"`{code}` is not assigned in this file"
         if len(refs) > 1:
@@ -101,7 +81,7 @@ def _construction(src: SourceFile, expr: cst.BaseExpression) -> tuple[cst.Call |
             return None, f"`{code}` is a parameter{where}: the optimizer is built elsewhere"
         if isinstance(ref, (cst.Import, cst.ImportFrom)):
             return None, f"`{code}` is imported from another module"
-        value = _assigned_value(src, ref)
+        value = src.assigned_value(ref)
     elif isinstance(expr, cst.Attribute):
         values = _self_attr_values(src, expr)
         if len(values) != 1:
@@ -149,11 +129,11 @@ def _owner(src: SourceFile, expr: cst.CSTNode, ctor: cst.Call, depth: int = 0) -
         return _combine([_owner(src, a.value, ctor, depth + 1) for a in expr.args])  # enumerate(), zip()
     if isinstance(expr, cst.Name):
         owners = []
-        for ref in _referents(src, expr):
+        for ref in src.referents(expr):
             if isinstance(ref, cst.Param):
                 owners.append(UNKNOWN)  # a function's argument: could be any optimizer's group
                 continue
-            source = _assigned_value(src, ref) or _loop_source(src, ref)
+            source = src.assigned_value(ref) or _loop_source(src, ref)
             owners.append(_owner(src, source, ctor, depth + 1) if source is not None else NONE)
         return _combine(owners)
     return NONE
@@ -252,7 +232,7 @@ def _uniform(src: SourceFile, write: _Write) -> bool:
     if not isinstance(write.node, cst.Assign) or write.sub is None or not isinstance(write.sub.value, cst.Name):
         return False
     name = write.sub.value
-    refs = _referents(src, name)
+    refs = src.referents(name)
     if len(refs) != 1 or not isinstance(src.parents.get(refs[0]), cst.For):
         return False
     loop = src.parents[refs[0]]
@@ -270,8 +250,8 @@ def _is_tensor(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> boo
     if isinstance(expr, cst.Call):
         return bool(src.qualified_names(expr.func) & _TENSOR_MAKERS)
     if isinstance(expr, cst.Name) and depth < 4:
-        refs = _referents(src, expr)
-        value = _assigned_value(src, refs[0]) if len(refs) == 1 else None
+        refs = src.referents(expr)
+        value = src.assigned_value(refs[0]) if len(refs) == 1 else None
         return value is not None and _is_tensor(src, value, depth + 1)
     return False
 
@@ -289,8 +269,8 @@ def _is_float(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> bool
     if isinstance(expr, cst.Call):
         return src.is_qualified(expr.func, "builtins.float")
     if isinstance(expr, cst.Name):
-        refs = _referents(src, expr)
-        value = _assigned_value(src, refs[0]) if len(refs) == 1 else None
+        refs = src.referents(expr)
+        value = src.assigned_value(refs[0]) if len(refs) == 1 else None
         return value is not None and _is_float(src, value, depth + 1)
     return False
 
@@ -375,8 +355,8 @@ def _groups(src: SourceFile, params: cst.BaseExpression, depth: int = 0) -> _Gro
     if depth > 4:
         return _Groups("unknown", source=code)
     if isinstance(params, cst.Name):
-        refs = _referents(src, params)
-        value = _assigned_value(src, refs[0]) if len(refs) == 1 else None
+        refs = src.referents(params)
+        value = src.assigned_value(refs[0]) if len(refs) == 1 else None
         if value is None or _mutated(src, refs[0]):
             return _Groups("unknown", source=code)
         return _groups(src, value, depth + 1)
@@ -427,11 +407,11 @@ def _per_group(src: SourceFile, cls: str, call: cst.Call) -> bool:
         positional = [a.value for a in call.args if a.keyword is None]
         value = kw[0] if kw else (positional[pos] if pos < len(positional) else None)
         if isinstance(value, cst.Name):
-            refs = _referents(src, value)
-            value = (_assigned_value(src, refs[0]) if len(refs) == 1 else None) or value
+            refs = src.referents(value)
+            value = (src.assigned_value(refs[0]) if len(refs) == 1 else None) or value
         if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
             return True
-        if isinstance(value, cst.Name) and not isinstance(next(iter(_referents(src, value)), None), cst.FunctionDef):
+        if isinstance(value, cst.Name) and not isinstance(next(iter(src.referents(value)), None), cst.FunctionDef):
             return True  # a name torchmend cannot see through: it may be a list
     return False
 
@@ -459,8 +439,8 @@ def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement) -> tuple[cst.Call | 
             candidates += [a.value for a in node.args[:1] if a.keyword is None]
         elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
             # step = torch.compile(opt.step); step()
-            refs = _referents(src, node.func)
-            made = _assigned_value(src, refs[0]) if len(refs) == 1 else None
+            refs = src.referents(node.func)
+            made = src.assigned_value(refs[0]) if len(refs) == 1 else None
             if (isinstance(made, cst.Call) and src.is_qualified(made.func, "torch.compile") and made.args
                     and m.matches(made.args[0].value, m.Attribute(attr=m.Name("step")))):
                 candidates.append(made.args[0].value.value)  # type: ignore[attr-defined]
