@@ -55,6 +55,11 @@ def main() -> None:
         collector.install_trace_handler(sink)
         counter = collector.install_step_counter(sink, cfg.get("steps"))
         collector.install_terminate_handler(sink, counter)
+        collector.install_numerics()
+        if cfg.get("seed") is not None:  # both arms of a numerics comparison start alike
+            from torchmend.profiler.numerics import seed_everything
+
+            seed_everything(cfg["seed"])
         if cfg.get("backend"):
             collector.override_backend(cfg["backend"])
     except Exception as e:  # this torch lacks a hook we rely on: say so rather than run unobserved
@@ -78,15 +83,16 @@ def main() -> None:
         if code != 0 and not isinstance(e.code, int):
             print(e.code, file=sys.stderr)
         sink.emit(END, reason="finished" if code == 0 else "exit", exit_code=code, steps=counter.steps,
-                  step_times=counter.times)
+                  step_times=counter.times, **collector.numerics_fields())
         raise
     except BaseException as e:  # the user's crash: report it as plain python would, then exit 1
         text = _user_traceback(e)
         sys.stderr.write(text)
         sink.emit(END, reason="error", error=f"{type(e).__name__}: {e}", traceback=text, steps=counter.steps,
-                  step_times=counter.times)
+                  step_times=counter.times, **collector.numerics_fields())
         sys.exit(1)
-    sink.emit(END, reason="finished", exit_code=0, steps=counter.steps, step_times=counter.times)
+    sink.emit(END, reason="finished", exit_code=0, steps=counter.steps, step_times=counter.times,
+              **collector.numerics_fields())
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@
   turns dynamo_start / compilation_metrics / dynamo_graph_break_reason records into our events.
 - A global optimizer step post-hook counts steps and ends the run at the step budget.
 - Optionally, every torch.compile call gets its backend replaced.
+- Unless $TORCHMEND_NO_NUMERICS is set, losses and final-parameter fingerprints for a numerics
+  comparison (numerics.py); every END event carries them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import torch._logging._internal as _tlog
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from torchmend.profiler.events import COMPILE_END, COMPILE_START, END, GRAPH_BREAK, OWN_MARKER, STEP, EventSink
+from torchmend.profiler.numerics import DISABLE_ENV, NumericsCapture, install_backward_hooks
+
+_numerics: NumericsCapture | None = None  # set by install_numerics
 
 # compilation_metrics fields worth keeping (the record has ~90, most about caches and configs).
 _METRIC_KEYS = (
@@ -123,9 +128,30 @@ def install_trace_handler(sink: EventSink) -> TraceHandler:
     return handler
 
 
+def install_numerics() -> NumericsCapture | None:
+    """Record losses (backward targets) and, at the end, fingerprints of the optimizers' parameters."""
+    global _numerics
+    if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
+        return None
+    _numerics = NumericsCapture()
+    install_backward_hooks(_numerics)
+    return _numerics
+
+
+def numerics_fields(budget_s: float | None = None) -> dict[str, Any]:
+    """The END event's `losses`, `params` and `numerics`; nothing when the capture is off."""
+    return _numerics.end_fields(budget_s) if _numerics is not None else {}
+
+
 def end_now(sink: EventSink, reason: str, **fields: Any) -> None:
     """Record why the run ended and leave at once: user code gets no chance to swallow it."""
-    sink.emit(END, reason=reason, **fields)
+    if reason == "timeout" and _numerics is not None:
+        # The parent kills us 3 s after its SIGTERM, and reading losses and parameters may wait on a
+        # device (a hung one, even): write the event without them first; the parent keeps the last END.
+        sink.emit(END, reason=reason, **fields)
+        sink.emit(END, reason=reason, **fields, **numerics_fields(budget_s=1.0))
+    else:
+        sink.emit(END, reason=reason, **fields, **numerics_fields())
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -148,6 +174,8 @@ class StepCounter:
 
     def __call__(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self.steps += 1
+        if _numerics is not None:
+            _numerics.see_optimizer(optimizer)
         if self._sync or torch.cuda.is_initialized():
             self._sync = True
             torch.cuda.synchronize()  # GPU work is asynchronous: a step ends when its kernels do

@@ -34,6 +34,7 @@ class RunSpec:
     python: str = sys.executable
     env: tuple[tuple[str, str], ...] = ()  # extra environment for the child (e.g. a seed)
     overlay: tuple[tuple[str, str], ...] = ()  # (absolute path, text): run these sources instead of the files
+    seed: int | None = None  # seed torch, random and numpy before the script runs (numerics comparisons)
 
 
 @dataclass
@@ -115,7 +116,8 @@ def run(
         overlay_path.write_text(json.dumps(dict(spec.overlay)), encoding="utf-8")
     env[CHILD_ENV] = json.dumps(
         {"events": str(events_path), "script": str(script), "args": list(spec.args),
-         "steps": spec.steps, "backend": spec.backend, "overlay": str(overlay_path) if overlay_path else None}
+         "steps": spec.steps, "backend": spec.backend, "overlay": str(overlay_path) if overlay_path else None,
+         "seed": spec.seed}
     )
     progress = Progress()
     tail = EventTail(events_path)
