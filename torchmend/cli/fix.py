@@ -36,8 +36,9 @@ def _interactive(session: Session, proposals: list[Proposal]) -> list[Decision]:
         ask = next(loop)
         while True:
             path = ask.proposal.path
-            out.print(change_panel(ask.proposal, f"{session.display(path)}:{span(session.ctx.file(path), ask.proposal)[0]}",
-                                   ask.before, ask.after, ask.index, ask.total))
+            line = span(session.ctx.file(path), ask.proposal)[0]
+            out.print(change_panel(ask.proposal, session.display(path), line, ask.before, ask.after, ask.index,
+                                   ask.total))
             ask = loop.send(_ask(ask.index, ask.total))
     except StopIteration as done:
         return done.value

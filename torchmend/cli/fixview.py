@@ -23,8 +23,8 @@ def where(p: Proposal | NoFix) -> str:
     return f"{f.file}:{f.line}"
 
 
-def change_panel(p: Proposal, display: str, before: str, after: str, index: int, total: int) -> Panel:
-    head = Text.assemble((f"[{index}/{total}] ", "dim"), (f"{display}", "bold"), "  ",
+def change_panel(p: Proposal, display: str, line: int, before: str, after: str, index: int, total: int) -> Panel:
+    head = Text.assemble((f"[{index}/{total}] ", "dim"), (f"{display}:{line}", "bold"), "  ",
                          (p.rule, "bold magenta"), "  ", (p.safety, _SAFETY[p.safety]))
     body = Text()
     for f in p.findings:
@@ -43,7 +43,7 @@ def change_panel(p: Proposal, display: str, before: str, after: str, index: int,
         body.append("instead: ", style="bold")
         body.append(p.alternative + "\n")
     diff = unified_diff(display, before, after)
-    return Panel(Group(body, Syntax(diff, "diff", theme="ansi_dark", background_color="default")),
+    return Panel(Group(body, Syntax(diff, "diff", theme="ansi_dark", background_color="default", word_wrap=True)),
                  title=head, title_align="left")
 
 
