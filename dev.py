@@ -53,7 +53,8 @@ def main() -> int:
         shutil.copy(ROOT / "fixtures/scan/several/train.py", scratch / "train.py")
         print(f"scratch copy of the bundled example: {scratch / 'train.py'}", flush=True)
         mode = [] if sys.stdin.isatty() or extra else ["--yes", "--unsafe"]
-        cmd = [str(BIN / "torchmend"), "fix", str(scratch / "train.py"), "--backend", "aot_eager", *mode, *extra]
+        cmd = [str(BIN / "torchmend"), "fix", str(scratch / "train.py"), "--backend", "aot_eager",
+               "--verify-backend", "aot_eager", *mode, *extra]
         code = subprocess.call(cmd, cwd=scratch)
         print(f"the example's files are in {scratch}", flush=True)
         return code

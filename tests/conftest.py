@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import tempfile
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -37,13 +39,29 @@ def torchmend(*args: str, cwd: Path | None = None, timeout: float = 600) -> CliR
 _SCANS: dict[tuple[str, ...], CliResult] = {}
 
 
+_EVENTS = Path(tempfile.mkdtemp(prefix="torchmend-test-events-"))
+
+
+def _events_dir(key: tuple[str, ...]) -> Path:
+    return _EVENTS / hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
+
+
 def scan_json(script: Path, *extra: str) -> CliResult:
-    """`torchmend scan SCRIPT --backend aot_eager --format json`, run once per session per argument list."""
+    """`torchmend scan SCRIPT --backend aot_eager --format json`, run once per session per argument list
+    (its raw events are kept too: see scan_events)."""
     key = (str(script), *extra)
     if key not in _SCANS:
         _SCANS[key] = torchmend("scan", str(script), "--backend", "aot_eager", "--format", "json",
-                                "--timeout", "300", *extra)
+                                "--timeout", "300", "--keep-events", str(_events_dir(key)), *extra)
     return _SCANS[key]
+
+
+def scan_events(script: Path, *extra: str) -> list[dict[str, Any]]:
+    """The event stream of that same cached scan (what the child wrote, END event with losses included)."""
+    from torchmend.profiler.events import read_events
+
+    scan_json(script, *extra)
+    return read_events(_events_dir((str(script), *extra)) / "events.jsonl")
 
 
 def torch_minor() -> str:

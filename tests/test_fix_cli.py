@@ -67,7 +67,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _spawn(cwd: Path, *args: str) -> pexpect.spawn:
     env = dict(os.environ, NO_COLOR="1", COLUMNS="160", TERM="dumb")
-    child = pexpect.spawn(sys.executable, ["-m", "torchmend", "fix", *args], cwd=str(cwd), env=env,
+    child = pexpect.spawn(sys.executable, ["-m", "torchmend", "fix", *args, "--verify-backend", "aot_eager"],
+                          cwd=str(cwd), env=env,
                           encoding="utf-8", timeout=150, dimensions=(50, 160))
     return child
 
@@ -156,11 +157,14 @@ def test_yes_applies_safe_only_and_undo_puts_it_back(project: Path) -> None:
     assert "No change accepted" in result.stdout
 
     mode = target.stat().st_mode
-    result = torchmend("fix", str(target), "--backend", "aot_eager", "--yes", "--unsafe", cwd=project)
+    result = torchmend("fix", str(target), "--backend", "aot_eager", "--verify-backend", "aot_eager", "--yes",
+                       "--unsafe", cwd=project)
     assert result.returncode == 0, result.stderr
     assert target.read_text().count("is_compiling") == 3
     assert target.stat().st_mode == mode
     assert re.search(r"graph breaks\s+│\s*3\s+│\s*0", result.stdout), result.stdout  # the before/after table
+    assert "numerics match (6 losses" in result.stdout
+    assert result.stdout.count("✓ TM10") == 3  # each change removed what it targeted
 
     undo = torchmend("undo", cwd=project)
     assert undo.returncode == 0, undo.stderr

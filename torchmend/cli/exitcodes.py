@@ -14,8 +14,9 @@ class ExitCode(IntEnum):
     NO_TORCH = 7  # torch cannot be imported by the Python that runs the script
     SCRIPT_FAILED_AFTER_COMPILE = 8  # the script failed after compiling: the report shows what was seen
     WRITE_REFUSED = 9  # fix/undo: a file changed since the scan, is read-only or outside the project; nothing written
-    VERIFY_FAILED = 10  # fix: the re-run of the patched script failed or got worse; nothing written
+    VERIFY_FAILED = 10  # verify refused the patch (fix: nothing written): failed, numerics differ, or worse
     NOTHING_TO_UNDO = 11  # undo: no fix of this project left to undo
+    NO_EFFECT = 12  # verify: the patch changed no count (breaks, recompiles, limit hits, findings)
     INTERRUPTED = 130  # Ctrl-C: nothing was written
 
 
@@ -33,8 +34,9 @@ DESCRIPTIONS = {
     ExitCode.SCRIPT_FAILED_AFTER_COMPILE: "the script failed after compiling; the report shows what was seen up to then",
     ExitCode.WRITE_REFUSED: "fix/undo wrote nothing: a file changed since it was scanned, is read-only, or is "
     "outside the project",
-    ExitCode.VERIFY_FAILED: "fix wrote nothing: the re-run of the patched script failed or showed more graph breaks "
-    "or recompiles",
+    ExitCode.VERIFY_FAILED: "verify refused the patch (fix wrote nothing): the patched script failed, changed the "
+    "losses or final weights, or showed more graph breaks or recompiles",
     ExitCode.NOTHING_TO_UNDO: "undo: there is no fix of this project left to undo",
+    ExitCode.NO_EFFECT: "verify: the patch removed no graph break, recompile or finding (numerics equal)",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C); nothing was written",
 }

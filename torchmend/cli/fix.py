@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich.text import Text
@@ -12,14 +13,19 @@ from rich.text import Text
 from torchmend.cli import options as o
 from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
-from torchmend.cli.fixview import before_after, change_panel, help_text, print_proposal_list, unfixed_view
-from torchmend.cli.running import check_script, profile, project_root_for, warn_failed_after_compile
+from torchmend.cli.fixview import change_panel, help_text, print_proposal_list, unfixed_view, verification_view
+from torchmend.cli.running import Profile, check_script, profile, project_root_for, warn_failed_after_compile
+from torchmend.cli.verify import Atol, Repeat, Rtol, Seed, run_verification
 from torchmend.cli.writes import WriteRefused, read_source, save_undo, write_all
 from torchmend.codemods.base import NoFix, Proposal
 from torchmend.codemods.engine import Session, span, unified_diff
 from torchmend.codemods.review import ACCEPTED, CONFLICT, KEYS, Decision, accept_all, review
 from torchmend.codemods.source import Context
+from torchmend.profiler.numerics import ATOL, RTOL
 from torchmend.profiler.runner import RunSpec
+from torchmend.verify.attribution import attribute
+from torchmend.verify.compare import REFUSED
+from torchmend.verify.runs import from_outcome
 
 
 def _ask(index: int, total: int) -> str:
@@ -67,8 +73,16 @@ def fix(
                                        "`git apply` or `patch -p1` from the project root.")] = False,
     check: Annotated[bool, typer.Option("--check", help="Write nothing; list the changes and exit 6 when there "
                                         "are any (for CI).")] = False,
-    no_verify: Annotated[bool, typer.Option("--no-verify", help="Write without re-running the patched script "
-                                            "first.")] = False,
+    no_verify: Annotated[bool, typer.Option("--no-verify", help="Write without verifying the changes first.")]
+    = False,
+    verify_backend: Annotated[Optional[str], typer.Option(help="Backend for the verification runs. Default: the "
+                                                          "script's own (inductor unless it says otherwise), "
+                                                          "which is what timings should use; aot_eager is fast "
+                                                          "on a CPU.")] = None,
+    repeat: Repeat = 1,
+    seed: Seed = 0,
+    rtol: Rtol = RTOL,
+    atol: Atol = ATOL,
     show_output: o.ShowOutput = False,
 ) -> None:
     """Find what stops torch.compile from paying off in SCRIPT and fix it in your source: each change is
@@ -88,7 +102,7 @@ def fix(
     script = script.resolve()
     root = (project or project_root_for(script)).resolve()
     spec = RunSpec(script=script, args=tuple(args or ()), steps=steps, timeout=timeout, backend=backend,
-                   cwd=Path.cwd())
+                   cwd=Path.cwd(), seed=seed)
     ui = err if diff else out  # with --diff, stdout carries the patch alone
     before = profile(spec, root, live=ui.is_terminal, show_output=show_output, console=ui, label="scanning")
     if before.failed:
@@ -135,7 +149,11 @@ def fix(
     if no_verify:
         out.print("[yellow]--no-verify: writing without re-running the patched script.[/]")
     else:
-        _verify(spec, root, before, changes, select, ignore)
+        accepted = _verify(spec, root, before, session, accepted, verify_backend, repeat, rtol, atol)
+        changes = session.changed()
+        if not changes:
+            out.print("No change helped; nothing written.")
+            return
     try:
         write_all(changes, root)
     except WriteRefused as e:
@@ -148,24 +166,44 @@ def fix(
     out.print(f"Undo with [bold]torchmend undo[/] (patch saved at {record.patch}).")
 
 
-def _verify(spec: RunSpec, root: Path, before, changes, select, ignore) -> None:  # type: ignore[no-untyped-def]
-    """Re-run the patched sources (from memory: nothing is written yet) and refuse a change that made it worse.
+def _verify(spec: RunSpec, root: Path, scan: Profile, session: Session, accepted: list[Proposal],
+            backend: str | None, repeat: int, rtol: float, atol: float) -> list[Proposal]:
+    """Run the original and the patched sources (served from memory: nothing is written yet) and judge.
 
-    Counts only: comparing losses and final weights is the verify step's job (not built yet), so say so.
+    A change whose targeted findings are all still there after the patch did not help: it is dropped and
+    the rest verified again (once). Exits with VERIFY_FAILED when the verdict is a refusal. Returns the
+    changes left to write.
     """
-    patched = RunSpec(**{**spec.__dict__, "overlay": tuple((p, new) for p, (_, new) in changes.items())})
-    after = profile(patched, root, live=out.is_terminal, console=out, label="re-running with the changes")
-    fix_before = sum(f.severity == "fix" for f in before.findings)
-    fix_after = sum(f.severity == "fix" for f in after.findings)
-    out.print(before_after(before.summary, after.summary, fix_before, fix_after))
-    b, a = before.summary, after.summary
-    if after.failed and not before.failed:
-        fail(ExitCode.VERIFY_FAILED, "the patched script failed where the original did not; nothing was written. "
-             "Its output ends with:", after.outcome.output_tail)
-    worse = (a.graph_breaks + a.recompiles + a.recompile_limit_hits) > (b.graph_breaks + b.recompiles
-                                                                          + b.recompile_limit_hits)
-    if worse:
-        fail(ExitCode.VERIFY_FAILED, "the patched script shows more graph breaks or recompiles than the original; "
-             "nothing was written")
-    out.print("[dim]Checked by re-running the patched script: counts and times only; losses and final weights "
-              "are not compared yet.[/]")
+    before = replace(spec, backend=backend, overlay=())
+    reuse = (from_outcome("before", 0, scan.outcome, root),) if backend == spec.backend else ()
+    for round_ in (1, 2):
+        changes = session.changed()
+        after = replace(before, overlay=tuple((p, new) for p, (_, new) in changes.items()))
+        v, b_runs, a_runs = run_verification(before, after, root, repeat, rtol, atol, reuse)
+        reuse = tuple(b_runs)
+        out.print(verification_view(v))
+        if v.verdict == REFUSED:
+            fail(ExitCode.VERIFY_FAILED, "verification refused these changes; nothing was written")
+        effects = attribute(accepted, a_runs[0].findings, changes)
+        for e in effects:
+            what = ", ".join(f"{f.rule} at {where(f)}" for f in (e.removed or e.remaining))
+            if e.helped:
+                out.print(Text(f"  ✓ {e.proposal.rule} change removed {what}", style="green"))
+            else:
+                out.print(Text(f"  ✗ {e.proposal.rule} change did not remove {what}: not written", style="red"))
+        useless = [e.proposal for e in effects if not e.helped]
+        if not useless:
+            return accepted
+        for p in useless:
+            session.accepted.remove(p)
+            accepted.remove(p)
+        if not accepted or round_ == 2:
+            break
+        out.print("[dim]Verifying again without the changes that did not help.[/]")
+    if not accepted:
+        return []
+    fail(ExitCode.VERIFY_FAILED, "a change still did not help after a second round; nothing was written")
+
+
+def where(f) -> str:  # type: ignore[no-untyped-def]
+    return f"{f.user_frame.file}:{f.user_frame.line}" if f.where != "project" and f.user_frame else f"{f.file}:{f.line}"

@@ -11,7 +11,8 @@ from rich.text import Text
 from torchmend.codemods.base import NoFix, Proposal
 from torchmend.codemods.engine import unified_diff
 from torchmend.codemods.review import KEYS
-from torchmend.profiler.findings import PROJECT, Summary
+from torchmend.profiler.findings import PROJECT
+from torchmend.verify.compare import Verification
 
 _SAFETY = {"safe": "bold green", "unsafe": "bold red"}
 
@@ -73,33 +74,24 @@ def unfixed_view(items: list[NoFix]) -> Table:
     return table
 
 
-def _num(v: float | int | None, unit: str = "") -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, float):
-        return f"{v:.4f}{unit}" if v < 0.1 else f"{v:.2f}{unit}"
-    return str(v)
+def verification_view(v: Verification) -> Group:
+    from torchmend.verify.report import rows
 
-
-def before_after(before: Summary, after: Summary, fix_before: int, fix_after: int) -> Table:
-    table = Table("", "before", "after", title=Text("before → after (same script, budget and backend)",
-                                                     style="bold"), title_justify="left")
-    rows = [
-        ("findings to fix", fix_before, fix_after),
-        ("graph breaks", before.graph_breaks, after.graph_breaks),
-        ("recompiles", before.recompiles, after.recompiles),
-        ("recompile-limit hits", before.recompile_limit_hits, after.recompile_limit_hits),
-        ("graphs", before.graphs, after.graphs),
-        ("compile seconds", before.compile_seconds, after.compile_seconds),
-        ("first step (s)", before.first_step_s, after.first_step_s),
-        ("steady step (s, median)", before.steady_step_s, after.steady_step_s),
-    ]
-    for label, b, a in rows:
-        style = ""
-        if isinstance(b, int) and isinstance(a, int):
-            style = "green" if a < b else ("red" if a > b else "")
-        table.add_row(label, _num(b), Text(_num(a), style=style))
-    return table
+    runs = f"{v.repeat} run{'s' * (v.repeat != 1)} per arm, interleaved" + (", medians (min–max)" if v.repeat > 1 else "")
+    table = Table("", "before", "after", "after/before", title=Text(f"before → after ({runs})", style="bold"),
+                  title_justify="left")
+    for label, b, a, ratio in rows(v):
+        table.add_row(label, b, a, ratio)
+    parts: list = [table]
+    if v.numerics is not None:
+        style = "green" if v.numerics.equal else "bold red"
+        parts.append(Text(f"numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): "
+                          f"{v.numerics.describe()}", style=style))
+    verdict_style = {"improved": "bold green", "no_change": "bold yellow", "refused": "bold red"}[v.verdict]
+    parts.append(Text(f"verdict: {v.verdict.replace('_', ' ')}", style=verdict_style))
+    parts += [Text(f"  {r}", style="red" if v.verdict == "refused" else "yellow") for r in v.reasons]
+    parts += [Text(f"  note: {n}", style="dim") for n in v.notes]
+    return Group(*parts)
 
 
 def print_proposal_list(console: Console, items: list[Proposal], display) -> None:  # type: ignore[no-untyped-def]

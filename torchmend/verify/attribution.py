@@ -1,0 +1,49 @@
+"""Which change removed which findings: each proposal's targeted findings, looked for in the patched run.
+
+A finding after the patch is mapped back to the original line of its file (difflib over the file's old
+and new text), so a finding that survives a rewrite that moved it is still recognised. No extra runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from torchmend.codemods.base import Proposal
+from torchmend.profiler.findings import Finding
+
+
+def _new_to_old(before: str, after: str) -> dict[int, int]:
+    """1-based line in `after` -> the line of `before` it came from (a changed block maps to its first line)."""
+    a, b = before.splitlines(), after.splitlines()
+    mapping: dict[int, int] = {}
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        for k, j in enumerate(range(j1, j2)):
+            mapping[j + 1] = (i1 + k + 1) if tag == "equal" else i1 + 1
+    return mapping
+
+
+@dataclass(frozen=True)
+class ChangeEffect:
+    proposal: Proposal
+    removed: tuple[Finding, ...]  # targeted findings gone after the patch
+    remaining: tuple[Finding, ...]  # targeted findings still there
+
+    @property
+    def helped(self) -> bool:
+        return bool(self.removed)
+
+
+def attribute(proposals: list[Proposal], after: list[Finding],
+              changes: dict[str, tuple[str, str]]) -> list[ChangeEffect]:
+    maps = {path: _new_to_old(old, new) for path, (old, new) in changes.items()}
+    seen = set()
+    for f in after:
+        line = maps[f.path].get(f.line, f.line) if f.path in maps else f.line
+        seen.add((f.rule, f.path, line))
+    effects = []
+    for p in proposals:
+        removed = tuple(f for f in p.findings if (f.rule, f.path, f.line) not in seen)
+        remaining = tuple(f for f in p.findings if (f.rule, f.path, f.line) in seen)
+        effects.append(ChangeEffect(p, removed, remaining))
+    return effects

@@ -1,0 +1,131 @@
+"""The verdict on a patch: what the counts, the times and the numerics of the two arms show.
+
+Counts (graphs, breaks, recompiles, limit hits) are deterministic for a seeded run; times are not, so
+each is the median over the repeats with its min-max, and "slower" needs more than noise: with at least
+two repeats per arm, the ranges must not overlap and the medians differ by more than SLOWER_RATIO.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from torchmend.profiler.numerics import ATOL, RTOL, Comparison, compare
+from torchmend.verify.runs import ArmRun
+
+IMPROVED, NO_CHANGE, REFUSED = "improved", "no_change", "refused"
+SLOWER_RATIO = 1.10
+COUNTS = ("frames_compiled", "graphs", "graph_breaks", "recompiles", "recompile_limit_hits")
+TIMES = ("compile_seconds", "first_step_s", "steady_step_s", "wall_seconds")
+LABELS = {"frames_compiled": "frames compiled", "graphs": "graphs", "graph_breaks": "graph breaks",
+          "recompiles": "recompiles", "recompile_limit_hits": "recompile-limit hits",
+          "findings_to_fix": "findings to fix", "compile_seconds": "compile seconds",
+          "first_step_s": "first step (s)", "steady_step_s": "steady step (s, median)",
+          "wall_seconds": "wall seconds"}
+
+
+@dataclass(frozen=True)
+class Stat:
+    median: float | None
+    low: float | None
+    high: float | None
+
+    @classmethod
+    def of(cls, values: list[float | None]) -> "Stat":
+        vals = [v for v in values if v is not None]
+        if not vals:
+            return cls(None, None, None)
+        return cls(statistics.median(vals), min(vals), max(vals))
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    before: Stat
+    after: Stat
+
+    @property
+    def ratio(self) -> float | None:
+        b, a = self.before.median, self.after.median
+        return a / b if a is not None and b else None
+
+    @property
+    def label(self) -> str:
+        return LABELS.get(self.name, self.name)
+
+
+@dataclass
+class Verification:
+    repeat: int
+    counts: list[Metric]
+    times: list[Metric]
+    numerics: Comparison | None
+    verdict: str  # improved | no_change | refused
+    reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == IMPROVED
+
+    def metric(self, name: str) -> Metric:
+        return next(m for m in (*self.counts, *self.times) if m.name == name)
+
+    def to_json(self) -> dict[str, Any]:
+        def metric(m: Metric) -> dict[str, Any]:
+            return {"name": m.name, "before": asdict(m.before), "after": asdict(m.after), "ratio": m.ratio}
+
+        return {"repeat": self.repeat, "verdict": self.verdict, "reasons": self.reasons, "notes": self.notes,
+                "counts": [metric(m) for m in self.counts], "times": [metric(m) for m in self.times],
+                "numerics": self.numerics.to_json() if self.numerics else None}
+
+
+def _fix_count(run: ArmRun) -> int:
+    return sum(f.severity == "fix" for f in run.findings)
+
+
+def judge(before: list[ArmRun], after: list[ArmRun], rtol: float = RTOL, atol: float = ATOL) -> Verification:
+    counts = [Metric(n, Stat.of([getattr(r.summary, n) for r in before]),
+                     Stat.of([getattr(r.summary, n) for r in after])) for n in COUNTS]
+    counts.append(Metric("findings_to_fix", Stat.of([_fix_count(r) for r in before]),
+                         Stat.of([_fix_count(r) for r in after])))
+    times = [Metric(n, Stat.of([getattr(r.summary, n) for r in before]),
+                    Stat.of([getattr(r.summary, n) for r in after])) for n in TIMES]
+    reasons: list[str] = []
+    notes: list[str] = []
+    failed = [r for r in after if r.failed]
+    if failed and not any(r.failed for r in before):
+        tail = failed[0].outcome.output_tail.strip().splitlines()[-1:] or ["(no output)"]
+        reasons.append(f"the patched script failed ({failed[0].outcome.ended_by}) where the original did not: {tail[0]}")
+    numerics = compare(before[0].end, after[0].end, rtol, atol) if before and after else None
+    if numerics is not None and not numerics.equal:
+        reasons.append(f"numerics differ: {numerics.describe()}")
+    if numerics is not None and numerics.params_equal is None:
+        notes.append(f"final parameters not compared: {numerics.params_note}")
+
+    def median(m: Metric, side: str) -> float:
+        return getattr(m, side).median or 0
+
+    worse = [m for m in counts if median(m, "after") > median(m, "before") and m.name != "frames_compiled"]
+    for m in worse:
+        reasons.append(f"more {m.label}: {median(m, 'before'):g} before, {median(m, 'after'):g} after")
+    steady = next(m for m in times if m.name == "steady_step_s")
+    if steady.ratio is not None and steady.ratio > SLOWER_RATIO:
+        if len(before) >= 2 and len(after) >= 2 and (steady.after.low or 0) > (steady.before.high or 0):
+            reasons.append(f"slower beyond noise: steady step {steady.ratio:.2f}× the original "
+                           f"(ranges {steady.before.low:.4g}-{steady.before.high:.4g} s vs "
+                           f"{steady.after.low:.4g}-{steady.after.high:.4g} s)")
+        else:
+            notes.append(f"steady step {steady.ratio:.2f}× the original; with one run per arm that is within "
+                         "noise (use --repeat 3 or more to judge speed)")
+    if reasons:
+        verdict = REFUSED
+    else:
+        problems = ("graph_breaks", "recompiles", "recompile_limit_hits", "findings_to_fix")
+        fewer = any(median(m, "after") < median(m, "before") for m in counts if m.name in problems)
+        verdict = IMPROVED if fewer else NO_CHANGE
+        if not fewer:
+            reasons.append("the patch fixes nothing: graph breaks, recompiles, limit hits and findings are "
+                           "the same before and after")
+    return Verification(len(after), counts, times, numerics, verdict, reasons, notes)

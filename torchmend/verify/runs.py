@@ -1,0 +1,62 @@
+"""The two arms of a verification, run interleaved (A B A B ...), each in its own process and with its own
+inductor and triton caches, so neither arm's compile is served from the other's cache."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from torchmend.profiler.findings import Finding, Summary, analyse
+from torchmend.profiler.runner import RunOutcome, RunSpec, run
+
+BEFORE, AFTER = "before", "after"
+FAILED = ("error", "exit", "killed", "no_torch", "internal_error", "interrupted")
+
+
+@dataclass
+class ArmRun:
+    arm: str  # before | after
+    index: int  # 0-based repeat
+    findings: list[Finding]
+    summary: Summary
+    outcome: RunOutcome = field(repr=False)
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome.ended_by in FAILED
+
+    @property
+    def end(self) -> dict[str, Any]:
+        return self.outcome.end
+
+
+def from_outcome(arm: str, index: int, outcome: RunOutcome, root: Path) -> ArmRun:
+    findings, summary = analyse(outcome.events, root, outcome.ended_by, outcome.wall_s)
+    return ArmRun(arm, index, findings, summary, outcome)
+
+
+def run_arms(before: RunSpec, after: RunSpec, root: Path, repeat: int,
+             on_run: Callable[[str, int], None] | None = None,
+             reuse_before: tuple[ArmRun, ...] = ()) -> tuple[list[ArmRun], list[ArmRun]]:
+    """Run each arm `repeat` times, interleaved. `reuse_before` stands in for the first before-runs
+    (runs already made with the same spec: fix's scan, or an earlier round)."""
+    runs: dict[str, list[ArmRun]] = {BEFORE: [], AFTER: []}
+    scratch = Path(tempfile.mkdtemp(prefix="torchmend-verify-"))
+    try:
+        for i in range(repeat):
+            for arm, spec in ((BEFORE, before), (AFTER, after)):
+                if arm == BEFORE and i < len(reuse_before):
+                    runs[BEFORE].append(reuse_before[i])
+                    continue
+                if on_run:
+                    on_run(arm, i)
+                caches = scratch / f"{arm}-{i}"
+                env = (*spec.env, ("TORCHINDUCTOR_CACHE_DIR", str(caches / "inductor")),
+                       ("TRITON_CACHE_DIR", str(caches / "triton")))
+                runs[arm].append(from_outcome(arm, i, run(replace(spec, env=env)), root))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return runs[BEFORE], runs[AFTER]
