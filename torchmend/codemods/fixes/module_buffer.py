@@ -774,6 +774,17 @@ class RecompileLimitModuleScalar(Codemod):
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
+        if "param_groups" in (finding.variable or ""):
+            # A float learning rate recompiling until the limit (torch 2.11/2.12, pytorch#169634): the
+            # tensor-lr fix is the cure; propose exactly its edit so the two findings share one proposal.
+            from torchmend.codemods.registry import codemod_for
+
+            lr = codemod_for("TM203")
+            if lr is not None:
+                result = lr.propose(replace(finding, rule="TM203"), ctx)
+                if isinstance(result, Proposal):
+                    return replace(result, findings=(finding,))
+                return replace(result, finding=finding)
         result = propose_buffer(finding, ctx)
         if isinstance(result, Proposal):
             stopgap = _STOPGAP.replace("as a stopgap, ", "as a stopgap only, ")
