@@ -116,9 +116,11 @@ def judge(before: list[ArmRun], after: list[ArmRun], rtol: float = RTOL, atol: f
             reasons.append(f"slower beyond noise: steady step {steady.ratio:.2f}× the original "
                            f"(ranges {steady.before.low:.4g}-{steady.before.high:.4g} s vs "
                            f"{steady.after.low:.4g}-{steady.after.high:.4g} s)")
-        else:
+        elif len(before) < 2 or len(after) < 2:
             notes.append(f"steady step {steady.ratio:.2f}× the original; with one run per arm that is within "
                          "noise (use --repeat 3 or more to judge speed)")
+        else:
+            notes.append(f"steady step {steady.ratio:.2f}× the original, but the runs' ranges overlap: within noise")
     if reasons:
         verdict = REFUSED
     else:
