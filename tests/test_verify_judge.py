@@ -1,0 +1,67 @@
+"""The verdict rules and the change attribution, on hand-made run records (no child runs: the real runs are
+in test_verify_cli.py and test_codemods_e2e.py)."""
+
+from __future__ import annotations
+
+from torchmend.codemods.base import Proposal
+from torchmend.profiler.findings import Finding, Summary
+from torchmend.profiler.runner import RunOutcome
+from torchmend.verify.attribution import attribute
+from torchmend.verify.compare import IMPROVED, NO_CHANGE, REFUSED, judge
+from torchmend.verify.runs import ArmRun
+
+
+def _run(arm: str, breaks: int = 0, recompiles: int = 0, steady: float = 0.01, losses=(1.0, 0.9, 0.8),
+         ended_by: str = "finished") -> ArmRun:
+    summary = Summary(1, 1 + recompiles, 1 + breaks, breaks, recompiles, 0, 1.0, len(losses), ended_by, 5.0,
+                      "2.13", 1.0, steady)
+    end = {"ev": "end", "reason": ended_by, "losses": list(losses), "params": None}
+    return ArmRun(arm, 0, [], summary, RunOutcome([], ended_by, 0, 5.0, "Traceback ...\nValueError: boom", end))
+
+
+def test_fewer_breaks_same_numbers_is_improved() -> None:
+    v = judge([_run("before", breaks=2)], [_run("after", breaks=0)])
+    assert v.verdict == IMPROVED and not v.reasons
+    assert v.metric("graph_breaks").ratio == 0
+
+
+def test_nothing_fixed_is_no_change() -> None:
+    v = judge([_run("before", breaks=1)], [_run("after", breaks=1)])
+    assert v.verdict == NO_CHANGE and "fixes nothing" in v.reasons[0]
+
+
+def test_more_recompiles_or_other_losses_or_a_crash_is_refused() -> None:
+    assert judge([_run("b", breaks=2)], [_run("a", recompiles=1)]).verdict == REFUSED
+    v = judge([_run("b", breaks=1)], [_run("a", losses=(1.0, 0.95, 0.8))])
+    assert v.verdict == REFUSED and "diverge at step 1" in v.reasons[0]
+    v = judge([_run("b", breaks=1)], [_run("a", losses=(1.0,), ended_by="error")])
+    assert v.verdict == REFUSED and "ValueError: boom" in v.reasons[0]
+
+
+def test_slower_only_counts_beyond_noise() -> None:
+    before = [_run("b", breaks=1, steady=s) for s in (0.010, 0.011)]
+    apart = [_run("a", steady=s) for s in (0.020, 0.021)]
+    overlapping = [_run("a", steady=s) for s in (0.009, 0.030)]
+    assert judge(before, apart).verdict == REFUSED
+    v = judge(before, overlapping)
+    assert v.verdict == IMPROVED and any("ranges overlap" in n for n in v.notes)
+    single = judge(before[:1], apart[:1])
+    assert single.verdict == IMPROVED and any("one run per arm" in n for n in single.notes)
+
+
+def _finding(rule: str, line: int) -> Finding:
+    return Finding(rule, "graph_break", "t", "m.py", line, "f", "/p/m.py", "project", "r", 1, "fix")
+
+
+def test_attribution_maps_lines_through_the_rewrite() -> None:
+    import libcst as cst
+
+    node = cst.parse_statement("x = 1\n")
+    kept, fixed = _finding("TM101", 3), _finding("TM103", 5)
+    p_kept = Proposal((kept,), "TM101", "/p/m.py", "why", replace={node: node})
+    p_fixed = Proposal((fixed,), "TM103", "/p/m.py", "why", replace={node: node})
+    old = "a\nb\nprint(x)\nc\nif t:\n    y = 1\n"
+    new = "a\nb\n# added\nprint(x)\nc\ny = where(t, 1, y)\n"
+    after = [_finding("TM101", 4)]  # the print moved down a line and still breaks
+    effects = attribute([p_kept, p_fixed], after, {"/p/m.py": (old, new)})
+    assert [e.helped for e in effects] == [False, True]
