@@ -17,6 +17,15 @@ class ExitCode(IntEnum):
     VERIFY_FAILED = 10  # verify refused the patch (fix: nothing written): failed, numerics differ, or worse
     NOTHING_TO_UNDO = 11  # undo: no fix of this project left to undo
     NO_EFFECT = 12  # verify: the patch changed no count (breaks, recompiles, limit hits, findings)
+    NOTHING_TO_SHIP = 13  # pr: no fix of this project to ship, or it is already committed
+    NOT_A_REPO = 14  # pr: not a git repository, no commit yet, a file outside it, or a git command failed
+    DIRTY_TREE = 15  # pr: changes torchmend did not make (other files, edits after the fix); nothing done
+    NO_REMOTE = 16  # pr: no such remote, or its URL names no GitHub repository
+    PUSH_REJECTED = 17  # pr: git push rejected or failed; the local branch and commit were kept
+    FORGE_AUTH = 18  # pr: no token, or the API refused it (401, 403)
+    FORGE_NOT_FOUND = 19  # pr: the API does not know the repository (404)
+    FORGE_INVALID = 20  # pr: the API refused the request as invalid (422)
+    FORGE_UNREACHABLE = 21  # pr: the API could not be reached, or failed (network, timeout, 5xx)
     INTERRUPTED = 130  # Ctrl-C: nothing was written
 
 
@@ -38,5 +47,21 @@ DESCRIPTIONS = {
     "losses or final weights, or showed more graph breaks or recompiles",
     ExitCode.NOTHING_TO_UNDO: "undo: there is no fix of this project left to undo",
     ExitCode.NO_EFFECT: "verify: the patch removed no graph break, recompile or finding (numerics equal)",
+    ExitCode.NOTHING_TO_SHIP: "pr: there is no fix of this project to ship (run `torchmend fix` first), or it is "
+    "already committed",
+    ExitCode.NOT_A_REPO: "pr did nothing: not in a git repository, no commit yet, a changed file outside the "
+    "repository, or a git command failed (git's message is shown)",
+    ExitCode.DIRTY_TREE: "pr did nothing: the working tree has changes torchmend did not make (they are named), a "
+    "fixed file was edited after the fix, or the branch exists with other changes",
+    ExitCode.NO_REMOTE: "pr did nothing: there is no such remote (--remote), or its URL names no GitHub "
+    "repository (--repo)",
+    ExitCode.PUSH_REJECTED: "pr: git push was rejected or failed (it never forces); the local branch and commit "
+    "were kept, your branch and working tree are as they were; run pr again to retry",
+    ExitCode.FORGE_AUTH: "pr: no GitHub token in $GITHUB_TOKEN (or --token-env), or the API refused it (401, 403)",
+    ExitCode.FORGE_NOT_FOUND: "pr: the GitHub API does not know the repository, or the token cannot see it (404)",
+    ExitCode.FORGE_INVALID: "pr: the GitHub API refused the pull request as invalid (422: e.g. the base branch "
+    "does not exist there)",
+    ExitCode.FORGE_UNREACHABLE: "pr: the GitHub API could not be reached or failed (network, timeout, 5xx); "
+    "--api-url sets it",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C); nothing was written",
 }

@@ -15,6 +15,7 @@ from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
 from torchmend.cli.fixview import change_panel, help_text, print_proposal_list, unfixed_view, verification_view
 from torchmend.cli.running import Profile, check_script, profile, project_root_for, warn_failed_after_compile
+from torchmend.cli.pr import check_pull_request, open_pull_request
 from torchmend.cli.verify import Atol, Repeat, Rtol, Seed, run_verification
 from torchmend.cli.writes import WriteRefused, read_source, save_undo, write_all
 from torchmend.codemods.base import NoFix, Proposal
@@ -24,7 +25,9 @@ from torchmend.codemods.source import Context
 from torchmend.profiler.numerics import ATOL, RTOL
 from torchmend.profiler.runner import RunSpec
 from torchmend.verify.attribution import attribute
-from torchmend.verify.compare import REFUSED
+from torchmend.verify.compare import REFUSED, Verification
+from torchmend.vcs.body import fix_report, verify_command
+from torchmend.vcs.ship import PrOptions
 from torchmend.verify.runs import from_outcome
 
 
@@ -84,6 +87,16 @@ def fix(
     rtol: Rtol = RTOL,
     atol: Atol = ATOL,
     show_output: o.ShowOutput = False,
+    pr: Annotated[bool, typer.Option("--pr", help="After writing, ship the changes as a branch, one commit and a "
+                                     "GitHub pull request with the findings and the verification (as "
+                                     "`torchmend pr`; checked before anything runs).")] = False,
+    remote: Annotated[str, typer.Option(help="With --pr: the git remote to push to.")] = "origin",
+    base: Annotated[Optional[str], typer.Option(help="With --pr: the branch the pull request goes into.",
+                                                show_default=False)] = None,
+    api_url: Annotated[Optional[str], typer.Option(help="With --pr: the GitHub REST API (GitHub Enterprise: "
+                                                   "https://HOST/api/v3).", show_default=False)] = None,
+    token_env: Annotated[str, typer.Option(help="With --pr: the environment variable holding the GitHub "
+                                           "token.")] = "GITHUB_TOKEN",
 ) -> None:
     """Find what stops torch.compile from paying off in SCRIPT and fix it in your source: each change is
     shown as a diff with the finding behind it and its safety, and you accept or reject it (like
@@ -98,9 +111,14 @@ def fix(
     if interactive and not sys.stdin.isatty():
         fail(ExitCode.USAGE, "stdin is not a terminal, so fix cannot ask about each change: use --yes (apply the "
              "safe changes), --diff (print them) or --check (exit 6 when there are any)")
+    if pr and (diff or check):
+        fail(ExitCode.USAGE, "--pr ships what fix writes: it does not go with --diff or --check")
     check_script(script)
     script = script.resolve()
     root = (project or project_root_for(script)).resolve()
+    pr_options = PrOptions(remote=remote, base=base, api_url=api_url, token_env=token_env) if pr else None
+    if pr_options is not None:
+        check_pull_request(root, pr_options)
     spec = RunSpec(script=script, args=tuple(args or ()), steps=steps, timeout=timeout, backend=backend,
                    cwd=Path.cwd(), seed=seed)
     ui = err if diff else out  # with --diff, stdout carries the patch alone
@@ -146,10 +164,12 @@ def fix(
         ui.print("No change accepted; nothing written.")
         return
     accepted = [d.proposal for d in decisions if d.outcome == ACCEPTED]
+    verification = None
     if no_verify:
         out.print("[yellow]--no-verify: writing without re-running the patched script.[/]")
     else:
-        accepted = _verify(spec, root, before, session, accepted, verify_backend, repeat, rtol, atol)
+        accepted, verification = _verify(spec, root, before, session, accepted, verify_backend, repeat, rtol,
+                                         atol)
         changes = session.changed()
         if not changes:
             out.print("No change helped; nothing written.")
@@ -159,15 +179,20 @@ def fix(
     except WriteRefused as e:
         fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
     summary = "; ".join(f"{p.rule} {display(p)}" for p in accepted)
-    record = save_undo(changes, root, _combined_diff(session), summary)
+    command = verify_command(session.display(str(script)), tuple(args or ()), steps=steps, timeout=timeout,
+                             backend=verify_backend, seed=seed, repeat=repeat)
+    report = fix_report(accepted, verification, command, where=display)
+    record = save_undo(changes, root, _combined_diff(session), summary, report=report)
     out.print(f"[bold green]Wrote {len(changes)} file{'s' * (len(changes) != 1)}[/] "
               f"({len(accepted)} change{'s' * (len(accepted) != 1)}): "
               + ", ".join(session.display(p) for p in changes))
     out.print(f"Undo with [bold]torchmend undo[/] (patch saved at {record.patch}).")
+    if pr_options is not None:
+        open_pull_request(root, record, pr_options, report)
 
 
 def _verify(spec: RunSpec, root: Path, scan: Profile, session: Session, accepted: list[Proposal],
-            backend: str | None, repeat: int, rtol: float, atol: float) -> list[Proposal]:
+            backend: str | None, repeat: int, rtol: float, atol: float) -> tuple[list[Proposal], Verification]:
     """Run the original and the patched sources (served from memory: nothing is written yet) and judge.
 
     A change whose targeted findings are all still there after the patch did not help: it is dropped and
@@ -193,7 +218,7 @@ def _verify(spec: RunSpec, root: Path, scan: Profile, session: Session, accepted
                 out.print(Text(f"  ✗ {e.proposal.rule} change did not remove {what}: not written", style="red"))
         useless = [e.proposal for e in effects if not e.helped]
         if not useless:
-            return accepted
+            return accepted, v
         for p in useless:
             session.accepted.remove(p)
             accepted.remove(p)
@@ -201,7 +226,7 @@ def _verify(spec: RunSpec, root: Path, scan: Profile, session: Session, accepted
             break
         out.print("[dim]Verifying again without the changes that did not help.[/]")
     if not accepted:
-        return []
+        return [], v
     fail(ExitCode.VERIFY_FAILED, "a change still did not help after a second round; nothing was written")
 
 

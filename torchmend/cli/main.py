@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from torchmend.cli import fix, scan, undo, verify  # noqa: F401  (each registers its commands)
+from torchmend.cli import fix, pr, scan, undo, verify  # noqa: F401  (each registers its commands)
 from torchmend.cli.app import app
 
 

@@ -3,7 +3,9 @@
 All or nothing: every file is checked first (unchanged since it was scanned, writable, in the project),
 then each is written to a temporary file beside it and renamed over it (its mode kept). A failure half
 way puts back the files already replaced. Each write leaves an undo record (a JSON file with the texts
-before and after, and the same change as a patch) under the state directory, never in the project.
+before and after, and the same change as a patch) under the state directory, never in the project. A record
+may also hold a "report" (Markdown: findings, changes, verification) that `torchmend pr` puts in the pull
+request; it is optional, so records written before it existed still work.
 """
 
 from __future__ import annotations
@@ -99,13 +101,18 @@ class UndoRecord:
     project: str
     created: str
     files: dict[str, tuple[str, str]]  # path -> (before, after)
+    summary: str = ""  # the fixes, "TM101 train.py:14; TM201 model.py:30"
+    report: str | None = None  # Markdown: findings, changes, verification (torchmend.vcs.body.fix_report); optional
 
     @property
     def patch(self) -> Path:
         return self.path.with_suffix(".patch")
 
 
-def save_undo(changes: dict[str, tuple[str, str]], project: Path, patch: str, summary: str) -> UndoRecord:
+def save_undo(changes: dict[str, tuple[str, str]], project: Path, patch: str, summary: str,
+              report: str | None = None) -> UndoRecord:
+    """Save the undo record of a write. `report` (optional, Markdown from torchmend.vcs.body.fix_report) is what
+    `torchmend pr` puts in the pull request; records without one still work."""
     folder = undo_dir(project)
     folder.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -113,9 +120,11 @@ def save_undo(changes: dict[str, tuple[str, str]], project: Path, patch: str, su
     created = time.strftime("%Y-%m-%d %H:%M:%S")
     record = {"project": str(project.resolve()), "created": created, "summary": summary,
               "files": {p: {"before": b, "after": a} for p, (b, a) in changes.items()}}
+    if report is not None:
+        record["report"] = report
     path.write_text(json.dumps(record, indent=1), encoding="utf-8")
     path.with_suffix(".patch").write_text(patch, encoding="utf-8")
-    return UndoRecord(path, str(project.resolve()), created, dict(changes))
+    return UndoRecord(path, str(project.resolve()), created, dict(changes), summary, report)
 
 
 def undo_records(project: Path) -> list[UndoRecord]:
@@ -124,7 +133,8 @@ def undo_records(project: Path) -> list[UndoRecord]:
     for path in sorted(undo_dir(project).glob("*.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
         files = {p: (f["before"], f["after"]) for p, f in data["files"].items()}
-        out.append(UndoRecord(path, data["project"], data["created"], files))
+        out.append(UndoRecord(path, data["project"], data["created"], files, data.get("summary", ""),
+                              data.get("report")))
     return out
 
 
