@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from conftest import SCAN_FIXTURES, ROOT, scan_json, torchmend
+from conftest import SCAN_FIXTURES, scan_json, torchmend
 
 LOOP = """
 import torch

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
@@ -119,8 +122,13 @@ def fix(
     pr_options = PrOptions(remote=remote, base=base, api_url=api_url, token_env=token_env) if pr else None
     if pr_options is not None:
         check_pull_request(root, pr_options)
+    # The scan gets caches of its own: it may stand in for verify's first before-run, which must not be served
+    # from a cache that earlier runs of the script warmed.
+    caches = Path(tempfile.mkdtemp(prefix="torchmend-scan-cache-"))
+    atexit.register(shutil.rmtree, caches, True)
     spec = RunSpec(script=script, args=tuple(args or ()), steps=steps, timeout=timeout, backend=backend,
-                   cwd=Path.cwd(), seed=seed)
+                   cwd=Path.cwd(), seed=seed, env=(("TORCHINDUCTOR_CACHE_DIR", str(caches / "inductor")),
+                                                    ("TRITON_CACHE_DIR", str(caches / "triton"))))
     ui = err if diff else out  # with --diff, stdout carries the patch alone
     before = profile(spec, root, live=ui.is_terminal, show_output=show_output, console=ui, label="scanning")
     if before.failed:
