@@ -30,8 +30,9 @@ def rows(v: Verification) -> list[tuple[str, str, str, str]]:
 
 
 def markdown(v: Verification, command: str = "") -> str:
-    lines = [f"**Verification: {v.verdict.replace('_', ' ')}** "
-             f"({v.repeat} run{'s' * (v.repeat != 1)} per arm, interleaved; medians, min–max in brackets)", "",
+    runs = ("1 run per arm" if v.repeat == 1
+            else f"{v.repeat} runs per arm, interleaved; medians, min–max in brackets")
+    lines = [f"**Verification: {v.verdict.replace('_', ' ')}** ({runs})", "",
              "| | before | after | after/before |", "|---|---|---|---|"]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows(v)]
     lines.append("")
