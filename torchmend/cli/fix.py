@@ -16,7 +16,8 @@ from rich.text import Text
 from torchmend.cli import options as o
 from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
-from torchmend.cli.fixview import change_panel, help_text, print_proposal_list, unfixed_view, verification_view
+from torchmend.cli.fixview import (change_panel, help_text, location, print_proposal_list, unfixed_view,
+                                  verification_view)
 from torchmend.cli.running import Profile, check_script, profile, project_root_for, warn_failed_after_compile
 from torchmend.cli.pr import check_pull_request, open_pull_request
 from torchmend.cli.verify import Atol, Repeat, Rtol, Seed, run_verification
@@ -219,7 +220,7 @@ def _verify(spec: RunSpec, root: Path, scan: Profile, session: Session, accepted
             fail(ExitCode.VERIFY_FAILED, "verification refused these changes; nothing was written")
         effects = attribute(accepted, a_runs[0].findings, changes)
         for e in effects:
-            what = ", ".join(f"{f.rule} at {where(f)}" for f in (e.removed or e.remaining))
+            what = ", ".join(f"{f.rule} at {location(f)}" for f in (e.removed or e.remaining))
             if e.helped:
                 out.print(Text(f"  ✓ {e.proposal.rule} change removed {what}", style="green"))
             else:
@@ -237,6 +238,3 @@ def _verify(spec: RunSpec, root: Path, scan: Profile, session: Session, accepted
         return [], v
     fail(ExitCode.VERIFY_FAILED, "a change still did not help after a second round; nothing was written")
 
-
-def where(f) -> str:  # type: ignore[no-untyped-def]
-    return f"{f.user_frame.file}:{f.user_frame.line}" if f.where != "project" and f.user_frame else f"{f.file}:{f.line}"

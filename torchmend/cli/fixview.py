@@ -11,17 +11,21 @@ from rich.text import Text
 from torchmend.codemods.base import NoFix, Proposal
 from torchmend.codemods.engine import unified_diff
 from torchmend.codemods.review import KEYS
-from torchmend.profiler.findings import PROJECT
+from torchmend.profiler.findings import PROJECT, Finding
 from torchmend.verify.compare import Verification
 
 _SAFETY = {"safe": "bold green", "unsafe": "bold red"}
 
 
-def where(p: Proposal | NoFix) -> str:
-    f = p.finding
+def location(f: Finding) -> str:
+    """`file:line` of a finding; for one inside a library, the user's line that reached it."""
     if f.where != PROJECT and f.user_frame:
         return f"{f.user_frame.file}:{f.user_frame.line}"
     return f"{f.file}:{f.line}"
+
+
+def where(p: Proposal | NoFix) -> str:
+    return location(p.finding)
 
 
 def change_panel(p: Proposal, display: str, line: int, before: str, after: str, index: int, total: int) -> Panel:
@@ -48,7 +52,7 @@ def change_panel(p: Proposal, display: str, line: int, before: str, after: str, 
                  title=head, title_align="left")
 
 
-def where_finding(f) -> str:  # type: ignore[no-untyped-def]
+def where_finding(f: Finding) -> str:
     if f.where != PROJECT and f.user_frame:
         return f"in {f.file.split('/site-packages/')[-1]}, reached from {f.user_frame.file}:{f.user_frame.line}"
     return f"{f.file}:{f.line}"

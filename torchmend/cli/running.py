@@ -54,7 +54,7 @@ class Profile:
 
     @property
     def failed(self) -> bool:
-        return self.outcome.ended_by in ("error", "exit", "killed")
+        return self.outcome.failed
 
 
 def run_with_progress(spec: RunSpec, live: bool, label: str = "running", keep_events: Path | None = None,

@@ -46,7 +46,10 @@ def undo_dir(project: Path) -> Path:
     return state_dir() / "undo" / f"{project.resolve().name}-{key}"
 
 
-def _check(path: str, expected: str, project: Path) -> None:
+_STALE = "changed since it was scanned; run torchmend again on the new version"
+
+
+def _check(path: str, expected: str, project: Path, stale: str) -> None:
     real = os.path.realpath(path)
     if not real.startswith(str(project.resolve()) + os.sep):
         raise WriteRefused(f"{path} is outside the project ({project}); torchmend never edits files there")
@@ -55,7 +58,7 @@ def _check(path: str, expected: str, project: Path) -> None:
     except OSError as e:
         raise WriteRefused(f"cannot read {path}: {e}") from e
     if current != expected:
-        raise WriteRefused(f"{path} changed since it was scanned; run torchmend again on the new version")
+        raise WriteRefused(f"{path} {stale}")
     # The owner's write bit too: root may write anywhere, but a file marked read-only was marked so on purpose.
     if not os.access(path, os.W_OK) or not os.stat(real).st_mode & stat.S_IWUSR:
         raise WriteRefused(f"{path} is read-only; make it writable (chmod u+w) or leave it out with --ignore")
@@ -80,10 +83,11 @@ def _replace(path: str, text: str) -> None:
         raise
 
 
-def write_all(changes: dict[str, tuple[str, str]], project: Path) -> None:
-    """Write every (before, after) change, or none. Raises WriteRefused."""
+def write_all(changes: dict[str, tuple[str, str]], project: Path, stale: str = _STALE) -> None:
+    """Write every (before, after) change, or none. Raises WriteRefused (`stale`: what to say of a file
+    whose text is not the expected `before`)."""
     for path, (before, _) in changes.items():
-        _check(path, before, project)
+        _check(path, before, project, stale)
     done: list[str] = []
     try:
         for path, (_, after) in changes.items():
@@ -141,12 +145,8 @@ def undo_records(project: Path) -> list[UndoRecord]:
 def undo(record: UndoRecord, project: Path) -> None:
     """Put back the texts from before the fix, if every file is still as the fix left it."""
     reverse = {p: (after, before) for p, (before, after) in record.files.items()}
-    try:
-        write_all(reverse, project)
-    except WriteRefused as e:
-        raise WriteRefused(str(e).replace("changed since it was scanned; run torchmend again on the new version",
-                                          "was edited after the fix; undo it by hand with the saved patch: "
-                                          f"{record.patch}")) from e
+    write_all(reverse, project, stale=f"was edited after the fix; undo it by hand with the saved patch: "
+                                      f"{record.patch}")
     done = record.path.parent / "undone"
     done.mkdir(exist_ok=True)
     record.path.rename(done / record.path.name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections import defaultdict
+from dataclasses import replace
 from typing import Iterable, Sequence
 
 import libcst as cst
@@ -143,7 +144,7 @@ class Session:
                     i = by_text[key]
                     old = merged[i]
                     assert isinstance(old, Proposal)
-                    merged[i] = _with_findings(old, old.findings + r.findings)
+                    merged[i] = replace(old, findings=old.findings + r.findings)
                     continue
                 by_text[key] = len(merged)
             merged.append(r)
@@ -198,12 +199,6 @@ class Session:
 
     def display(self, path: str) -> str:
         return os.path.relpath(os.path.realpath(path), os.path.realpath(self.ctx.project_root))
-
-
-def _with_findings(p: Proposal, findings: tuple[Finding, ...]) -> Proposal:
-    from dataclasses import replace
-
-    return replace(p, findings=findings)
 
 
 # What to do where no source-level fix exists (shown with the NoFix).

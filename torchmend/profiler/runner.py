@@ -71,6 +71,11 @@ class RunOutcome:
     end: dict[str, Any] = field(default_factory=dict)  # the END event, if the child wrote one
 
     @property
+    def failed(self) -> bool:
+        """The script itself failed (an exception, a non-zero exit, killed), as opposed to a budget ending it."""
+        return self.ended_by in ("error", "exit", "killed")
+
+    @property
     def start(self) -> dict[str, Any]:
         return next((e for e in self.events if e.get("ev") == "start"), {})
 

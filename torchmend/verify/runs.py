@@ -13,7 +13,6 @@ from torchmend.profiler.findings import Finding, Summary, analyse
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
 
 BEFORE, AFTER = "before", "after"
-FAILED = ("error", "exit", "killed", "no_torch", "internal_error", "interrupted")
 
 
 @dataclass
@@ -26,7 +25,7 @@ class ArmRun:
 
     @property
     def failed(self) -> bool:
-        return self.outcome.ended_by in FAILED
+        return self.outcome.failed or self.outcome.ended_by in ("no_torch", "internal_error", "interrupted")
 
     @property
     def end(self) -> dict[str, Any]:
