@@ -29,8 +29,9 @@ class CliResult:
         return json.loads(self.stdout)
 
 
-def torchmend(*args: str, cwd: Path | None = None, timeout: float = 600) -> CliResult:
-    env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
+def torchmend(*args: str, cwd: Path | None = None, timeout: float = 600,
+              env: dict[str, str] | None = None) -> CliResult:
+    env = dict(os.environ, COLUMNS="200", NO_COLOR="1", **(env or {}))
     proc = subprocess.run([sys.executable, "-m", "torchmend", *args], cwd=cwd or ROOT, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
     return CliResult(proc.returncode, proc.stdout, proc.stderr)

@@ -26,6 +26,7 @@ class ExitCode(IntEnum):
     FORGE_NOT_FOUND = 19  # pr: the API does not know the repository (404)
     FORGE_INVALID = 20  # pr: the API refused the request as invalid (422)
     FORGE_UNREACHABLE = 21  # pr: the API could not be reached, or failed (network, timeout, 5xx)
+    TRACE_UNREADABLE = 22  # --from-trace: no trace logs at the path, or they record no compilation
     INTERRUPTED = 130  # Ctrl-C: nothing was written
 
 
@@ -63,5 +64,6 @@ DESCRIPTIONS = {
     "does not exist there)",
     ExitCode.FORGE_UNREACHABLE: "pr: the GitHub API could not be reached or failed (network, timeout, 5xx); "
     "--api-url sets it",
+    ExitCode.TRACE_UNREADABLE: "--from-trace: the path holds no TORCH_TRACE logs, or they record no compilation",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C); nothing was written",
 }

@@ -18,7 +18,8 @@ from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
 from torchmend.cli.fixview import (change_panel, help_text, location, print_proposal_list, unfixed_view,
                                   verification_view)
-from torchmend.cli.running import Profile, check_script, profile, project_root_for, warn_failed_after_compile
+from torchmend.cli.running import (Profile, profile, profile_trace, project_root_for, project_root_of, run_spec,
+                                   warn_failed_after_compile)
 from torchmend.cli.pr import check_pull_request, open_pull_request
 from torchmend.cli.verify import Atol, Repeat, Rtol, Seed, run_verification
 from torchmend.cli.writes import WriteRefused, read_source, save_undo, write_all
@@ -64,11 +65,17 @@ def _combined_diff(session: Session) -> str:
 
 @app.command(short_help='Fix graph breaks and recompiles in your source: review each change as a diff, re-run, write safely.')
 def fix(
-    script: o.Script,
+    script: o.MaybeScript = None,
     args: o.ScriptArgs = None,
     steps: o.Steps = None,
     timeout: o.Timeout = None,
     backend: o.Backend = None,
+    nproc_per_node: o.NprocPerNode = None,
+    from_trace: Annotated[Optional[Path], typer.Option("--from-trace", help="Propose changes from a TORCH_TRACE "
+                                                       "directory written by a run elsewhere, without running "
+                                                       "anything (the changes are not verified).",
+                                                       show_default=False)] = None,
+    path_map: o.PathMap = None,
     project: o.Project = None,
     select: o.Select = None,
     ignore: o.Ignore = None,
@@ -107,7 +114,13 @@ def fix(
     `git add -p`). The accepted changes are re-run before anything is written; files are written
     atomically and `torchmend undo` puts them back.
 
-    Example: torchmend fix train.py --steps 30 --backend aot_eager -- --batch-size 32
+    Examples:
+
+      torchmend fix train.py --steps 30 --backend aot_eager -- --batch-size 32
+
+      torchmend fix --nproc-per-node 2 train.py --yes
+
+      torchmend fix --from-trace /logs/job-1234 --diff > fix.patch
     """
     if sum((yes, diff, check)) > 1:
         fail(ExitCode.USAGE, "choose one of --yes, --diff and --check")
@@ -117,21 +130,28 @@ def fix(
              "safe changes), --diff (print them) or --check (exit 6 when there are any)")
     if pr and (diff or check):
         fail(ExitCode.USAGE, "--pr ships what fix writes: it does not go with --diff or --check")
-    check_script(script)
-    script = script.resolve()
-    root = (project or project_root_for(script)).resolve()
+    trace = from_trace is not None and script is None
+    if not trace:
+        if path_map:
+            fail(ExitCode.USAGE, "--path-map goes with --from-trace")
+        spec = run_spec(script, args, nproc_per_node, from_trace, steps=steps, timeout=timeout, backend=backend,
+                        seed=seed)
+        script = spec.script
+    root = (project or (project_root_of(Path.cwd()) if trace else project_root_for(script))).resolve()
     pr_options = PrOptions(remote=remote, base=base, api_url=api_url, token_env=token_env) if pr else None
     if pr_options is not None:
         check_pull_request(root, pr_options)
     # The scan gets caches of its own: it may stand in for verify's first before-run, which must not be served
     # from a cache that earlier runs of the script warmed.
-    caches = Path(tempfile.mkdtemp(prefix="torchmend-scan-cache-"))
-    atexit.register(shutil.rmtree, caches, True)
-    spec = RunSpec(script=script, args=tuple(args or ()), steps=steps, timeout=timeout, backend=backend,
-                   cwd=Path.cwd(), seed=seed, env=(("TORCHINDUCTOR_CACHE_DIR", str(caches / "inductor")),
-                                                    ("TRITON_CACHE_DIR", str(caches / "triton"))))
     ui = err if diff else out  # with --diff, stdout carries the patch alone
-    before = profile(spec, root, live=ui.is_terminal, show_output=show_output, console=ui, label="scanning")
+    if trace:
+        before = profile_trace(from_trace, root, path_map, console=ui)  # type: ignore[arg-type]
+    else:
+        caches = Path(tempfile.mkdtemp(prefix="torchmend-scan-cache-"))
+        atexit.register(shutil.rmtree, caches, True)
+        spec = replace(spec, env=(("TORCHINDUCTOR_CACHE_DIR", str(caches / "inductor")),
+                                  ("TRITON_CACHE_DIR", str(caches / "triton"))))
+        before = profile(spec, root, live=ui.is_terminal, show_output=show_output, console=ui, label="scanning")
     if before.failed:
         warn_failed_after_compile(before)
 
@@ -174,7 +194,10 @@ def fix(
         return
     accepted = [d.proposal for d in decisions if d.outcome == ACCEPTED]
     verification = None
-    if no_verify:
+    if trace:
+        out.print("[yellow]not verified: the findings came from a trace, and nothing was run. Check the changes "
+                  "with `torchmend verify SCRIPT --patch FILE` where the job can run.[/]")
+    elif no_verify:
         out.print("[yellow]--no-verify: writing without re-running the patched script.[/]")
     else:
         accepted, verification = _verify(spec, root, before, session, accepted, verify_backend, repeat, rtol,
@@ -188,8 +211,9 @@ def fix(
     except WriteRefused as e:
         fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
     summary = "; ".join(f"{p.rule} {display(p)}" for p in accepted)
-    command = verify_command(session.display(str(script)), tuple(args or ()), steps=steps, timeout=timeout,
-                             backend=verify_backend, seed=seed, repeat=repeat)
+    command = "" if trace else verify_command(session.display(str(script)), spec.args, steps=steps,
+                                              timeout=timeout, backend=verify_backend, seed=seed, repeat=repeat,
+                                              launcher=spec.launcher)
     report = fix_report(accepted, verification, command, where=display)
     record = save_undo(changes, root, _combined_diff(session), summary, report=report)
     out.print(f"[bold green]Wrote {len(changes)} file{'s' * (len(changes) != 1)}[/] "

@@ -9,6 +9,10 @@ import typer
 
 Script = Annotated[Path, typer.Argument(help="The training script, run as `python SCRIPT ARGS` would run it.",
                                         show_default=False)]
+MaybeScript = Annotated[Optional[Path], typer.Argument(help="The training script, run as `python SCRIPT ARGS` would "
+                                                      "run it; or, after `--`, a torchrun command line "
+                                                      "(`-- torchrun --nproc-per-node 2 train.py ARGS`). Not "
+                                                      "with --from-trace.", show_default=False)]
 ScriptArgs = Annotated[Optional[list[str]], typer.Argument(help="Arguments for the script; put them after `--`.",
                                                            show_default=False)]
 Steps = Annotated[Optional[int], typer.Option(min=1, help="Stop after N optimizer steps (counted through "
@@ -29,3 +33,15 @@ Select = Annotated[Optional[list[str]], typer.Option(help="Only these rules, by 
                                                      "--select TM1 --select TM203.", show_default=False)]
 Ignore = Annotated[Optional[list[str]], typer.Option(help="Leave out these rules, by code prefix (repeatable).",
                                                      show_default=False)]
+NprocPerNode = Annotated[Optional[int], typer.Option("--nproc-per-node", min=1, help="Launch the script with "
+                                                     "torchrun as N ranks on this machine (--standalone) and "
+                                                     "collect every rank's events; findings say on which ranks "
+                                                     "they happened and flag rank-divergent ones.",
+                                                     show_default=False)]
+FromTrace = Annotated[Optional[Path], typer.Option("--from-trace", help="Read a TORCH_TRACE directory written by a "
+                                                   "run elsewhere (one log per rank) instead of running a script.",
+                                                   show_default=False)]
+PathMap = Annotated[Optional[list[str]], typer.Option("--path-map", help="With --from-trace: OLD=NEW maps a source "
+                                                      "path prefix of the machine that ran the job onto this "
+                                                      "checkout (repeatable). Default: guessed from the files "
+                                                      "found under the project root.", show_default=False)]

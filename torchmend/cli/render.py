@@ -18,6 +18,7 @@ ENDED_BY = {
     "exit": "the script exited with a non-zero status",
     "killed": "the script was killed (signal or out of memory)",
     "interrupted": "Ctrl-C",
+    "trace": "the end of the trace",
 }
 
 _SEVERITY_STYLE = {"fix": "bold red", "note": "yellow", "info": "dim"}
@@ -34,7 +35,25 @@ def summary_line(s: Summary) -> str:
         f"{s.compile_seconds:.2f} s compiling",
         f"{s.steps} optimizer step{'s' if s.steps != 1 else ''}",
     ]
+    if s.ranks:
+        parts.insert(0, f"{s.ranks} rank{'s' if s.ranks != 1 else ''} (counts summed over them)")
+    if s.ended_by == "trace":
+        return " · ".join(parts[:-1]) + " — read from a trace"
     return " · ".join(parts) + f" — ended by {ENDED_BY.get(s.ended_by, s.ended_by)} after {s.wall_seconds:.1f} s"
+
+
+def rank_lines(s: Summary) -> list[str]:
+    """One line per rank of a multi-rank run."""
+    return [f"rank {r['rank']}: {r['graph_breaks']} graph break{'s' * (r['graph_breaks'] != 1)}, "
+            f"{r['recompiles']} recompile{'s' * (r['recompiles'] != 1)}, "
+            f"{r['recompile_limit_hits']} limit hit{'s' * (r['recompile_limit_hits'] != 1)}, "
+            f"{r['compile_seconds']:.2f} s compiling, {r['steps']} steps" for r in s.per_rank]
+
+
+def ranks_text(f: Finding) -> str:
+    """`ranks 0 (1×), 1 (1×)`, or `rank 1 only (1×)`."""
+    counts = ", ".join(f"{r} ({n}×)" for r, n in sorted((f.ranks or {}).items()))
+    return f"rank{'s' * (len(f.ranks or {}) != 1)} {counts}"
 
 
 def _what(f: Finding) -> Text:
@@ -42,7 +61,7 @@ def _what(f: Finding) -> Text:
     if f.variable:
         t.append(f"  `{f.variable}`", style="cyan")
     if f.pattern:
-        label = {"once": "once (one-time, benign)", "storm": f"storm ({f.count}×)", "limit": "until the recompile limit"}
+        label = {"once": "once, on some ranks only" if f.divergent else "once (one-time, benign)", "storm": f"storm ({f.count}×)", "limit": "until the recompile limit"}
         t.append(f"  [{label[f.pattern]}]", style="magenta" if f.pattern != "once" else "dim")
     t.append("\n" + f.reason, style="default")
     if f.code:
@@ -51,6 +70,11 @@ def _what(f: Finding) -> Text:
         t.append(f"\nreached from {f.user_frame.file}:{f.user_frame.line} in {f.user_frame.function}", style="green")
     elif f.kind != "graph_break" and f.call_site and (f.call_site.file, f.call_site.line) != (f.file, f.line):
         t.append(f"\ncalled from {f.call_site.file}:{f.call_site.line}", style="green")
+    if f.ranks is not None:
+        t.append(f"\non {ranks_text(f)}", style="default")
+        if f.divergent:
+            t.append("  rank-divergent: the other ranks wait for this one at the next collective (slow steps, "
+                     "or a hang)", style="bold yellow")
     if f.docs_url:
         t.append(f"\n{f.docs_url}", style="blue underline")
     return t
@@ -90,3 +114,10 @@ def print_scan(console: Console, findings: list[Finding], summary: Summary) -> N
     else:
         console.print("[bold green]No graph breaks or recompilations found.[/]")
     console.print(summary_line(summary))
+    divergent = [f for f in findings if f.divergent]
+    if summary.per_rank:
+        for line in rank_lines(summary):
+            console.print(f"  {line}")
+        if divergent:
+            console.print(f"[bold yellow]{len(divergent)} rank-divergent finding{'s' * (len(divergent) != 1)}:[/] "
+                          + "; ".join(f"{f.rule} {f.file}:{f.line} on {ranks_text(f)}" for f in divergent))

@@ -13,16 +13,25 @@ from rich.text import Text
 from torchmend.cli.app import err, fail, out
 from torchmend.cli.exitcodes import ExitCode
 from torchmend.cli.render import ENDED_BY
+from torchmend.profiler import pathmap
 from torchmend.profiler.findings import Finding, Summary, analyse
+from torchmend.profiler.launch import LaunchError, resolve
 from torchmend.profiler.runner import Progress, RunOutcome, RunSpec, run as run_child
+from torchmend.profiler.tracedir import Trace, TraceError, read_trace
 
 
 def project_root_for(script: Path) -> Path:
     """The git work tree holding the script, else the script's directory."""
-    for d in [script.parent, *script.parent.parents]:
+    return project_root_of(script.parent)
+
+
+def project_root_of(directory: Path) -> Path:
+    """The git work tree holding the directory, else the directory itself."""
+    directory = directory.resolve()
+    for d in [directory, *directory.parents]:
         if (d / ".git").exists():
             return d
-    return script.parent
+    return directory
 
 
 def check_script(script: Path) -> None:
@@ -51,6 +60,8 @@ class Profile:
     findings: list[Finding]
     summary: Summary
     outcome: RunOutcome
+    trace: Trace | None = None  # --from-trace: the logs read instead of a run
+    path_maps: tuple[pathmap.Mapping, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -89,7 +100,7 @@ def profile(spec: RunSpec, root: Path, live: bool, show_output: bool = False,
         if result.failed:
             fail(ExitCode.SCRIPT_FAILED, f"the script failed before anything was compiled "
                  f"({ENDED_BY[outcome.ended_by]}; exit status {outcome.returncode}). Its output ends with:",
-                 outcome.output_tail)
+                 failure_text(outcome))
         budget = {"steps": f" --steps {spec.steps} ended it first;",
                   "timeout": f" --timeout {spec.timeout} ended it first;"}
         fail(ExitCode.NOTHING_COMPILED, "the run ended without compiling anything:"
@@ -101,4 +112,61 @@ def profile(spec: RunSpec, root: Path, live: bool, show_output: bool = False,
 def warn_failed_after_compile(p: Profile) -> None:
     err.print(f"[bold yellow]warning:[/] the script failed after compiling ({ENDED_BY[p.outcome.ended_by]}); "
               "the report shows what was seen until then. Its output ends with:")
-    err.print(Text(p.outcome.output_tail, style="dim"))
+    err.print(Text(failure_text(p.outcome), style="dim"))
+
+
+def failure_text(outcome: RunOutcome) -> str:
+    """What to show of a failed run: the output's tail; for a ranked run, the traceback of the rank that
+    failed first (torchrun's own summary fills the tail)."""
+    if outcome.end.get("rank") is not None and outcome.end.get("traceback"):
+        return f"rank {outcome.end['rank']} failed first:\n{outcome.end['traceback']}"
+    return outcome.output_tail
+
+
+def run_spec(script: Path | None, args: list[str] | None, nproc_per_node: int | None, from_trace: Path | None,
+             **fields: object) -> RunSpec:
+    """The run a command line asks for: a script, `--nproc-per-node N`, or a torchrun command after `--`."""
+    if script is None:
+        fail(ExitCode.USAGE, "give a training script (or --from-trace DIR)")
+    if from_trace is not None:
+        fail(ExitCode.USAGE, "--from-trace reads the logs of a run that already happened: give no script with it")
+    try:
+        launch = resolve(str(script), list(args or ()), nproc_per_node)
+    except LaunchError as e:
+        fail(ExitCode.USAGE, str(e))
+    path = Path(launch.script)
+    check_script(path)
+    return RunSpec(script=path.resolve(), args=launch.args, launcher=launch.launcher, cwd=Path.cwd(),
+                   **fields)  # type: ignore[arg-type]
+
+
+def profile_trace(trace_path: Path, root: Path, path_map: list[str] | None, console: Console = out) -> Profile:
+    """Findings from a TORCH_TRACE directory, with its source paths mapped onto this checkout."""
+    try:
+        maps = pathmap.parse(path_map or ())
+    except pathmap.PathMapError as e:
+        fail(ExitCode.USAGE, str(e))
+    try:
+        trace = read_trace(trace_path)
+    except TraceError as e:
+        fail(ExitCode.TRACE_UNREADABLE, str(e))
+    events = trace.events()
+    recorded = pathmap.recorded_paths(events)
+    guesses = pathmap.guess(recorded, root, maps)
+    for m in guesses:
+        console.print(f"[dim]paths: {m.old} → {m.new} (guessed from {m.files} file{'s' * (m.files != 1)}; "
+                      "set it with --path-map OLD=NEW)[/]")
+    maps += guesses
+    missing = pathmap.unmapped(recorded, maps)
+    if missing:
+        err.print(f"[yellow]warning:[/] {len(missing)} source file{'s' * (len(missing) != 1)} the trace names "
+                  "cannot be found in this checkout; findings there cannot be fixed (use --path-map OLD=NEW): "
+                  + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
+    for p in trace.ignored:
+        err.print(f"[dim]ignored {p.name}: an older log for a rank already read (an earlier run?)[/]")
+    events = pathmap.apply(events, maps)
+    outcome = RunOutcome(events, "trace", None, 0.0, "", {})
+    findings, summary = analyse(events, root, "trace", 0.0)
+    if summary.compiles == 0 and summary.recompile_limit_hits == 0:
+        fail(ExitCode.TRACE_UNREADABLE, f"the trace under {trace_path} records no completed compilation")
+    return Profile(findings, summary, outcome, trace=trace, path_maps=tuple(maps))

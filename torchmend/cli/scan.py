@@ -11,21 +11,24 @@ from rich.table import Table
 
 from torchmend import rules
 from torchmend.cli import options as o
-from torchmend.cli.app import Format, app, out
+from torchmend.cli.app import Format, app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
 from torchmend.cli.render import print_scan
-from torchmend.cli.running import check_script, profile, project_root_for, warn_failed_after_compile
+from torchmend.cli.running import (profile, profile_trace, project_root_for, project_root_of, run_spec,
+                                   warn_failed_after_compile)
 from torchmend.profiler.report import scan_report
-from torchmend.profiler.runner import RunSpec
 
 
 @app.command(short_help='Report every graph break and recompilation at your source line.')
 def scan(
-    script: o.Script,
+    script: o.MaybeScript = None,
     args: o.ScriptArgs = None,
     steps: o.Steps = None,
     timeout: o.Timeout = None,
     backend: o.Backend = None,
+    nproc_per_node: o.NprocPerNode = None,
+    from_trace: o.FromTrace = None,
+    path_map: o.PathMap = None,
     format: Annotated[Format, typer.Option("--format", "-f", help="table (grouped by file) or json "
                                            "(schema torchmend.scan/1, see docs/scan-json.md).")] = Format.table,
     fail_on_findings: Annotated[bool, typer.Option("--fail-on-findings", help="Exit with code 6 when there are "
@@ -37,17 +40,28 @@ def scan(
     """Run SCRIPT under torch.compile in a child process and report every graph break and recompilation
     at your source line, deduplicated, with counts.
 
-    Example: torchmend scan train.py --steps 50 --backend aot_eager -- --batch-size 32
+    Examples:
+
+      torchmend scan train.py --steps 50 --backend aot_eager -- --batch-size 32
+
+      torchmend scan --nproc-per-node 2 train.py      (or: torchmend scan -- torchrun --nproc-per-node 2 train.py)
+
+      torchmend scan --from-trace /logs/job-1234 --path-map /home/alice/proj=.
     """
-    check_script(script)
-    script = script.resolve()
-    root = (project or project_root_for(script)).resolve()
-    spec = RunSpec(script=script, args=tuple(args or ()), steps=steps, timeout=timeout, backend=backend,
-                   cwd=Path.cwd())
-    result = profile(spec, root, live=format is Format.table and out.is_terminal, show_output=show_output,
-                     keep_events=keep_events)
+    if from_trace is not None and script is None:
+        root = (project or project_root_of(Path.cwd())).resolve()
+        result = profile_trace(from_trace, root, path_map, console=err if format is Format.json else out)
+        spec = None
+    else:
+        spec = run_spec(script, args, nproc_per_node, from_trace, steps=steps, timeout=timeout, backend=backend)
+        if path_map:
+            fail(ExitCode.USAGE, "--path-map goes with --from-trace")
+        root = (project or project_root_for(spec.script)).resolve()
+        result = profile(spec, root, live=format is Format.table and out.is_terminal, show_output=show_output,
+                         keep_events=keep_events)
     if format is Format.json:
-        print(json.dumps(scan_report(spec, str(root), result.findings, result.summary, result.outcome), indent=2))
+        print(json.dumps(scan_report(spec, str(root), result.findings, result.summary, result.outcome,
+                                     trace=result.trace, path_maps=result.path_maps), indent=2))
     else:
         print_scan(out, result.findings, result.summary)
     if result.failed:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -17,7 +18,7 @@ from torchmend.cli import options as o
 from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
 from torchmend.cli.fixview import verification_view
-from torchmend.cli.running import check_script, project_root_for
+from torchmend.cli.running import project_root_for, run_spec
 from torchmend.cli.writes import read_source
 from torchmend.profiler.numerics import ATOL, RTOL
 from torchmend.profiler.runner import RunSpec
@@ -78,6 +79,7 @@ def verify(
     seed: Seed = 0,
     rtol: Rtol = RTOL,
     atol: Atol = ATOL,
+    nproc_per_node: o.NprocPerNode = None,
     project: o.Project = None,
     format: Annotated[VerifyFormat, typer.Option("--format", "-f", help="table, json, or markdown (the block "
                                                  "a pull request shows).")] = VerifyFormat.table,
@@ -94,8 +96,8 @@ def verify(
     """
     if (patch is None) == (patched_dir is None):
         fail(ExitCode.USAGE, "give exactly one of --patch FILE and --patched-dir DIR")
-    check_script(script)
-    script = script.resolve()
+    before = run_spec(script, args, nproc_per_node, None, steps=steps, timeout=timeout, backend=backend, seed=seed)
+    script = before.script
     root = (project or project_root_for(script)).resolve()
     try:
         if patch is not None:
@@ -109,9 +111,7 @@ def verify(
             compile(text, path, "exec", dont_inherit=True)
         except SyntaxError as e:
             fail(ExitCode.USAGE, f"the patched {path} has a syntax error at line {e.lineno}: {e.msg}")
-    before = RunSpec(script=script, args=tuple(args or ()), steps=steps, timeout=timeout, backend=backend,
-                     cwd=Path.cwd(), seed=seed)
-    after = RunSpec(**{**before.__dict__, "overlay": tuple(texts.items())})
+    after = replace(before, overlay=tuple(texts.items()))
     v, b, a = run_verification(before, after, root, repeat, rtol, atol)
     if all(r.summary.compiles == 0 for r in b):
         fail(ExitCode.NOTHING_COMPILED, "the original script compiled nothing: there is nothing to compare")

@@ -36,7 +36,10 @@ def _user_traceback(exc: BaseException) -> str:
 
 def main() -> None:
     cfg = json.loads(os.environ.pop(CHILD_ENV))
-    sink = EventSink(cfg["events"])
+    events = cfg["events"]
+    if cfg.get("per_rank"):  # one child per rank under torchrun: each writes its own stream
+        events = events.replace(".jsonl", f".rank{os.environ.get('RANK', '0')}.jsonl")
+    sink = EventSink(events)
     script = cfg["script"]
     sys.argv = [script, *cfg["args"]]
     sys.path[0] = os.path.dirname(os.path.abspath(script))

@@ -22,36 +22,11 @@ import torch
 import torch._logging._internal as _tlog
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from torchmend.profiler.events import COMPILE_END, COMPILE_START, END, GRAPH_BREAK, OWN_MARKER, STEP, EventSink
+from torchmend.profiler.events import COMPILE_START, END, OWN_MARKER, STEP, EventSink
 from torchmend.profiler.numerics import DISABLE_ENV, NumericsCapture, install_backward_hooks
+from torchmend.profiler.records import RecordConverter
 
 _numerics: NumericsCapture | None = None  # set by install_numerics
-
-# compilation_metrics fields worth keeping (the record has ~90, most about caches and configs).
-_METRIC_KEYS = (
-    "compile_id",
-    "co_name",
-    "co_filename",
-    "co_firstlineno",
-    "cache_size",
-    "accumulated_cache_size",
-    "fail_type",
-    "fail_reason",
-    "fail_user_frame_filename",
-    "fail_user_frame_lineno",
-    "recompile_reason",
-    "entire_frame_compile_time_s",
-    "backend_compile_time_s",
-    "graph_op_count",
-    "has_guarded_code",
-)
-
-
-def _compile_id(md: dict[str, Any]) -> str | None:
-    if "frame_id" not in md:
-        return None
-    return f"{md['frame_id']}/{md.get('frame_compile_id', 0)}"
-
 
 def _live_callers() -> list[list[Any]]:
     """The live Python stack, outermost first, without torch's own frames.
@@ -80,34 +55,22 @@ class TraceHandler(logging.Handler):
     def __init__(self, sink: EventSink) -> None:
         super().__init__(level=logging.DEBUG)
         self.sink = sink
-        self.strings: dict[int, str] = {}  # the trace interns file names: "str" records fill this
+        self.converter = RecordConverter()
 
     def emit(self, record: logging.LogRecord) -> None:
         md = getattr(record, "metadata", None)
         if not isinstance(md, dict):
             return
         try:
-            self._forward(md, getattr(record, "payload", None))
+            converted = self.converter.convert(md, getattr(record, "payload", None))
+            if converted is None:
+                return
+            ev, fields = converted
+            if ev == COMPILE_START:
+                fields["callers"] = _live_callers()
+            self.sink.emit(ev, **fields)
         except Exception as e:  # a collector bug must never break the user's run
             self.sink.emit("collector_error", error=repr(e))
-
-    def _forward(self, md: dict[str, Any], payload: str | None) -> None:
-        if "str" in md:
-            text, idx = md["str"]
-            self.strings[idx] = text
-        elif "dynamo_start" in md:
-            stack = [
-                [self.strings.get(f.get("filename"), str(f.get("filename"))), f.get("line"), f.get("name")]
-                for f in md["dynamo_start"].get("stack", [])
-            ]
-            self.sink.emit(COMPILE_START, compile_id=_compile_id(md), stack=stack, callers=_live_callers())
-        elif "compilation_metrics" in md:
-            m = md["compilation_metrics"]
-            fields = {k: m.get(k) for k in _METRIC_KEYS}
-            fields["compile_id"] = fields["compile_id"] or _compile_id(md)
-            self.sink.emit(COMPILE_END, **fields)
-        elif "artifact" in md and md["artifact"].get("name") == "dynamo_graph_break_reason":
-            self.sink.emit(GRAPH_BREAK, compile_id=_compile_id(md), text=payload or "")
 
 
 def install_trace_handler(sink: EventSink) -> TraceHandler:

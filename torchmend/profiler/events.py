@@ -36,6 +36,8 @@ class EventSink:
     def emit(self, ev: str, **fields: Any) -> None:
         fields["ev"] = ev
         fields["t"] = round(time.monotonic() - self._t0, 4)
+        if ev == END:  # wall clock: which of several ranks failed first
+            fields["at"] = round(time.time(), 4)
         self._f.write(json.dumps(fields, default=str) + "\n")
         self._f.flush()
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import re
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
 from torchmend import rules
 from torchmend.profiler.events import COMPILE_END, COMPILE_START, END, GRAPH_BREAK, OWN_MARKER, START, STEP
+from torchmend.profiler.pathmap import is_library_path
 from torchmend.profiler.traceparse import (
     Frame,
     GraphBreak,
@@ -60,6 +61,8 @@ class Finding:
     user_frame: Location | None = None  # for findings outside the project: the user's frame that reached it
     call_site: Location | None = None  # recompiles: where the compiled function was called from
     compiled_function: Location | None = None
+    ranks: dict[int, int] | None = None  # multi-rank runs: how often on each rank that saw it
+    divergent: bool = False  # not on every rank alike: the other ranks wait for this one at the next collective
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,6 +74,8 @@ class Finding:
         for key in ("user_frame", "call_site", "compiled_function"):
             if fields.get(key) is not None:
                 fields[key] = Location(**fields[key])
+        if fields.get("ranks") is not None:
+            fields["ranks"] = {int(r): n for r, n in fields["ranks"].items()}
         return cls(**fields)
 
 
@@ -89,6 +94,8 @@ class Summary:
     torch_version: str | None
     first_step_s: float | None = None  # from the script's start to the end of its first optimizer step
     steady_step_s: float | None = None  # median step time over the second half of the steps
+    ranks: int | None = None  # multi-rank runs: how many ranks reported; the counts above are their sums
+    per_rank: tuple[dict[str, Any], ...] = ()  # multi-rank runs: each rank's own summary, with "rank"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,8 +114,7 @@ class Places:
         real = os.path.realpath(path)
         if any(real == r or real.startswith(r + os.sep) for r in self.library_roots):
             return LIBRARY
-        parts = Path(real).parts
-        if "site-packages" in parts or "dist-packages" in parts:
+        if is_library_path(real) or is_library_path(path):  # also a library path from another machine
             return LIBRARY
         if real.startswith(str(self.root) + os.sep):
             return PROJECT
@@ -192,6 +198,61 @@ class _Group:
 
 def analyse(events: list[dict[str, Any]], project_root: Path, ended_by: str = "finished",
             wall_seconds: float = 0.0) -> tuple[list[Finding], Summary]:
+    """Findings and summary of one run. Events tagged with a rank (torchrun, or a trace with ranks) are
+    analysed rank by rank and merged: see merge_ranks."""
+    ranks = sorted({e["rank"] for e in events if e.get("rank") is not None})
+    if ranks:
+        per_rank = {r: _analyse_one([e for e in events if e.get("rank") == r], project_root, ended_by, wall_seconds)
+                    for r in ranks}
+        return merge_ranks(per_rank)
+    return _analyse_one(events, project_root, ended_by, wall_seconds)
+
+
+_PATTERN_ORDER = {None: 0, "once": 1, "storm": 2, "limit": 3}
+_SEVERITY_ORDER = {"info": 0, "note": 1, "fix": 2}
+
+
+def merge_ranks(per_rank: dict[int, tuple[list[Finding], Summary]]) -> tuple[list[Finding], Summary]:
+    """One finding per (rule, file, line) over all ranks, with per-rank counts; `count` is their sum.
+
+    A finding is rank-divergent when some rank did not see it or saw it a different number of times: in
+    DDP/FSDP the ranks meet at every collective, so one rank that recompiles or breaks where the others do
+    not makes them all wait (or hang). A divergent recompile is therefore worth fixing even when it
+    happened only once.
+    """
+    ranks = sorted(per_rank)
+    merged: "OrderedDict[tuple[str, str, int], list[tuple[int, Finding]]]" = OrderedDict()
+    for r in ranks:
+        for f in per_rank[r][0]:
+            merged.setdefault((f.rule, f.path, f.line), []).append((r, f))
+    findings = []
+    for seen in merged.values():
+        counts = {r: f.count for r, f in seen}
+        divergent = len(counts) != len(ranks) or len(set(counts.values())) > 1
+        base = seen[0][1]
+        pattern = max((f.pattern for _, f in seen), key=lambda p: _PATTERN_ORDER.get(p, 0))
+        severity = max((f.severity for _, f in seen), key=lambda s: _SEVERITY_ORDER[s])
+        if divergent and severity == "note":
+            severity = "fix"
+        findings.append(replace(base, count=sum(counts.values()), ranks=counts, divergent=divergent,
+                                pattern=pattern, severity=severity))
+    summaries = [per_rank[r][1] for r in ranks]
+    first = summaries[0]
+
+    def total(name: str) -> int:
+        return sum(getattr(s, name) for s in summaries)
+
+    summary = Summary(
+        total("frames_compiled"), total("compiles"), total("graphs"), total("graph_breaks"), total("recompiles"),
+        total("recompile_limit_hits"), max(s.compile_seconds for s in summaries),  # ranks compile side by side
+        max(s.steps for s in summaries), first.ended_by, first.wall_seconds, first.torch_version,
+        first.first_step_s, first.steady_step_s, ranks=len(ranks),
+        per_rank=tuple({"rank": r, **s.to_json()} for r, s in zip(ranks, summaries)))
+    return findings, summary
+
+
+def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str = "finished",
+                 wall_seconds: float = 0.0) -> tuple[list[Finding], Summary]:
     start = next((e for e in events if e.get("ev") == START), {})
     places = Places(project_root, start.get("library_roots", []))
     starts: dict[str, list[Frame]] = {}  # compile id -> the Python stack when it began compiling

@@ -35,6 +35,16 @@ class RunSpec:
     env: tuple[tuple[str, str], ...] = ()  # extra environment for the child (e.g. a seed)
     overlay: tuple[tuple[str, str], ...] = ()  # (absolute path, text): run these sources instead of the files
     seed: int | None = None  # seed torch, random and numpy before the script runs (numerics comparisons)
+    launcher: tuple[str, ...] = ()  # torchrun options (e.g. --nproc-per-node 2): run one child per rank under it
+
+    @property
+    def ranked(self) -> bool:
+        return bool(self.launcher)
+
+    def command(self) -> list[str]:
+        if self.ranked:  # torchrun starts `python -m torchmend.profiler.child` once per rank
+            return [self.python, "-m", "torch.distributed.run", *self.launcher, "-m", "torchmend.profiler.child"]
+        return [self.python, "-m", "torchmend.profiler.child"]
 
 
 @dataclass
@@ -88,9 +98,15 @@ def _tail(path: Path, max_lines: int = 30) -> str:
     return "\n".join(lines[-max_lines:])
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop the child and everything it started (its own process group)."""
+def _stop(proc: subprocess.Popen[bytes], workers: set[int] = frozenset()) -> None:
+    """Stop the child and everything it started (its own process group), and torchrun's workers, which
+    torchrun starts in sessions of their own."""
     for sig, wait in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 5.0)):
+        for pid in workers:
+            try:
+                os.killpg(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
@@ -100,6 +116,44 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def _rank_of(path: Path) -> int | None:
+    """events.rank3.jsonl -> 3; events.jsonl -> None."""
+    stem = path.name.split(".")
+    return int(stem[1][4:]) if len(stem) == 3 and stem[1].startswith("rank") and stem[1][4:].isdigit() else None
+
+
+def _collect(workdir: Path) -> tuple[list[dict[str, Any]], dict[int | None, dict[str, Any]]]:
+    """All events, each tagged with its rank in a ranked run, and the last END event of each process."""
+    events: list[dict[str, Any]] = []
+    ends: dict[int | None, dict[str, Any]] = {}
+    for path in sorted(workdir.glob("events*.jsonl"), key=lambda p: (_rank_of(p) or 0)):
+        rank = _rank_of(path)
+        evs = read_events(path)
+        if rank is not None:
+            evs = [{**e, "rank": rank} for e in evs]
+        events.extend(evs)
+        end = next((e for e in reversed(evs) if e.get("ev") == END), None)
+        if end is not None:
+            ends[rank] = end
+    return events, ends
+
+
+def _deciding_end(spec: RunSpec, events: list[dict[str, Any]], ends: dict[int | None, dict[str, Any]]) -> dict[str, Any]:
+    """The END that says how the run ended: the first rank to fail, before rank 0's (when one rank fails,
+    the others fail on the broken connection or get torchrun's SIGTERM, reported as a timeout). {} when a
+    process ended without one."""
+    if not spec.ranked:
+        return ends.get(None, {})
+    started = {e.get("rank") for e in events if e.get("ev") == "start"}
+    failing = [ends[r] for r in sorted(ends) if ends[r].get("reason") in ("error", "exit", "internal_error",
+                                                                          "no_torch")]
+    if failing:
+        return min(failing, key=lambda e: e.get("at", 0.0))
+    if not ends or started - set(ends):
+        return {}
+    return ends[min(ends)]
 
 
 def run(
@@ -122,15 +176,16 @@ def run(
     env[CHILD_ENV] = json.dumps(
         {"events": str(events_path), "script": str(script), "args": list(spec.args),
          "steps": spec.steps, "backend": spec.backend, "overlay": str(overlay_path) if overlay_path else None,
-         "seed": spec.seed}
+         "seed": spec.seed, "per_rank": spec.ranked}
     )
     progress = Progress()
-    tail = EventTail(events_path)
+    tails: dict[Path, EventTail] = {}
+    workers: set[int] = set()
     timed_out = interrupted = False
     t0 = time.monotonic()
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [spec.python, "-m", "torchmend.profiler.child"],
+            spec.command(),
             cwd=str(spec.cwd or Path.cwd()),
             env=env,
             stdin=subprocess.DEVNULL,
@@ -142,19 +197,22 @@ def run(
             while proc.poll() is None:
                 time.sleep(_POLL_S)
                 progress.elapsed_s = time.monotonic() - t0
-                for ev in tail.new():
-                    progress.update(ev)
+                for path in workdir.glob("events*.jsonl"):
+                    for ev in tails.setdefault(path, EventTail(path)).new():
+                        progress.update(ev)
+                        if ev.get("ev") == "start" and spec.ranked and ev.get("pid"):
+                            workers.add(ev["pid"])
                 if on_progress:
                     on_progress(progress)
                 if spec.timeout is not None and progress.elapsed_s > spec.timeout:
                     timed_out = True
-                    _stop(proc)
+                    _stop(proc, workers)
         except KeyboardInterrupt:
             interrupted = True
-            _stop(proc)
+            _stop(proc, workers)
     wall = time.monotonic() - t0
-    events = read_events(events_path)
-    end = next((e for e in reversed(events) if e.get("ev") == END), {})
+    events, ends = _collect(workdir)
+    end = _deciding_end(spec, events, ends)
     if interrupted:
         ended_by = "interrupted"
     elif timed_out and (not end or end.get("reason") == "timeout"):
@@ -166,7 +224,7 @@ def run(
     outcome = RunOutcome(events, ended_by, proc.returncode, wall, _tail(log_path), end)
     if keep_dir is not None:
         keep_dir.mkdir(parents=True, exist_ok=True)
-        for src in (events_path, log_path):
+        for src in (*workdir.glob("events*.jsonl"), log_path):
             if src.exists():
                 shutil.copy(src, keep_dir / src.name)
     shutil.rmtree(workdir, ignore_errors=True)

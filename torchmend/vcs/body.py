@@ -143,15 +143,18 @@ def fix_report(proposals: Sequence["Proposal"], verification: "Verification | No
 
 def verify_command(script: str, args: Sequence[str] = (), *, patch: str = "torchmend.patch", steps: int | None = None,
                    timeout: float | None = None, backend: str | None = None, seed: int = 0,
-                   repeat: int | None = None) -> str:
-    """The `torchmend verify` command line that reproduces a verification (for fix_report's `command`)."""
-    cmd = ["torchmend", "verify", script, "--patch", patch]
+                   repeat: int | None = None, launcher: Sequence[str] = ()) -> str:
+    """The `torchmend verify` command line that reproduces a verification (for fix_report's `command`);
+    `launcher`: the torchrun options of a multi-rank run."""
+    cmd = ["torchmend", "verify", "--patch", patch] if launcher else ["torchmend", "verify", script, "--patch", patch]
     for flag, value in (("--steps", steps), ("--timeout", timeout), ("--backend", backend), ("--repeat", repeat)):
         if value is not None:
             cmd += [flag, str(value)]
     if seed:
         cmd += ["--seed", str(seed)]
-    if args:
+    if launcher:
+        cmd += ["--", "torchrun", *launcher, script, *args]
+    elif args:
         cmd += ["--", *args]
     return shlex.join(cmd)
 
