@@ -141,12 +141,12 @@ def fix(
     pr_options = PrOptions(remote=remote, base=base, api_url=api_url, token_env=token_env) if pr else None
     if pr_options is not None:
         check_pull_request(root, pr_options)
-    # The scan gets caches of its own: it may stand in for verify's first before-run, which must not be served
-    # from a cache that earlier runs of the script warmed.
     ui = err if diff else out  # with --diff, stdout carries the patch alone
     if trace:
         before = profile_trace(from_trace, root, path_map, console=ui)  # type: ignore[arg-type]
     else:
+        # The scan gets caches of its own: it may stand in for verify's first before-run, which must not be
+        # served from a cache that earlier runs of the script warmed.
         caches = Path(tempfile.mkdtemp(prefix="torchmend-scan-cache-"))
         atexit.register(shutil.rmtree, caches, True)
         spec = replace(spec, env=(("TORCHINDUCTOR_CACHE_DIR", str(caches / "inductor")),
