@@ -12,7 +12,7 @@ from torchmend.codemods.base import Proposal
 from torchmend.codemods.engine import Session
 from torchmend.codemods.source import Context
 from torchmend.profiler.events import END
-from torchmend.profiler.findings import Finding
+from torchmend.model import Finding
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
 from torchmend.verify.attribution import attribute
 from torchmend.verify.compare import IMPROVED, judge

@@ -26,7 +26,7 @@ import pytest
 
 from conftest import CliResult, torchmend
 from torchmend.cli.writes import save_undo
-from torchmend.profiler.findings import Finding
+from torchmend.model import Finding
 from torchmend.vcs import ship
 from torchmend.vcs.body import fix_report, md_code, md_fence, md_link, md_text
 from torchmend.vcs.forge import ForgeError, GitHub

@@ -4,7 +4,7 @@ in test_verify_cli.py and test_codemods_e2e.py)."""
 from __future__ import annotations
 
 from torchmend.codemods.base import Proposal
-from torchmend.profiler.findings import Finding, Summary
+from torchmend.model import Finding, Summary
 from torchmend.profiler.runner import RunOutcome
 from torchmend.verify.attribution import attribute
 from torchmend.verify.compare import IMPROVED, NO_CHANGE, REFUSED, judge
@@ -13,8 +13,10 @@ from torchmend.verify.runs import ArmRun
 
 def _run(arm: str, breaks: int = 0, recompiles: int = 0, steady: float = 0.01, losses=(1.0, 0.9, 0.8),
          ended_by: str = "finished") -> ArmRun:
-    summary = Summary(1, 1 + recompiles, 1 + breaks, breaks, recompiles, 0, 1.0, len(losses), ended_by, 5.0,
-                      "2.13", 1.0, steady)
+    summary = Summary(frames_compiled=1, compiles=1 + recompiles, graphs=1 + breaks, graph_breaks=breaks,
+                      recompiles=recompiles, recompile_limit_hits=0, compile_seconds=1.0, steps=len(losses),
+                      ended_by=ended_by, wall_seconds=5.0, torch_version="2.13", first_step_s=1.0,
+                      steady_step_s=steady)
     end = {"ev": "end", "reason": ended_by, "losses": list(losses), "params": None}
     return ArmRun(arm, 0, [], summary, RunOutcome([], ended_by, 0, 5.0, "Traceback ...\nValueError: boom", end))
 
@@ -50,7 +52,8 @@ def test_slower_only_counts_beyond_noise() -> None:
 
 
 def _finding(rule: str, line: int) -> Finding:
-    return Finding(rule, "graph_break", "t", "m.py", line, "f", "/p/m.py", "project", "r", 1, "fix")
+    return Finding(rule=rule, kind="graph_break", title="t", file="m.py", line=line, function="f", path="/p/m.py",
+                   where="project", reason="r", count=1, severity="fix")
 
 
 def test_attribution_maps_lines_through_the_rewrite() -> None:

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GRAPH_BREAK = "graph_break"
-RECOMPILE = "recompile"
-RECOMPILE_LIMIT = "recompile_limit"
+from torchmend.model import Kind
+
+GRAPH_BREAK, RECOMPILE, RECOMPILE_LIMIT = Kind.GRAPH_BREAK, Kind.RECOMPILE, Kind.RECOMPILE_LIMIT
 
 
 @dataclass(frozen=True)
 class Rule:
     code: str
-    kind: str  # graph_break | recompile | recompile_limit
+    kind: Kind
     name: str  # kebab-case, for humans and --select
     title: str  # one line, shown in reports
     informational: bool = False
+    advice: str = ""  # what to do by hand when no codemod fixes it
 
 
 RULES: tuple[Rule, ...] = (
@@ -28,16 +29,20 @@ RULES: tuple[Rule, ...] = (
     Rule("TM102", GRAPH_BREAK, "logging-in-compiled-code", "logging call inside compiled code"),
     Rule("TM103", GRAPH_BREAK, "data-dependent-branch", "Python `if`/`while` on a tensor value"),
     Rule("TM104", GRAPH_BREAK, "tensor-to-python-scalar", "tensor turned into a Python number (.item(), float(), int())"),
-    Rule("TM105", GRAPH_BREAK, "call-to-disabled-function", "call to a function that torch.compile skips"),
-    Rule("TM199", GRAPH_BREAK, "other-graph-break", "graph break"),
+    Rule("TM105", GRAPH_BREAK, "call-to-disabled-function", "call to a function that torch.compile skips",
+         advice="remove the torch.compiler.disable / skip on the called function, or move the call out of the "
+                "compiled region"),
+    Rule("TM199", GRAPH_BREAK, "other-graph-break", "graph break", advice="see the PyTorch docs link in the finding"),
     Rule("TM201", RECOMPILE, "module-scalar-attribute", "int/float attribute of an nn.Module that changes"),
     Rule("TM202", RECOMPILE, "changing-scalar-argument", "Python number argument that changes between calls"),
     Rule("TM203", RECOMPILE, "optimizer-float-hyperparameter", "optimizer hyperparameter (lr, betas, ...) kept as a float"),
     Rule("TM204", RECOMPILE, "changing-input-shape", "input shape that changes between calls (batch or sequence length)"),
     Rule("TM205", RECOMPILE, "scalar-across-graph-break", "Python number carried across a graph break"),
     Rule("TM206", RECOMPILE, "global-scalar", "global or closure Python number that changes"),
-    Rule("TM207", RECOMPILE, "changing-tensor-property", "tensor dtype, device, requires_grad or layout that changes"),
-    Rule("TM299", RECOMPILE, "other-recompile", "recompilation"),
+    Rule("TM207", RECOMPILE, "changing-tensor-property", "tensor dtype, device, requires_grad or layout that changes",
+         advice="keep dtype, device and requires_grad of the inputs the same between calls"),
+    Rule("TM299", RECOMPILE, "other-recompile", "recompilation",
+         advice="see the guard in the finding; TORCH_LOGS=recompiles shows every guard failure"),
     Rule("TM250", RECOMPILE_LIMIT, "recompile-limit-reached", "recompile limit reached: the function now runs eagerly"),
     Rule("TM901", GRAPH_BREAK, "library-deliberate-break", "PyTorch's own deliberate graph break", informational=True),
     Rule("TM902", RECOMPILE, "one-time-library-recompile", "one-time recompile inside a library (e.g. state set-up)",

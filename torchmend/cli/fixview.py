@@ -11,7 +11,7 @@ from rich.text import Text
 from torchmend.codemods.base import NoFix, Proposal
 from torchmend.codemods.engine import unified_diff
 from torchmend.codemods.review import KEYS
-from torchmend.profiler.findings import PROJECT, Finding
+from torchmend.model import Finding, Where
 from torchmend.verify.compare import Verification
 
 _SAFETY = {"safe": "bold green", "unsafe": "bold red"}
@@ -19,7 +19,7 @@ _SAFETY = {"safe": "bold green", "unsafe": "bold red"}
 
 def location(f: Finding) -> str:
     """`file:line` of a finding; for one inside a library, the user's line that reached it."""
-    if f.where != PROJECT and f.user_frame:
+    if f.where != Where.PROJECT and f.user_frame:
         return f"{f.user_frame.file}:{f.user_frame.line}"
     return f"{f.file}:{f.line}"
 
@@ -53,7 +53,7 @@ def change_panel(p: Proposal, display: str, line: int, before: str, after: str, 
 
 
 def where_finding(f: Finding) -> str:
-    if f.where != PROJECT and f.user_frame:
+    if f.where != Where.PROJECT and f.user_frame:
         return f"in {f.file.split('/site-packages/')[-1]}, reached from {f.user_frame.file}:{f.user_frame.line}"
     return f"{f.file}:{f.line}"
 

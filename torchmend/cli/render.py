@@ -8,7 +8,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from torchmend.profiler.findings import LIBRARY, PROJECT, Finding, Summary
+from torchmend.model import Finding, Summary, Where
 
 ENDED_BY = {
     "finished": "the script finished",
@@ -66,7 +66,7 @@ def _what(f: Finding) -> Text:
     t.append("\n" + f.reason, style="default")
     if f.code:
         t.append(f"\n  {f.code}", style="dim")
-    if f.where != PROJECT and f.user_frame:
+    if f.where != Where.PROJECT and f.user_frame:
         t.append(f"\nreached from {f.user_frame.file}:{f.user_frame.line} in {f.user_frame.function}", style="green")
     elif f.kind != "graph_break" and f.call_site and (f.call_site.file, f.call_site.line) != (f.file, f.line):
         t.append(f"\ncalled from {f.call_site.file}:{f.call_site.line}", style="green")
@@ -83,7 +83,7 @@ def _what(f: Finding) -> Text:
 def findings_view(findings: list[Finding]) -> Group:
     by_file: dict[tuple[int, str], list[Finding]] = defaultdict(list)
     for f in findings:
-        order = 0 if f.where == PROJECT else (2 if f.where == LIBRARY else 1)
+        order = 0 if f.where == Where.PROJECT else (2 if f.where == Where.LIBRARY else 1)
         by_file[(order, f.file)].append(f)
     tables = []
     for (order, file), items in sorted(by_file.items()):

@@ -14,7 +14,8 @@ from torchmend.cli.app import err, fail, out
 from torchmend.cli.exitcodes import ExitCode
 from torchmend.cli.render import ENDED_BY
 from torchmend.profiler import pathmap
-from torchmend.profiler.findings import Finding, Summary, analyse
+from torchmend.model import Finding, Summary
+from torchmend.profiler.findings import analyse
 from torchmend.profiler.launch import LaunchError, resolve
 from torchmend.profiler.runner import Progress, RunOutcome, RunSpec, run as run_child
 from torchmend.profiler.tracedir import Trace, TraceError, read_trace

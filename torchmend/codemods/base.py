@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, ClassVar, Mapping, Sequence, Union
 
 import libcst as cst
 
-from torchmend.profiler.findings import Finding
+from torchmend.model import Finding
 
 if TYPE_CHECKING:
     from torchmend.codemods.source import Context
 
 SAFE, UNSAFE = "safe", "unsafe"
-HEADINGS = ("What it fixes", "Why it breaks or recompiles", "Example", "Fix", "Fix safety")
+HEADINGS = ("What it does", "Why is this bad", "Example", "Fix", "Fix safety")
 
 Replacement = Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]
 
@@ -94,7 +94,7 @@ class Codemod:
 
     @classmethod
     def doc_sections(cls) -> dict[str, str]:
-        """The docstring split at its headings (`What it fixes:` ...)."""
+        """The docstring split at its headings (`What it does:` ...)."""
         import inspect
 
         text = inspect.cleandoc(cls.__doc__ or "")

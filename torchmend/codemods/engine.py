@@ -21,7 +21,7 @@ from torchmend import rules
 from torchmend.codemods.base import NoFix, Proposal, Result
 from torchmend.codemods.registry import codemod_for
 from torchmend.codemods.source import Context, SourceError, SourceFile
-from torchmend.profiler.findings import PROJECT, Finding
+from torchmend.model import Finding, Where
 
 
 class _Apply(cst.CSTTransformer):
@@ -108,7 +108,7 @@ class Session:
             return NoFix(f, "not selected (--select/--ignore)", skipped=True)
         codemod = codemod_for(f.rule)
         if codemod is None:
-            return NoFix(f, f"no source-level fix for {f.rule} ({rule.name})", _ADVICE.get(f.rule, ""))
+            return NoFix(f, f"no source-level fix for {f.rule} ({rule.name})", rule.advice)
         try:
             result = codemod.propose(f, self.ctx)
         except SourceError as e:
@@ -120,7 +120,7 @@ class Session:
             problem = self._check(result)
             if problem:
                 return NoFix(f, problem)
-        elif f.where != PROJECT and not result.skipped and f.user_frame is None:
+        elif f.where != Where.PROJECT and not result.skipped and f.user_frame is None:
             return NoFix(f, result.reason + " (the finding is inside a library and no frame of yours reached it)",
                          result.advice)
         return result
@@ -199,13 +199,3 @@ class Session:
 
     def display(self, path: str) -> str:
         return os.path.relpath(os.path.realpath(path), os.path.realpath(self.ctx.project_root))
-
-
-# What to do where no source-level fix exists (shown with the NoFix).
-_ADVICE = {
-    "TM105": "remove the torch.compiler.disable / skip on the called function, or move the call out of the "
-             "compiled region",
-    "TM199": "see the PyTorch docs link in the finding",
-    "TM207": "keep dtype, device and requires_grad of the inputs the same between calls",
-    "TM299": "see the guard in the finding; TORCH_LOGS=recompiles shows every guard failure",
-}

@@ -21,7 +21,7 @@ from torchmend import rules
 from torchmend.codemods.base import NoFix, Proposal, Result
 from torchmend.codemods.engine import Conflict, Session
 from torchmend.codemods.source import Context
-from torchmend.profiler.findings import LIBRARY, PROJECT, Finding, Location
+from torchmend.model import Pattern, Severity, Finding, Location, Where
 
 _MARK = re.compile(r"#\s*tm:\s*(?P<rule>TM\d{3})(?P<rest>[^#]*)")
 _CALL_SITE = re.compile(r"#\s*tm-call-site\b")
@@ -48,7 +48,7 @@ def findings_from_markers(path: str, text: str, root: str) -> list[Finding]:
     rel = os.path.relpath(path, root)
 
     def loc(i: int) -> Location:
-        return Location(rel, i, _function_at(lines, i), path, _code(lines[i - 1]))
+        return Location(file=rel, line=i, function=_function_at(lines, i), path=path, code=_code(lines[i - 1]))
 
     call_site = next((loc(i) for i, t in enumerate(lines, 1) if _CALL_SITE.search(t)), None)
     compiled = next((loc(i) for i, t in enumerate(lines, 1) if _COMPILED.search(t)), None)
@@ -59,19 +59,21 @@ def findings_from_markers(path: str, text: str, root: str) -> list[Finding]:
             continue
         rule = rules.BY_CODE[mark.group("rule")]
         fields = dict(kv.split("=", 1) for kv in mark.group("rest").split())
-        where = fields.pop("where", PROJECT)
+        where = fields.pop("where", Where.PROJECT)
         recompile = rule.kind != rules.GRAPH_BREAK
         base = dict(rule=rule.code, kind=rule.kind, title=rule.title, reason="(example)", count=2,
-                    severity="fix", pattern="storm" if recompile else None, call_site=call_site,
+                    severity=Severity.FIX, pattern=Pattern.STORM if recompile else None, call_site=call_site,
                     compiled_function=compiled, code=_code(t))
-        if where == LIBRARY:
-            base.update(file=_LIBRARY_FILE, line=1, function="step", path=_LIBRARY_FILE, where=LIBRARY,
+        if where == Where.LIBRARY:
+            base.update(file=_LIBRARY_FILE, line=1, function="step", path=_LIBRARY_FILE, where=Where.LIBRARY,
                         user_frame=loc(i))
         else:
-            base.update(file=rel, line=i, function=_function_at(lines, i), path=path, where=PROJECT)
+            base.update(file=rel, line=i, function=_function_at(lines, i), path=path, where=Where.PROJECT)
         if "count" in fields:
             fields["count"] = int(fields["count"])  # type: ignore[assignment]
         base.update(fields)
+        if "where" in fields:
+            fields["where"] = Where(fields["where"])  # type: ignore[assignment]
         found.append(Finding(**base))  # type: ignore[arg-type]
     return found
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 import re
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
 from torchmend import rules
+from torchmend.model import EndedBy, Finding, Kind, Location, Pattern, Severity, Summary, Where
 from torchmend.profiler.events import COMPILE_END, COMPILE_START, END, GRAPH_BREAK, OWN_MARKER, START, STEP
 from torchmend.profiler.pathmap import is_library_path
 from torchmend.profiler.traceparse import (
@@ -25,80 +26,7 @@ from torchmend.profiler.traceparse import (
     user_function_name,
 )
 
-PROJECT, LIBRARY, OUTSIDE = "project", "library", "outside"
-
-
-@dataclass(frozen=True)
-class Location:
-    file: str  # relative to the project root when inside it, else absolute
-    line: int
-    function: str
-    path: str  # absolute
-    code: str = ""
-
-
-@dataclass(frozen=True)
-class Finding:
-    rule: str
-    kind: str
-    title: str
-    file: str
-    line: int
-    function: str
-    path: str
-    where: str  # project | library | outside
-    reason: str
-    count: int
-    severity: str  # fix | note | info
-    pattern: str | None = None  # recompiles: once | storm | limit
-    variable: str | None = None
-    guard: str | None = None
-    gb_id: str | None = None
-    gb_type: str | None = None
-    docs_url: str | None = None
-    hint: str | None = None  # recompiles: PyTorch's own hint, when it gives one
-    code: str = ""
-    user_frame: Location | None = None  # for findings outside the project: the user's frame that reached it
-    call_site: Location | None = None  # recompiles: where the compiled function was called from
-    compiled_function: Location | None = None
-    ranks: dict[int, int] | None = None  # multi-rank runs: how often on each rank that saw it
-    divergent: bool = False  # not on every rank alike: the other ranks wait for this one at the next collective
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Finding":
-        """The inverse of to_json (a `scan --format json` finding back into a record)."""
-        fields = dict(data)
-        for key in ("user_frame", "call_site", "compiled_function"):
-            if fields.get(key) is not None:
-                fields[key] = Location(**fields[key])
-        if fields.get("ranks") is not None:
-            fields["ranks"] = {int(r): n for r, n in fields["ranks"].items()}
-        return cls(**fields)
-
-
-@dataclass(frozen=True)
-class Summary:
-    frames_compiled: int
-    compiles: int
-    graphs: int
-    graph_breaks: int
-    recompiles: int
-    recompile_limit_hits: int
-    compile_seconds: float
-    steps: int
-    ended_by: str
-    wall_seconds: float
-    torch_version: str | None
-    first_step_s: float | None = None  # from the script's start to the end of its first optimizer step
-    steady_step_s: float | None = None  # median step time over the second half of the steps
-    ranks: int | None = None  # multi-rank runs: how many ranks reported; the counts above are their sums
-    per_rank: tuple[dict[str, Any], ...] = ()  # multi-rank runs: each rank's own summary, with "rank"
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+PROJECT, LIBRARY, OUTSIDE = Where.PROJECT, Where.LIBRARY, Where.OUTSIDE
 
 
 class Places:
@@ -133,7 +61,8 @@ class Places:
 
     def location(self, frame: Frame) -> Location:
         path = self.absolute(frame.file)
-        return Location(self.display(path), frame.line, user_function_name(frame.function), path, frame.code)
+        return Location(file=self.display(path), line=frame.line, function=user_function_name(frame.function), path=path,
+                        code=frame.code)
 
     def innermost_user(self, frames: Iterable[Frame]) -> Location | None:
         for f in reversed(list(frames)):
@@ -208,8 +137,8 @@ def analyse(events: list[dict[str, Any]], project_root: Path, ended_by: str = "f
     return _analyse_one(events, project_root, ended_by, wall_seconds)
 
 
-_PATTERN_ORDER = {None: 0, "once": 1, "storm": 2, "limit": 3}
-_SEVERITY_ORDER = {"info": 0, "note": 1, "fix": 2}
+_PATTERN_ORDER = {None: 0, Pattern.ONCE: 1, Pattern.STORM: 2, Pattern.LIMIT: 3}
+_SEVERITY_ORDER = {Severity.INFO: 0, Severity.NOTE: 1, Severity.FIX: 2}
 
 
 def merge_ranks(per_rank: dict[int, tuple[list[Finding], Summary]]) -> tuple[list[Finding], Summary]:
@@ -232,8 +161,8 @@ def merge_ranks(per_rank: dict[int, tuple[list[Finding], Summary]]) -> tuple[lis
         base = seen[0][1]
         pattern = max((f.pattern for _, f in seen), key=lambda p: _PATTERN_ORDER.get(p, 0))
         severity = max((f.severity for _, f in seen), key=lambda s: _SEVERITY_ORDER[s])
-        if divergent and severity == "note":
-            severity = "fix"
+        if divergent and severity == Severity.NOTE:
+            severity = Severity.FIX
         findings.append(replace(base, count=sum(counts.values()), ranks=counts, divergent=divergent,
                                 pattern=pattern, severity=severity))
     summaries = [per_rank[r][1] for r in ranks]
@@ -243,11 +172,13 @@ def merge_ranks(per_rank: dict[int, tuple[list[Finding], Summary]]) -> tuple[lis
         return sum(getattr(s, name) for s in summaries)
 
     summary = Summary(
-        total("frames_compiled"), total("compiles"), total("graphs"), total("graph_breaks"), total("recompiles"),
-        total("recompile_limit_hits"), max(s.compile_seconds for s in summaries),  # ranks compile side by side
-        max(s.steps for s in summaries), first.ended_by, first.wall_seconds, first.torch_version,
-        first.first_step_s, first.steady_step_s, ranks=len(ranks),
-        per_rank=tuple({"rank": r, **s.to_json()} for r, s in zip(ranks, summaries)))
+        frames_compiled=total("frames_compiled"), compiles=total("compiles"), graphs=total("graphs"),
+        graph_breaks=total("graph_breaks"), recompiles=total("recompiles"),
+        recompile_limit_hits=total("recompile_limit_hits"),
+        compile_seconds=max(s.compile_seconds for s in summaries),  # ranks compile side by side
+        steps=max(s.steps for s in summaries), ended_by=first.ended_by, wall_seconds=first.wall_seconds,
+        torch_version=first.torch_version, first_step_s=first.first_step_s, steady_step_s=first.steady_step_s,
+        ranks=len(ranks), per_rank=tuple({"rank": r, **s.to_json()} for r, s in zip(ranks, summaries)))
     return findings, summary
 
 
@@ -330,8 +261,11 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
                 step_times = ev["step_times"]
 
     findings = [_finding(places, key, grp, bool(grp.extra["frames"] & limited_frames)) for key, grp in groups.items()]
-    summary = Summary(len(frames), compiles, graphs, breaks, recompiles, limit_hits, round(compile_s, 3), steps,
-                      ended_by, round(wall_seconds, 2), start.get("torch"), *step_stats(step_times))
+    first_step, steady_step = step_stats(step_times)
+    summary = Summary(frames_compiled=len(frames), compiles=compiles, graphs=graphs, graph_breaks=breaks,
+                      recompiles=recompiles, recompile_limit_hits=limit_hits, compile_seconds=round(compile_s, 3),
+                      steps=steps, ended_by=EndedBy(ended_by), wall_seconds=round(wall_seconds, 2),
+                      torch_version=start.get("torch"), first_step_s=first_step, steady_step_s=steady_step)
     return findings, summary
 
 
@@ -391,27 +325,28 @@ def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: 
         gb: GraphBreak = info["gb"]
         if where != PROJECT:
             user_frame = places.innermost_user(gb.user_stack)
-        severity = "info" if rule.informational else "fix"
-        return Finding(code, rule.kind, rule.title, loc.file, line, loc.function or gb.function, path, where,
-                       _reason_for_break(gb), grp.count, severity, gb_id=gb.gb_id, gb_type=gb.gb_type,
-                       docs_url=gb.docs_url, code=site.code, user_frame=user_frame)
+        return Finding(rule=code, kind=Kind(rule.kind), title=rule.title, file=loc.file, line=line,
+                       function=loc.function or gb.function, path=path, where=Where(where),
+                       reason=_reason_for_break(gb), count=grp.count,
+                       severity=Severity.INFO if rule.informational else Severity.FIX, gb_id=gb.gb_id,
+                       gb_type=gb.gb_type, docs_url=gb.docs_url, code=site.code, user_frame=user_frame)
     g: GuardFailure = info["g"]
     compiled = places.location(info["compiled"]) if info.get("compiled") else None
     call_site = info.get("call_site")
     if where != PROJECT:
         user_frame = call_site
+    common = dict(file=loc.file, line=line, function=loc.function, path=path, where=Where(where), count=grp.count,
+                  variable=g.variable, guard=g.guard, hint=g.hint, code=site.code, user_frame=user_frame,
+                  call_site=call_site, compiled_function=compiled)
     if info["type"] == "limit":
         limit = re.search(r"\(currently set to (\d+)\)", info.get("fail", ""))
         reason = (f"recompile limit ({limit.group(1) if limit else '?'}) reached; "
                   f"last guard failure: {g.guard or 'unknown'}")
-        return Finding(code, rule.kind, rule.title, loc.file, line, loc.function, path, where, reason, grp.count,
-                       "fix", pattern="limit", variable=g.variable, guard=g.guard, hint=g.hint, code=site.code,
-                       user_frame=user_frame, call_site=call_site, compiled_function=compiled)
-    pattern = "limit" if hit_limit else ("storm" if grp.count > 1 else "once")
-    if pattern == "once" and where == LIBRARY and code in ("TM299", "TM207"):
+        return Finding(rule=code, kind=Kind(rule.kind), title=rule.title, reason=reason, severity=Severity.FIX,
+                       pattern=Pattern.LIMIT, **common)
+    pattern = Pattern.LIMIT if hit_limit else (Pattern.STORM if grp.count > 1 else Pattern.ONCE)
+    if pattern == Pattern.ONCE and where == LIBRARY and code in ("TM299", "TM207"):
         code, rule = "TM902", rules.BY_CODE["TM902"]
-    severity = "info" if rule.informational else ("fix" if pattern != "once" else "note")
-    return Finding(code, rule.kind, rule.title, loc.file, line, loc.function, path, where, _reason_for_guard(g),
-                   grp.count, severity, pattern=pattern, variable=g.variable, guard=g.guard, hint=g.hint,
-                   code=site.code,
-                   user_frame=user_frame, call_site=call_site, compiled_function=compiled)
+    severity = Severity.INFO if rule.informational else (Severity.FIX if pattern != Pattern.ONCE else Severity.NOTE)
+    return Finding(rule=code, kind=Kind(rule.kind), title=rule.title, reason=_reason_for_guard(g), severity=severity,
+                   pattern=pattern, **common)

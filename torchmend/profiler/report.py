@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchmend import __version__
-from torchmend.profiler.findings import Finding, Summary
+from torchmend.model import Finding, Summary
 from torchmend.profiler.pathmap import Mapping
 from torchmend.profiler.runner import RunOutcome, RunSpec
 from torchmend.profiler.tracedir import Trace

@@ -19,7 +19,7 @@ from torchmend import rules
 
 if TYPE_CHECKING:
     from torchmend.codemods.base import Proposal
-    from torchmend.profiler.findings import Finding
+    from torchmend.model import Finding
     from torchmend.verify.compare import Verification
 
 DIFF_MARKER = "<!-- torchmend:diff -->"  # where the per-file diffs go in a report's Changes section

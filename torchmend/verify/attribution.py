@@ -10,7 +10,7 @@ import difflib
 from dataclasses import dataclass
 
 from torchmend.codemods.base import Proposal
-from torchmend.profiler.findings import Finding
+from torchmend.model import Finding
 
 
 def _new_to_old(before: str, after: str) -> dict[int, int]:

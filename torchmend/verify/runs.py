@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from torchmend.profiler.findings import Finding, Summary, analyse
+from torchmend.model import Finding, Summary
+from torchmend.profiler.findings import analyse
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
 
 BEFORE, AFTER = "before", "after"

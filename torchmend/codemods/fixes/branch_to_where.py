@@ -16,7 +16,7 @@ import libcst as cst
 
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile, simple_names
-from torchmend.profiler.findings import PROJECT, Finding
+from torchmend.model import Finding, Where
 
 Body = Union[cst.IndentedBlock, cst.SimpleStatementSuite]
 StmtLine = Union[cst.SimpleStatementLine, cst.SimpleStatementSuite]
@@ -893,11 +893,11 @@ def _is_where(src: SourceFile, node: cst.CSTNode) -> bool:
 class BranchToWhere(Codemod):
     """Turn a Python `if` on a tensor into `torch.where`.
 
-    What it fixes:
+    What it does:
         TM103: an `if`/`elif` (or `a if c else b`, or `c1 and c2` as a value) whose test is a tensor, in a
         torch.compile'd function or module.
 
-    Why it breaks or recompiles:
+    Why is this bad:
         `if` needs a Python bool, and a tensor's value is not known while dynamo traces: it ends the graph
         at the `if`, runs the test eagerly, and compiles what follows separately for each outcome (a graph
         break on every call).
@@ -969,7 +969,7 @@ class BranchToWhere(Codemod):
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
-        if finding.where != PROJECT:
+        if finding.where != Where.PROJECT:
             return NoFix(finding, f"the `if` is in {finding.file}, outside your project; torchmend does not edit "
                          "libraries", "call that function outside the compiled region, or wrap the call in a "
                          "function decorated with torch.compiler.disable")

@@ -7,7 +7,7 @@ import libcst.matchers as m
 
 from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
-from torchmend.profiler.findings import Finding
+from torchmend.model import Finding
 
 _LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"}
 _COMPILING = {"torch.compiler.is_compiling", "torch.compiler.is_dynamo_compiling", "torch._dynamo.is_compiling",
@@ -66,10 +66,10 @@ def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:  # ty
 class GatePrint(Codemod):
     """Gate a print() in compiled code.
 
-    What it fixes:
+    What it does:
         TM101: a `print(...)` reached inside a torch.compile'd function or module.
 
-    Why it breaks or recompiles:
+    Why is this bad:
         Dynamo cannot put a print into a graph: it stops the graph before the print, runs it in Python,
         and starts a new graph after it (a graph break), every call.
 
@@ -127,11 +127,11 @@ class GatePrint(Codemod):
 class GateLogging(Codemod):
     """Gate a logging call in compiled code.
 
-    What it fixes:
+    What it does:
         TM102: a `logger.info(...)`, `logging.warning(...)` or other logging call reached inside a
         torch.compile'd function or module.
 
-    Why it breaks or recompiles:
+    Why is this bad:
         Dynamo does not trace logging.Logger methods: each call ends the graph, runs in Python, and starts
         a new graph after it (a graph break), every call.
 

@@ -16,7 +16,7 @@ from libcst.metadata import Assignment, BaseAssignment, FunctionScope, GlobalSco
 
 from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
-from torchmend.profiler.findings import Finding
+from torchmend.model import Finding
 
 # --- what a Python number inside compiled code may not become ------------------------------------------
 
@@ -453,12 +453,12 @@ def _number_like(value: cst.BaseExpression) -> bool:
 class GlobalScalar(Codemod):
     """Make a changing global or closure number a tensor, updated in place.
 
-    What it fixes:
+    What it does:
         TM206 (and a TM202 whose variable turns out to be a global or a closure variable): a Python
         float or int defined outside the compiled function, read inside it, and reassigned by the
         training loop (a loss scale, a warm-up factor).
 
-    Why it breaks or recompiles:
+    Why is this bad:
         Dynamo bakes the number into the graph and guards on its value (`G['LOSS_SCALE'] == 1.0`): every
         new value fails the guard and recompiles, until the recompile limit sends the function back to
         eager. A tensor is a graph input instead: its value can change without a recompile.

@@ -11,7 +11,7 @@ from libcst.metadata import ComprehensionScope
 
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
-from torchmend.profiler.findings import PROJECT, Finding
+from torchmend.model import Finding, Where
 
 _MARKS = {"torch._dynamo.mark_dynamic", "torch._dynamo.maybe_mark_dynamic", "torch._dynamo.mark_unbacked",
           "torch._dynamo.decorators.mark_dynamic", "torch._dynamo.decorators.maybe_mark_dynamic",
@@ -223,7 +223,7 @@ def _dynamic_true(src: SourceFile, origin: _Origin) -> tuple[cst.CSTNode, cst.CS
 class MarkDynamic(Codemod):
     """Mark the dimension that varies (batch or sequence length) dynamic before the compiled call.
 
-    What it fixes:
+    What it does:
         TM204: a tensor argument of a torch.compile'd function or module whose size in one dimension
         changes between calls (a ragged last batch, variable-length sequences).
 
@@ -236,7 +236,7 @@ class MarkDynamic(Codemod):
         (or `@torch.compile`, `module.compile()`) that made the compiled object instead. Not fixed when
         that call is not in the file, or says `dynamic=False`.
 
-    Why it breaks or recompiles:
+    Why is this bad:
         torch.compile first specialises on the exact shape it saw. A call with another size fails the
         guard (`size mismatch at index 0`) and recompiles; only then does automatic dynamic shapes make
         that dimension symbolic. Marking the dimension before the first call compiles one dynamic graph
@@ -315,7 +315,7 @@ class MarkDynamic(Codemod):
         dim = int(dim_match.group(1))
         # The finding's line when it is yours, else (or when that line calls nothing: the compiled
         # function's def) the call site.
-        places = [(finding.path, finding.line)] if finding.where == PROJECT else []
+        places = [(finding.path, finding.line)] if finding.where == Where.PROJECT else []
         places += [(loc.path, loc.line) for loc in (finding.call_site, finding.user_frame) if loc is not None]
         if not places:
             return NoFix(finding, "no line of yours calls the compiled code", _ADVICE)

@@ -17,7 +17,7 @@ import libcst.matchers as m
 
 from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
-from torchmend.profiler.findings import PROJECT, Finding
+from torchmend.model import Finding, Where
 
 # `self.calls`, or the last attribute of a path to a submodule (`self.block.calls`, `self._modules['b'].calls`).
 _VARIABLE = re.compile(r"(?P<base>.+)\.(?P<attr>[A-Za-z_]\w*)")
@@ -605,7 +605,7 @@ def _class_for(src: SourceFile, finding: Finding, base: str, attr: str) -> cst.C
 def propose_buffer(finding: Finding, ctx: Context) -> Result:
     """The shared fix: TM201 and TM250 for the same attribute produce the same edit (the engine merges them)."""
     stopgap = f"; {_STOPGAP}" if finding.rule == "TM250" else ""
-    if finding.where != PROJECT:
+    if finding.where != Where.PROJECT:
         return NoFix(finding, "the attribute's module is defined outside your project; torchmend never edits "
                      "libraries", f"keep that attribute constant while the module runs compiled{stopgap}")
     match = _VARIABLE.fullmatch(finding.variable or "")
@@ -631,11 +631,11 @@ def propose_buffer(finding: Finding, ctx: Context) -> Result:
 class ModuleScalarToBuffer(Codemod):
     """Turn an int/float attribute of an nn.Module that changes into a registered buffer.
 
-    What it fixes:
+    What it does:
         TM201: an int or float attribute of an nn.Module that changes between calls, typically a counter
         bumped in forward (`self.calls += 1`).
 
-    Why it breaks or recompiles:
+    Why is this bad:
         Dynamo treats a number stored on a module as a constant: it bakes the value into the graph and
         guards on it (`self.calls == 3`). Every new value fails the guard and compiles a new graph, until the
         recompile limit sends the module back to eager.
@@ -732,11 +732,11 @@ class ModuleScalarToBuffer(Codemod):
 class RecompileLimitModuleScalar(Codemod):
     """Fix the module attribute behind a recompile limit by making it a buffer.
 
-    What it fixes:
+    What it does:
         TM250: a compiled function hit the recompile limit, and the guard that kept failing is on an
         int/float attribute of an nn.Module (`self.calls == 7`).
 
-    Why it breaks or recompiles:
+    Why is this bad:
         Each new value of the attribute failed a guard and compiled a new graph; after the limit (8 by
         default) dynamo stops compiling the function and runs it eagerly from then on.
 

@@ -12,7 +12,7 @@ import libcst.matchers as m
 
 from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile, simple_names
-from torchmend.profiler.findings import PROJECT, Finding
+from torchmend.model import Finding, Where
 
 # torch.optim classes that take a Tensor lr and, compiled, do not recompile when it changes in place, with
 # their default lr (checked against torch 2.13: each one stepped under torch.compile while the lr was
@@ -460,7 +460,7 @@ def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement) -> tuple[cst.Call | 
 class TensorLearningRate(Codemod):
     """Make the optimizer's learning rate a tensor, and update it in place.
 
-    What it fixes:
+    What it does:
         TM203: a compiled optimizer step (or a compiled training step that calls `opt.step()`) that
         recompiles because the learning rate is a Python float that a schedule changes.
 
@@ -479,7 +479,7 @@ class TensorLearningRate(Codemod):
         float); per-group writes or per-group schedules when several groups would share the one default
         lr tensor (torch.optim puts the same default object in every group).
 
-    Why it breaks or recompiles:
+    Why is this bad:
         torch.compile guards on a float hyperparameter's value (`param_groups[0]['lr'] == 0.001`), so each
         new value from a warmup or decay recompiles the step. A 0-dim tensor lr is a graph input instead:
         changing it in place (`fill_`) needs no recompile.
@@ -583,7 +583,7 @@ class TensorLearningRate(Codemod):
                          f"keep {key or 'that value'} constant between steps; Adam and AdamW also accept Tensor "
                          "betas (with capturable=True or fused=True)")
         loc = finding.user_frame or finding.call_site
-        if finding.where == PROJECT:
+        if finding.where == Where.PROJECT:
             path, line = finding.path, finding.line
         elif loc is not None:
             path, line = loc.path, loc.line

@@ -25,7 +25,7 @@ from torchmend.codemods.fixes.global_scalar import (
     self_name,
 )
 from torchmend.codemods.source import Context, SourceFile
-from torchmend.profiler.findings import Finding
+from torchmend.model import Finding
 
 # Tensor methods whose result is on the receiver's device (`x.float()`): the receiver gives the device.
 _SAME_DEVICE_METHODS = {"float", "double", "half", "bfloat16", "detach", "contiguous", "clone", "view", "reshape",
@@ -278,11 +278,11 @@ def _number_kind(guard: str | None) -> str:
 class ScalarArgument(Codemod):
     """Pass a changing float or int argument to a compiled function as a tensor.
 
-    What it fixes:
+    What it does:
         TM202: a Python float or int argument of a compiled function (or of a compiled module's forward)
         that takes a new value on each call: an annealed temperature, a loss weight, a step-dependent scale.
 
-    Why it breaks or recompiles:
+    Why is this bad:
         Dynamo treats a Python number argument as a constant and guards on its value
         (`temperature == 1.0`): a new value fails the guard and recompiles the function. A tensor is a
         graph input instead, so a new value needs no recompile. Making the tensor inside the compiled

@@ -19,7 +19,7 @@ from libcst.metadata import Assignment, FunctionScope, ImportAssignment
 
 from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
-from torchmend.profiler.findings import PROJECT, Finding
+from torchmend.model import Finding, Where
 
 CAPTURE = ("if the Python number is really needed, let dynamo trace it instead: set "
            "`torch._dynamo.config.capture_scalar_outputs = True` before compiling (`.item()` then stays in the "
@@ -553,7 +553,7 @@ def _propose_from(finding: Finding, src: SourceFile, analysis: _Analysis, start:
 
 
 def _start(finding: Finding, ctx: Context, what: str) -> tuple[SourceFile, cst.CSTNode, _Analysis] | NoFix:
-    if finding.where != PROJECT:
+    if finding.where != Where.PROJECT:
         return NoFix(finding, f"{what} happens inside a library, which torchmend does not edit", CAPTURE)
     src = ctx.file(finding.path)
     stmt = src.statement_at(finding.line)
@@ -573,12 +573,12 @@ def _already_fixed(src: SourceFile, nodes: list[cst.CSTNode]) -> bool:
 class KeepScalarTensor(Codemod):
     """Keep `.item()` / `float(t)` / `int(t)` a tensor when the number only feeds tensor math.
 
-    What it fixes:
+    What it does:
         TM104: a tensor turned into a Python number (`.item()`, `float(t)`, `int(t)`) inside compiled code,
         where the number only goes back into tensor arithmetic (directly, through `max`/`min`, or through a
         local name).
 
-    Why it breaks or recompiles:
+    Why is this bad:
         Dynamo cannot trace a Python number read out of a tensor (capture_scalar_outputs is off by default):
         it ends the graph before `.item()`, runs it in Python, and starts a new graph after it. The number
         then enters the next graph as a constant, so each new value can recompile it as well (TM205).
@@ -661,12 +661,12 @@ class KeepScalarTensor(Codemod):
 class CarriedScalarTensor(Codemod):
     """Keep the number that a graph break carries into the next graph a tensor.
 
-    What it fixes:
+    What it does:
         TM205: a recompile whose guard is on `___stackN`, a Python number on the stack when the graph broke,
         when that number comes from `.item()` / `float(t)` / `int(t)` on the same line or from a local name
         assigned that way earlier in the function.
 
-    Why it breaks or recompiles:
+    Why is this bad:
         After the break, the graph that resumes the function gets the number as a constant and guards on its
         value; a different value next step fails the guard and recompiles (until dynamo marks it dynamic).
 

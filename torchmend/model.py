@@ -1,0 +1,151 @@
+"""The data model every stage shares: findings, their locations, a run's summary, and the closed sets of
+words they use. The ground floor: imports nothing from torchmend, so the profiler, the codemods, verify
+and vcs can all depend on it without depending on each other.
+
+The word sets are StrEnums: a member *is* its string ("fix" == Severity.FIX), so JSON output and old
+comparisons keep working, while new code compares against members and a typo fails at import time.
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # pragma: no cover - Python 3.10
+    class StrEnum(str, enum.Enum):
+        def __str__(self) -> str:
+            return str(self.value)
+
+
+class Kind(StrEnum):
+    """What PyTorch did."""
+    GRAPH_BREAK = "graph_break"
+    RECOMPILE = "recompile"
+    RECOMPILE_LIMIT = "recompile_limit"
+
+
+class Where(StrEnum):
+    """Whose file a finding is in."""
+    PROJECT = "project"  # under the project root: torchmend may edit it
+    LIBRARY = "library"  # site-packages, the torch install, <string>, ...: never edited
+    OUTSIDE = "outside"  # neither: never edited
+
+
+class Severity(StrEnum):
+    FIX = "fix"  # costs time on every step, or will: worth fixing
+    NOTE = "note"  # happened once (a warm-up recompile): worth knowing
+    INFO = "info"  # nothing to fix in your code
+
+
+class Pattern(StrEnum):
+    """How a recompile repeated."""
+    ONCE = "once"
+    STORM = "storm"  # more than once
+    LIMIT = "limit"  # until the recompile limit: the function now runs eagerly
+
+
+class EndedBy(StrEnum):
+    """Why a profiled run stopped."""
+    FINISHED = "finished"  # the script returned
+    STEPS = "steps"  # the step budget was reached
+    TIMEOUT = "timeout"  # the time budget was reached
+    ERROR = "error"  # the script raised
+    EXIT = "exit"  # the script called sys.exit with a non-zero code
+    KILLED = "killed"  # the child died without a word (a signal, the OOM killer, os._exit)
+    NO_TORCH = "no_torch"  # the child could not import torch
+    INTERNAL_ERROR = "internal_error"  # torchmend's own bootstrap failed
+    INTERRUPTED = "interrupted"  # Ctrl-C in the parent
+    TRACE = "trace"  # read from TORCH_TRACE logs; nothing ran
+
+    @property
+    def failed(self) -> bool:
+        return self in (EndedBy.ERROR, EndedBy.EXIT, EndedBy.KILLED)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Location:
+    file: str  # relative to the project root when inside it, else absolute
+    line: int
+    function: str
+    path: str  # absolute
+    code: str = ""
+
+
+_LOCATIONS = ("user_frame", "call_site", "compiled_function")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One problem at one source line, deduplicated over the run (`count` times)."""
+
+    rule: str  # a code from torchmend.rules, e.g. "TM101"
+    kind: Kind
+    title: str
+    file: str
+    line: int
+    function: str
+    path: str
+    where: Where
+    reason: str
+    count: int
+    severity: Severity
+    pattern: Pattern | None = None  # recompiles only
+    variable: str | None = None
+    guard: str | None = None
+    gb_id: str | None = None
+    gb_type: str | None = None
+    docs_url: str | None = None
+    hint: str | None = None  # recompiles: PyTorch's own hint, when it gives one
+    code: str = ""
+    cause: str | None = None  # the root cause the classifier saw (a torchmend.rules cause); codemods dispatch on it
+    user_frame: Location | None = None  # for findings outside the project: the user's frame that reached it
+    call_site: Location | None = None  # recompiles: where the compiled function was called from
+    compiled_function: Location | None = None
+    ranks: dict[int, int] | None = None  # multi-rank runs: how often on each rank that saw it
+    divergent: bool = False  # not on every rank alike: the other ranks wait for this one at the next collective
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Finding":
+        """The inverse of to_json (a `scan --format json` finding back into a record)."""
+        known = cls.__dataclass_fields__
+        fields = {k: v for k, v in data.items() if k in known}
+        for key in _LOCATIONS:
+            if fields.get(key) is not None:
+                fields[key] = Location(**fields[key])
+        if fields.get("ranks") is not None:
+            fields["ranks"] = {int(r): n for r, n in fields["ranks"].items()}
+        fields["kind"] = Kind(fields["kind"])
+        fields["where"] = Where(fields["where"])
+        fields["severity"] = Severity(fields["severity"])
+        if fields.get("pattern") is not None:
+            fields["pattern"] = Pattern(fields["pattern"])
+        return cls(**fields)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Summary:
+    frames_compiled: int
+    compiles: int
+    graphs: int
+    graph_breaks: int
+    recompiles: int
+    recompile_limit_hits: int
+    compile_seconds: float
+    steps: int
+    ended_by: EndedBy
+    wall_seconds: float
+    torch_version: str | None
+    first_step_s: float | None = None  # from the script's start to the end of its first optimizer step
+    steady_step_s: float | None = None  # median step time over the second half of the steps
+    ranks: int | None = None  # multi-rank runs: how many ranks reported; the counts above are their sums
+    per_rank: tuple[dict[str, Any], ...] = ()  # multi-rank runs: each rank's own summary, with "rank"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
