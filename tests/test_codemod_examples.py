@@ -8,9 +8,9 @@ import pytest
 from torchmend.codemods.examples import fix_text, proposals
 from torchmend.codemods.registry import codemods
 
-INVALID = [pytest.param(src, want, id=f"{type(cm).__name__}-{i}")
-           for cm in codemods() for i, (src, want) in enumerate(cm.INVALID)]
-VALID = [pytest.param(src, id=f"{type(cm).__name__}-{i}") for cm in codemods() for i, src in enumerate(cm.VALID)]
+INVALID = [pytest.param(ex.code, ex.expected, id=f"{type(cm).__name__}-{i}")
+           for cm in codemods() for i, ex in enumerate(cm.INVALID)]
+VALID = [pytest.param(ex.code, id=f"{type(cm).__name__}-{i}") for cm in codemods() for i, ex in enumerate(cm.VALID)]
 
 
 @pytest.mark.parametrize("source, expected", INVALID)

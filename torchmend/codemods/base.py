@@ -79,15 +79,42 @@ class NoFix:
 Result = Union[Proposal, NoFix]
 
 
+def _dedent(code: str) -> str:
+    return textwrap.dedent(code).lstrip("\n")
+
+
+@dataclass(frozen=True)
+class Valid:
+    """An example source the codemod leaves alone, written as an indented triple-quoted block (as Fixit's)."""
+
+    code: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "code", _dedent(self.code))
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """An example source with its findings marked (examples.py) and the text the codemod turns it into."""
+
+    code: str
+    expected: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "code", _dedent(self.code))
+        object.__setattr__(self, "expected", _dedent(self.expected))
+
+
 class Codemod:
     """Base class: subclasses set `rules` and implement `propose`; the registry finds them."""
 
     rules: ClassVar[tuple[str, ...]] = ()
     name: ClassVar[str] = ""
     # Inline examples, checked by tests/test_codemod_examples.py. Sources mark findings with comments
-    # (see examples.py): INVALID pairs (marked source, expected output); VALID sources propose nothing.
-    INVALID: ClassVar[Sequence[tuple[str, str]]] = ()
-    VALID: ClassVar[Sequence[str]] = ()
+    # (see examples.py): INVALID sources become their expected text; VALID sources propose nothing. The docs
+    # (docs/rules/) render them, so every example shown is a tested one.
+    INVALID: ClassVar[Sequence[Invalid]] = ()
+    VALID: ClassVar[Sequence[Valid]] = ()
 
     def propose(self, finding: Finding, ctx: "Context") -> Result:
         raise NotImplementedError

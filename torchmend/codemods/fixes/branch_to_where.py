@@ -14,7 +14,7 @@ from typing import Iterator, Sequence, Union
 
 import libcst as cst
 
-from torchmend.codemods.base import SAFE, UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.base import Invalid, Valid, SAFE, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile, simple_names
 from torchmend.model import Finding, Where
 
@@ -927,45 +927,146 @@ class BranchToWhere(Codemod):
     rules = ("TM103",)
     name = "branch-to-where"
     INVALID = (
-        (  # the reference case: an if without else updating a name
-            "import torch\n\ndef f(out):\n    if out.abs().max() > 10.0:  # tm: TM103\n        out = out / 10.0\n"
-            "    return out\n",
-            "import torch\n\ndef f(out):\n    out = torch.where(out.abs().max() > 10.0, out / 10.0, out)  # tm: TM103\n"
-            "    return out\n",
+        # the reference case: an if without else updating a name
+        Invalid(
+            """
+            import torch
+
+            def f(out):
+                if out.abs().max() > 10.0:  # tm: TM103
+                    out = out / 10.0
+                return out
+            """,
+            """
+            import torch
+
+            def f(out):
+                out = torch.where(out.abs().max() > 10.0, out / 10.0, out)  # tm: TM103
+                return out
+            """,
         ),
-        (  # if/else setting the same name; torch imported as t
-            "import torch as t\n\ndef f(x):\n    # pick a scale\n    if x.mean() > 0:  # tm: TM103\n        y = x * 2\n"
-            "    else:\n        y = -x\n    return y\n",
-            "import torch as t\n\ndef f(x):\n    # pick a scale\n"
-            "    y = t.where(x.mean() > 0, x * 2, -x)  # tm: TM103\n    return y\n",
+        # if/else setting the same name; torch imported as t
+        Invalid(
+            """
+            import torch as t
+
+            def f(x):
+                # pick a scale
+                if x.mean() > 0:  # tm: TM103
+                    y = x * 2
+                else:
+                    y = -x
+                return y
+            """,
+            """
+            import torch as t
+
+            def f(x):
+                # pick a scale
+                y = t.where(x.mean() > 0, x * 2, -x)  # tm: TM103
+                return y
+            """,
         ),
-        (  # several statements, the second reading the first: the condition is evaluated once
-            "import torch\n\ndef f(h, g):\n    if h.sum() > 0:  # tm: TM103\n        h = h * 0.5\n        g = g + h\n"
-            "    return h, g\n",
-            "import torch\n\ndef f(h, g):\n    cond = h.sum() > 0  # tm: TM103\n    h = torch.where(cond, h * 0.5, h)\n"
-            "    g = torch.where(cond, g + h, g)\n    return h, g\n",
+        # several statements, the second reading the first: the condition is evaluated once
+        Invalid(
+            """
+            import torch
+
+            def f(h, g):
+                if h.sum() > 0:  # tm: TM103
+                    h = h * 0.5
+                    g = g + h
+                return h, g
+            """,
+            """
+            import torch
+
+            def f(h, g):
+                cond = h.sum() > 0  # tm: TM103
+                h = torch.where(cond, h * 0.5, h)
+                g = torch.where(cond, g + h, g)
+                return h, g
+            """,
         ),
-        (  # both branches return
-            "import torch\n\ndef f(x):\n    if x.max() > 1:  # tm: TM103\n        return x / 2\n    else:\n"
-            "        return x\n",
-            "import torch\n\ndef f(x):\n    return torch.where(x.max() > 1, x / 2, x)  # tm: TM103\n",
+        # both branches return
+        Invalid(
+            """
+            import torch
+
+            def f(x):
+                if x.max() > 1:  # tm: TM103
+                    return x / 2
+                else:
+                    return x
+            """,
+            """
+            import torch
+
+            def f(x):
+                return torch.where(x.max() > 1, x / 2, x)  # tm: TM103
+            """,
         ),
-        (  # and / not become & / ~; a conditional expression
-            "import torch\n\ndef f(x):\n    y = x * 2 if x.min() > 0 and not x.isnan().any() else x  # tm: TM103\n"
-            "    return y\n",
-            "import torch\n\ndef f(x):\n    y = torch.where((x.min() > 0) & ~x.isnan().any(), x * 2, x)  # tm: TM103\n"
-            "    return y\n",
+        # and / not become & / ~; a conditional expression
+        Invalid(
+            """
+            import torch
+
+            def f(x):
+                y = x * 2 if x.min() > 0 and not x.isnan().any() else x  # tm: TM103
+                return y
+            """,
+            """
+            import torch
+
+            def f(x):
+                y = torch.where((x.min() > 0) & ~x.isnan().any(), x * 2, x)  # tm: TM103
+                return y
+            """,
         ),
     )
     VALID = (
-        "import torch\n\ndef f(out):\n    out = torch.where(out.max() > 1, out / 2, out)  # tm: TM103\n"
-        "    return out\n",
         # a print in the branch: reported, not rewritten
-        "import torch\n\ndef f(x):\n    if x.sum() > 0:  # tm: TM103\n        print('positive')\n    return x\n",
+        Valid(
+            """
+            import torch
+
+            def f(out):
+                out = torch.where(out.max() > 1, out / 2, out)  # tm: TM103
+                return out
+            """,
+        ),
         # a name set in one branch only and used after
-        "import torch\n\ndef f(x):\n    if x.sum() > 0:  # tm: TM103\n        y = x\n    return y\n",
+        Valid(
+            """
+            import torch
+
+            def f(x):
+                if x.sum() > 0:  # tm: TM103
+                    print('positive')
+                return x
+            """,
+        ),
         # a while loop on a tensor
-        "import torch\n\ndef f(x):\n    while x.norm() > 1:  # tm: TM103\n        x = x / 2\n    return x\n",
+        Valid(
+            """
+            import torch
+
+            def f(x):
+                if x.sum() > 0:  # tm: TM103
+                    y = x
+                return y
+            """,
+        ),
+        Valid(
+            """
+            import torch
+
+            def f(x):
+                while x.norm() > 1:  # tm: TM103
+                    x = x / 2
+                return x
+            """,
+        ),
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
 
@@ -90,26 +90,86 @@ class GatePrint(Codemod):
     rules = ("TM101",)
     name = "gate-print"
     INVALID = (
-        (
-            "import torch\n\ndef f(x):\n    y = x * 2\n    print('y', y)  # tm: TM101\n    return y\n",
-            "import torch\n\ndef f(x):\n    y = x * 2\n    if not torch.compiler.is_compiling():\n"
-            "        print('y', y)  # tm: TM101\n    return y\n",
+        Invalid(
+            """
+            import torch
+
+            def f(x):
+                y = x * 2
+                print('y', y)  # tm: TM101
+                return y
+            """,
+            """
+            import torch
+
+            def f(x):
+                y = x * 2
+                if not torch.compiler.is_compiling():
+                    print('y', y)  # tm: TM101
+                return y
+            """,
         ),
-        (  # torch imported under another name; no import added
-            "import torch as t\n\ndef f(x):\n    # debug\n    print(x)  # tm: TM101\n    return x\n",
-            "import torch as t\n\ndef f(x):\n    # debug\n    if not t.compiler.is_compiling():\n"
-            "        print(x)  # tm: TM101\n    return x\n",
+        # torch imported under another name; no import added
+        Invalid(
+            """
+            import torch as t
+
+            def f(x):
+                # debug
+                print(x)  # tm: TM101
+                return x
+            """,
+            """
+            import torch as t
+
+            def f(x):
+                # debug
+                if not t.compiler.is_compiling():
+                    print(x)  # tm: TM101
+                return x
+            """,
         ),
-        (  # no torch import at all: one is added
-            "def f(x):\n    print(\n        'x',\n        x,\n    )  # tm: TM101\n    return x\n",
-            "import torch\n\ndef f(x):\n    if not torch.compiler.is_compiling():\n        print(\n"
-            "            'x',\n            x,\n        )  # tm: TM101\n    return x\n",
+        # no torch import at all: one is added
+        Invalid(
+            """
+            def f(x):
+                print(
+                    'x',
+                    x,
+                )  # tm: TM101
+                return x
+            """,
+            """
+            import torch
+
+            def f(x):
+                if not torch.compiler.is_compiling():
+                    print(
+                        'x',
+                        x,
+                    )  # tm: TM101
+                return x
+            """,
         ),
     )
     VALID = (
-        "import torch\n\ndef f(x):\n    if not torch.compiler.is_compiling():\n        print(x)  # tm: TM101\n"
-        "    return x\n",
-        "def f(x):\n    y = print(x) or x  # tm: TM101\n    return y\n",
+        Valid(
+            """
+            import torch
+
+            def f(x):
+                if not torch.compiler.is_compiling():
+                    print(x)  # tm: TM101
+                return x
+            """,
+        ),
+        Valid(
+            """
+            def f(x):
+                y = print(x) or x  # tm: TM101
+                return y
+            """,
+        ),
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
@@ -149,22 +209,60 @@ class GateLogging(Codemod):
     rules = ("TM102",)
     name = "gate-logging"
     INVALID = (
-        (
-            "import logging\nimport torch\nlog = logging.getLogger(__name__)\n\ndef f(x):\n"
-            "    log.info('shape %s', x.shape)  # tm: TM102\n    return x\n",
-            "import logging\nimport torch\nlog = logging.getLogger(__name__)\n\ndef f(x):\n"
-            "    if not torch.compiler.is_compiling():\n        log.info('shape %s', x.shape)  # tm: TM102\n"
-            "    return x\n",
+        Invalid(
+            """
+            import logging
+            import torch
+            log = logging.getLogger(__name__)
+
+            def f(x):
+                log.info('shape %s', x.shape)  # tm: TM102
+                return x
+            """,
+            """
+            import logging
+            import torch
+            log = logging.getLogger(__name__)
+
+            def f(x):
+                if not torch.compiler.is_compiling():
+                    log.info('shape %s', x.shape)  # tm: TM102
+                return x
+            """,
         ),
-        (
-            "import logging\nimport torch\n\ndef f(x):\n    logging.warning('big')  # tm: TM102\n    return x\n",
-            "import logging\nimport torch\n\ndef f(x):\n    if not torch.compiler.is_compiling():\n"
-            "        logging.warning('big')  # tm: TM102\n    return x\n",
+        Invalid(
+            """
+            import logging
+            import torch
+
+            def f(x):
+                logging.warning('big')  # tm: TM102
+                return x
+            """,
+            """
+            import logging
+            import torch
+
+            def f(x):
+                if not torch.compiler.is_compiling():
+                    logging.warning('big')  # tm: TM102
+                return x
+            """,
         ),
     )
     VALID = (
-        "import logging\nimport torch\nlog = logging.getLogger(__name__)\n\ndef f(x):\n"
-        "    if not torch.compiler.is_compiling():\n        log.info('x')  # tm: TM102\n    return x\n",
+        Valid(
+            """
+            import logging
+            import torch
+            log = logging.getLogger(__name__)
+
+            def f(x):
+                if not torch.compiler.is_compiling():
+                    log.info('x')  # tm: TM102
+                return x
+            """,
+        ),
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:

@@ -14,7 +14,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import Assignment, BaseAssignment, FunctionScope, GlobalScope
 
-from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
 
@@ -490,39 +490,135 @@ class GlobalScalar(Codemod):
     rules = ("TM206",)
     name = "global-scalar-to-tensor"
     INVALID = (
-        (  # a global, reassigned in main() under `global`
-            "import torch\n\nSCALE = 1.0\n\n@torch.compile  # tm-compiled\ndef f(x):\n"
-            "    return x * SCALE  # tm: TM206 variable=SCALE\n\ndef main():\n    global SCALE\n"
-            "    for step in range(10):\n        SCALE = 1.0 + 0.1 * step  # note\n        f(torch.ones(2))\n",
-            "import torch\n\nSCALE = torch.tensor(1.0)\n\n@torch.compile  # tm-compiled\ndef f(x):\n"
-            "    return x * SCALE  # tm: TM206 variable=SCALE\n\ndef main():\n    global SCALE\n"
-            "    for step in range(10):\n        SCALE.fill_(1.0 + 0.1 * step)  # note\n        f(torch.ones(2))\n",
+        # a global, reassigned in main() under `global`
+        Invalid(
+            """
+            import torch
+
+            SCALE = 1.0
+
+            @torch.compile  # tm-compiled
+            def f(x):
+                return x * SCALE  # tm: TM206 variable=SCALE
+
+            def main():
+                global SCALE
+                for step in range(10):
+                    SCALE = 1.0 + 0.1 * step  # note
+                    f(torch.ones(2))
+            """,
+            """
+            import torch
+
+            SCALE = torch.tensor(1.0)
+
+            @torch.compile  # tm-compiled
+            def f(x):
+                return x * SCALE  # tm: TM206 variable=SCALE
+
+            def main():
+                global SCALE
+                for step in range(10):
+                    SCALE.fill_(1.0 + 0.1 * step)  # note
+                    f(torch.ones(2))
+            """,
         ),
-        (  # a closure variable; `import torch as t` reused; an augmented assignment stays (in place on a tensor)
-            "import torch as t\n\ndef main():\n    warm = 0\n\n    @t.compile  # tm-compiled\n    def f(x):\n"
-            "        return x * warm  # tm: TM202 variable=warm\n\n    for step in range(10):\n"
-            "        warm = step / 10\n        f(t.ones(2))\n        warm += 1\n",
-            "import torch as t\n\ndef main():\n    warm = t.tensor(0.0)\n\n    @t.compile  # tm-compiled\n"
-            "    def f(x):\n        return x * warm  # tm: TM202 variable=warm\n\n    for step in range(10):\n"
-            "        warm.fill_(step / 10)\n        f(t.ones(2))\n        warm += 1\n",
+        # a closure variable; `import torch as t` reused; an augmented assignment stays (in place on a tensor)
+        Invalid(
+            """
+            import torch as t
+
+            def main():
+                warm = 0
+
+                @t.compile  # tm-compiled
+                def f(x):
+                    return x * warm  # tm: TM202 variable=warm
+
+                for step in range(10):
+                    warm = step / 10
+                    f(t.ones(2))
+                    warm += 1
+            """,
+            """
+            import torch as t
+
+            def main():
+                warm = t.tensor(0.0)
+
+                @t.compile  # tm-compiled
+                def f(x):
+                    return x * warm  # tm: TM202 variable=warm
+
+                for step in range(10):
+                    warm.fill_(step / 10)
+                    f(t.ones(2))
+                    warm += 1
+            """,
         ),
     )
     VALID = (
-        # already a tensor updated in place
-        "import torch\n\nSCALE = torch.tensor(1.0)\n\n@torch.compile\ndef f(x):\n"
-        "    return x * SCALE  # tm: TM206 variable=SCALE\n\ndef main():\n    for step in range(10):\n"
-        "        SCALE.fill_(step)\n        f(torch.ones(2))\n",
         # used in control flow inside the compiled function: a tensor there would break the graph
-        "import torch\n\nSCALE = 1.0\n\n@torch.compile\ndef f(x):\n    if SCALE > 1:  # tm: TM206 variable=SCALE\n"
-        "        x = x * 2\n    return x\n\ndef main():\n    global SCALE\n    for step in range(10):\n"
-        "        SCALE = step\n        f(torch.ones(2))\n",
+        Valid(
+            """
+            import torch
+
+            SCALE = torch.tensor(1.0)
+
+            @torch.compile
+            def f(x):
+                return x * SCALE  # tm: TM206 variable=SCALE
+
+            def main():
+                for step in range(10):
+                    SCALE.fill_(step)
+                    f(torch.ones(2))
+            """,
+        ),
         # first created inside the loop: no single place to create the tensor
-        "import torch\n\ndef main():\n    @torch.compile\n    def f(x):\n"
-        "        return x * warm  # tm: TM206 variable=warm\n"
-        "    for step in range(10):\n        warm = step / 10\n        f(torch.ones(2))\n",
+        Valid(
+            """
+            import torch
+
+            SCALE = 1.0
+
+            @torch.compile
+            def f(x):
+                if SCALE > 1:  # tm: TM206 variable=SCALE
+                    x = x * 2
+                return x
+
+            def main():
+                global SCALE
+                for step in range(10):
+                    SCALE = step
+                    f(torch.ones(2))
+            """,
+        ),
         # imported from another module
-        "import torch\nfrom config import SCALE\n\n@torch.compile\ndef f(x):\n"
-        "    return x * SCALE  # tm: TM206 variable=SCALE\n",
+        Valid(
+            """
+            import torch
+
+            def main():
+                @torch.compile
+                def f(x):
+                    return x * warm  # tm: TM206 variable=warm
+                for step in range(10):
+                    warm = step / 10
+                    f(torch.ones(2))
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            from config import SCALE
+
+            @torch.compile
+            def f(x):
+                return x * SCALE  # tm: TM206 variable=SCALE
+            """,
+        ),
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:

@@ -9,7 +9,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import ComprehensionScope
 
-from torchmend.codemods.base import SAFE, UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.base import Invalid, Valid, SAFE, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding, Where
 
@@ -267,44 +267,116 @@ class MarkDynamic(Codemod):
     rules = ("TM204",)
     name = "mark-dynamic"
     INVALID = (
-        (  # a compiled module called with a batch whose size varies: mark it inside the loop
-            "import torch\n\nmodel = torch.compile(net)\nfor x, y in loader:\n"
-            "    loss = loss_fn(model(x), y)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0\n",
-            "import torch\n\nmodel = torch.compile(net)\nfor x, y in loader:\n"
-            "    torch._dynamo.maybe_mark_dynamic(x, 0)\n"
-            "    loss = loss_fn(model(x), y)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0\n",
+        # a compiled module called with a batch whose size varies: mark it inside the loop
+        Invalid(
+            """
+            import torch
+
+            model = torch.compile(net)
+            for x, y in loader:
+                loss = loss_fn(model(x), y)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0
+            """,
+            """
+            import torch
+
+            model = torch.compile(net)
+            for x, y in loader:
+                torch._dynamo.maybe_mark_dynamic(x, 0)
+                loss = loss_fn(model(x), y)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0
+            """,
         ),
-        (  # `import torch as t`, a decorated function, the parameter named by the guard, passed by keyword
-            "import torch as t\n\n@t.compile\ndef step(w, tokens):\n    return w @ tokens\n\n"
-            "for batch in data:\n"
-            "    out = step(w, tokens=batch)  # tm: TM204 variable=tokens guard=size_mismatch_at_index_1\n",
-            "import torch as t\n\n@t.compile\ndef step(w, tokens):\n    return w @ tokens\n\n"
-            "for batch in data:\n    t._dynamo.maybe_mark_dynamic(batch, 1)\n"
-            "    out = step(w, tokens=batch)  # tm: TM204 variable=tokens guard=size_mismatch_at_index_1\n",
+        # `import torch as t`, a decorated function, the parameter named by the guard, passed by keyword
+        Invalid(
+            """
+            import torch as t
+
+            @t.compile
+            def step(w, tokens):
+                return w @ tokens
+
+            for batch in data:
+                out = step(w, tokens=batch)  # tm: TM204 variable=tokens guard=size_mismatch_at_index_1
+            """,
+            """
+            import torch as t
+
+            @t.compile
+            def step(w, tokens):
+                return w @ tokens
+
+            for batch in data:
+                t._dynamo.maybe_mark_dynamic(batch, 1)
+                out = step(w, tokens=batch)  # tm: TM204 variable=tokens guard=size_mismatch_at_index_1
+            """,
         ),
-        (  # not a plain name: dynamic=True on the compile call instead
-            "import torch\n\nfn = torch.compile(f, mode='reduce-overhead')\nfor b in data:\n"
-            "    fn(b['ids'])  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0\n",
-            "import torch\n\nfn = torch.compile(f, mode='reduce-overhead', dynamic=True)\nfor b in data:\n"
-            "    fn(b['ids'])  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0\n",
+        # not a plain name: dynamic=True on the compile call instead
+        Invalid(
+            """
+            import torch
+
+            fn = torch.compile(f, mode='reduce-overhead')
+            for b in data:
+                fn(b['ids'])  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0
+            """,
+            """
+            import torch
+
+            fn = torch.compile(f, mode='reduce-overhead', dynamic=True)
+            for b in data:
+                fn(b['ids'])  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0
+            """,
         ),
-        (  # `model = torch.compile(model)`: the binding that compiles is the one called
-            "import torch\n\nmodel = GPT(cfg)\nmodel = torch.compile(model)\nfor b in batches:\n"
-            "    logits = model(b.idx)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_1\n",
-            "import torch\n\nmodel = GPT(cfg)\nmodel = torch.compile(model, dynamic=True)\nfor b in batches:\n"
-            "    logits = model(b.idx)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_1\n",
+        # `model = torch.compile(model)`: the binding that compiles is the one called
+        Invalid(
+            """
+            import torch
+
+            model = GPT(cfg)
+            model = torch.compile(model)
+            for b in batches:
+                logits = model(b.idx)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_1
+            """,
+            """
+            import torch
+
+            model = GPT(cfg)
+            model = torch.compile(model, dynamic=True)
+            for b in batches:
+                logits = model(b.idx)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_1
+            """,
         ),
     )
     VALID = (
-        # already marked
-        "import torch\n\nmodel = torch.compile(net)\nfor x in xs:\n    torch._dynamo.mark_dynamic(x, [0, 1])\n"
-        "    model(x)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0\n",
         # already dynamic=True, argument not a name
-        "import torch\n\nmodel = torch.compile(net, dynamic=True)\nfor x in xs:\n"
-        "    model(x[0])  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0\n",
+        Valid(
+            """
+            import torch
+
+            model = torch.compile(net)
+            for x in xs:
+                torch._dynamo.mark_dynamic(x, [0, 1])
+                model(x)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0
+            """,
+        ),
         # the user asked for static shapes
-        "import torch\n\nmodel = torch.compile(net, dynamic=False)\nfor x in xs:\n"
-        "    model(x.cuda())  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0\n",
+        Valid(
+            """
+            import torch
+
+            model = torch.compile(net, dynamic=True)
+            for x in xs:
+                model(x[0])  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0
+            """,
+        ),
+        Valid(
+            """
+            import torch
+
+            model = torch.compile(net, dynamic=False)
+            for x in xs:
+                model(x.cuda())  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0
+            """,
+        ),
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:

@@ -15,7 +15,7 @@ from typing import Iterator
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding, Where
 
@@ -674,55 +674,176 @@ class ModuleScalarToBuffer(Codemod):
     rules = ("TM201",)
     name = "module-scalar-to-buffer"
     INVALID = (
-        (  # the counter of fixtures/scan/module_counter
-            "import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
-            "        super().__init__()\n        self.fc = nn.Linear(16, 1)\n        self.forward_calls = 0\n\n"
-            "    def forward(self, x):  # tm-compiled\n"
-            "        self.forward_calls += 1  # tm: TM201 variable=self.forward_calls\n        return self.fc(x)\n",
-            "import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
-            "        super().__init__()\n        self.fc = nn.Linear(16, 1)\n"
-            "        self.register_buffer(\"forward_calls\", torch.tensor(0), persistent=False)\n\n"
-            "    def forward(self, x):  # tm-compiled\n"
-            "        self.forward_calls.add_(1)  # tm: TM201 variable=self.forward_calls\n        return self.fc(x)\n",
+        # the counter of fixtures/scan/module_counter
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(16, 1)
+                    self.forward_calls = 0
+
+                def forward(self, x):  # tm-compiled
+                    self.forward_calls += 1  # tm: TM201 variable=self.forward_calls
+                    return self.fc(x)
+            """,
+            """
+            import torch
+            from torch import nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(16, 1)
+                    self.register_buffer("forward_calls", torch.tensor(0), persistent=False)
+
+                def forward(self, x):  # tm-compiled
+                    self.forward_calls.add_(1)  # tm: TM201 variable=self.forward_calls
+                    return self.fc(x)
+            """,
         ),
-        (  # `import torch as t`, single quotes, a reset method, a float update: a float buffer and fill_
-            "import torch as t\n\n\nclass Decay(t.nn.Module):\n    kind = 'decay'\n\n    def __init__(self):\n"
-            "        super().__init__()\n        self.scale = 1  # starts at one\n\n    def reset(self):\n"
-            "        self.scale = 1\n\n    def forward(self, x):\n"
-            "        self.scale *= 0.5  # tm: TM201 variable=self.scale\n        return t.relu(x)\n",
-            "import torch as t\n\n\nclass Decay(t.nn.Module):\n    kind = 'decay'\n\n    def __init__(self):\n"
-            "        super().__init__()\n        self.register_buffer('scale', t.tensor(1.0), persistent=False)  "
-            "# starts at one\n\n    def reset(self):\n        self.scale.fill_(1)\n\n    def forward(self, x):\n"
-            "        self.scale.mul_(0.5)  # tm: TM201 variable=self.scale\n        return t.relu(x)\n",
+        # `import torch as t`, single quotes, a reset method, a float update: a float buffer and fill_
+        Invalid(
+            """
+            import torch as t
+
+
+            class Decay(t.nn.Module):
+                kind = 'decay'
+
+                def __init__(self):
+                    super().__init__()
+                    self.scale = 1  # starts at one
+
+                def reset(self):
+                    self.scale = 1
+
+                def forward(self, x):
+                    self.scale *= 0.5  # tm: TM201 variable=self.scale
+                    return t.relu(x)
+            """,
+            """
+            import torch as t
+
+
+            class Decay(t.nn.Module):
+                kind = 'decay'
+
+                def __init__(self):
+                    super().__init__()
+                    self.register_buffer('scale', t.tensor(1.0), persistent=False)  # starts at one
+
+                def reset(self):
+                    self.scale.fill_(1)
+
+                def forward(self, x):
+                    self.scale.mul_(0.5)  # tm: TM201 variable=self.scale
+                    return t.relu(x)
+            """,
         ),
-        (  # read in a computation: rebinding updates keep autograd's saved tensors intact; torch import added
-            "from torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-            "        self.fc = nn.Linear(4, 4)\n        self.step = 0\n\n    def forward(self, x):\n"
-            "        y = self.fc(x) * self.step\n        self.step += 1  # tm: TM201 variable=self.step\n"
-            "        return y\n\n    def restart(self):\n        self.step = 0\n",
-            "from torch import nn\nimport torch\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
-            "        super().__init__()\n        self.fc = nn.Linear(4, 4)\n"
-            "        self.register_buffer(\"step\", torch.tensor(0), persistent=False)\n\n"
-            "    def forward(self, x):\n        y = self.fc(x) * self.step\n"
-            "        self.step = self.step + 1  # tm: TM201 variable=self.step\n        return y\n\n"
-            "    def restart(self):\n        self.step = torch.full_like(self.step, 0)\n",
+        # read in a computation: rebinding updates keep autograd's saved tensors intact; torch import added
+        Invalid(
+            """
+            from torch import nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 4)
+                    self.step = 0
+
+                def forward(self, x):
+                    y = self.fc(x) * self.step
+                    self.step += 1  # tm: TM201 variable=self.step
+                    return y
+
+                def restart(self):
+                    self.step = 0
+            """,
+            """
+            from torch import nn
+            import torch
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(4, 4)
+                    self.register_buffer("step", torch.tensor(0), persistent=False)
+
+                def forward(self, x):
+                    y = self.fc(x) * self.step
+                    self.step = self.step + 1  # tm: TM201 variable=self.step
+                    return y
+
+                def restart(self):
+                    self.step = torch.full_like(self.step, 0)
+            """,
         ),
     )
     VALID = (
-        # tested in an `if`: as a tensor that is a data-dependent graph break
-        "import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
-        "        super().__init__()\n        self.calls = 0\n\n    def forward(self, x):\n"
-        "        self.calls += 1  # tm: TM201 variable=self.calls\n        if self.calls > 10:\n"
-        "            x = x * 2\n        return x\n",
         # set from outside the class
-        "import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
-        "        super().__init__()\n        self.calls = 0\n\n    def forward(self, x):\n"
-        "        self.calls += 1  # tm: TM201 variable=self.calls\n        return x\n\n\nmodel = Net()\n"
-        "model.calls = 5\n",
+        Valid(
+            """
+            import torch
+            from torch import nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.calls = 0
+
+                def forward(self, x):
+                    self.calls += 1  # tm: TM201 variable=self.calls
+                    if self.calls > 10:
+                        x = x * 2
+                    return x
+            """,
+        ),
         # already a buffer
-        "import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
-        "        super().__init__()\n        self.register_buffer('calls', torch.tensor(0), persistent=False)\n\n"
-        "    def forward(self, x):\n        self.calls.add_(1)  # tm: TM201 variable=self.calls\n        return x\n",
+        Valid(
+            """
+            import torch
+            from torch import nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.calls = 0
+
+                def forward(self, x):
+                    self.calls += 1  # tm: TM201 variable=self.calls
+                    return x
+
+
+            model = Net()
+            model.calls = 5
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            from torch import nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.register_buffer('calls', torch.tensor(0), persistent=False)
+
+                def forward(self, x):
+                    self.calls.add_(1)  # tm: TM201 variable=self.calls
+                    return x
+            """,
+        ),
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
@@ -758,19 +879,47 @@ class RecompileLimitModuleScalar(Codemod):
     rules = ("TM250",)
     name = "recompile-limit-module-scalar"
     INVALID = (
-        (
-            "import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
-            "        super().__init__()\n        self.calls = 0\n\n"
-            "    def forward(self, x):  # tm: TM250 variable=self.calls\n        self.calls += 1\n        return x\n",
-            "import torch\nfrom torch import nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
-            "        super().__init__()\n        self.register_buffer(\"calls\", torch.tensor(0), persistent=False)\n\n"
-            "    def forward(self, x):  # tm: TM250 variable=self.calls\n        self.calls.add_(1)\n"
-            "        return x\n",
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.calls = 0
+
+                def forward(self, x):  # tm: TM250 variable=self.calls
+                    self.calls += 1
+                    return x
+            """,
+            """
+            import torch
+            from torch import nn
+
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.register_buffer("calls", torch.tensor(0), persistent=False)
+
+                def forward(self, x):  # tm: TM250 variable=self.calls
+                    self.calls.add_(1)
+                    return x
+            """,
         ),
     )
     VALID = (
-        # the guard is on an argument, not on module state: advice only
-        "import torch\n\n\ndef f(x, scale):  # tm: TM250 variable=scale\n    return x * scale\n",
+        Valid(
+            """
+            import torch
+
+
+            def f(x, scale):  # tm: TM250 variable=scale
+                return x * scale
+            """,
+        ),
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile, simple_names
 from torchmend.model import Finding, Where
 
@@ -509,71 +509,169 @@ class TensorLearningRate(Codemod):
     rules = ("TM203",)
     name = "tensor-learning-rate"
     INVALID = (
-        (  # the fixture's pattern: a compiled step, a hand-written warmup writing every group
-            "import torch\nBASE = 1e-2\nopt = torch.optim.AdamW(model.parameters(), lr=BASE)\n\n@torch.compile\n"
-            "def step():\n    opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']\n\n"
-            "for i in range(10):\n    for group in opt.param_groups:\n        group['lr'] = BASE * i / 10\n"
-            "    step()\n",
-            "import torch\nBASE = 1e-2\nopt = torch.optim.AdamW(model.parameters(), lr=torch.tensor(BASE))\n\n"
-            "@torch.compile\n"
-            "def step():\n    opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']\n\n"
-            "for i in range(10):\n    for group in opt.param_groups:\n        group['lr'].fill_(BASE * i / 10)\n"
-            "    step()\n",
+        # the fixture's pattern: a compiled step, a hand-written warmup writing every group
+        Invalid(
+            """
+            import torch
+            BASE = 1e-2
+            opt = torch.optim.AdamW(model.parameters(), lr=BASE)
+
+            @torch.compile
+            def step():
+                opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
+
+            for i in range(10):
+                for group in opt.param_groups:
+                    group['lr'] = BASE * i / 10
+                step()
+            """,
+            """
+            import torch
+            BASE = 1e-2
+            opt = torch.optim.AdamW(model.parameters(), lr=torch.tensor(BASE))
+
+            @torch.compile
+            def step():
+                opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
+
+            for i in range(10):
+                for group in opt.param_groups:
+                    group['lr'].fill_(BASE * i / 10)
+                step()
+            """,
         ),
-        (  # `from torch.optim import SGD`, positional lr, an indexed write and *=, `import torch as t` reused
-            "import torch as t\nfrom torch.optim import SGD\n\ndef train(model):\n"
-            "    opt = SGD(model.parameters(), 0.1)\n"
-            "    for epoch in range(3):\n        opt.param_groups[0]['lr'] = 0.1 / (epoch + 1)\n"
-            "        opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']\n"
-            "        opt.param_groups[0]['lr'] *= 0.5\n",
-            "import torch as t\nfrom torch.optim import SGD\n\ndef train(model):\n"
-            "    opt = SGD(model.parameters(), t.tensor(0.1))\n"
-            "    for epoch in range(3):\n        opt.param_groups[0]['lr'].fill_(0.1 / (epoch + 1))\n"
-            "        opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']\n"
-            "        opt.param_groups[0]['lr'].mul_(0.5)\n",
+        # `from torch.optim import SGD`, positional lr, an indexed write and *=, `import torch as t` reused
+        Invalid(
+            """
+            import torch as t
+            from torch.optim import SGD
+
+            def train(model):
+                opt = SGD(model.parameters(), 0.1)
+                for epoch in range(3):
+                    opt.param_groups[0]['lr'] = 0.1 / (epoch + 1)
+                    opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
+                    opt.param_groups[0]['lr'] *= 0.5
+            """,
+            """
+            import torch as t
+            from torch.optim import SGD
+
+            def train(model):
+                opt = SGD(model.parameters(), t.tensor(0.1))
+                for epoch in range(3):
+                    opt.param_groups[0]['lr'].fill_(0.1 / (epoch + 1))
+                    opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
+                    opt.param_groups[0]['lr'].mul_(0.5)
+            """,
         ),
-        (  # lr left at its default, an lr_scheduler (updates a tensor lr in place), no torch import yet
-            "from torch import optim\n\nopt = optim.Adam(\n    net.parameters(),\n)\n"
-            "sched = optim.lr_scheduler.StepLR(opt, 10)\n"
-            "opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']\n",
-            "from torch import optim\nimport torch\n\nopt = optim.Adam(\n    net.parameters(),\n"
-            "    lr=torch.tensor(1e-3),\n)\nsched = optim.lr_scheduler.StepLR(opt, 10)\n"
-            "opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']\n",
+        # lr left at its default, an lr_scheduler (updates a tensor lr in place), no torch import yet
+        Invalid(
+            """
+            from torch import optim
+
+            opt = optim.Adam(
+                net.parameters(),
+            )
+            sched = optim.lr_scheduler.StepLR(opt, 10)
+            opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
+            """,
+            """
+            from torch import optim
+            import torch
+
+            opt = optim.Adam(
+                net.parameters(),
+                lr=torch.tensor(1e-3),
+            )
+            sched = optim.lr_scheduler.StepLR(opt, 10)
+            opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
+            """,
         ),
-        (  # a trainer class: self.opt, GradScaler.step(self.opt), integer lr made a float
-            "import torch\n\nclass Trainer:\n    def __init__(self, model):\n"
-            "        self.opt = torch.optim.RMSprop(model.parameters(), lr=1, momentum=0.9)\n"
-            "        self.scaler = torch.amp.GradScaler()\n\n    def step(self, lr):\n"
-            "        self.opt.param_groups[0]['lr'] = lr\n"
-            "        self.scaler.step(self.opt)  # tm: TM203 where=library variable=self.param_groups[0]['lr']\n",
-            "import torch\n\nclass Trainer:\n    def __init__(self, model):\n"
-            "        self.opt = torch.optim.RMSprop(model.parameters(), lr=torch.tensor(1.0), momentum=0.9)\n"
-            "        self.scaler = torch.amp.GradScaler()\n\n    def step(self, lr):\n"
-            "        self.opt.param_groups[0]['lr'].fill_(lr)\n"
-            "        self.scaler.step(self.opt)  # tm: TM203 where=library variable=self.param_groups[0]['lr']\n",
+        # a trainer class: self.opt, GradScaler.step(self.opt), integer lr made a float
+        Invalid(
+            """
+            import torch
+
+            class Trainer:
+                def __init__(self, model):
+                    self.opt = torch.optim.RMSprop(model.parameters(), lr=1, momentum=0.9)
+                    self.scaler = torch.amp.GradScaler()
+
+                def step(self, lr):
+                    self.opt.param_groups[0]['lr'] = lr
+                    self.scaler.step(self.opt)  # tm: TM203 where=library variable=self.param_groups[0]['lr']
+            """,
+            """
+            import torch
+
+            class Trainer:
+                def __init__(self, model):
+                    self.opt = torch.optim.RMSprop(model.parameters(), lr=torch.tensor(1.0), momentum=0.9)
+                    self.scaler = torch.amp.GradScaler()
+
+                def step(self, lr):
+                    self.opt.param_groups[0]['lr'].fill_(lr)
+                    self.scaler.step(self.opt)  # tm: TM203 where=library variable=self.param_groups[0]['lr']
+            """,
         ),
     )
     VALID = (
-        # already a tensor, written in place
-        "import torch\nopt = torch.optim.Adam(m.parameters(), lr=torch.tensor(0.01))\n"
-        "for g in opt.param_groups:\n    g['lr'].fill_(0.02)\n"
-        "opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']\n",
         # the optimizer comes from elsewhere
-        "def train(opt):\n    opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']\n",
+        Valid(
+            """
+            import torch
+            opt = torch.optim.Adam(m.parameters(), lr=torch.tensor(0.01))
+            for g in opt.param_groups:
+                g['lr'].fill_(0.02)
+            opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
+            """,
+        ),
         # Adam with foreach=True raises for a tensor lr unless capturable=True
-        "import torch\nopt = torch.optim.Adam(m.parameters(), lr=0.01, foreach=True)\n"
-        "opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']\n",
+        Valid(
+            """
+            def train(opt):
+                opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
+            """,
+        ),
         # a write through a helper's parameter: it may be this optimizer's group, and fill_ would be needed there
-        "import torch\nopt = torch.optim.SGD(m.parameters(), lr=0.01)\n\ndef set_lr(o, v):\n"
-        "    for g in o.param_groups:\n        g['lr'] = v\n\nset_lr(opt, 0.1)\n"
-        "opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']\n",
+        Valid(
+            """
+            import torch
+            opt = torch.optim.Adam(m.parameters(), lr=0.01, foreach=True)
+            opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
+            """,
+        ),
         # several groups would share the default lr tensor, and only group 0 is written
-        "import torch\nopt = torch.optim.SGD([{'params': a}, {'params': b}], lr=0.01)\n"
-        "opt.param_groups[0]['lr'] = 0.1\n"
-        "opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']\n",
+        Valid(
+            """
+            import torch
+            opt = torch.optim.SGD(m.parameters(), lr=0.01)
+
+            def set_lr(o, v):
+                for g in o.param_groups:
+                    g['lr'] = v
+
+            set_lr(opt, 0.1)
+            opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
+            """,
+        ),
         # a hyperparameter other than lr
-        "import torch\nopt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)\n"
-        "opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['momentum']\n",
+        Valid(
+            """
+            import torch
+            opt = torch.optim.SGD([{'params': a}, {'params': b}], lr=0.01)
+            opt.param_groups[0]['lr'] = 0.1
+            opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
+            """,
+        ),
+        Valid(
+            """
+            import torch
+            opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+            opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['momentum']
+            """,
+        ),
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:

@@ -8,7 +8,7 @@ from typing import Union
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.fixes.global_scalar import (
     GlobalScalar,
     NOT_TENSOR_ATTRS,
@@ -306,57 +306,153 @@ class ScalarArgument(Codemod):
     rules = ("TM202",)
     name = "scalar-argument-to-tensor"
     INVALID = (
-        (  # a decorated function; the device comes from a plain-name argument of `model(x)`
-            "import torch\nfrom torch import nn\n\n@torch.compile  # tm-compiled\ndef distill_loss(logits, y, t):\n"
-            "    return nn.functional.cross_entropy(logits / t, y)  # tm: TM202 variable=t guard=t==2.0\n\n"
-            "def main(model, x, y):\n    for step in range(10):\n        t = 2.0 - step * 0.1\n"
-            "        loss = distill_loss(model(x), y, t)  # tm-call-site\n",
-            "import torch\nfrom torch import nn\n\n@torch.compile  # tm-compiled\ndef distill_loss(logits, y, t):\n"
-            "    return nn.functional.cross_entropy(logits / t, y)  # tm: TM202 variable=t guard=t==2.0\n\n"
-            "def main(model, x, y):\n    for step in range(10):\n        t = 2.0 - step * 0.1\n"
-            "        loss = distill_loss(model(x), y, torch.tensor(t, device=x.device))  # tm-call-site\n",
+        # a decorated function; the device comes from a plain-name argument of `model(x)`
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            @torch.compile  # tm-compiled
+            def distill_loss(logits, y, t):
+                return nn.functional.cross_entropy(logits / t, y)  # tm: TM202 variable=t guard=t==2.0
+
+            def main(model, x, y):
+                for step in range(10):
+                    t = 2.0 - step * 0.1
+                    loss = distill_loss(model(x), y, t)  # tm-call-site
+            """,
+            """
+            import torch
+            from torch import nn
+
+            @torch.compile  # tm-compiled
+            def distill_loss(logits, y, t):
+                return nn.functional.cross_entropy(logits / t, y)  # tm: TM202 variable=t guard=t==2.0
+
+            def main(model, x, y):
+                for step in range(10):
+                    t = 2.0 - step * 0.1
+                    loss = distill_loss(model(x), y, torch.tensor(t, device=x.device))  # tm-call-site
+            """,
         ),
-        (  # a module's forward: `self` is skipped; the device follows `h` back to `x`; keyword argument
-            "import torch as T\nfrom torch import nn\n\nclass Net(nn.Module):\n"
-            "    def forward(self, x, *, temperature):\n        h = T.relu(self.fc(x))\n"
-            "        return self.out(h) / temperature  # tm: TM202 variable=temperature\n\n"
-            "def main():\n    model = T.compile(Net())\n    for step in range(10):\n        x = T.randn(4, 8)\n"
-            "        model(x, temperature=1.0 + step)  # tm-call-site\n",
-            "import torch as T\nfrom torch import nn\n\nclass Net(nn.Module):\n"
-            "    def forward(self, x, *, temperature):\n        h = T.relu(self.fc(x))\n"
-            "        return self.out(h) / temperature  # tm: TM202 variable=temperature\n\n"
-            "def main():\n    model = T.compile(Net())\n    for step in range(10):\n        x = T.randn(4, 8)\n"
-            "        model(x, temperature=T.tensor(1.0 + step, device=x.device))  # tm-call-site\n",
+        # a module's forward: `self` is skipped; the device follows `h` back to `x`; keyword argument
+        Invalid(
+            """
+            import torch as T
+            from torch import nn
+
+            class Net(nn.Module):
+                def forward(self, x, *, temperature):
+                    h = T.relu(self.fc(x))
+                    return self.out(h) / temperature  # tm: TM202 variable=temperature
+
+            def main():
+                model = T.compile(Net())
+                for step in range(10):
+                    x = T.randn(4, 8)
+                    model(x, temperature=1.0 + step)  # tm-call-site
+            """,
+            """
+            import torch as T
+            from torch import nn
+
+            class Net(nn.Module):
+                def forward(self, x, *, temperature):
+                    h = T.relu(self.fc(x))
+                    return self.out(h) / temperature  # tm: TM202 variable=temperature
+
+            def main():
+                model = T.compile(Net())
+                for step in range(10):
+                    x = T.randn(4, 8)
+                    model(x, temperature=T.tensor(1.0 + step, device=x.device))  # tm-call-site
+            """,
         ),
-        (  # the issue's optimizer step: `scale` meets `lr`; two call sites of the same function
-            "import torch\n\n@torch.compile  # tm-compiled\ndef step(p, scale, lr):\n"
-            "    p.add_(p.grad.mul(scale * lr))  # tm: TM202 variable=scale\n\n"
-            "def train(params, lr):\n    for i, p in enumerate(params):\n"
-            "        step(p, 0.5 ** i, lr)  # tm-call-site\n"
-            "    step(params[0], 1.0, lr)\n",
-            "import torch\n\n@torch.compile  # tm-compiled\ndef step(p, scale, lr):\n"
-            "    p.add_(p.grad.mul(scale * lr))  # tm: TM202 variable=scale\n\n"
-            "def train(params, lr):\n    for i, p in enumerate(params):\n"
-            "        step(p, torch.tensor(0.5 ** i, device=lr.device), lr)  # tm-call-site\n"
-            "    step(params[0], torch.tensor(1.0, device=lr.device), lr)\n",
+        # the issue's optimizer step: `scale` meets `lr`; two call sites of the same function
+        Invalid(
+            """
+            import torch
+
+            @torch.compile  # tm-compiled
+            def step(p, scale, lr):
+                p.add_(p.grad.mul(scale * lr))  # tm: TM202 variable=scale
+
+            def train(params, lr):
+                for i, p in enumerate(params):
+                    step(p, 0.5 ** i, lr)  # tm-call-site
+                step(params[0], 1.0, lr)
+            """,
+            """
+            import torch
+
+            @torch.compile  # tm-compiled
+            def step(p, scale, lr):
+                p.add_(p.grad.mul(scale * lr))  # tm: TM202 variable=scale
+
+            def train(params, lr):
+                for i, p in enumerate(params):
+                    step(p, torch.tensor(0.5 ** i, device=lr.device), lr)  # tm-call-site
+                step(params[0], torch.tensor(1.0, device=lr.device), lr)
+            """,
         ),
     )
     VALID = (
-        # already a tensor at the call site
-        "import torch\n\n@torch.compile  # tm-compiled\ndef f(x, t):\n    return x / t  # tm: TM202 variable=t\n\n"
-        "def main(x):\n    for i in range(3):\n"
-        "        f(x, torch.tensor(i + 1.0, device=x.device))  # tm-call-site\n",
         # Python control flow on it inside the compiled function
-        "import torch\n\n@torch.compile  # tm-compiled\ndef f(x, t):\n    if t > 1.0:\n        x = x * 2\n"
-        "    return x / t  # tm: TM202 variable=t\n\n"
-        "def main(x):\n    for i in range(3):\n        f(x, i + 1.0)  # tm-call-site\n",
+        Valid(
+            """
+            import torch
+
+            @torch.compile  # tm-compiled
+            def f(x, t):
+                return x / t  # tm: TM202 variable=t
+
+            def main(x):
+                for i in range(3):
+                    f(x, torch.tensor(i + 1.0, device=x.device))  # tm-call-site
+            """,
+        ),
         # a size
-        "import torch\n\n@torch.compile  # tm-compiled\ndef f(x, n):\n"
-        "    return x.view(n, -1)  # tm: TM202 variable=n\n\n"
-        "def main(x):\n    for n in (2, 4):\n        f(x, n)  # tm-call-site\n",
+        Valid(
+            """
+            import torch
+
+            @torch.compile  # tm-compiled
+            def f(x, t):
+                if t > 1.0:
+                    x = x * 2
+                return x / t  # tm: TM202 variable=t
+
+            def main(x):
+                for i in range(3):
+                    f(x, i + 1.0)  # tm-call-site
+            """,
+        ),
         # passed through *args at the call site
-        "import torch\n\n@torch.compile  # tm-compiled\ndef f(x, t):\n    return x / t  # tm: TM202 variable=t\n\n"
-        "def main(x, args):\n    f(*args)  # tm-call-site\n",
+        Valid(
+            """
+            import torch
+
+            @torch.compile  # tm-compiled
+            def f(x, n):
+                return x.view(n, -1)  # tm: TM202 variable=n
+
+            def main(x):
+                for n in (2, 4):
+                    f(x, n)  # tm-call-site
+            """,
+        ),
+        Valid(
+            """
+            import torch
+
+            @torch.compile  # tm-compiled
+            def f(x, t):
+                return x / t  # tm: TM202 variable=t
+
+            def main(x, args):
+                f(*args)  # tm-call-site
+            """,
+        ),
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:

@@ -17,7 +17,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import Assignment, FunctionScope, ImportAssignment
 
-from torchmend.codemods.base import UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding, Where
 
@@ -606,38 +606,119 @@ class KeepScalarTensor(Codemod):
     rules = ("TM104",)
     name = "keep-scalar-tensor"
     INVALID = (
-        (  # the issue's example: max(number, eps) becomes clamp(min=eps), detached
-            "import torch\n\ndef loss(pred, target):\n    err = (pred - target).pow(2)\n"
-            "    scale = max(err.mean().item(), 1e-6)  # tm: TM104\n    return err.mean() / scale\n",
-            "import torch\n\ndef loss(pred, target):\n    err = (pred - target).pow(2)\n"
-            "    scale = err.mean().detach().clamp(min=1e-6)  # tm: TM104\n    return err.mean() / scale\n",
+        # the issue's example: max(number, eps) becomes clamp(min=eps), detached
+        Invalid(
+            """
+            import torch
+
+            def loss(pred, target):
+                err = (pred - target).pow(2)
+                scale = max(err.mean().item(), 1e-6)  # tm: TM104
+                return err.mean() / scale
+            """,
+            """
+            import torch
+
+            def loss(pred, target):
+                err = (pred - target).pow(2)
+                scale = err.mean().detach().clamp(min=1e-6)  # tm: TM104
+                return err.mean() / scale
+            """,
         ),
-        (  # followed through a name: both lines change
-            "import torch\n\ndef forward(self, x):\n    out = self.fc(x)\n"
-            "    peak = out.abs().max().item()  # tm: TM104\n    return out / max(peak, 1.0)\n",
-            "import torch\n\ndef forward(self, x):\n    out = self.fc(x)\n"
-            "    peak = out.abs().max().detach()  # tm: TM104\n    return out / peak.clamp(min=1.0)\n",
+        # followed through a name: both lines change
+        Invalid(
+            """
+            import torch
+
+            def forward(self, x):
+                out = self.fc(x)
+                peak = out.abs().max().item()  # tm: TM104
+                return out / max(peak, 1.0)
+            """,
+            """
+            import torch
+
+            def forward(self, x):
+                out = self.fc(x)
+                peak = out.abs().max().detach()  # tm: TM104
+                return out / peak.clamp(min=1.0)
+            """,
         ),
-        (  # both operands come from tensors: torch.maximum, in the file's spelling of torch
-            "import torch as t\n\ndef f(x, y):\n    return x / max(x.sum().item(), y.sum().item())  # tm: TM104\n",
-            "import torch as t\n\ndef f(x, y):\n    return x / t.maximum(x.sum().detach(), y.sum().detach())"
-            "  # tm: TM104\n",
+        # both operands come from tensors: torch.maximum, in the file's spelling of torch
+        Invalid(
+            """
+            import torch as t
+
+            def f(x, y):
+                return x / max(x.sum().item(), y.sum().item())  # tm: TM104
+            """,
+            """
+            import torch as t
+
+            def f(x, y):
+                return x / t.maximum(x.sum().detach(), y.sum().detach())  # tm: TM104
+            """,
         ),
-        (  # float(t) and min(): float32 kept, clamp(max=...)
-            "import torch\n\ndef f(x):\n    ratio = min(float(x.norm()), 5.0)  # tm: TM104\n    return x * ratio\n",
-            "import torch\n\ndef f(x):\n    ratio = x.norm().detach().float().clamp(max=5.0)  # tm: TM104\n"
-            "    return x * ratio\n",
+        # float(t) and min(): float32 kept, clamp(max=...)
+        Invalid(
+            """
+            import torch
+
+            def f(x):
+                ratio = min(float(x.norm()), 5.0)  # tm: TM104
+                return x * ratio
+            """,
+            """
+            import torch
+
+            def f(x):
+                ratio = x.norm().detach().float().clamp(max=5.0)  # tm: TM104
+                return x * ratio
+            """,
         ),
     )
     VALID = (
-        # an `if` needs a real bool
-        "import torch\n\ndef f(x):\n    if x.sum().item() > 0:  # tm: TM104\n        x = x * 2\n    return x\n",
         # a shape needs a Python int
-        "import torch\n\ndef f(x, mask):\n    n = int(mask.sum())  # tm: TM104\n    return x.new_zeros(n) + 1\n",
+        Valid(
+            """
+            import torch
+
+            def f(x):
+                if x.sum().item() > 0:  # tm: TM104
+                    x = x * 2
+                return x
+            """,
+        ),
         # already fixed
-        "import torch\n\ndef f(x):\n    scale = x.abs().max().detach()  # tm: TM104\n    return x / scale\n",
+        Valid(
+            """
+            import torch
+
+            def f(x, mask):
+                n = int(mask.sum())  # tm: TM104
+                return x.new_zeros(n) + 1
+            """,
+        ),
         # a bare `.item()` is there to wait for the GPU, not for its value
-        "import torch\n\ndef f(x):\n    y = x * 2\n    y.sum().item()  # tm: TM104\n    return y\n",
+        Valid(
+            """
+            import torch
+
+            def f(x):
+                scale = x.abs().max().detach()  # tm: TM104
+                return x / scale
+            """,
+        ),
+        Valid(
+            """
+            import torch
+
+            def f(x):
+                y = x * 2
+                y.sum().item()  # tm: TM104
+                return y
+            """,
+        ),
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
@@ -686,23 +767,55 @@ class CarriedScalarTensor(Codemod):
     rules = ("TM205",)
     name = "keep-carried-scalar-tensor"
     INVALID = (
-        (  # the conversion on the line itself
-            "import torch\n\ndef loss(pred, target):\n    err = (pred - target).pow(2)\n"
-            "    scale = max(err.mean().item(), 1e-6)  # tm: TM205 variable=___stack1\n    return err.mean() / scale\n",
-            "import torch\n\ndef loss(pred, target):\n    err = (pred - target).pow(2)\n"
-            "    scale = err.mean().detach().clamp(min=1e-6)  # tm: TM205 variable=___stack1\n"
-            "    return err.mean() / scale\n",
+        # the conversion on the line itself
+        Invalid(
+            """
+            import torch
+
+            def loss(pred, target):
+                err = (pred - target).pow(2)
+                scale = max(err.mean().item(), 1e-6)  # tm: TM205 variable=___stack1
+                return err.mean() / scale
+            """,
+            """
+            import torch
+
+            def loss(pred, target):
+                err = (pred - target).pow(2)
+                scale = err.mean().detach().clamp(min=1e-6)  # tm: TM205 variable=___stack1
+                return err.mean() / scale
+            """,
         ),
-        (  # the number comes from a name assigned on an earlier line
-            "import torch\n\ndef forward(self, x):\n    out = self.fc(x)\n    peak = out.abs().max().item()\n"
-            "    return out / max(peak, 1.0)  # tm: TM205 variable=___stack0\n",
-            "import torch\n\ndef forward(self, x):\n    out = self.fc(x)\n    peak = out.abs().max().detach()\n"
-            "    return out / peak.clamp(min=1.0)  # tm: TM205 variable=___stack0\n",
+        # the number comes from a name assigned on an earlier line
+        Invalid(
+            """
+            import torch
+
+            def forward(self, x):
+                out = self.fc(x)
+                peak = out.abs().max().item()
+                return out / max(peak, 1.0)  # tm: TM205 variable=___stack0
+            """,
+            """
+            import torch
+
+            def forward(self, x):
+                out = self.fc(x)
+                peak = out.abs().max().detach()
+                return out / peak.clamp(min=1.0)  # tm: TM205 variable=___stack0
+            """,
         ),
     )
     VALID = (
-        # the number is a Python argument, not read out of a tensor
-        "import torch\n\ndef f(x, n):\n    y = x * n  # tm: TM205 variable=___stack0\n    return y\n",
+        Valid(
+            """
+            import torch
+
+            def f(x, n):
+                y = x * n  # tm: TM205 variable=___stack0
+                return y
+            """,
+        ),
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
