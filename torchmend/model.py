@@ -101,7 +101,9 @@ class Finding:
     docs_url: str | None = None
     hint: str | None = None  # recompiles: PyTorch's own hint, when it gives one
     code: str = ""
-    cause: str | None = None  # the root cause the classifier saw (a torchmend.rules cause); codemods dispatch on it
+    # The rule of the root cause when it differs from the symptom's: a TM250 (recompile limit) whose last guard
+    # failure is a float learning rate has cause "TM203". The codemod registry dispatches on `cause or rule`.
+    cause: str | None = None
     user_frame: Location | None = None  # for findings outside the project: the user's frame that reached it
     call_site: Location | None = None  # recompiles: where the compiled function was called from
     compiled_function: Location | None = None

@@ -342,8 +342,10 @@ def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: 
         limit = re.search(r"\(currently set to (\d+)\)", info.get("fail", ""))
         reason = (f"recompile limit ({limit.group(1) if limit else '?'}) reached; "
                   f"last guard failure: {g.guard or 'unknown'}")
+        # The limit is the symptom; the guard that kept failing is the cause, and its rule's codemod the fix.
+        cause = _classify_guard(g) if g.guard else None
         return Finding(rule=code, kind=Kind(rule.kind), title=rule.title, reason=reason, severity=Severity.FIX,
-                       pattern=Pattern.LIMIT, **common)
+                       pattern=Pattern.LIMIT, cause=cause, **common)
     pattern = Pattern.LIMIT if hit_limit else (Pattern.STORM if grp.count > 1 else Pattern.ONCE)
     if pattern == Pattern.ONCE and where == LIBRARY and code in ("TM299", "TM207"):
         code, rule = "TM902", rules.BY_CODE["TM902"]
