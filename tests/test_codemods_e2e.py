@@ -29,6 +29,7 @@ TARGETS = {
     "float_arg": {"TM202"},
     "global_scalar": {"TM202", "TM206"},
     "float_lr_warmup": {"TM203"},
+    "own_optimizer": {"TM203", "TM250"},
     "varying_batch": {"TM204"},
     "several": {"TM101", "TM103", "TM201", "TM202", "TM250"},
 }

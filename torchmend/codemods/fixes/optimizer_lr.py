@@ -7,10 +7,13 @@ the constructor and the writes change together, in one proposal, or not at all.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 import libcst.matchers as m
 
 from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.fixes.optimizer_custom import default_lr, lr_hazards, method, optimizer_classdef
 from torchmend.codemods.source import Context, SourceFile, simple_names
 from torchmend.model import Finding, Where
 
@@ -96,6 +99,10 @@ def _construction(src: SourceFile, expr: cst.BaseExpression) -> tuple[cst.Call |
 
 
 def _optimizer_class(src: SourceFile, call: cst.Call) -> str | None:
+    """The optimizer's class name: a torch.optim class, or a torch.optim.Optimizer subclass of this file."""
+    own = optimizer_classdef(src, call)
+    if own is not None:
+        return own.name.value
     for q in src.qualified_names(call.func):
         parts = q.split(".")
         if parts[:2] == ["torch", "optim"] and len(parts) in (3, 4) and parts[-1][:1].isupper():
@@ -416,8 +423,15 @@ def _per_group(src: SourceFile, cls: str, call: cst.Call) -> bool:
     return False
 
 
+_GROUP_KEY = re.compile(r"param_groups\[\d+\]\[['\"](\w+)['\"]\]")
+
+
 def _key(variable: str | None) -> str | None:
-    """The param_groups key a guard names: `self.param_groups[0]['lr']` → 'lr'."""
+    """The param_groups key a guard names: `self.param_groups[0]['lr']` → 'lr'; also inside the wrappers
+    torch puts around it (`___as_tensor(self.param_groups[0]['lr']).item()`, `(-1)*self.param_groups[0]['lr']`)."""
+    found = _GROUP_KEY.search(variable or "")
+    if found:
+        return found.group(1)
     try:
         expr = cst.parse_expression(variable or "")
     except cst.ParserSyntaxError:
@@ -444,8 +458,15 @@ def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement) -> tuple[cst.Call | 
             if (isinstance(made, cst.Call) and src.is_qualified(made.func, "torch.compile") and made.args
                     and m.matches(made.args[0].value, m.Attribute(attr=m.Name("step")))):
                 candidates.append(made.args[0].value.value)  # type: ignore[attr-defined]
+            elif len(refs) == 1 and isinstance(refs[0], cst.FunctionDef) and _compiled_def(src, refs[0]):
+                # a compiled training step that calls opt.step() inside
+                candidates += _stepped_in(src, refs[0])
         elif isinstance(node, cst.Attribute) and node.attr.value == "param_groups":
             candidates.append(node.value)
+    if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and not candidates:
+        # The finding names the compiled optimizer step itself (a method of a class of this file): its
+        # constructions in this file are the candidates.
+        return _constructions_of(src, stmt)
     why = "no optimizer step or param_groups on that line"
     for expr in candidates:
         call, reason = _construction(src, expr)
@@ -457,6 +478,29 @@ def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement) -> tuple[cst.Call | 
     return None, why
 
 
+def _compiled_def(src: SourceFile, fn: cst.FunctionDef) -> bool:
+    return any(src.is_qualified(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator,
+                                "torch.compile") for d in fn.decorators)
+
+
+def _stepped_in(src: SourceFile, fn: cst.FunctionDef) -> list[cst.BaseExpression]:
+    """The receivers of `X.step()` calls inside a function."""
+    return [c.func.value for c in src.nodes_in(fn, cst.Call)  # type: ignore[attr-defined]
+            if m.matches(c.func, m.Attribute(attr=m.Name("step"))) and not c.args]
+
+
+def _constructions_of(src: SourceFile, stmt: cst.FunctionDef | cst.ClassDef) -> tuple[cst.Call | None, str]:
+    cls = stmt if isinstance(stmt, cst.ClassDef) else src.enclosing(stmt, cst.ClassDef)
+    if not isinstance(cls, cst.ClassDef):
+        return None, "the compiled function is not a method of an optimizer class"
+    calls = [c for c in src.nodes_in(src.module, cst.Call)
+             if isinstance(c, cst.Call) and optimizer_classdef(src, c) is cls]
+    if len(calls) != 1:
+        return None, (f"{cls.name.value} is built {len(calls)} times in this file" if calls
+                      else f"{cls.name.value} is not built in this file")
+    return calls[0], ""
+
+
 class TensorLearningRate(Codemod):
     """Make the optimizer's learning rate a tensor, and update it in place.
 
@@ -465,14 +509,17 @@ class TensorLearningRate(Codemod):
         recompiles because the learning rate is a Python float that a schedule changes.
 
         The optimizer is found from your `opt.step()` line (or `scaler.step(opt)`, or
-        `step = torch.compile(opt.step)`), through its name or `self.<name>`, to its `torch.optim.X(...)`
-        call in the same file. The lr argument (keyword or positional; the class's default when left
+        `step = torch.compile(opt.step)`, or a compiled training step that calls `opt.step()`), through its
+        name or `self.<name>`, to its `torch.optim.X(...)` call in the same file — or to the construction
+        of an optimizer class the file defines itself (a `torch.optim.Optimizer` subclass with its own
+        `step`, such as a Lion- or Muon-style optimizer; also when the finding names that `step`). The lr argument (keyword or positional; the class's default when left
         out), the "lr" of param-group dicts the file spells out, and every write to that optimizer's
         `group["lr"]` in the file change together, in one proposal. torch.optim.lr_scheduler schedulers
         need no change: in torch 2.13 they write a tensor lr in place (`_update_param_group_val` calls
         fill_). Not fixed, with the reason: an optimizer built elsewhere (a parameter, a factory, another
         module) or not among the torch.optim classes checked with a tensor lr (LBFGS, SparseAdam,
-        Adafactor, Muon, other libraries); `*args`, or `**kwargs` without an explicit lr; Adam/AdamW with
+        Adafactor, Muon, other libraries); an optimizer of your own whose methods need the lr as a Python
+        number (`float(lr)`, `if lr ...`, `lr > 0`, `range`, `math.*`: the line is named); `*args`, or `**kwargs` without an explicit lr; Adam/AdamW with
         foreach=True but not capturable=True (they raise); lr writes it cannot rewrite or attribute
         (`group.update(lr=...)`, `**=`, a helper that takes the group or optimizer as a parameter); lr
         writes when the groups come from code it cannot read (a group's own float "lr" would stay a
@@ -680,26 +727,43 @@ class TensorLearningRate(Codemod):
             return NoFix(finding, f"only the learning rate is rewritten; the guard is on {finding.variable!r}",
                          f"keep {key or 'that value'} constant between steps; Adam and AdamW also accept Tensor "
                          "betas (with capturable=True or fused=True)")
-        loc = finding.user_frame or finding.call_site
-        if finding.where == Where.PROJECT:
-            path, line = finding.path, finding.line
-        elif loc is not None:
-            path, line = loc.path, loc.line
-        else:
+        # Where to start looking: the finding's own line when it is yours (a compiled step of yours, or the
+        # optimizer's own step method), then the line that called the compiled function.
+        places = [(finding.path, finding.line)] if finding.where == Where.PROJECT else []
+        places += [(loc.path, loc.line) for loc in (finding.user_frame, finding.call_site) if loc is not None]
+        if not places:
             return NoFix(finding, "no line of yours reaches this optimizer step", _ADVICE)
-        src = ctx.file(path)
-        stmt = src.statement_at(line)
-        if stmt is None:
-            return NoFix(finding, f"no statement at line {line}", _ADVICE)
-        ctor, why = _optimizer_at(src, stmt)
-        if ctor is None:
+        ctor, src, why = None, None, ""
+        for path, line in places:
+            if not ctx.in_project(path):
+                continue
+            src = ctx.file(path)
+            stmt = src.statement_at(line)
+            if stmt is None:
+                why = why or f"no statement at line {line}"
+                continue
+            ctor, reason = _optimizer_at(src, stmt)
+            if ctor is not None:
+                break
+            why = why or reason
+        if ctor is None or src is None:
             return NoFix(finding, f"cannot find where the optimizer is built: {why}", _ADVICE)
         return self._rewrite(finding, src, ctor)
 
     def _rewrite(self, finding: Finding, src: SourceFile, ctor: cst.Call) -> Result:
         cls = _optimizer_class(src, ctor) or ""
         at = f"line {src.line_of(ctor)}"
-        if cls not in _DEFAULT_LR:
+        own = optimizer_classdef(src, ctor)
+        if own is not None:
+            hazards = lr_hazards(src, own)
+            if hazards:
+                line, why = hazards[0]
+                return NoFix(finding, f"{cls}'s own code needs a float lr: line {line}: {why}",
+                             "make that line work with a 0-dim tensor lr (tensor ops, no float()/if on it), "
+                             "then rerun torchmend; or keep the lr constant while compiled")
+            if method(own, "step") is None:
+                return NoFix(finding, f"{cls} at {at} has no step method of its own in this file", _ADVICE)
+        elif cls not in _DEFAULT_LR:
             return NoFix(finding, f"torch.optim.{cls} at {at} is not among the optimizers checked with a tensor "
                          "lr", _ADVICE)
         keywords = {a.keyword.value: a for a in ctor.args if a.keyword is not None}
@@ -738,7 +802,10 @@ class TensorLearningRate(Codemod):
         # One pass: node identities are lost once a tree is rebuilt.
         new_ctor = ctor.visit(_Swap(ctor_swaps)) if ctor_swaps else ctor
         if lr_arg is None:
-            tensor, imports = _as_tensor(src, cst.Float(_DEFAULT_LR[cls]))
+            default = cst.Float(_DEFAULT_LR[cls]) if own is None else default_lr(own)
+            if default is None:
+                return NoFix(finding, f"the optimizer call at {at} passes no lr and {cls} has no default", _ADVICE)
+            tensor, imports = _as_tensor(src, default)
             new_ctor = _add_lr(new_ctor, tensor)  # type: ignore[arg-type]
         if new_ctor is not ctor:
             replace[ctor] = new_ctor
