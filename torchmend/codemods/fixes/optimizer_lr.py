@@ -467,6 +467,12 @@ def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement) -> tuple[cst.Call | 
         # The finding names the compiled optimizer step itself (a method of a class of this file): its
         # constructions in this file are the candidates.
         return _constructions_of(src, stmt)
+    if not candidates:
+        # A line inside a compiled training step, e.g. where dynamo resumed after a graph break
+        # (`loss.backward()`): the optimizer is the one that function steps.
+        fn = src.enclosing(stmt, cst.FunctionDef)
+        if isinstance(fn, cst.FunctionDef):
+            candidates = _stepped_in(src, fn)
     why = "no optimizer step or param_groups on that line"
     for expr in candidates:
         call, reason = _construction(src, expr)
@@ -476,6 +482,20 @@ def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement) -> tuple[cst.Call | 
             reason = f"`{src.code(expr)}` is built by `{src.code(call.func)}(...)`, not a torch.optim class"
         why = why if why != "no optimizer step or param_groups on that line" else reason
     return None, why
+
+
+def _def_near(src: SourceFile, line: int, finding: Finding) -> cst.FunctionDef | None:
+    """The compiled function's def when the line the trace gives is just above it (a blank line or a
+    comment before its decorators, as Python 3.12 reports some decorated methods' first line)."""
+    fn = finding.compiled_function
+    if fn is None or fn.line != line:
+        return None
+    for node in src.nodes_in(src.module, cst.FunctionDef):
+        assert isinstance(node, cst.FunctionDef)
+        first = src.line_of(node.decorators[0]) if node.decorators else src.line_of(node)
+        if node.name.value == fn.function and 0 <= first - line <= 2:
+            return node
+    return None
 
 
 def _compiled_def(src: SourceFile, fn: cst.FunctionDef) -> bool:
@@ -738,7 +758,7 @@ class TensorLearningRate(Codemod):
             if not ctx.in_project(path):
                 continue
             src = ctx.file(path)
-            stmt = src.statement_at(line)
+            stmt = src.statement_at(line) or _def_near(src, line, finding)
             if stmt is None:
                 why = why or f"no statement at line {line}"
                 continue
