@@ -8,6 +8,7 @@ written, and overlapping proposals are refused rather than merged by text.
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 from collections import defaultdict
 from dataclasses import replace
@@ -22,6 +23,8 @@ from torchmend.codemods.base import NoFix, Proposal, Result
 from torchmend.codemods.registry import codemod_for
 from torchmend.codemods.source import Context, SourceError, SourceFile
 from torchmend.model import Finding, Where
+
+log = logging.getLogger("torchmend")
 
 
 class _Apply(cst.CSTTransformer):
@@ -113,6 +116,10 @@ class Session:
             result = codemod.propose(f, self.ctx)
         except SourceError as e:
             return NoFix(f, str(e))
+        except Exception as e:  # a codemod bug costs this finding its fix, never the other proposals
+            log.debug("internal error in %s on %s:%s", codemod.name, f.file, f.line, exc_info=True)
+            return NoFix(f, f"internal error in {codemod.name}: {type(e).__name__}: {e} (please report it; "
+                         "the traceback is in the log with TORCHMEND_LOG=debug)")
         if isinstance(result, Proposal):
             if not self.ctx.in_project(result.path):
                 return NoFix(f, f"the fix would edit {result.path}, which is outside the project: "

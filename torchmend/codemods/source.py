@@ -67,6 +67,9 @@ class SourceFile:
         return best
 
     def _header_end(self, node: cst.BaseStatement, rng: CodeRange) -> int:
+        if isinstance(node, cst.Match):  # no body of its own: the header ends before the first case
+            first_case = self.positions.get(node.cases[0]) if node.cases else None
+            return max(rng.start.line, first_case.start.line - 1) if first_case is not None else rng.end.line
         if isinstance(node, cst.BaseCompoundStatement):
             body = self.positions.get(node.body)
             if body is not None:

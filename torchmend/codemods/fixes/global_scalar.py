@@ -93,11 +93,12 @@ def reads(src: SourceFile, root: cst.CSTNode, name: str) -> list[cst.Name]:
 
 
 def referents(src: SourceFile, name: cst.Name) -> set[BaseAssignment]:
-    """The bindings a read of a name refers to (every assignment that may have set it)."""
+    """The bindings a read of a name refers to (every assignment that may have set it). Builtins (`float`,
+    `range`) bind no node of the file and are left out."""
     scope = src.scopes.get(name)
     if scope is None:
         return set()
-    return {r for a in scope.accesses[name] if a.node is name for r in a.referents}
+    return {r for a in scope.accesses[name] if a.node is name for r in a.referents if isinstance(r, Assignment)}
 
 
 def ordered_names(expr: cst.CSTNode) -> list[cst.Name]:
