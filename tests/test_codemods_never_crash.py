@@ -98,3 +98,20 @@ def test_no_codemod_raises(path: Path) -> None:
                     cst.Module([]).code_for_node(node)
     failures = sorted(set(f.split(" (variable")[0].split(" on ")[0] + ": " + f.split("): ", 1)[1] for f in failures)) if failures else failures
     assert not failures, "\n".join(failures[:20]) + (f"\n... {len(failures)} in all" if len(failures) > 20 else "")
+
+
+def test_an_exception_in_one_codemod_costs_only_its_finding(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmend.codemods.examples import fix_text
+    from torchmend.codemods.fixes.gate_output import GatePrint
+
+    def boom(self, finding, ctx):  # type: ignore[no-untyped-def]
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(GatePrint, "propose", boom)
+    source = ("import logging\nimport torch\nlog = logging.getLogger(__name__)\n\n"
+              "def f(x):\n    print(x)  # tm: TM101\n    log.info('x')  # tm: TM102\n    return x\n")
+    text, results = fix_text(source)
+    broken = [r for r in results if isinstance(r, NoFix) and r.finding.rule == "TM101"]
+    assert broken and broken[0].reason.startswith("internal error in gate-print: ZeroDivisionError: planted")
+    assert any(isinstance(r, Proposal) and r.rule == "TM102" for r in results)
+    assert "if not torch.compiler.is_compiling():\n        log.info('x')" in text
