@@ -68,3 +68,23 @@ def test_attribution_maps_lines_through_the_rewrite() -> None:
     after = [_finding("TM101", 4)]  # the print moved down a line and still breaks
     effects = attribute([p_kept, p_fixed], after, {"/p/m.py": (old, new)})
     assert [e.helped for e in effects] == [False, True]
+
+
+def test_a_failed_patched_run_shows_its_exception_not_pytorchs_hint() -> None:
+    from torchmend.verify.compare import failure_line
+
+    tail = ("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+            "torch._dynamo.exc.Unsupported: Data-dependent branching\n\n"
+            "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're "
+            "reporting a bug to PyTorch).\n")
+    outcome = RunOutcome([], "error", 1, 1.0, tail, {"ev": "end", "reason": "error"})
+    assert failure_line(outcome) == "torch._dynamo.exc.Unsupported: Data-dependent branching"
+    recorded = RunOutcome([], "error", 1, 1.0, tail, {"ev": "end", "error": "ValueError: boom"})
+    assert failure_line(recorded) == "ValueError: boom"
+
+
+def test_numerics_not_compared_is_said_so() -> None:
+    v = judge([_run("before", breaks=1, losses=())], [_run("after", losses=())])
+    assert v.numerics is not None and not v.numerics.compared
+    assert any(n.startswith("numerics not compared") for n in v.notes)
+    assert "match" not in v.numerics.describe()

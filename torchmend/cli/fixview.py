@@ -88,7 +88,7 @@ def verification_view(v: Verification) -> Group:
         table.add_row(label, b, a, ratio)
     parts: list = [table]
     if v.numerics is not None:
-        style = "green" if v.numerics.equal else "bold red"
+        style = ("green" if v.numerics.compared else "yellow") if v.numerics.equal else "bold red"
         parts.append(Text(f"numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): "
                           f"{v.numerics.describe()}", style=style))
     verdict_style = {"improved": "bold green", "no_change": "bold yellow", "refused": "bold red"}[v.verdict]

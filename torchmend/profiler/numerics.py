@@ -366,10 +366,18 @@ class Comparison:
         """Losses equal, and parameters equal where both runs have them."""
         return self.losses_equal and self.params_equal is not False
 
+    @property
+    def compared(self) -> bool:
+        """Whether anything was compared at all: a loss both runs recorded, or both runs' parameters."""
+        return self.steps_compared > 0 or self.params_equal is not None
+
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "compared": self.compared}
 
     def describe(self) -> str:
+        if self.equal and not self.compared:
+            return ("numerics not compared: neither run recorded a loss or the parameters (no optimizer step "
+                    "was seen)")
         if self.equal:
             text = f"numerics match ({self.steps_compared} losses"
             text += f", {self.params_compared} parameters" if self.params_equal else f"; parameters: {self.params_note}"

@@ -7,11 +7,13 @@ two repeats per arm, the ranges must not overlap and the medians differ by more 
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from torchmend.profiler.numerics import ATOL, RTOL, Comparison, compare
+from torchmend.profiler.runner import RunOutcome
 from torchmend.verify.runs import ArmRun
 
 IMPROVED, NO_CHANGE, REFUSED = "improved", "no_change", "refused"
@@ -96,12 +98,14 @@ def judge(before: list[ArmRun], after: list[ArmRun], rtol: float = RTOL, atol: f
     notes: list[str] = []
     failed = [r for r in after if r.failed]
     if failed and not any(r.failed for r in before):
-        tail = failed[0].outcome.output_tail.strip().splitlines()[-1:] or ["(no output)"]
-        reasons.append(f"the patched script failed ({failed[0].outcome.ended_by}) where the original did not: {tail[0]}")
+        reasons.append(f"the patched script failed ({failed[0].outcome.ended_by}) where the original did not: "
+                       f"{failure_line(failed[0].outcome)}")
     numerics = compare(before[0].end, after[0].end, rtol, atol) if before and after else None
     if numerics is not None and not numerics.equal:
         reasons.append(f"numerics differ: {numerics.describe()}")
-    if numerics is not None and numerics.params_equal is None:
+    if numerics is not None and not numerics.compared:
+        notes.append(numerics.describe())
+    elif numerics is not None and numerics.params_equal is None:
         notes.append(f"final parameters not compared: {numerics.params_note}")
 
     def median(m: Metric, side: str) -> float:
@@ -131,3 +135,17 @@ def judge(before: list[ArmRun], after: list[ArmRun], rtol: float = RTOL, atol: f
             reasons.append("the patch fixes nothing: graph breaks, recompiles, limit hits and findings are "
                            "the same before and after")
     return Verification(len(after), counts, times, numerics, verdict, reasons, notes)
+
+
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s.*|(?<=Error)|(?<=Exception)|(?<=Interrupt))$")
+
+
+def failure_line(outcome: RunOutcome) -> str:
+    """The exception a failed run ended with: the child's own record of it, else the last exception line of
+    its output (PyTorch appends hints such as "Set TORCHDYNAMO_VERBOSE=1 ..." after the exception)."""
+    error = (outcome.end or {}).get("error")
+    if error:
+        return str(error).strip().splitlines()[0]
+    lines = [line.strip() for line in outcome.output_tail.strip().splitlines()]
+    exceptions = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    return (exceptions or lines or ["(no output)"])[-1]
