@@ -99,6 +99,8 @@ def _classify_guard(g: GuardFailure) -> str:
         return "TM203"
     if re.match(r"___stack\d+$", var):
         return "TM205"
+    if re.match(r"^not\s", g.guard.strip()):
+        return "TM299"  # a truthiness guard (`not self.state`: an optimizer's state created on its first step)
     if (g.hint and "nn.Module" in g.hint) or var.startswith("self.") or "_modules[" in var:
         return "TM201"
     # `var` is tidied (G['X'] -> X), so a global shows in the raw guard only.
@@ -346,7 +348,9 @@ def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: 
         cause = _classify_guard(g) if g.guard else None
         return Finding(rule=code, kind=Kind(rule.kind), title=rule.title, reason=reason, severity=Severity.FIX,
                        pattern=Pattern.LIMIT, cause=cause, **common)
-    pattern = Pattern.LIMIT if hit_limit else (Pattern.STORM if grp.count > 1 else Pattern.ONCE)
+    # A guard that failed once is a one-time recompile even in a frame that later hit the limit through
+    # another guard (an optimizer's state created on its first step beside a float lr that storms).
+    pattern = Pattern.ONCE if grp.count == 1 else (Pattern.LIMIT if hit_limit else Pattern.STORM)
     if pattern == Pattern.ONCE and where == LIBRARY and code in ("TM299", "TM207"):
         code, rule = "TM902", rules.BY_CODE["TM902"]
     severity = Severity.INFO if rule.informational else (Severity.FIX if pattern != Pattern.ONCE else Severity.NOTE)

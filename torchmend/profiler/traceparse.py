@@ -109,9 +109,11 @@ class GuardFailure:
 
 
 _TENSOR_RE = re.compile(r"tensor '(?P<var>[^']+)' (?P<what>[\w ]+?) mismatch")
-_WRAPPED_RE = re.compile(r"^(?:not )?___\w+\((?P<var>[^,()]+(?:\([^()]*\))?[^,()]*)")
-_COMPARE_RE = re.compile(r"^(?:not )?(?:len\()?(?P<var>.+?)\)?\s*(?:==|!=|<=|>=|<|>| is not | is )\s*.+$")
 _LG_RE = re.compile(r"\b[LG]\['(?P<name>[^']+)'\]")
+# A source expression: a name (or L['x'] / G['x']) followed by attributes and subscripts.
+_CHAIN_RE = re.compile(r"""(?:[LG]\['[^']+'\]|[A-Za-z_]\w*)(?:\.[A-Za-z_]\w*|\[(?:'[^']*'|"[^"]*"|[^\]]*)\])*""")
+_COMPARE_OPS = ("==", "!=", "<=", ">=", " is not ", " is ", " in ", " not in ", "<", ">")
+_WORDS = {"not", "and", "or", "is", "in", "None", "True", "False"}
 
 
 def tidy_variable(var: str) -> str:
@@ -119,11 +121,46 @@ def tidy_variable(var: str) -> str:
     return _LG_RE.sub(lambda m: m["name"], var.strip())
 
 
+def _left_side(guard: str) -> str:
+    """The guard's expression left of its top-level comparison, without dynamo's trailing `# ...` comment."""
+    depth, i, quote = 0, 0, ""
+    while i < len(guard):
+        c = guard[i]
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "#" and depth == 0:
+            return guard[:i].strip()
+        elif depth == 0 and any(guard.startswith(op, i) for op in _COMPARE_OPS):
+            return guard[:i].strip()
+        i += 1
+    return guard.strip()
+
+
 def guard_variable(guard: str) -> str | None:
-    for rx in (_TENSOR_RE, _WRAPPED_RE, _COMPARE_RE):
-        m = rx.search(guard) if rx is _TENSOR_RE else rx.match(guard)
-        if m:
-            return tidy_variable(m["var"])
+    """What a guard is on, parsed whole: `self.forward_calls == 0` -> `self.forward_calls`; also inside the
+    wrappers torch adds (`___as_tensor(self.param_groups[0]['lr']).item() == 0.002`,
+    `((-1)*self.param_groups[0]['lr']) == (-0.0005)`, `___as_tensor(timestep.item()).item()` -> `timestep`)."""
+    m = _TENSOR_RE.search(guard)
+    if m:
+        return tidy_variable(m["var"])
+    left = _left_side(guard)
+    for chain in _CHAIN_RE.finditer(left):
+        text = chain.group(0)
+        if text in _WORDS:
+            continue
+        if left[chain.end():].lstrip().startswith("("):  # a call
+            if "." not in text and "[" not in text:
+                continue  # a function: ___as_tensor(...), len(...)
+            head, _, last = text.rpartition(".")
+            if head and "]" not in last:
+                text = head  # a method: timestep.item() -> timestep
+        return tidy_variable(text)
     return None
 
 
