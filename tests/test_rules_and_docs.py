@@ -46,3 +46,9 @@ def test_codemod_docstrings_have_the_headings_in_order():
     for cm in codemods():
         assert list(cm.doc_sections()) == list(HEADINGS), type(cm).__name__
         assert all(cm.doc_sections().values()), type(cm).__name__
+
+
+def test_the_catalogue_names_each_rules_codemod_as_the_registry_does() -> None:
+    from torchmend.codemods.registry import by_rule
+
+    assert rules.FIXES == {code: cm.name for code, cm in by_rule().items()}

@@ -51,6 +51,15 @@ RULES: tuple[Rule, ...] = (
 
 BY_CODE: dict[str, Rule] = {r.code: r for r in RULES}
 
+# The codemod (its `name`) that fixes each rule, so `torchmend rules` can list them without importing the
+# codemods (libcst); tests/test_rules_and_docs.py checks that the registry agrees.
+FIXES: dict[str, str] = {
+    "TM101": "gate-print", "TM102": "gate-logging", "TM103": "branch-to-where", "TM104": "keep-scalar-tensor",
+    "TM201": "module-scalar-to-buffer", "TM202": "scalar-argument-to-tensor", "TM203": "tensor-learning-rate",
+    "TM204": "mark-dynamic", "TM205": "keep-carried-scalar-tensor", "TM206": "global-scalar-to-tensor",
+    "TM250": "recompile-limit-module-scalar",
+}
+
 
 def select(codes: list[str], select: list[str] | None, ignore: list[str] | None) -> list[str]:
     """Codes kept by --select/--ignore prefixes (e.g. --select TM1 --ignore TM104)."""

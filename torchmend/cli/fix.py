@@ -8,7 +8,7 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.text import Text
@@ -16,27 +16,21 @@ from rich.text import Text
 from torchmend.cli import options as o
 from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
-from torchmend.cli.fixview import (change_panel, help_text, location, print_proposal_list, unfixed_view,
-                                  verification_view)
-from torchmend.cli.running import (Profile, profile, profile_trace, project_root_for, project_root_of, run_spec,
-                                   warn_failed_after_compile)
-from torchmend.cli.pr import check_pull_request, open_pull_request
 from torchmend.cli.verify import Atol, Repeat, Rtol, Seed, run_verification
-from torchmend.cli.writes import WriteRefused, read_source, save_undo, write_all
-from torchmend.codemods.base import NoFix, Proposal
-from torchmend.codemods.engine import Session, span, unified_diff
-from torchmend.codemods.review import ACCEPTED, CONFLICT, KEYS, Decision, accept_all, review
-from torchmend.codemods.source import Context
 from torchmend.profiler.numerics import ATOL, RTOL
-from torchmend.profiler.runner import RunSpec
-from torchmend.verify.attribution import attribute
-from torchmend.verify.compare import REFUSED, Verification
-from torchmend.vcs.body import fix_report, verify_command
-from torchmend.vcs.ship import PrOptions
-from torchmend.verify.runs import from_outcome
+
+if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
+    from torchmend.cli.running import Profile
+    from torchmend.codemods.base import Proposal
+    from torchmend.codemods.engine import Session
+    from torchmend.codemods.review import Decision
+    from torchmend.profiler.runner import RunSpec
+    from torchmend.verify.compare import Verification
 
 
 def _ask(index: int, total: int) -> str:
+    from torchmend.cli.fixview import help_text
+    from torchmend.codemods.review import KEYS
     while True:
         answer = out.input(f"[bold blue]({index}/{total}) Apply this change \\[y,n,a,d,q,?]?[/] ").strip().lower()
         if answer in KEYS and answer != "?":
@@ -45,6 +39,9 @@ def _ask(index: int, total: int) -> str:
 
 
 def _interactive(session: Session, proposals: list[Proposal]) -> list[Decision]:
+    from torchmend.cli.fixview import change_panel
+    from torchmend.codemods.engine import span
+    from torchmend.codemods.review import review
     loop = review(session, proposals)
     try:
         ask = next(loop)
@@ -59,6 +56,7 @@ def _interactive(session: Session, proposals: list[Proposal]) -> list[Decision]:
 
 
 def _combined_diff(session: Session) -> str:
+    from torchmend.codemods.engine import unified_diff
     return "".join(unified_diff(session.display(path), before, after)
                    for path, (before, after) in session.changed().items())
 
@@ -122,6 +120,16 @@ def fix(
 
       torchmend fix --from-trace /logs/job-1234 --diff > fix.patch
     """
+    from torchmend.cli.fixview import print_proposal_list, unfixed_view
+    from torchmend.cli.pr import check_pull_request, open_pull_request
+    from torchmend.cli.running import profile, profile_trace, project_root_for, project_root_of, run_spec, warn_failed_after_compile
+    from torchmend.cli.writes import WriteRefused, read_source, save_undo, write_all
+    from torchmend.codemods.base import NoFix, Proposal
+    from torchmend.codemods.engine import Session, span
+    from torchmend.codemods.review import ACCEPTED, CONFLICT, accept_all
+    from torchmend.codemods.source import Context
+    from torchmend.vcs.body import fix_report, verify_command
+    from torchmend.vcs.ship import PrOptions
     if sum((yes, diff, check)) > 1:
         fail(ExitCode.USAGE, "choose one of --yes, --diff and --check")
     interactive = not (yes or diff or check)
@@ -232,6 +240,10 @@ def _verify(spec: RunSpec, root: Path, scan: Profile, session: Session, accepted
     the rest verified again (once). Exits with VERIFY_FAILED when the verdict is a refusal. Returns the
     changes left to write.
     """
+    from torchmend.cli.fixview import location, verification_view
+    from torchmend.verify.attribution import attribute
+    from torchmend.verify.compare import REFUSED
+    from torchmend.verify.runs import from_outcome
     before = replace(spec, backend=backend, overlay=())
     reuse = (from_outcome("before", 0, scan.outcome, root),) if backend == spec.backend else ()
     for round_ in (1, 2):

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console, Group
 from rich.panel import Panel
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from torchmend.codemods.base import NoFix, Proposal
-from torchmend.codemods.engine import unified_diff
-from torchmend.codemods.review import KEYS
 from torchmend.model import Finding, Where
-from torchmend.verify.compare import Verification
+
+if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
+    from torchmend.codemods.base import NoFix, Proposal
+    from torchmend.verify.compare import Verification
 
 _SAFETY = {"safe": "bold green", "unsafe": "bold red"}
 
@@ -29,6 +30,8 @@ def where(p: Proposal | NoFix) -> str:
 
 
 def change_panel(p: Proposal, display: str, line: int, before: str, after: str, index: int, total: int) -> Panel:
+    from rich.syntax import Syntax
+    from torchmend.codemods.engine import unified_diff
     head = Text.assemble((f"[{index}/{total}] ", "dim"), (f"{display}:{line}", "bold"), "  ",
                          (p.rule, "bold magenta"), "  ", (p.safety, _SAFETY[p.safety]))
     body = Text()
@@ -59,6 +62,7 @@ def where_finding(f: Finding) -> str:
 
 
 def help_text() -> Text:
+    from torchmend.codemods.review import KEYS
     t = Text()
     for key, meaning in KEYS.items():
         t.append(f"{key} - {meaning}\n", style="bold" if key == "?" else "")

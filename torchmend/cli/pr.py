@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
@@ -15,23 +15,27 @@ from rich.text import Text
 
 from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
-from torchmend.cli.running import project_root_for
-from torchmend.cli.writes import UndoRecord, undo_records
-from torchmend.vcs import forge, ship
-from torchmend.vcs.ship import PrError, PrOptions, PrResult
 
-EXIT = {
-    ship.NOTHING: ExitCode.NOTHING_TO_SHIP,
-    ship.NOT_A_REPO: ExitCode.NOT_A_REPO,
-    ship.DIRTY: ExitCode.DIRTY_TREE,
-    ship.NO_REMOTE: ExitCode.NO_REMOTE,
-    ship.PUSH: ExitCode.PUSH_REJECTED,
-    ship.USAGE: ExitCode.USAGE,
-    forge.AUTH: ExitCode.FORGE_AUTH,
-    forge.NOT_FOUND: ExitCode.FORGE_NOT_FOUND,
-    forge.INVALID: ExitCode.FORGE_INVALID,
-    forge.UNREACHABLE: ExitCode.FORGE_UNREACHABLE,
-}
+if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
+    from torchmend.cli.writes import UndoRecord
+    from torchmend.vcs.ship import PrOptions, PrResult
+
+def exit_for(kind: str) -> ExitCode:
+    """The exit code for a shipping failure's kind (vcs is imported here, not at start-up)."""
+    from torchmend.vcs import forge, ship
+
+    return {
+        ship.NOTHING: ExitCode.NOTHING_TO_SHIP,
+        ship.NOT_A_REPO: ExitCode.NOT_A_REPO,
+        ship.DIRTY: ExitCode.DIRTY_TREE,
+        ship.NO_REMOTE: ExitCode.NO_REMOTE,
+        ship.PUSH: ExitCode.PUSH_REJECTED,
+        ship.USAGE: ExitCode.USAGE,
+        forge.AUTH: ExitCode.FORGE_AUTH,
+        forge.NOT_FOUND: ExitCode.FORGE_NOT_FOUND,
+        forge.INVALID: ExitCode.FORGE_INVALID,
+        forge.UNREACHABLE: ExitCode.FORGE_UNREACHABLE,
+    }[kind]
 
 
 def _print_dry_run(result: PrResult) -> None:
@@ -61,10 +65,13 @@ def check_pull_request(root: Path, options: PrOptions) -> None:
     """For `fix --pr`, before it scans: exit now (with the matching ExitCode) when its result could not be
     shipped: not a git repository, no commit, no such remote or GitHub repository, no token, or tracked files
     that differ from HEAD. Changes nothing and asks no server."""
+    from torchmend.vcs import ship
+    from torchmend.vcs.ship import PrError
+
     try:
         ship.preflight(root, options)
     except PrError as e:
-        fail(EXIT[e.kind], escape(e.message) + " (nothing was scanned or written)")
+        fail(exit_for(e.kind), escape(e.message) + " (nothing was scanned or written)")
 
 
 def open_pull_request(root: Path, record: UndoRecord, options: PrOptions, report: str | None = None) -> PrResult:
@@ -75,10 +82,13 @@ def open_pull_request(root: Path, record: UndoRecord, options: PrOptions, report
     message and the body and changes nothing. On failure prints what happened, what was left and what to do,
     and exits (typer.Exit) with the matching ExitCode.
     """
+    from torchmend.vcs import ship
+    from torchmend.vcs.ship import PrError
+
     try:
         result = ship.ship(root, record, options, report, log=lambda s: out.print(Text(s)))
     except PrError as e:
-        fail(EXIT[e.kind], escape(e.message), e.left)
+        fail(exit_for(e.kind), escape(e.message), e.left)
     if result.dry_run:
         _print_dry_run(result)
         return result
@@ -119,6 +129,9 @@ def pr(
 
     Example: GITHUB_TOKEN=... torchmend pr --dry-run
     """
+    from torchmend.cli.running import project_root_for
+    from torchmend.cli.writes import undo_records
+    from torchmend.vcs.ship import PrOptions
     root = (project or project_root_for(Path.cwd() / "x")).resolve()
     records = undo_records(root)
     if not records:

@@ -3,22 +3,22 @@ exits for runs that show nothing (shared by scan and fix)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
-from rich.live import Live
 from rich.text import Text
 
 from torchmend.cli.app import err, fail, out
 from torchmend.cli.exitcodes import ExitCode
-from torchmend.cli.render import ENDED_BY
 from torchmend.profiler import pathmap
 from torchmend.model import Finding, Summary
-from torchmend.profiler.findings import analyse
-from torchmend.profiler.launch import LaunchError, resolve
-from torchmend.profiler.runner import Progress, RunOutcome, RunSpec, run as run_child
-from torchmend.profiler.tracedir import Trace, TraceError, read_trace
+
+if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
+    from torchmend.profiler.runner import Progress, RunOutcome, RunSpec
+    from torchmend.profiler.tracedir import Trace
 
 
 def project_root_for(script: Path) -> Path:
@@ -71,6 +71,8 @@ class Profile:
 
 def run_with_progress(spec: RunSpec, live: bool, label: str = "running", keep_events: Path | None = None,
                       console: Console = out) -> RunOutcome:
+    from rich.live import Live
+    from torchmend.profiler.runner import Progress, run as run_child
     if live:
         with Live(_progress_line(label, Progress()), console=console, transient=True,
                   refresh_per_second=8) as view:
@@ -81,6 +83,8 @@ def run_with_progress(spec: RunSpec, live: bool, label: str = "running", keep_ev
 def profile(spec: RunSpec, root: Path, live: bool, show_output: bool = False,
             keep_events: Path | None = None, console: Console = out, label: str = "running") -> Profile:
     """Run the script under the collector; exit with the documented code when the run shows nothing."""
+    from torchmend.cli.render import ENDED_BY
+    from torchmend.profiler.findings import analyse
     outcome = run_with_progress(spec, live, label, keep_events=keep_events, console=console)
     if show_output and outcome.output_tail:
         err.rule("script output (tail)")
@@ -111,6 +115,7 @@ def profile(spec: RunSpec, root: Path, live: bool, show_output: bool = False,
 
 
 def warn_failed_after_compile(p: Profile) -> None:
+    from torchmend.cli.render import ENDED_BY
     err.print(f"[bold yellow]warning:[/] the script failed after compiling ({ENDED_BY[p.outcome.ended_by]}); "
               "the report shows what was seen until then. Its output ends with:")
     err.print(Text(failure_text(p.outcome), style="dim"))
@@ -127,6 +132,8 @@ def failure_text(outcome: RunOutcome) -> str:
 def run_spec(script: Path | None, args: list[str] | None, nproc_per_node: int | None, from_trace: Path | None,
              **fields: object) -> RunSpec:
     """The run a command line asks for: a script, `--nproc-per-node N`, or a torchrun command after `--`."""
+    from torchmend.profiler.launch import LaunchError, resolve
+    from torchmend.profiler.runner import RunSpec
     if script is None:
         fail(ExitCode.USAGE, "give a training script (or --from-trace DIR)")
     if from_trace is not None:
@@ -143,6 +150,9 @@ def run_spec(script: Path | None, args: list[str] | None, nproc_per_node: int | 
 
 def profile_trace(trace_path: Path, root: Path, path_map: list[str] | None, console: Console = out) -> Profile:
     """Findings from a TORCH_TRACE directory, with its source paths mapped onto this checkout."""
+    from torchmend.profiler.findings import analyse
+    from torchmend.profiler.runner import RunOutcome
+    from torchmend.profiler.tracedir import TraceError, read_trace
     try:
         maps = pathmap.parse(path_map or ())
     except pathmap.PathMapError as e:

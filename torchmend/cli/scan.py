@@ -13,10 +13,6 @@ from torchmend import rules
 from torchmend.cli import options as o
 from torchmend.cli.app import Format, app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
-from torchmend.cli.render import print_scan
-from torchmend.cli.running import (profile, profile_trace, project_root_for, project_root_of, run_spec,
-                                   warn_failed_after_compile)
-from torchmend.profiler.report import scan_report
 
 
 @app.command(short_help='Report every graph break and recompilation at your source line.')
@@ -48,6 +44,9 @@ def scan(
 
       torchmend scan --from-trace /logs/job-1234 --path-map /home/alice/proj=.
     """
+    from torchmend.cli.render import print_scan
+    from torchmend.cli.running import profile, profile_trace, project_root_for, project_root_of, run_spec, warn_failed_after_compile
+    from torchmend.profiler.report import scan_report
     if from_trace is not None and script is None:
         root = (project or project_root_of(Path.cwd())).resolve()
         result = profile_trace(from_trace, root, path_map, console=err if format is Format.json else out)
@@ -74,12 +73,8 @@ def scan(
 @app.command("rules", short_help='List the rule codes and the fix for each.')
 def list_rules() -> None:
     """List the rule codes (TM1xx graph breaks, TM2xx recompiles, TM9xx informational) and their fixes."""
-    from torchmend.codemods.registry import by_rule
-
-    fixes = by_rule()
     table = Table("code", "kind", "name", "title", "fix")
     for r in rules.RULES:
-        cm = fixes.get(r.code)
         table.add_row(r.code, r.kind, r.name, r.title + (" (informational)" if r.informational else ""),
-                      cm.name if cm else "—")
+                      rules.FIXES.get(r.code, "—"))
     out.print(table)

@@ -9,8 +9,6 @@ import typer
 
 from torchmend.cli.app import app, fail, out
 from torchmend.cli.exitcodes import ExitCode
-from torchmend.cli.running import project_root_for
-from torchmend.cli.writes import WriteRefused, undo as undo_record, undo_records
 
 
 @app.command(short_help='Undo the last fix of this project.')
@@ -24,6 +22,8 @@ def undo(
     """Undo the last `torchmend fix` of this project: every file it wrote goes back to its text from before,
     provided none was edited since (otherwise nothing is changed and the saved patch is named, to undo by
     hand). Run it again to undo the fix before that."""
+    from torchmend.cli.running import project_root_for
+    from torchmend.cli.writes import WriteRefused, undo as undo_record, undo_records
     root = (project or project_root_for(Path.cwd() / "x")).resolve()
     records = undo_records(root)
     if list_:

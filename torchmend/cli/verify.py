@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.text import Text
@@ -17,15 +17,12 @@ from rich.text import Text
 from torchmend.cli import options as o
 from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
-from torchmend.cli.fixview import verification_view
-from torchmend.cli.running import project_root_for, run_spec
-from torchmend.cli.writes import read_source
 from torchmend.profiler.numerics import ATOL, RTOL
-from torchmend.profiler.runner import RunSpec
-from torchmend.verify.compare import IMPROVED, NO_CHANGE, Verification, judge
-from torchmend.verify.patch import PatchError, apply_patch, from_directory
-from torchmend.verify.report import markdown
-from torchmend.verify.runs import ArmRun, run_arms
+
+if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
+    from torchmend.profiler.runner import RunSpec
+    from torchmend.verify.compare import Verification
+    from torchmend.verify.runs import ArmRun
 
 
 class VerifyFormat(str, Enum):
@@ -45,6 +42,8 @@ Atol = Annotated[float, typer.Option(min=0, help="Absolute tolerance for losses 
 
 def run_verification(before: RunSpec, after: RunSpec, root: Path, repeat: int, rtol: float, atol: float,
                      reuse_before: tuple[ArmRun, ...] = ()) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
+    from torchmend.verify.compare import judge
+    from torchmend.verify.runs import run_arms
     total = repeat * 2 - min(len(reuse_before), repeat)
     count = iter(range(1, total + 1))
     live = err.is_terminal
@@ -58,6 +57,7 @@ def run_verification(before: RunSpec, after: RunSpec, root: Path, repeat: int, r
 
 
 def exit_code(v: Verification) -> int:
+    from torchmend.verify.compare import IMPROVED, NO_CHANGE
     return {IMPROVED: 0, NO_CHANGE: int(ExitCode.NO_EFFECT)}.get(v.verdict, int(ExitCode.VERIFY_FAILED))
 
 
@@ -94,6 +94,10 @@ def verify(
 
     Example: torchmend verify train.py --patch fix.patch --repeat 3 --steps 50
     """
+    from torchmend.cli.fixview import verification_view
+    from torchmend.cli.running import project_root_for, run_spec
+    from torchmend.cli.writes import read_source
+    from torchmend.verify.patch import PatchError, apply_patch, from_directory
     if (patch is None) == (patched_dir is None):
         fail(ExitCode.USAGE, "give exactly one of --patch FILE and --patched-dir DIR")
     before = run_spec(script, args, nproc_per_node, None, steps=steps, timeout=timeout, backend=backend, seed=seed)
@@ -120,7 +124,9 @@ def verify(
         print(json.dumps({"schema": "torchmend.verify/1", "script": str(script), "patched_files": sorted(texts),
                           **v.to_json()}, indent=2))
     elif format is VerifyFormat.markdown:
-        print(markdown(v, command))
+        from torchmend.verify.report import markdown as render_markdown
+
+        print(render_markdown(v, command))
     else:
         out.print(verification_view(v))
     raise typer.Exit(exit_code(v))

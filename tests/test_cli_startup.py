@@ -1,0 +1,30 @@
+"""The CLI starts fast: `torchmend --help`, `torchmend rules`, a subcommand's --help and an option error import
+neither torch nor libcst (the heavy parts are imported where a command needs them)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+PROBE = """
+import runpy, sys
+sys.argv = ["torchmend", *sys.argv[1:]]
+try:
+    runpy.run_module("torchmend", run_name="__main__")
+except SystemExit as e:
+    code = e.code
+finally:
+    heavy = sorted(m for m in ("torch", "libcst") if m in sys.modules)
+    print("HEAVY=" + ",".join(heavy), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["rules"], ["fix", "--help"], ["scan", "--help"],
+                                  ["verify", "--help"], ["fix", "--no-such-option"]])
+def test_startup_imports_neither_torch_nor_libcst(argv: list[str]) -> None:
+    proc = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=60)
+    heavy = [line for line in proc.stderr.splitlines() if line.startswith("HEAVY=")]
+    assert heavy == ["HEAVY="], proc.stderr[-2000:]
+    assert proc.stdout or "no-such-option" in argv[-1]
