@@ -41,6 +41,29 @@ _SCANS: dict[tuple[str, ...], CliResult] = {}
 
 
 _EVENTS = Path(tempfile.mkdtemp(prefix="torchmend-test-events-"))
+# What tests may leave in the temp directory if something leaks: checked at the end of the session.
+_LEFTOVERS = ("torchmend-test-events-", "torchelastic_", "torchmend-run-")
+
+
+def _leftovers() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith(_LEFTOVERS)}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config._torchmend_tmp_before = _leftovers() | {_EVENTS.name}  # type: ignore[attr-defined]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    import shutil
+
+    shutil.rmtree(_EVENTS, ignore_errors=True)
+    before = getattr(session.config, "_torchmend_tmp_before", None)
+    if before is None:
+        return
+    new = sorted(_leftovers() - before)
+    if new and exitstatus == 0:
+        session.exitstatus = 1
+        print(f"\ntests left these behind in {tempfile.gettempdir()}: {', '.join(new[:10])}", file=sys.stderr)
 
 
 def _events_dir(key: tuple[str, ...]) -> Path:

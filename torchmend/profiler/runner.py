@@ -169,6 +169,9 @@ def run(
     env = dict(os.environ)
     env.update(spec.env)
     env["PYTHONUNBUFFERED"] = "1"
+    if spec.ranked:  # torchrun leaves /tmp/torchelastic_* directories behind: keep them in our workdir
+        (workdir / "tmp").mkdir()
+        env["TMPDIR"] = str(workdir / "tmp")
     overlay_path = None
     if spec.overlay:
         overlay_path = workdir / "overlay.json"
