@@ -108,7 +108,7 @@ class GuardFailure:
     text: str
 
 
-_TENSOR_RE = re.compile(r"tensor '(?P<var>[^']+)' (?P<what>[\w ]+?) mismatch")
+_TENSOR_RE = re.compile(r"tensor '(?P<var>.+?)' (?P<what>[\w ]+?) mismatch")  # var may hold quotes: self._modules['p'].t
 _WRAPPED_RE = re.compile(r"^(?:not )?___\w+\((?P<var>[^,()]+(?:\([^()]*\))?[^,()]*)")
 _COMPARE_RE = re.compile(r"^(?:not )?(?:len\()?(?P<var>.+?)\)?\s*(?:==|!=|<=|>=|<|>| is not | is )\s*.+$")
 _LG_RE = re.compile(r"\b[LG]\['(?P<name>[^']+)'\]")
