@@ -16,7 +16,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from torchmend.codemods.base import UNSAFE, SAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.source import Context, SourceError, SourceFile, simple_names
+from torchmend.codemods.source import Context, SourceError, SourceFile
 from torchmend.model import Finding, Where
 
 # `self.mask`, `self._modules['pos'].table`, `self.mask.size()[0]` -> the attribute's own name
@@ -95,6 +95,30 @@ def _locate(finding: Finding, ctx: Context, attr: str) -> _Cache | None:
         if len(caches) == 1:
             return caches[0]
     return None
+
+
+class _NamesUsed(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # `a.b` uses a, not b
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)  # `f(mask=m)` uses m, not mask
+        return False
+
+
+def _names_used(node: cst.CSTNode) -> set[str]:
+    """Plain names in a piece of code: attribute names and keyword names left out."""
+    visitor = _NamesUsed()
+    node.visit(visitor)
+    return visitor.names
 
 
 def _target_names(target: cst.CSTNode) -> set[str]:
@@ -458,13 +482,17 @@ def _propose(finding: Finding, cache: _Cache) -> Proposal:
         if node.attr.value == attr and id(node) not in allowed:  # type: ignore[attr-defined]
             raise _Refuse(f"line {src.line_of(node)} also reads .{attr}; the cache cannot be dropped")
 
-    causal = _is_causal_mask(src, cls, cache_value)
+    made = cache_value  # `mask = <expr>; self.mask = mask`: judge <expr>
+    if isinstance(made, cst.Name):
+        defs = m.findall(test.body, m.Assign(targets=[m.AssignTarget(m.Name(made.value))]))
+        made = defs[0].value if len(defs) == 1 else made  # type: ignore[attr-defined]
+    causal = _is_causal_mask(src, cls, made)
     parts = _transformer_parts(src, cls)
     bound = _bound_in(fn)
     single_none_test = m.matches(test.test, m.Comparison(left=_self_attr(attr), comparisons=[
         m.ComparisonTarget(operator=m.Is(), comparator=m.Name("None"))]))
     as_buffer = (single_none_test and len(test.body.body) == 1 and init is not None
-                 and not (simple_names(cache_value) & bound))
+                 and not (_names_used(cache_value) & bound))
     if not as_buffer and not _only_cache_checks(test.test, attr):
         raise _Refuse(f"the `if` at line {src.line_of(test)} tests more than self.{attr}; split the test first")
 
@@ -531,11 +559,11 @@ def _only_cache_checks(test: cst.BaseExpression, attr: str) -> bool:
 
 def _local_name(attr: str, bound: set[str], fn: cst.FunctionDef, test: cst.If) -> str:
     local = attr.lstrip("_") or attr
-    if local in bound or local in simple_names(fn.body):
+    if local in bound or local in _names_used(fn.body):
         raise _Refuse(f"`{local}` is already a name in {fn.name.value}(); rename it, then fix again")
     # Temporaries of the `if` become locals of the whole method: they must not collide with its other names.
     temps = {n for t in m.findall(test.body, m.AssignTarget()) for n in _target_names(t.target)}  # type: ignore[attr-defined]
-    outside = {n for s in fn.body.body if s is not test for n in simple_names(s)}
+    outside = {n for s in fn.body.body if s is not test for n in _names_used(s)}
     clash = sorted(temps & outside)
     if clash:
         raise _Refuse(f"`{clash[0]}`, set in the cache's `if`, is also used elsewhere in {fn.name.value}()")
