@@ -49,10 +49,10 @@ class CachedTensorToLocal(Codemod):
         input, it becomes `self.register_buffer(name, ..., persistent=False)` at the end of `__init__`.
 
     Fix safety:
-        Safe without the hint: the same values, computed on each call instead of kept (nothing else in the
-        file reads the attribute, or nothing is proposed). Unsafe with `is_causal=True`: PyTorch trusts the
-        hint and may take a different attention kernel (the mask is recognised as causal from its code, and
-        the results can differ in the last bits); verify compares the numerics.
+        Safe, or unsafe when it adds `is_causal=True`. Without the hint the values are the same, computed on
+        each call instead of kept (and nothing is proposed when anything else in the file reads the
+        attribute). With it, PyTorch trusts the hint and may take another attention kernel: the mask is
+        recognised as causal from its code, but results can differ in the last bits; verify compares them.
     """
 
     rules = ("TM208",)

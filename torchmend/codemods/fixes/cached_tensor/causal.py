@@ -54,7 +54,7 @@ def is_causal_mask(src: SourceFile, cls: cst.ClassDef, value: cst.BaseExpression
         diagonal = next((a.value for a in value.args if a.keyword and a.keyword.value == "diagonal"),
                         value.args[1].value if len(value.args) > 1 and value.args[1].keyword is None else None)
         first = value.args[0].value if value.args else None
-        return (m.matches(diagonal, m.Integer("1")) and first is not None
+        return (diagonal is not None and m.matches(diagonal, m.Integer("1")) and first is not None
                 and any(_is_minus_inf(n) for n in src.nodes_in(first, (cst.Call, cst.UnaryOperation))))
     if depth == 0 and m.matches(value.func, m.Attribute(value=m.Name("self"))):
         name = value.func.attr.value  # type: ignore[attr-defined]

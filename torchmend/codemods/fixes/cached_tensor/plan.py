@@ -115,6 +115,7 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
     single_none_test = m.matches(test.test, m.Comparison(left=self_attr(attr), comparisons=[
         m.ComparisonTarget(operator=m.Is(), comparator=m.Name("None"))]))
     as_buffer = (single_none_test and len(test.body.body) == 1 and init is not None
+                 and isinstance(init.body, cst.IndentedBlock)
                  and not (names_used(cache_value) & bound))
     if not as_buffer and not _only_cache_checks(test.test, attr):
         raise Refuse(f"the `if` at line {src.line_of(test)} tests more than self.{attr}; split the test first")
