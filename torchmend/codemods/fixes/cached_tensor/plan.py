@@ -115,7 +115,7 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
     single_none_test = m.matches(test.test, m.Comparison(left=self_attr(attr), comparisons=[
         m.ComparisonTarget(operator=m.Is(), comparator=m.Name("None"))]))
     as_buffer = (single_none_test and len(test.body.body) == 1 and init is not None
-                 and isinstance(init.body, cst.IndentedBlock)
+                 and isinstance(init.body, cst.IndentedBlock) and not m.findall(init.body.body[-1], m.Return())
                  and not (names_used(cache_value) & bound))
     if not as_buffer and not _only_cache_checks(test.test, attr):
         raise Refuse(f"the `if` at line {src.line_of(test)} tests more than self.{attr}; split the test first")
@@ -133,10 +133,14 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
         edits[test] = cst.RemovalSentinel.REMOVE
         buffer = cst.parse_statement(f'self.register_buffer("{attr}", __value__, persistent=False)\n')
         buffer = buffer.visit(_Substitute(cache_value))
-        if init_clear is not None:
-            edits[init_clear[0]] = buffer.with_changes(leading_lines=init_clear[0].leading_lines)
+        # At the end of __init__: what the tensor is built from (self.size, ...) may be set after `self.x = None`.
+        last = init.body.body[-1]  # type: ignore[union-attr]
+        if init_clear is not None and init_clear[0] is last:
+            edits[last] = buffer.with_changes(leading_lines=last.leading_lines)
         else:
-            insert_after[init.body.body[-1]] = [buffer]  # type: ignore[union-attr]
+            if init_clear is not None:
+                edits[init_clear[0]] = cst.RemovalSentinel.REMOVE
+            insert_after[last] = [buffer]
         what = f"build self.{attr} once in __init__ as a buffer"
     else:
         body = [s.visit(rewrite) for s in test.body.body]
