@@ -47,6 +47,11 @@ RULES: tuple[Rule, ...] = (
     Rule("TM901", GRAPH_BREAK, "library-deliberate-break", "PyTorch's own deliberate graph break", informational=True),
     Rule("TM902", RECOMPILE, "one-time-library-recompile", "one-time recompile inside a library (e.g. state set-up)",
          informational=True),
+    Rule("TM208", RECOMPILE, "tensor-cached-on-module",
+         "tensor cached on an nn.Module and rebuilt in forward (`is None` or size check)",
+         advice="compute the tensor as a local in forward (it is part of the graph then), or register it as a "
+                "buffer in __init__ when its shape is fixed; for an nn.Transformer* causal mask also pass "
+                "is_causal=True"),
 )
 
 BY_CODE: dict[str, Rule] = {r.code: r for r in RULES}
@@ -57,7 +62,7 @@ FIXES: dict[str, str] = {
     "TM101": "gate-print", "TM102": "gate-logging", "TM103": "branch-to-where", "TM104": "keep-scalar-tensor",
     "TM201": "module-scalar-to-buffer", "TM202": "scalar-argument-to-tensor", "TM203": "tensor-learning-rate",
     "TM204": "mark-dynamic", "TM205": "keep-carried-scalar-tensor", "TM206": "global-scalar-to-tensor",
-    "TM250": "recompile-limit-module-scalar",
+    "TM208": "cached-tensor-to-local", "TM250": "recompile-limit-module-scalar",
 }
 
 

@@ -91,6 +91,8 @@ def _classify_break(gb: GraphBreak, where: str) -> str:
 def _classify_guard(g: GuardFailure) -> str:
     var = g.variable or ""
     mismatch = tensor_mismatch(g.guard)
+    if _cached_tensor_attribute(g, mismatch):
+        return "TM208"
     if mismatch == "size" or "size mismatch" in g.guard:
         return "TM204"
     if mismatch:
@@ -109,6 +111,23 @@ def _classify_guard(g: GuardFailure) -> str:
     if re.match(r"^[A-Za-z_]\w*(\[\d+\])?$", var) or var.startswith(("args[", "kwargs[")):
         return "TM202"
     return "TM299"
+
+
+# A tensor cached on a module (`if self.mask is None or self.mask.size(0) != n: self.mask = ...`), as torch 2.13
+# words its guards: `self.mask is None`, `tensor 'self.mask' size mismatch ...`, `self._modules['p'].t.size()[0] == ...`.
+_CACHED_ATTR = re.compile(r"self(?:\._modules\['\w+'\]|\.\w+)*\.\w+(?P<size>\.size\(\)\[\d+\]|\.shape\[\d+\])?")
+
+
+def _cached_tensor_attribute(g: GuardFailure, mismatch: str | None) -> bool:
+    var = g.variable or ""
+    attr = _CACHED_ATTR.fullmatch(var)
+    if attr is None or "_parameters[" in var or "_buffers[" in var:
+        return False
+    guard = g.guard.split("#")[0].strip()
+    none_check = re.fullmatch(re.escape(var) + r" is (?:not )?None", guard)
+    # guard_variable drops the method: `self.mask.size()[0] == 8` guards `self.mask`
+    size_check = re.match(re.escape(var) + r"(?:\.size\(\)|\.shape)\[\d+\]", guard)
+    return bool(attr["size"] or size_check or none_check or mismatch in ("size", "stride"))
 
 
 def _reason_for_break(gb: GraphBreak) -> str:
@@ -198,6 +217,7 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
     steps = 0
 
     limited_frames: set[str] = set()
+    cached_sites: dict[str, Frame] = {}  # TM208: cached tensor attribute -> the line its `is None` guard names
     step_times: list[float] = []
 
     def add(key: tuple[str, str, int], payload: dict[str, Any], frame_id: str = "") -> None:
@@ -252,8 +272,11 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
                     site_frame = Frame(call_site.path, call_site.line, call_site.function) if call_site else compiled
                 if site_frame is None:
                     continue
-                path = places.absolute(site_frame.file)
                 code = _classify_guard(g)
+                if code == "TM208":  # a cached tensor's size guards name no line: file them with its `is None` guard
+                    attr = re.sub(r"\.(?:size\(\)|shape)\[\d+\]$", "", g.variable or "")
+                    site_frame = cached_sites.setdefault(attr, site_frame) if g.site else cached_sites.get(attr, site_frame)
+                path = places.absolute(site_frame.file)
                 add((code, path, site_frame.line), {"type": "recompile", "g": g, "site": site_frame,
                                                      "where": places.where(path), "call_site": call_site,
                                                      "compiled": compiled}, frame_id)

@@ -108,7 +108,7 @@ class GuardFailure:
     text: str
 
 
-_TENSOR_RE = re.compile(r"tensor '(?P<var>[^']+)' (?P<what>[\w ]+?) mismatch")
+_TENSOR_RE = re.compile(r"tensor '(?P<var>.+?)' (?P<what>[\w ]+?) mismatch")  # var may hold quotes: self._modules['p'].t
 _LG_RE = re.compile(r"\b[LG]\['(?P<name>[^']+)'\]")
 # A source expression: a name (or L['x'] / G['x']) followed by attributes and subscripts.
 _CHAIN_RE = re.compile(r"""(?:[LG]\['[^']+'\]|[A-Za-z_]\w*)(?:\.[A-Za-z_]\w*|\[(?:'[^']*'|"[^"]*"|[^\]]*)\])*""")

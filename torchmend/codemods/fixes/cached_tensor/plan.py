@@ -1,0 +1,210 @@
+"""Find the cache (`if <test on self.x>: ... self.x = ...` in a method) and plan its rewrite: a local of the method,
+or a buffer made in __init__, with the causal hint where the tensor is a causal mask given to nn.Transformer*."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+import libcst.matchers as m
+
+from torchmend.codemods.base import SAFE, UNSAFE, Proposal
+from torchmend.codemods.fixes.cached_tensor.causal import CausalRewrite, is_causal_mask, transformer_parts
+from torchmend.codemods.fixes.cached_tensor.syntax import bound_in, methods, names_used, self_attr, target_names
+from torchmend.codemods.source import Context, SourceError, SourceFile
+from torchmend.model import Finding
+
+class Refuse(Exception):
+    """Internal: the shape of the code rules the fix out (carries the NoFix's reason)."""
+
+
+@dataclass
+class Cache:
+    """One cache: the `if` in a method of `cls` that (re)builds `self.<attr>`."""
+
+    src: SourceFile
+    cls: cst.ClassDef
+    method: cst.FunctionDef
+    test: cst.If
+    attr: str
+
+
+def _caches(src: SourceFile, attr: str) -> list[Cache]:
+    """Every `if <test on self.attr>: ... self.attr = ...` written directly in a method body."""
+    found = []
+    for cls in src.nodes_in(src.module, cst.ClassDef):
+        for fn in methods(cls):  # type: ignore[arg-type]
+            for stmt in fn.body.body:
+                if not isinstance(stmt, cst.If):
+                    continue
+                reads = m.findall(stmt.test, self_attr(attr))
+                writes = [t for t in m.findall(stmt.body, m.AssignTarget(target=self_attr(attr)))]
+                if reads and writes:
+                    found.append(Cache(src, cls, fn, stmt, attr))  # type: ignore[arg-type]
+    return found
+
+
+def locate(finding: Finding, ctx: Context, attr: str) -> Cache | None:
+    paths = [finding.path]
+    if finding.compiled_function is not None and finding.compiled_function.path:
+        paths.append(finding.compiled_function.path)
+    for path in dict.fromkeys(paths):
+        if not ctx.in_project(path):
+            continue
+        try:
+            src = ctx.file(path)
+        except SourceError:
+            continue
+        caches = _caches(src, attr)
+        at_line = [c for c in caches if path == finding.path
+                   and src.positions[c.cls].start.line <= finding.line <= src.positions[c.cls].end.line]
+        if len(at_line) == 1:
+            return at_line[0]
+        if len(caches) == 1:
+            return caches[0]
+    return None
+
+
+def already_local(finding: Finding, ctx: Context, attr: str) -> bool:
+    """The finding's line no longer reads or writes `self.<attr>` (it was fixed): nothing to do."""
+    try:
+        stmt = ctx.file(finding.path).statement_at(finding.line)
+    except SourceError:
+        return False
+    return stmt is not None and not m.findall(stmt, self_attr(attr))
+
+
+def plan(finding: Finding, cache: Cache) -> Proposal:
+    src, cls, fn, test, attr = cache.src, cache.cls, cache.method, cache.test, cache.attr
+    if not isinstance(test.body, cst.IndentedBlock):
+        raise Refuse(f"the `if` at line {src.line_of(test)} is on one line; put its body on lines of its own")
+    if test.orelse is not None:
+        raise Refuse(f"the `if` that rebuilds self.{attr} has an else branch; move it out by hand")
+    writes = [w for w in m.findall(cls, m.AssignTarget(target=self_attr(attr)) | m.AugAssign(
+        target=self_attr(attr)) | m.AnnAssign(target=self_attr(attr)))]
+    in_test = set(m.findall(test.body, m.AssignTarget(target=self_attr(attr))))
+    init = next((f for f in methods(cls) if f.name.value == "__init__"), None)
+    init_clear = _init_clear(init, attr)
+    stray = [w for w in writes if w not in in_test and (init_clear is None or w is not init_clear[1])]
+    if stray:
+        raise Refuse(f"self.{attr} is also set at line {src.line_of(stray[0])}; the cache is not only rebuilt "
+                      "in one place")
+    if len(in_test) != 1:
+        raise Refuse(f"self.{attr} is assigned more than once in the `if` at line {src.line_of(test)}")
+    value = next(iter(in_test))
+    assign = src.enclosing(value, cst.Assign)
+    cache_value: cst.BaseExpression = assign.value  # type: ignore[union-attr]
+
+    # Reads outside this forward's `if` and what follows it (another method, another object): keep the attribute.
+    index = list(fn.body.body).index(test)
+    after = list(fn.body.body)[index + 1:]
+    allowed = {id(n) for stmt in [test, *after] for n in m.findall(stmt, self_attr(attr))}
+    if init_clear is not None:
+        allowed |= {id(n) for n in m.findall(init_clear[0], self_attr(attr))}
+    for node in src.nodes_in(src.module, cst.Attribute):
+        if node.attr.value == attr and id(node) not in allowed:  # type: ignore[attr-defined]
+            raise Refuse(f"line {src.line_of(node)} also reads .{attr}; the cache cannot be dropped")
+
+    made = cache_value  # `mask = <expr>; self.mask = mask`: judge <expr>
+    if isinstance(made, cst.Name):
+        defs = m.findall(test.body, m.Assign(targets=[m.AssignTarget(m.Name(made.value))]))
+        made = defs[0].value if len(defs) == 1 else made  # type: ignore[attr-defined]
+    causal = is_causal_mask(src, cls, made)
+    parts = transformer_parts(src, cls)
+    bound = bound_in(fn)
+    single_none_test = m.matches(test.test, m.Comparison(left=self_attr(attr), comparisons=[
+        m.ComparisonTarget(operator=m.Is(), comparator=m.Name("None"))]))
+    as_buffer = (single_none_test and len(test.body.body) == 1 and init is not None
+                 and isinstance(init.body, cst.IndentedBlock) and not m.findall(init.body.body[-1], m.Return())
+                 and not (names_used(cache_value) & bound))
+    if not as_buffer and not _only_cache_checks(test.test, attr):
+        raise Refuse(f"the `if` at line {src.line_of(test)} tests more than self.{attr}; split the test first")
+
+    local = None if as_buffer else _local_name(attr, bound, fn, test)
+    rewrite = CausalRewrite(attr, local, parts, causal)
+    edits: dict[cst.CSTNode, object] = {}
+    for stmt in after:
+        if m.findall(stmt, self_attr(attr)):
+            new = stmt.visit(rewrite)
+            if not new.deep_equals(stmt):
+                edits[stmt] = new
+    insert_after: dict[cst.BaseStatement, list[cst.BaseStatement]] = {}
+    if as_buffer:
+        edits[test] = cst.RemovalSentinel.REMOVE
+        buffer = cst.parse_statement(f'self.register_buffer("{attr}", __value__, persistent=False)\n')
+        buffer = buffer.visit(_Substitute(cache_value))
+        # At the end of __init__: what the tensor is built from (self.size, ...) may be set after `self.x = None`.
+        last = init.body.body[-1]  # type: ignore[union-attr]
+        if init_clear is not None and init_clear[0] is last:
+            edits[last] = buffer.with_changes(leading_lines=last.leading_lines)
+        else:
+            if init_clear is not None:
+                edits[init_clear[0]] = cst.RemovalSentinel.REMOVE
+            insert_after[last] = [buffer]
+        what = f"build self.{attr} once in __init__ as a buffer"
+    else:
+        body = [s.visit(rewrite) for s in test.body.body]
+        first = body[0].with_changes(leading_lines=[*test.leading_lines, *body[0].leading_lines])
+        if isinstance(first, cst.SimpleStatementLine) and test.body.header.comment is not None \
+                and first.trailing_whitespace.comment is None:
+            first = first.with_changes(trailing_whitespace=test.body.header)
+        body[0] = first
+        edits[test] = cst.FlattenSentinel(body)
+        if init_clear is not None:
+            edits[init_clear[0]] = cst.RemovalSentinel.REMOVE
+        what = f"compute {attr} as a local in {fn.name.value}() instead of caching it on the module"
+    hint = ""
+    if rewrite.hinted:
+        hint = f" and pass {', '.join(f'{h}=True' for h in dict.fromkeys(rewrite.hinted))}"
+    return Proposal(
+        (finding,), finding.rule, src.path, replace=edits, insert_after=insert_after,  # type: ignore[arg-type]
+        safety=UNSAFE if rewrite.hinted else SAFE,
+        why=f"{what}{hint}, so forward no longer recompiles on `self.{attr} is None` or its size"
+            + (" and the causal-mask check in nn.Transformer* no longer breaks the graph" if hint else ""),
+        note=("is_causal=True tells PyTorch the mask is causal (it is built as one); the attention may take "
+              "another kernel, so results can differ in the last bits") if hint else "",
+        alternative="" if as_buffer else (
+            f"if self.{attr} has a fixed shape, build it once in __init__ with self.register_buffer(...)"))
+
+
+def _init_clear(init: cst.FunctionDef | None, attr: str) -> tuple[cst.SimpleStatementLine, cst.AssignTarget] | None:
+    """`self.<attr> = None` (alone on its line) in __init__'s own body."""
+    if init is None:
+        return None
+    for stmt in init.body.body:
+        if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(self_attr(attr))],
+                                                                value=m.Name("None"))])):
+            return stmt, stmt.body[0].targets[0]  # type: ignore[attr-defined,return-value]
+    return None
+
+
+def _only_cache_checks(test: cst.BaseExpression, attr: str) -> bool:
+    """Every operand of the `or` reads self.<attr>: the `if` is the cache check and nothing else."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _only_cache_checks(test.left, attr) and _only_cache_checks(test.right, attr)
+    return bool(m.findall(test, self_attr(attr)))
+
+
+def _local_name(attr: str, bound: set[str], fn: cst.FunctionDef, test: cst.If) -> str:
+    local = attr.lstrip("_") or attr
+    if local in bound or local in names_used(fn.body):
+        raise Refuse(f"`{local}` is already a name in {fn.name.value}(); rename it, then fix again")
+    # Temporaries of the `if` become locals of the whole method: they must not collide with its other names.
+    targets = m.findall(test.body, m.AssignTarget())
+    temps = {n for t in targets for n in target_names(t.target)}  # type: ignore[attr-defined]
+    outside = {n for s in fn.body.body if s is not test for n in names_used(s)}
+    clash = sorted(temps & outside)
+    if clash:
+        raise Refuse(f"`{clash[0]}`, set in the cache's `if`, is also used elsewhere in {fn.name.value}()")
+    return local
+
+
+class _Substitute(cst.CSTTransformer):
+    """Put an expression where the template says `__value__`."""
+
+    def __init__(self, value: cst.BaseExpression) -> None:
+        super().__init__()
+        self.value = value
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return self.value if original.value == "__value__" else updated

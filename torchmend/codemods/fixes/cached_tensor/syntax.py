@@ -1,0 +1,64 @@
+"""Small libcst helpers for the cached-tensor fix: `self.<attr>`, a class's methods, the names code uses and binds."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+
+def self_attr(attr: str) -> m.Attribute:
+    return m.Attribute(value=m.Name("self"), attr=m.Name(attr))
+
+
+def methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
+    return [s for s in cls.body.body if isinstance(s, cst.FunctionDef)]
+
+
+class _NamesUsed(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # `a.b` uses a, not b
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)  # `f(mask=m)` uses m, not mask
+        return False
+
+
+def names_used(node: cst.CSTNode) -> set[str]:
+    """Plain names in a piece of code: attribute names and keyword names left out."""
+    visitor = _NamesUsed()
+    node.visit(visitor)
+    return visitor.names
+
+
+def target_names(target: cst.CSTNode) -> set[str]:
+    """Plain names an assignment target binds (`a`, `a, (b, *c)`); none for `self.x` or `x[i]`."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {n for e in target.elements for n in target_names(e.value)}
+    if isinstance(target, cst.StarredElement):
+        return target_names(target.value)
+    return set()
+
+
+def bound_in(fn: cst.FunctionDef) -> set[str]:
+    """Names the function binds: its parameters and every plain name it assigns (the function's locals)."""
+    params = fn.params
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.add(star.name.value)
+    for node in m.findall(fn.body, m.AssignTarget() | m.AnnAssign() | m.AugAssign() | m.For() | m.NamedExpr()):
+        names |= target_names(node.target)  # type: ignore[attr-defined]
+    for item in m.findall(fn.body, m.WithItem(asname=m.AsName())):
+        names |= target_names(item.asname.name)  # type: ignore[attr-defined]
+    names.discard("self")
+    return names
