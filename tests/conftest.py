@@ -42,7 +42,7 @@ _SCANS: dict[tuple[str, ...], CliResult] = {}
 
 _EVENTS = Path(tempfile.mkdtemp(prefix="torchmend-test-events-"))
 # What tests may leave in the temp directory if something leaks: checked at the end of the session.
-_LEFTOVERS = ("torchmend-test-events-", "torchelastic_", "torchmend-run-")
+_LEFTOVERS = ("torchmend-test-events-", "torchelastic_")
 
 
 def _leftovers() -> set[str]:
