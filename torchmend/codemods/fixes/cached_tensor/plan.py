@@ -116,7 +116,8 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
         m.ComparisonTarget(operator=m.Is(), comparator=m.Name("None"))]))
     as_buffer = (single_none_test and len(test.body.body) == 1 and init is not None
                  and isinstance(init.body, cst.IndentedBlock) and not m.findall(init.body.body[-1], m.Return())
-                 and not (names_used(cache_value) & bound))
+                 and not (names_used(cache_value) & bound)
+                 and bool(m.findall(cache_value, m.Call())))  # register_buffer takes a tensor, not `0` or `None`
     if not as_buffer and not _only_cache_checks(test.test, attr):
         raise Refuse(f"the `if` at line {src.line_of(test)} tests more than self.{attr}; split the test first")
 
