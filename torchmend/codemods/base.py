@@ -109,6 +109,9 @@ class Codemod:
     """Base class: subclasses set `rules` and implement `propose`; the registry finds them."""
 
     rules: ClassVar[tuple[str, ...]] = ()
+    # Rules this codemod also fixes when they are another finding's cause (`Finding.cause`): a recompile-limit
+    # finding (TM250) whose failing guard is a float lr goes to the tensor-lr fix.
+    causes: ClassVar[tuple[str, ...]] = ()
     name: ClassVar[str] = ""
     # Inline examples, checked by tests/test_codemod_examples.py. Sources mark findings with comments
     # (see examples.py): INVALID sources become their expected text; VALID sources propose nothing. The docs

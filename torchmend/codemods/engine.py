@@ -20,7 +20,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 
 from torchmend import rules
 from torchmend.codemods.base import NoFix, Proposal, Result
-from torchmend.codemods.registry import codemod_for
+from torchmend.codemods.registry import codemod_for_finding
 from torchmend.codemods.source import Context, SourceError, SourceFile
 from torchmend.model import Finding, Where
 
@@ -109,7 +109,7 @@ class Session:
             return NoFix(f, "informational: nothing to change in your code", skipped=True)
         if not rules.select([f.rule], select, ignore):
             return NoFix(f, "not selected (--select/--ignore)", skipped=True)
-        codemod = codemod_for(f.rule)
+        codemod = codemod_for_finding(f.rule, f.cause)
         if codemod is None:
             return NoFix(f, f"no source-level fix for {f.rule} ({rule.name})", rule.advice)
         try:

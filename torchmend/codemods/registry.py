@@ -38,5 +38,15 @@ def by_rule() -> dict[str, Codemod]:
     return table
 
 
+@lru_cache(maxsize=1)
+def by_cause() -> dict[str, Codemod]:
+    return {code: cm for cm in codemods() for code in cm.causes}
+
+
 def codemod_for(code: str) -> Codemod | None:
     return by_rule().get(code)
+
+
+def codemod_for_finding(rule: str, cause: str | None) -> Codemod | None:
+    """The codemod for a finding: the one that fixes its cause when there is one, else its rule's."""
+    return (by_cause().get(cause) if cause else None) or by_rule().get(rule)

@@ -1025,7 +1025,6 @@ class BranchToWhere(Codemod):
         ),
     )
     VALID = (
-        # a print in the branch: reported, not rewritten
         Valid(
             """
             import torch
@@ -1035,7 +1034,7 @@ class BranchToWhere(Codemod):
                 return out
             """,
         ),
-        # a name set in one branch only and used after
+        # a print in the branch: reported, not rewritten
         Valid(
             """
             import torch
@@ -1046,7 +1045,7 @@ class BranchToWhere(Codemod):
                 return x
             """,
         ),
-        # a while loop on a tensor
+        # a name set in one branch only and used after
         Valid(
             """
             import torch
@@ -1057,6 +1056,7 @@ class BranchToWhere(Codemod):
                 return y
             """,
         ),
+        # a while loop on a tensor
         Valid(
             """
             import torch

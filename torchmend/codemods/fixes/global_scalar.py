@@ -559,7 +559,7 @@ class GlobalScalar(Codemod):
         ),
     )
     VALID = (
-        # used in control flow inside the compiled function: a tensor there would break the graph
+        # already a tensor updated in place
         Valid(
             """
             import torch
@@ -576,7 +576,7 @@ class GlobalScalar(Codemod):
                     f(torch.ones(2))
             """,
         ),
-        # first created inside the loop: no single place to create the tensor
+        # used in control flow inside the compiled function: a tensor there would break the graph
         Valid(
             """
             import torch
@@ -596,7 +596,7 @@ class GlobalScalar(Codemod):
                     f(torch.ones(2))
             """,
         ),
-        # imported from another module
+        # first created inside the loop: no single place to create the tensor
         Valid(
             """
             import torch
@@ -610,6 +610,7 @@ class GlobalScalar(Codemod):
                     f(torch.ones(2))
             """,
         ),
+        # imported from another module
         Valid(
             """
             import torch

@@ -347,7 +347,7 @@ class MarkDynamic(Codemod):
         ),
     )
     VALID = (
-        # already dynamic=True, argument not a name
+        # already marked
         Valid(
             """
             import torch
@@ -358,7 +358,7 @@ class MarkDynamic(Codemod):
                 model(x)  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0
             """,
         ),
-        # the user asked for static shapes
+        # already dynamic=True, argument not a name
         Valid(
             """
             import torch
@@ -368,6 +368,7 @@ class MarkDynamic(Codemod):
                 model(x[0])  # tm: TM204 variable=args[0] guard=size_mismatch_at_index_0
             """,
         ),
+        # the user asked for static shapes
         Valid(
             """
             import torch

@@ -788,7 +788,7 @@ class ModuleScalarToBuffer(Codemod):
         ),
     )
     VALID = (
-        # set from outside the class
+        # tested in an `if`: as a tensor that is a data-dependent graph break
         Valid(
             """
             import torch
@@ -807,7 +807,7 @@ class ModuleScalarToBuffer(Codemod):
                     return x
             """,
         ),
-        # already a buffer
+        # set from outside the class
         Valid(
             """
             import torch
@@ -828,6 +828,7 @@ class ModuleScalarToBuffer(Codemod):
             model.calls = 5
             """,
         ),
+        # already a buffer
         Valid(
             """
             import torch
@@ -911,6 +912,7 @@ class RecompileLimitModuleScalar(Codemod):
         ),
     )
     VALID = (
+        # the guard is on an argument, not on module state: advice only
         Valid(
             """
             import torch
@@ -923,17 +925,6 @@ class RecompileLimitModuleScalar(Codemod):
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
-        if "param_groups" in (finding.variable or ""):
-            # A float learning rate recompiling until the limit (torch 2.11/2.12, pytorch#169634): the
-            # tensor-lr fix is the cure; propose exactly its edit so the two findings share one proposal.
-            from torchmend.codemods.registry import codemod_for
-
-            lr = codemod_for("TM203")
-            if lr is not None:
-                result = lr.propose(replace(finding, rule="TM203"), ctx)
-                if isinstance(result, Proposal):
-                    return replace(result, findings=(finding,))
-                return replace(result, finding=finding)
         result = propose_buffer(finding, ctx)
         if isinstance(result, Proposal):
             stopgap = _STOPGAP.replace("as a stopgap, ", "as a stopgap only, ")

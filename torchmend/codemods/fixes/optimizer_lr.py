@@ -574,6 +574,7 @@ class TensorLearningRate(Codemod):
     """
 
     rules = ("TM203",)
+    causes = ("TM203",)
     name = "tensor-learning-rate"
     INVALID = (
         # the fixture's pattern: a compiled step, a hand-written warmup writing every group
@@ -684,7 +685,7 @@ class TensorLearningRate(Codemod):
         ),
     )
     VALID = (
-        # the optimizer comes from elsewhere
+        # already a tensor, written in place
         Valid(
             """
             import torch
@@ -694,14 +695,14 @@ class TensorLearningRate(Codemod):
             opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
             """,
         ),
-        # Adam with foreach=True raises for a tensor lr unless capturable=True
+        # the optimizer comes from elsewhere
         Valid(
             """
             def train(opt):
                 opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
             """,
         ),
-        # a write through a helper's parameter: it may be this optimizer's group, and fill_ would be needed there
+        # Adam with foreach=True raises for a tensor lr unless capturable=True
         Valid(
             """
             import torch
@@ -709,7 +710,7 @@ class TensorLearningRate(Codemod):
             opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
             """,
         ),
-        # several groups would share the default lr tensor, and only group 0 is written
+        # a write through a helper's parameter: it may be this optimizer's group, and fill_ would be needed there
         Valid(
             """
             import torch
@@ -723,7 +724,7 @@ class TensorLearningRate(Codemod):
             opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
             """,
         ),
-        # a hyperparameter other than lr
+        # several groups would share the default lr tensor, and only group 0 is written
         Valid(
             """
             import torch
@@ -732,6 +733,7 @@ class TensorLearningRate(Codemod):
             opt.step()  # tm: TM203 where=library variable=self.param_groups[0]['lr']
             """,
         ),
+        # a hyperparameter other than lr
         Valid(
             """
             import torch

@@ -397,7 +397,7 @@ class ScalarArgument(Codemod):
         ),
     )
     VALID = (
-        # Python control flow on it inside the compiled function
+        # already a tensor at the call site
         Valid(
             """
             import torch
@@ -411,7 +411,7 @@ class ScalarArgument(Codemod):
                     f(x, torch.tensor(i + 1.0, device=x.device))  # tm-call-site
             """,
         ),
-        # a size
+        # Python control flow on it inside the compiled function
         Valid(
             """
             import torch
@@ -427,7 +427,7 @@ class ScalarArgument(Codemod):
                     f(x, i + 1.0)  # tm-call-site
             """,
         ),
-        # passed through *args at the call site
+        # a size
         Valid(
             """
             import torch
@@ -441,6 +441,7 @@ class ScalarArgument(Codemod):
                     f(x, n)  # tm-call-site
             """,
         ),
+        # passed through *args at the call site
         Valid(
             """
             import torch

@@ -678,7 +678,7 @@ class KeepScalarTensor(Codemod):
         ),
     )
     VALID = (
-        # a shape needs a Python int
+        # an `if` needs a real bool
         Valid(
             """
             import torch
@@ -689,7 +689,7 @@ class KeepScalarTensor(Codemod):
                 return x
             """,
         ),
-        # already fixed
+        # a shape needs a Python int
         Valid(
             """
             import torch
@@ -699,7 +699,7 @@ class KeepScalarTensor(Codemod):
                 return x.new_zeros(n) + 1
             """,
         ),
-        # a bare `.item()` is there to wait for the GPU, not for its value
+        # already fixed
         Valid(
             """
             import torch
@@ -709,6 +709,7 @@ class KeepScalarTensor(Codemod):
                 return x / scale
             """,
         ),
+        # a bare `.item()` is there to wait for the GPU, not for its value
         Valid(
             """
             import torch
@@ -807,6 +808,7 @@ class CarriedScalarTensor(Codemod):
         ),
     )
     VALID = (
+        # the number is a Python argument, not read out of a tensor
         Valid(
             """
             import torch
