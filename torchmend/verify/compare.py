@@ -103,7 +103,7 @@ def judge(before: list[ArmRun], after: list[ArmRun], rtol: float = RTOL, atol: f
     numerics = compare(before[0].end, after[0].end, rtol, atol) if before and after else None
     if numerics is not None and not numerics.equal:
         reasons.append(f"numerics differ: {numerics.describe()}")
-    if numerics is not None and not numerics.compared:
+    if numerics is not None and numerics.equal and not numerics.compared:
         notes.append(numerics.describe())
     elif numerics is not None and numerics.params_equal is None:
         notes.append(f"final parameters not compared: {numerics.params_note}")
