@@ -10,24 +10,77 @@ the fix unsafe to propose, and are named.
 
 from __future__ import annotations
 
-import libcst as cst
+from pathlib import Path
 
-from torchmend.codemods.source import SourceFile
+import libcst as cst
+from libcst.helpers import get_full_name_for_node
+
+from torchmend.codemods.source import Context, SourceError, SourceFile
 
 # Calls that need a Python number (or turn a tensor into one, with a host sync).
 _NEEDS_NUMBER = {"builtins.float", "builtins.int", "builtins.bool", "builtins.round", "builtins.range",
                  "builtins.max", "builtins.min"}
 
 
-def optimizer_classdef(src: SourceFile, call: cst.Call) -> cst.ClassDef | None:
-    """The class statement, in this file, of the optimizer `call` builds, when it derives (through classes
-    of this file) from torch.optim.Optimizer."""
+def optimizer_classdef(src: SourceFile, call: cst.Call, ctx: Context | None = None,
+                       ) -> tuple[SourceFile, cst.ClassDef] | None:
+    """The class statement (and its file) of the optimizer `call` builds, when it derives (through classes
+    of the project) from torch.optim.Optimizer: defined in this file, or, with `ctx`, imported from another
+    file of the project (`from mypkg.optim import Lion`, re-exports followed)."""
     if not isinstance(call.func, cst.Name):
         return None
-    refs = src.referents(call.func)
-    if len(refs) != 1 or not isinstance(refs[0], cst.ClassDef):
+    found = _class_named(src, call.func.value, ctx, 0)
+    if found is None or not _is_optimizer(found[0], found[1], 0):
         return None
-    return refs[0] if _is_optimizer(src, refs[0], 0) else None
+    return found
+
+
+def _class_named(src: SourceFile, name: str, ctx: Context | None, depth: int,
+                 ) -> tuple[SourceFile, cst.ClassDef] | None:
+    if depth > 4:
+        return None
+    for stmt in src.module.body:
+        if isinstance(stmt, cst.ClassDef) and stmt.name.value == name:
+            return src, stmt
+    if ctx is None:
+        return None
+    for stmt in src.module.body:
+        for small in getattr(stmt, "body", ()) if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if not isinstance(small, cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
+                continue
+            for alias in small.names:
+                bound = alias.asname.name.value if alias.asname else alias.name.value  # type: ignore[union-attr]
+                if bound != name or not isinstance(alias.name, cst.Name):
+                    continue
+                for path in _module_files(src, ctx, small):
+                    try:
+                        other = ctx.file(path)
+                    except SourceError:
+                        continue
+                    hit = _class_named(other, alias.name.value, ctx, depth + 1)
+                    if hit is not None:
+                        return hit
+    return None
+
+
+def _module_files(src: SourceFile, ctx: Context, imp: cst.ImportFrom) -> list[str]:
+    """The project files `from <module> import ...` may mean: relative to the importing file for a relative
+    import, else under the project root or beside the importing file."""
+    parts = get_full_name_for_node(imp.module).split(".") if imp.module is not None else []  # type: ignore[union-attr]
+    here = Path(src.path).parent
+    if imp.relative:
+        for _ in range(len(imp.relative) - 1):
+            here = here.parent
+        roots = [here]
+    else:
+        roots = [Path(ctx.project_root), here]
+    found = []
+    for root in roots:
+        base = root.joinpath(*parts)
+        for candidate in ([base.with_suffix(".py")] if parts else []) + [base / "__init__.py"]:
+            if candidate.is_file() and ctx.in_project(str(candidate)) and str(candidate) not in found:
+                found.append(str(candidate))
+    return found
 
 
 def _is_optimizer(src: SourceFile, cls: cst.ClassDef, depth: int) -> bool:

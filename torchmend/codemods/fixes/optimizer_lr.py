@@ -98,11 +98,11 @@ def _construction(src: SourceFile, expr: cst.BaseExpression) -> tuple[cst.Call |
     return value, ""
 
 
-def _optimizer_class(src: SourceFile, call: cst.Call) -> str | None:
-    """The optimizer's class name: a torch.optim class, or a torch.optim.Optimizer subclass of this file."""
-    own = optimizer_classdef(src, call)
+def _optimizer_class(src: SourceFile, call: cst.Call, ctx: Context | None = None) -> str | None:
+    """The optimizer's class name: a torch.optim class, or a torch.optim.Optimizer subclass of the project."""
+    own = optimizer_classdef(src, call, ctx)
     if own is not None:
-        return own.name.value
+        return own[1].name.value
     for q in src.qualified_names(call.func):
         parts = q.split(".")
         if parts[:2] == ["torch", "optim"] and len(parts) in (3, 4) and parts[-1][:1].isupper():
@@ -443,7 +443,8 @@ def _key(variable: str | None) -> str | None:
     return None
 
 
-def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement) -> tuple[cst.Call | None, str]:
+def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement,
+                  ctx: Context | None = None) -> tuple[cst.Call | None, str]:
     """The construction of the optimizer the statement steps (`opt.step()`, `scaler.step(opt)`) or reads
     (`opt.param_groups`)."""
     candidates: list[cst.BaseExpression] = []
@@ -476,7 +477,7 @@ def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement) -> tuple[cst.Call | 
     why = "no optimizer step or param_groups on that line"
     for expr in candidates:
         call, reason = _construction(src, expr)
-        if call is not None and _optimizer_class(src, call):
+        if call is not None and _optimizer_class(src, call, ctx):
             return call, ""
         if call is not None:
             reason = f"`{src.code(expr)}` is built by `{src.code(call.func)}(...)`, not a torch.optim class"
@@ -514,7 +515,7 @@ def _constructions_of(src: SourceFile, stmt: cst.FunctionDef | cst.ClassDef) -> 
     if not isinstance(cls, cst.ClassDef):
         return None, "the compiled function is not a method of an optimizer class"
     calls = [c for c in src.nodes_in(src.module, cst.Call)
-             if isinstance(c, cst.Call) and optimizer_classdef(src, c) is cls]
+             if isinstance(c, cst.Call) and (optimizer_classdef(src, c) or (None, None))[1] is cls]
     if len(calls) != 1:
         return None, (f"{cls.name.value} is built {len(calls)} times in this file" if calls
                       else f"{cls.name.value} is not built in this file")
@@ -531,8 +532,9 @@ class TensorLearningRate(Codemod):
         The optimizer is found from your `opt.step()` line (or `scaler.step(opt)`, or
         `step = torch.compile(opt.step)`, or a compiled training step that calls `opt.step()`), through its
         name or `self.<name>`, to its `torch.optim.X(...)` call in the same file — or to the construction
-        of an optimizer class the file defines itself (a `torch.optim.Optimizer` subclass with its own
-        `step`, such as a Lion- or Muon-style optimizer; also when the finding names that `step`). The lr argument (keyword or positional; the class's default when left
+        of an optimizer class the project defines itself (a `torch.optim.Optimizer` subclass with its own
+        `step`, such as a Lion- or Muon-style optimizer, in the same file or imported from another file of
+        the project; also when the finding names that `step`). The lr argument (keyword or positional; the class's default when left
         out), the "lr" of param-group dicts the file spells out, and every write to that optimizer's
         `group["lr"]` in the file change together, in one proposal. torch.optim.lr_scheduler schedulers
         need no change: in torch 2.13 they write a tensor lr in place (`_update_param_group_val` calls
@@ -764,27 +766,36 @@ class TensorLearningRate(Codemod):
             if stmt is None:
                 why = why or f"no statement at line {line}"
                 continue
-            ctor, reason = _optimizer_at(src, stmt)
+            ctor, reason = _optimizer_at(src, stmt, ctx)
             if ctor is not None:
                 break
             why = why or reason
         if ctor is None or src is None:
             return NoFix(finding, f"cannot find where the optimizer is built: {why}", _ADVICE)
-        return self._rewrite(finding, src, ctor)
+        return self._rewrite(finding, src, ctor, ctx)
 
-    def _rewrite(self, finding: Finding, src: SourceFile, ctor: cst.Call) -> Result:
-        cls = _optimizer_class(src, ctor) or ""
+    @staticmethod
+    def _display(ctx: Context, path: str) -> str:
+        import os
+
+        return os.path.relpath(path, ctx.project_root)
+
+    def _rewrite(self, finding: Finding, src: SourceFile, ctor: cst.Call, ctx: Context) -> Result:
+        cls = _optimizer_class(src, ctor, ctx) or ""
         at = f"line {src.line_of(ctor)}"
-        own = optimizer_classdef(src, ctor)
-        if own is not None:
-            hazards = lr_hazards(src, own)
+        found = optimizer_classdef(src, ctor, ctx)
+        own = found[1] if found is not None else None
+        if found is not None and own is not None:
+            own_src = found[0]
+            where = "" if own_src is src else f" ({own_src.path and self._display(ctx, own_src.path)})"
+            hazards = lr_hazards(own_src, own)
             if hazards:
                 line, why = hazards[0]
-                return NoFix(finding, f"{cls}'s own code needs a float lr: line {line}: {why}",
+                return NoFix(finding, f"{cls}'s own code needs a float lr: line {line}{where}: {why}",
                              "make that line work with a 0-dim tensor lr (tensor ops, no float()/if on it), "
                              "then rerun torchmend; or keep the lr constant while compiled")
             if method(own, "step") is None:
-                return NoFix(finding, f"{cls} at {at} has no step method of its own in this file", _ADVICE)
+                return NoFix(finding, f"{cls} at {at} has no step method of its own", _ADVICE)
         elif cls not in _DEFAULT_LR:
             return NoFix(finding, f"torch.optim.{cls} at {at} is not among the optimizers checked with a tensor "
                          "lr", _ADVICE)
