@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import shutil
 import subprocess
 import sys
@@ -67,8 +68,10 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _spawn(cwd: Path, *args: str) -> pexpect.spawn:
     env = dict(os.environ, NO_COLOR="1", COLUMNS="160", TERM="dumb")
+    # A test run started in the background by a non-interactive shell inherits SIGINT ignored, and Python then
+    # installs no KeyboardInterrupt handler: restore the default so Ctrl-C reaches the child as at a terminal.
     child = pexpect.spawn(sys.executable, ["-m", "torchmend", "fix", *args, "--verify-backend", "aot_eager"],
-                          cwd=str(cwd), env=env,
+                          cwd=str(cwd), env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                           encoding="utf-8", timeout=150, dimensions=(50, 160))
     return child
 
