@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --hel
 def _ask(index: int, total: int) -> str:
     from torchmend.cli.fixview import help_text
     from torchmend.codemods.review import KEYS
+
     while True:
         answer = out.input(f"[bold blue]({index}/{total}) Apply this change \\[y,n,a,d,q,?]?[/] ").strip().lower()
         if answer in KEYS and answer != "?":
@@ -42,6 +43,7 @@ def _interactive(session: Session, proposals: list[Proposal]) -> list[Decision]:
     from torchmend.cli.fixview import change_panel
     from torchmend.codemods.engine import span
     from torchmend.codemods.review import review
+
     loop = review(session, proposals)
     try:
         ask = next(loop)
@@ -57,6 +59,7 @@ def _interactive(session: Session, proposals: list[Proposal]) -> list[Decision]:
 
 def _combined_diff(session: Session) -> str:
     from torchmend.codemods.engine import unified_diff
+
     return "".join(unified_diff(session.display(path), before, after)
                    for path, (before, after) in session.changed().items())
 
@@ -122,7 +125,14 @@ def fix(
     """
     from torchmend.cli.fixview import print_proposal_list, unfixed_view
     from torchmend.cli.pr import check_pull_request, open_pull_request
-    from torchmend.cli.running import profile, profile_trace, project_root_for, project_root_of, run_spec, warn_failed_after_compile
+    from torchmend.cli.running import (
+        profile,
+        profile_trace,
+        project_root_for,
+        project_root_of,
+        run_spec,
+        warn_failed_after_compile,
+    )
     from torchmend.cli.writes import WriteRefused, read_source, save_undo, write_all
     from torchmend.codemods.base import NoFix, Proposal
     from torchmend.codemods.engine import Session, span
@@ -130,6 +140,7 @@ def fix(
     from torchmend.codemods.source import Context
     from torchmend.vcs.body import fix_report, verify_command
     from torchmend.vcs.ship import PrOptions
+
     if sum((yes, diff, check)) > 1:
         fail(ExitCode.USAGE, "choose one of --yes, --diff and --check")
     interactive = not (yes or diff or check)
@@ -244,6 +255,7 @@ def _verify(spec: RunSpec, root: Path, scan: Profile, session: Session, accepted
     from torchmend.verify.attribution import attribute
     from torchmend.verify.compare import REFUSED
     from torchmend.verify.runs import from_outcome
+
     before = replace(spec, backend=backend, overlay=())
     reuse = (from_outcome("before", 0, scan.outcome, root),) if backend == spec.backend else ()
     for round_ in (1, 2):

@@ -32,6 +32,7 @@ def where(p: Proposal | NoFix) -> str:
 def change_panel(p: Proposal, display: str, line: int, before: str, after: str, index: int, total: int) -> Panel:
     from rich.syntax import Syntax
     from torchmend.codemods.engine import unified_diff
+
     head = Text.assemble((f"[{index}/{total}] ", "dim"), (f"{display}:{line}", "bold"), "  ",
                          (p.rule, "bold magenta"), "  ", (p.safety, _SAFETY[p.safety]))
     body = Text()
@@ -63,6 +64,7 @@ def where_finding(f: Finding) -> str:
 
 def help_text() -> Text:
     from torchmend.codemods.review import KEYS
+
     t = Text()
     for key, meaning in KEYS.items():
         t.append(f"{key} - {meaning}\n", style="bold" if key == "?" else "")

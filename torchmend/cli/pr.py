@@ -132,6 +132,7 @@ def pr(
     from torchmend.cli.running import project_root_for
     from torchmend.cli.writes import undo_records
     from torchmend.vcs.ship import PrOptions
+
     root = (project or project_root_for(Path.cwd() / "x")).resolve()
     records = undo_records(root)
     if not records:

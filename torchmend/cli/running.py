@@ -73,6 +73,7 @@ def run_with_progress(spec: RunSpec, live: bool, label: str = "running", keep_ev
                       console: Console = out) -> RunOutcome:
     from rich.live import Live
     from torchmend.profiler.runner import Progress, run as run_child
+
     if live:
         with Live(_progress_line(label, Progress()), console=console, transient=True,
                   refresh_per_second=8) as view:
@@ -85,6 +86,7 @@ def profile(spec: RunSpec, root: Path, live: bool, show_output: bool = False,
     """Run the script under the collector; exit with the documented code when the run shows nothing."""
     from torchmend.cli.render import ENDED_BY
     from torchmend.profiler.findings import analyse
+
     outcome = run_with_progress(spec, live, label, keep_events=keep_events, console=console)
     if show_output and outcome.output_tail:
         err.rule("script output (tail)")
@@ -116,6 +118,7 @@ def profile(spec: RunSpec, root: Path, live: bool, show_output: bool = False,
 
 def warn_failed_after_compile(p: Profile) -> None:
     from torchmend.cli.render import ENDED_BY
+
     err.print(f"[bold yellow]warning:[/] the script failed after compiling ({ENDED_BY[p.outcome.ended_by]}); "
               "the report shows what was seen until then. Its output ends with:")
     err.print(Text(failure_text(p.outcome), style="dim"))
@@ -134,6 +137,7 @@ def run_spec(script: Path | None, args: list[str] | None, nproc_per_node: int | 
     """The run a command line asks for: a script, `--nproc-per-node N`, or a torchrun command after `--`."""
     from torchmend.profiler.launch import LaunchError, resolve
     from torchmend.profiler.runner import RunSpec
+
     if script is None:
         fail(ExitCode.USAGE, "give a training script (or --from-trace DIR)")
     if from_trace is not None:
@@ -153,6 +157,7 @@ def profile_trace(trace_path: Path, root: Path, path_map: list[str] | None, cons
     from torchmend.profiler.findings import analyse
     from torchmend.profiler.runner import RunOutcome
     from torchmend.profiler.tracedir import TraceError, read_trace
+
     try:
         maps = pathmap.parse(path_map or ())
     except pathmap.PathMapError as e:

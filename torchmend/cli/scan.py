@@ -45,8 +45,16 @@ def scan(
       torchmend scan --from-trace /logs/job-1234 --path-map /home/alice/proj=.
     """
     from torchmend.cli.render import print_scan
-    from torchmend.cli.running import profile, profile_trace, project_root_for, project_root_of, run_spec, warn_failed_after_compile
+    from torchmend.cli.running import (
+        profile,
+        profile_trace,
+        project_root_for,
+        project_root_of,
+        run_spec,
+        warn_failed_after_compile,
+    )
     from torchmend.profiler.report import scan_report
+
     if from_trace is not None and script is None:
         root = (project or project_root_of(Path.cwd())).resolve()
         result = profile_trace(from_trace, root, path_map, console=err if format is Format.json else out)

@@ -24,6 +24,7 @@ def undo(
     hand). Run it again to undo the fix before that."""
     from torchmend.cli.running import project_root_for
     from torchmend.cli.writes import WriteRefused, undo as undo_record, undo_records
+
     root = (project or project_root_for(Path.cwd() / "x")).resolve()
     records = undo_records(root)
     if list_:

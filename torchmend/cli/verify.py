@@ -44,6 +44,7 @@ def run_verification(before: RunSpec, after: RunSpec, root: Path, repeat: int, r
                      reuse_before: tuple[ArmRun, ...] = ()) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
     from torchmend.verify.compare import judge
     from torchmend.verify.runs import run_arms
+
     total = repeat * 2 - min(len(reuse_before), repeat)
     count = iter(range(1, total + 1))
     live = err.is_terminal
@@ -58,6 +59,7 @@ def run_verification(before: RunSpec, after: RunSpec, root: Path, repeat: int, r
 
 def exit_code(v: Verification) -> int:
     from torchmend.verify.compare import IMPROVED, NO_CHANGE
+
     return {IMPROVED: 0, NO_CHANGE: int(ExitCode.NO_EFFECT)}.get(v.verdict, int(ExitCode.VERIFY_FAILED))
 
 
@@ -98,6 +100,7 @@ def verify(
     from torchmend.cli.running import project_root_for, run_spec
     from torchmend.cli.writes import read_source
     from torchmend.verify.patch import PatchError, apply_patch, from_directory
+
     if (patch is None) == (patched_dir is None):
         fail(ExitCode.USAGE, "give exactly one of --patch FILE and --patched-dir DIR")
     before = run_spec(script, args, nproc_per_node, None, steps=steps, timeout=timeout, backend=backend, seed=seed)

@@ -526,27 +526,26 @@ class TensorLearningRate(Codemod):
     """Make the optimizer's learning rate a tensor, and update it in place.
 
     What it does:
-        TM203: a compiled optimizer step (or a compiled training step that calls `opt.step()`) that
-        recompiles because the learning rate is a Python float that a schedule changes.
+        TM203: a compiled optimizer step (or a compiled training step that calls `opt.step()`) that recompiles
+        because the learning rate is a Python float that a schedule changes.
 
-        The optimizer is found from your `opt.step()` line (or `scaler.step(opt)`, or
-        `step = torch.compile(opt.step)`, or a compiled training step that calls `opt.step()`), through its
-        name or `self.<name>`, to its `torch.optim.X(...)` call in the same file — or to the construction
-        of an optimizer class the project defines itself (a `torch.optim.Optimizer` subclass with its own
-        `step`, such as a Lion- or Muon-style optimizer, in the same file or imported from another file of
-        the project; also when the finding names that `step`). The lr argument (keyword or positional; the class's default when left
-        out), the "lr" of param-group dicts the file spells out, and every write to that optimizer's
-        `group["lr"]` in the file change together, in one proposal. torch.optim.lr_scheduler schedulers
-        need no change: in torch 2.13 they write a tensor lr in place (`_update_param_group_val` calls
-        fill_). Not fixed, with the reason: an optimizer built elsewhere (a parameter, a factory, another
-        module) or not among the torch.optim classes checked with a tensor lr (LBFGS, SparseAdam,
-        Adafactor, Muon, other libraries); an optimizer of your own whose methods need the lr as a Python
-        number (`float(lr)`, `if lr ...`, `lr > 0`, `range`, `math.*`: the line is named); `*args`, or `**kwargs` without an explicit lr; Adam/AdamW with
-        foreach=True but not capturable=True (they raise); lr writes it cannot rewrite or attribute
-        (`group.update(lr=...)`, `**=`, a helper that takes the group or optimizer as a parameter); lr
-        writes when the groups come from code it cannot read (a group's own float "lr" would stay a
-        float); per-group writes or per-group schedules when several groups would share the one default
-        lr tensor (torch.optim puts the same default object in every group).
+        The optimizer is found from your `opt.step()` line (or `scaler.step(opt)`, or `step =
+        torch.compile(opt.step)`, or a compiled training step that calls `opt.step()`), through its name or
+        `self.<name>`, to its `torch.optim.X(...)` call in the same file — or to the construction of an optimizer
+        class the project defines itself (a `torch.optim.Optimizer` subclass with its own `step`, such as a Lion- or
+        Muon-style optimizer, in the same file or imported from another file of the project; also when the finding
+        names that `step`). The lr argument (keyword or positional; the class's default when left out), the "lr" of
+        param-group dicts the file spells out, and every write to that optimizer's `group["lr"]` in the file change
+        together, in one proposal. torch.optim.lr_scheduler schedulers need no change: in torch 2.13 they write a
+        tensor lr in place (`_update_param_group_val` calls fill_). Not fixed, with the reason: an optimizer built
+        elsewhere (a parameter, a factory, another module) or not among the torch.optim classes checked with a
+        tensor lr (LBFGS, SparseAdam, Adafactor, Muon, other libraries); an optimizer of your own whose methods need
+        the lr as a Python number (`float(lr)`, `if lr ...`, `lr > 0`, `range`, `math.*`: the line is named);
+        `*args`, or `**kwargs` without an explicit lr; Adam/AdamW with foreach=True but not capturable=True (they
+        raise); lr writes it cannot rewrite or attribute (`group.update(lr=...)`, `**=`, a helper that takes the
+        group or optimizer as a parameter); lr writes when the groups come from code it cannot read (a group's own
+        float "lr" would stay a float); per-group writes or per-group schedules when several groups would share the
+        one default lr tensor (torch.optim puts the same default object in every group).
 
     Why is this bad:
         torch.compile guards on a float hyperparameter's value (`param_groups[0]['lr'] == 0.001`), so each
