@@ -57,7 +57,8 @@ def trace_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     elsewhere.mkdir(parents=True)
     shutil.copy(FIXTURE, elsewhere / "train.py")
     logs = elsewhere.parent / "logs"
-    env = dict(os.environ, TORCH_TRACE=str(logs), **FAST)
+    tmp = tmp_path_factory.mktemp("torchrun-tmp")  # torchrun leaves torchelastic_* directories in TMPDIR
+    env = dict(os.environ, TORCH_TRACE=str(logs), TMPDIR=str(tmp), **FAST)
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
                            "train.py"], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
