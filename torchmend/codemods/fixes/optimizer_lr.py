@@ -7,6 +7,7 @@ the constructor and the writes change together, in one proposal, or not at all.
 
 from __future__ import annotations
 
+import os
 import re
 
 import libcst as cst
@@ -773,12 +774,6 @@ class TensorLearningRate(Codemod):
             return NoFix(finding, f"cannot find where the optimizer is built: {why}", _ADVICE)
         return self._rewrite(finding, src, ctor, ctx)
 
-    @staticmethod
-    def _display(ctx: Context, path: str) -> str:
-        import os
-
-        return os.path.relpath(path, ctx.project_root)
-
     def _rewrite(self, finding: Finding, src: SourceFile, ctor: cst.Call, ctx: Context) -> Result:
         cls = _optimizer_class(src, ctor, ctx) or ""
         at = f"line {src.line_of(ctor)}"
@@ -786,7 +781,7 @@ class TensorLearningRate(Codemod):
         own = found[1] if found is not None else None
         if found is not None and own is not None:
             own_src = found[0]
-            where = "" if own_src is src else f" ({own_src.path and self._display(ctx, own_src.path)})"
+            where = "" if own_src is src else f" ({os.path.relpath(own_src.path, ctx.project_root)})"
             hazards = lr_hazards(own_src, own)
             if hazards:
                 line, why = hazards[0]
