@@ -88,6 +88,22 @@ def scan_events(script: Path, *extra: str) -> list[dict[str, Any]]:
     return read_events(_events_dir((str(script), *extra)) / "events.jsonl")
 
 
+def observed(findings: list[dict[str, Any]], fixture_dir: Path) -> list[dict[str, Any]]:
+    """Findings (scan JSON) in the shape fixtures/scan/*/expected.json records them: rule, file, line, count,
+    and for a library finding the project frame that reached it."""
+    out = []
+    for f in findings:
+        item = {"rule": f["rule"], "line": f["line"], "count": f["count"]}
+        if f["where"] == "project":
+            item["file"] = os.path.relpath(f["path"], fixture_dir)
+        else:
+            item["file"] = "<library>/" + f["path"].split("site-packages/")[-1]
+            uf = f["user_frame"]
+            item["from"] = f"{os.path.relpath(uf['path'], fixture_dir)}:{uf['line']}"
+        out.append(item)
+    return sorted(out, key=lambda d: json.dumps(d, sort_keys=True))
+
+
 def torch_minor() -> str:
     import torch
 

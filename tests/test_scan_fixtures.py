@@ -7,28 +7,13 @@ dynamo reports differs between releases; a version without a recording is skippe
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from conftest import SCAN_FIXTURES, scan_json, torch_minor
+from conftest import SCAN_FIXTURES, observed, scan_json, torch_minor
 
 FIXTURES = sorted(p.name for p in SCAN_FIXTURES.iterdir() if (p / "expected.json").exists())
-
-
-def _observed(report: dict, fixture_dir: Path) -> list[dict]:
-    out = []
-    for f in report["findings"]:
-        item = {"rule": f["rule"], "line": f["line"], "count": f["count"]}
-        if f["where"] == "project":
-            item["file"] = os.path.relpath(f["path"], fixture_dir)
-        else:
-            item["file"] = "<library>/" + f["path"].split("site-packages/")[-1]
-            uf = f["user_frame"]
-            item["from"] = f"{os.path.relpath(uf['path'], fixture_dir)}:{uf['line']}"
-        out.append(item)
-    return sorted(out, key=lambda d: json.dumps(d, sort_keys=True))
 
 
 def test_at_least_the_issue_fixtures_exist():
@@ -49,7 +34,7 @@ def test_scan_reports_expected_findings(name):
     assert report["schema"] == "torchmend.scan/1"
     assert report["summary"]["ended_by"] == "finished"
     expected = sorted(expected_by_version[version], key=lambda d: json.dumps(d, sort_keys=True))
-    assert _observed(report, fixture_dir) == expected
+    assert observed(report["findings"], fixture_dir) == expected
 
 
 def test_clean_fixture_compiles_and_finds_nothing():

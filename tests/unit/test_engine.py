@@ -1,0 +1,177 @@
+"""The engine and the review loop on hand-made proposals: conflicts, merging, previews, the review keys.
+
+No codemod and no torch: proposals are built directly on the parsed file's nodes, as codemods build them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from torchmend.codemods.base import Proposal
+from torchmend.codemods.engine import Conflict, Session
+from torchmend.codemods.review import ACCEPTED, CONFLICT, NOT_REVIEWED, REJECTED, accept_all, review
+from torchmend.codemods.source import Context
+from torchmend.model import Finding, Kind, Severity, Where
+
+SOURCE = "a = 1\nb = 2\nprint(a, b)\n"
+
+
+def finding(path: Path, line: int, rule: str = "TM101") -> Finding:
+    return Finding(rule=rule, kind=Kind.GRAPH_BREAK, title="t", file=path.name, line=line, function="<module>",
+                   path=str(path), where=Where.PROJECT, reason="r", count=1, severity=Severity.FIX)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> tuple[Session, Path, Path]:
+    one, two = tmp_path / "one.py", tmp_path / "two.py"
+    one.write_text(SOURCE)
+    two.write_text(SOURCE)
+    return Session(Context(str(tmp_path), lambda p: Path(p).read_text())), one, two
+
+
+def stmt(session: Session, path: Path, line: int) -> cst.SimpleStatementLine:
+    node = session.ctx.file(str(path)).statement_at(line)
+    assert isinstance(node, cst.SimpleStatementLine)
+    return node
+
+
+def replace_line(session: Session, path: Path, line: int, code: str, rule: str = "TM101") -> Proposal:
+    node = stmt(session, path, line)
+    return Proposal(findings=(finding(path, line, rule),), rule=rule, path=str(path), why="w",
+                    replace={node: cst.parse_statement(code)})
+
+
+def insert_before(session: Session, path: Path, line: int, code: str) -> Proposal:
+    node = stmt(session, path, line)
+    return Proposal(findings=(finding(path, line),), rule="TM101", path=str(path), why="w",
+                    insert_before={node: [cst.parse_statement(code)]})
+
+
+def replace_value(session: Session, path: Path, line: int, code: str) -> Proposal:
+    """A replacement inside the statement at `line` (its assigned value): a descendant of the statement."""
+    assign = stmt(session, path, line).body[0]
+    assert isinstance(assign, cst.Assign)
+    return Proposal(findings=(finding(path, line),), rule="TM202", path=str(path), why="w",
+                    replace={assign.value: cst.parse_expression(code)})
+
+
+def test_preview_is_what_gets_written(project):
+    session, one, _ = project
+    p, q = replace_line(session, one, 1, "a = 10"), replace_line(session, one, 2, "b = 20")
+    session.accept(p)
+    before, after = session.preview(q)
+    assert before == "a = 10\nb = 2\nprint(a, b)\n"
+    assert after == "a = 10\nb = 20\nprint(a, b)\n"
+    session.accept(q)
+    assert session.changed() == {str(one): (SOURCE, after)}
+
+
+def test_a_replacement_inside_an_accepted_one_conflicts(project):
+    session, one, two = project
+    session.accept(replace_line(session, one, 1, "a = 10"))
+    inner = replace_value(session, one, 1, "11")
+    assert "overlaps the accepted fix for TM101 at line 1" in session.conflict(inner)
+    with pytest.raises(Conflict):
+        session.preview(inner)
+    with pytest.raises(Conflict):
+        session.accept(inner)
+    # the same edit in another file is no conflict
+    assert session.conflict(replace_value(session, two, 1, "11")) == ""
+
+
+def test_insertions_beside_one_statement_do_not_conflict_but_replacing_it_does(project):
+    session, one, _ = project
+    session.accept(insert_before(session, one, 3, "x = 0"))
+    assert session.conflict(insert_before(session, one, 3, "y = 0")) == ""
+    assert session.conflict(replace_line(session, one, 3, "pass")) != ""
+    session.accept(insert_before(session, one, 3, "y = 0"))
+    assert session.text(str(one)) == "a = 1\nb = 2\nx = 0\ny = 0\nprint(a, b)\n"
+
+
+def test_proposals_with_the_same_text_are_merged_into_one_with_both_findings(project):
+    session, one, _ = project
+    p = replace_line(session, one, 1, "a = 10", rule="TM202")
+    q = replace_line(session, one, 1, "a = 10", rule="TM202")
+    r = replace_line(session, one, 2, "b = 20", rule="TM202")
+    merged = session._merge([p, q, r])
+    assert len(merged) == 2
+    assert isinstance(merged[0], Proposal) and len(merged[0].findings) == 2
+    assert merged[1] is r
+
+
+def test_nothing_changed_when_nothing_accepted(project):
+    session, one, _ = project
+    assert session.changed() == {}
+    assert session.text(str(one)) == SOURCE
+
+
+def _drive(session: Session, proposals: list[Proposal], keys: str) -> tuple[list[int], list[str]]:
+    """Run the review loop answering with `keys`; returns the indices asked about and the outcomes."""
+    loop = review(session, proposals)
+    asked = []
+    answers = iter(keys)
+    try:
+        ask = next(loop)
+        while True:
+            asked.append(ask.index)
+            ask = loop.send(next(answers))
+    except StopIteration as done:
+        return asked, [d.outcome for d in done.value]
+
+
+def four(session: Session, one: Path, two: Path) -> list[Proposal]:
+    return [replace_line(session, one, 1, "a = 10"), replace_line(session, one, 2, "b = 20"),
+            replace_line(session, two, 1, "a = 30"), replace_line(session, two, 2, "b = 40")]
+
+
+def test_review_y_and_n(project):
+    session, one, two = project
+    asked, outcomes = _drive(session, four(session, one, two), "ynny")
+    assert asked == [1, 2, 3, 4]
+    assert outcomes == [ACCEPTED, REJECTED, REJECTED, ACCEPTED]
+    assert session.text(str(one)) == "a = 10\nb = 2\nprint(a, b)\n"
+
+
+def test_review_a_takes_the_rest_of_the_file_and_d_skips_it(project):
+    session, one, two = project
+    asked, outcomes = _drive(session, four(session, one, two), "ad")
+    assert asked == [1, 3]  # the second change of each file is not asked about
+    assert outcomes == [ACCEPTED, ACCEPTED, REJECTED, REJECTED]
+
+
+def test_review_q_keeps_what_was_accepted(project):
+    session, one, two = project
+    asked, outcomes = _drive(session, four(session, one, two), "yq")
+    assert asked == [1, 2]
+    assert outcomes == [ACCEPTED, NOT_REVIEWED, NOT_REVIEWED, NOT_REVIEWED]
+    assert list(session.changed()) == [str(one)]
+
+
+def test_review_skips_a_conflicting_proposal_without_asking(project):
+    session, one, _ = project
+    proposals = [replace_line(session, one, 1, "a = 10"), replace_value(session, one, 1, "11")]
+    asked, outcomes = _drive(session, proposals, "y")
+    assert asked == [1]
+    assert outcomes == [ACCEPTED, CONFLICT]
+
+
+def test_review_refuses_an_unknown_key(project):
+    session, one, two = project
+    loop = review(session, four(session, one, two))
+    next(loop)
+    with pytest.raises(ValueError):
+        loop.send("x")
+
+
+def test_accept_all_leaves_unsafe_changes_out_unless_asked(project):
+    session, one, two = project
+    safe = replace_line(session, one, 1, "a = 10")
+    unsafe = Proposal(findings=safe.findings, rule="TM103", path=str(one), why="w", safety="unsafe",
+                      replace={stmt(session, one, 2): cst.parse_statement("b = 20")})
+    outcomes = [d.outcome for d in accept_all(session, [safe, unsafe], unsafe=False)]
+    assert outcomes == [ACCEPTED, REJECTED]
+    session2 = Session(session.ctx)
+    assert [d.outcome for d in accept_all(session2, [safe, unsafe], unsafe=True)] == [ACCEPTED, ACCEPTED]

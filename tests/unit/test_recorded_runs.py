@@ -1,0 +1,40 @@
+"""Classification without running torch: the raw event streams of real scans, recorded on other torch releases
+(fixtures/recorded/torch-<minor>/<fixture>.jsonl), analysed here and compared with the findings each scan fixture
+expects for that release. The live scans (tests/e2e) cover the installed torch; these keep the releases we
+cannot install here (2.11 was recorded on the H100 machine: torch 2.11.0+cu130, aot_eager, `--keep-events`)
+from regressing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, SCAN_FIXTURES, observed
+from torchmend.profiler import pathmap
+from torchmend.profiler.events import read_events
+from torchmend.profiler.findings import analyse
+
+RECORDED = ROOT / "fixtures" / "recorded"
+# The recordings name files as they were on the recording machine: its checkout and its torch install.
+RECORDED_ROOT = "/work/main"
+CASES = sorted((p.parent.name.removeprefix("torch-"), p.stem) for p in RECORDED.glob("torch-*/*.jsonl"))
+
+
+def test_recordings_exist_for_2_11():
+    assert sum(version == "2.11" for version, _ in CASES) >= 16
+
+
+@pytest.mark.parametrize(("version", "name"), CASES, ids=[f"{v}-{n}" for v, n in CASES])
+def test_recorded_run_gives_the_expected_findings(version: str, name: str):
+    fixture_dir = (SCAN_FIXTURES / name).resolve()
+    expected = json.loads((fixture_dir / "expected.json").read_text()).get(version)
+    if expected is None:
+        pytest.skip(f"{name} has no expectations for torch {version}")
+    events = read_events(RECORDED / f"torch-{version}" / f"{name}.jsonl")
+    events = pathmap.apply(events, [pathmap.Mapping(RECORDED_ROOT, str(ROOT))])
+    findings, summary = analyse(events, fixture_dir)
+    assert summary.ended_by == "finished"
+    assert observed([f.to_json() for f in findings], fixture_dir) == sorted(
+        expected, key=lambda d: json.dumps(d, sort_keys=True))
