@@ -1,11 +1,13 @@
 """Rule codes are unique and stable in shape; every rule is documented under the five headings; the generated
-docs (docs/rules/, docs/exit-codes.md, the README's rule table) are current."""
+docs (docs/rules/, docs/exit-codes.md, the README's rule table) are current; the command pages document every option."""
 
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from conftest import ROOT
 from torchmend import rules
@@ -121,7 +123,25 @@ def test_rule_pages_show_the_tested_examples():
         page = (ROOT / "docs" / "rules" / f"{code}.md").read_text()
         for head in ("## What it does", "## Why is this bad?", "## Example", "## Fix", "## Fix safety"):
             assert head in page, (code, head)
-        assert "# tm:" not in page and "tm-call-site" not in page, code
+        assert "# tm:" not in page and "tm-call-site" not in page and "tm-compiled" not in page, code
         example = page.split("## Example", 1)[1].split("## Fix", 1)[0]
         marked = next(line for line in cm.INVALID[0].code.splitlines() if "# tm:" in line)
         assert marked.split("#")[0].rstrip() in example and f"# {code}" in example, code
+
+
+COMMANDS = ["scan", "fix", "verify", "undo", "pr", "rules"]
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_command_page_names_every_option(name: str):
+    """docs/commands/<command>.md documents every option the command's --help shows."""
+    import typer
+
+    from torchmend.cli.main import app
+
+    command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+    page = (ROOT / "docs" / "commands" / f"{name}.md").read_text()
+    for param in command.params:
+        for opt in param.opts:
+            if opt.startswith("-") and opt not in ("--help", "-h"):
+                assert f"`{opt}" in page, f"docs/commands/{name}.md does not document {opt}"
