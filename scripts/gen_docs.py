@@ -7,8 +7,9 @@ What it writes, and from what:
 
 - docs/rules/README.md, the rule index, and docs/rules/TMxxx.md, one page per rule in torchmend/rules.py. A rule
   that a codemod fixes is documented by the codemod's class docstring (its five headings) and its tested
-  INVALID/VALID examples (the Example is an INVALID source, the Fix what the codemod turns it into); any other
-  rule by its `Rule.doc`, which has the same five headings.
+  INVALID/VALID examples (the Example is an INVALID source, the Fix what the codemod turns it into, followed by
+  any paragraph of words in the docstring's Fix); any other rule by its `Rule.doc`, which has the same five
+  headings.
 - docs/exit-codes.md, from torchmend/cli/exitcodes.py.
 - The block of README.md between the `generated:rules` markers: the short rule table.
 
@@ -100,6 +101,19 @@ def fix_cell(rule: rules.Rule, cm: Codemod | None) -> tuple[str, str]:
     return ("none (informational)" if rule.informational else "none (reported with advice)"), ""
 
 
+def _prose_paragraphs(text: str) -> list[str]:
+    """The paragraphs of a codemod docstring's Fix that are words, not code (the code there is an untested sketch:
+    the page shows the tested example instead)."""
+    out = []
+    for para in re.split(r"\n[ \t]*\n", text.strip()):
+        as_body = "def _():\n" + "\n".join("    " + line for line in para.splitlines())  # `return` is code too
+        try:
+            compile(as_body, "<Fix>", "exec")
+        except SyntaxError:
+            out.append(" ".join(para.split()))
+    return out
+
+
 def _cause_note(rule: rules.Rule, cm: Codemod | None) -> str:
     """Which codemod takes a finding of this rule when it has a cause (registry.codemod_for_finding)."""
     notes = []
@@ -133,6 +147,7 @@ def rule_page(rule: rules.Rule) -> str:
         out += ["## Example", "", code_block(shown(first.code, keep_findings=True)), "",
                 "## Fix", "", f"`torchmend fix` proposes (codemod `{cm.name}`):", "",
                 code_block(shown(first.expected, keep_findings=False)), ""]
+        out += [f"{para}\n" for para in _prose_paragraphs(sections.get("Fix", ""))]
     else:
         out += ["## Example", "", code_block(sections.get("Example", "")), "",
                 "## Fix", "", prose(sections.get("Fix", "")), ""]
