@@ -137,8 +137,8 @@ Example:
         return x * 2 + 1
 
     for i in range(4):
-        dtype = torch.float32 if i % 2 == 0 else torch.float64
-        step(torch.randn(4, dtype=dtype))  # TM207: tensor 'x' dtype mismatch
+        x = torch.randn(4, dtype=torch.float32 if i % 2 == 0 else torch.float64)
+        step(x)  # TM207: tensor 'x' dtype mismatch
 
 Fix:
     No codemod (which dtype or device is right is a decision about your program): `torchmend fix` lists the
