@@ -1,17 +1,39 @@
 """The rule catalogue: one stable code per kind of problem `scan` can report.
 
 Families: TM1xx graph breaks, TM2xx recompilations, TM9xx informational (nothing to fix in your code).
-Codes are stable: never reuse or renumber one (tests/test_rules.py checks they are unique).
+Codes are stable: never reuse or renumber one (tests/test_rules_and_docs.py checks they are unique).
 Codemods (torchmend/codemods/) key their fixes on these codes.
+
+Every rule is documented under the five HEADINGS: a rule that a codemod fixes by the codemod's class docstring,
+any other by its `doc` here, in the same shape (`What it does:` on a line of its own, the text indented below).
+scripts/gen_docs.py turns both into docs/rules/; `doc_sections` is the one parser of that shape.
 """
 
 from __future__ import annotations
 
+import inspect
+import textwrap
 from dataclasses import dataclass
 
 from torchmend.model import Kind
 
 GRAPH_BREAK, RECOMPILE, RECOMPILE_LIMIT = Kind.GRAPH_BREAK, Kind.RECOMPILE, Kind.RECOMPILE_LIMIT
+HEADINGS = ("What it does", "Why is this bad", "Example", "Fix", "Fix safety")
+
+
+def doc_sections(doc: str | None) -> dict[str, str]:
+    """A rule's documentation (a codemod docstring or `Rule.doc`) split at its headings (`What it does:` ...),
+    each section's text dedented. Text before the first heading (a docstring's summary) is dropped."""
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in inspect.cleandoc(doc or "").splitlines():
+        head = line.strip().rstrip(":")
+        if head in HEADINGS and line.rstrip().endswith(":") and not line[:1].isspace():
+            current = head
+            sections[current] = []
+        elif current:
+            sections[current].append(line)
+    return {k: textwrap.dedent("\n".join(v)).strip() for k, v in sections.items()}
 
 
 @dataclass(frozen=True)
@@ -22,7 +44,206 @@ class Rule:
     title: str  # one line, shown in reports
     informational: bool = False
     advice: str = ""  # what to do by hand when no codemod fixes it
+    doc: str = ""  # the five HEADINGS, for a rule no codemod fixes (a codemod's docstring documents the others)
 
+
+# The documentation of the rules no codemod fixes (the codemods' docstrings document the others). Same shape as a
+# codemod docstring: each heading on a line of its own ending in a colon, its text indented below. Example is code;
+# in the other sections a block indented four more spaces is code.
+
+_TM105 = """
+What it does:
+    A graph break where compiled code calls a function that torch.compile was told to skip: one wrapped in
+    `torch.compiler.disable` (or `torch._dynamo.disable`), or another call PyTorch reports as skipped (for
+    example GB0098, "Skip calling `torch.compiler.disable()`d function"). The finding is at the calling line.
+
+Why is this bad:
+    Dynamo does not trace into a skipped function: it ends the graph before the call, runs the function in
+    Python, and starts a new graph after it, on every call. The compiler cannot optimise across the call.
+
+Example:
+    @torch.compiler.disable
+    def log_stats(t):
+        return t.mean().item()
+
+    @torch.compile
+    def step(x):
+        y = x * 2
+        log_stats(y)  # TM105: the graph breaks here
+        return y + 1
+
+Fix:
+    No codemod: `torchmend fix` lists the finding with this advice and changes nothing. By hand, remove the
+    `torch.compiler.disable` (or skip) from the called function if dynamo can trace it, or move the call out
+    of the compiled region:
+
+        @torch.compile
+        def step(x):
+            y = x * 2
+            return y, y + 1
+
+        y, out = step(x)
+        log_stats(y)  # eager, after the compiled call
+
+Fix safety:
+    No automatic fix. A function is often disabled for a reason: traced, it may break or recompile inside
+    instead, and moving the call changes when it runs. `torchmend verify SCRIPT --patch FILE` checks a hand
+    fix (same seed and steps before and after: counts, times, losses and final weights).
+"""
+
+_TM199 = """
+What it does:
+    Any graph break that no more specific rule covers: not a print (TM101), a logging call (TM102), a
+    data-dependent branch (TM103), a tensor turned into a Python number (TM104) or a call to a skipped function
+    (TM105); a deliberate break inside a library is TM901. The finding carries PyTorch's own account: the GB id,
+    the break type, its explanation, and the link to PyTorch's page for that break (`docs_url` in the JSON).
+
+Why is this bad:
+    At a graph break dynamo ends the graph, runs the code it cannot trace in Python, and compiles what follows
+    as a separate graph: every call pays for the switch, and the compiler cannot optimise across it.
+
+Example:
+    @torch.compile
+    def step(x):
+        y = x * 2
+        torch._dynamo.graph_break()  # TM199: GB0025, Call to `torch._dynamo.graph_break()`
+        return y + 1
+
+Fix:
+    No codemod: `torchmend fix` lists the finding and changes nothing. Follow the PyTorch docs link in the
+    finding; it explains that break type and the usual ways around it.
+
+Fix safety:
+    No automatic fix. `torchmend verify SCRIPT --patch FILE` checks a hand fix (same seed and steps before and
+    after: counts, times, losses and final weights).
+"""
+
+_TM207 = """
+What it does:
+    A recompile whose failing guard is on a tensor property other than its size: dtype, device, requires_grad,
+    stride or layout (`tensor 'x' dtype mismatch. expected Float, actual Double`). Such guards name no source
+    line, so the finding is at the call site: your line that called the compiled function. A changing size is
+    TM204; a tensor cached on a module, TM208; a one-time recompile of this kind inside a library, TM902.
+
+Why is this bad:
+    A compiled graph is specialised to the dtype, device and autograd state of its inputs. A call with another
+    one fails the guard and compiles a new graph; each new combination costs a compile, and enough of them
+    reach the recompile limit (TM250), after which the function runs eagerly. A recompile seen once is labelled
+    `once` (severity note); one that repeats, `storm` or `limit` (severity fix).
+
+Example:
+    @torch.compile
+    def step(x):
+        return x * 2 + 1
+
+    for i in range(4):
+        x = torch.randn(4, dtype=torch.float32 if i % 2 == 0 else torch.float64)
+        step(x)  # TM207: tensor 'x' dtype mismatch
+
+Fix:
+    No codemod (which dtype or device is right is a decision about your program): `torchmend fix` lists the
+    finding with this advice and changes nothing. Keep the dtype, device and requires_grad of the inputs the
+    same between calls, for example by converting once where the data is made:
+
+        step(x.to(torch.float32))  # the same dtype on every call
+
+Fix safety:
+    No automatic fix. Converting an input changes the precision or the device of the computation; `torchmend
+    verify SCRIPT --patch FILE` compares losses and final weights before and after a hand fix.
+"""
+
+_TM299 = """
+What it does:
+    A recompile whose failing guard no more specific rule covers: a truthiness guard (`not self.state`: a dict
+    or list that was empty on the first call and has been filled since, such as an optimizer's state created on
+    its first step), or a guard torchmend cannot attribute to a number, a shape or a tensor property. The
+    finding shows the guard. One that happens once inside a library is reported as TM902 instead.
+
+Why is this bad:
+    Each failing guard compiles the function again. Once (state set up on the first call) costs one extra
+    compile: labelled `once`, severity note. A guard that keeps failing recompiles on every new value, up to
+    the recompile limit (TM250), after which the function runs eagerly.
+
+Example:
+    class Ema:
+        def __init__(self):
+            self.state = {}
+
+        @torch.compile
+        def update(self, x):
+            if not self.state:  # TM299 once: guard failed: not self.state
+                self.state["avg"] = torch.zeros_like(x)
+            self.state["avg"].mul_(0.9).add_(x, alpha=0.1)
+
+Fix:
+    No codemod: `torchmend fix` lists the finding with this advice and changes nothing. Read the guard in the
+    finding; `TORCH_LOGS=recompiles python SCRIPT` prints every guard failure as it happens. A one-time
+    recompile like the one above usually needs nothing. For one that repeats, keep the guarded value the same
+    between calls: create the state before the first compiled call, pass changing numbers as tensors.
+
+Fix safety:
+    No automatic fix; torchmend changes nothing.
+"""
+
+_TM901 = """
+What it does:
+    A graph break inside a library (a file outside your project) that the library asks for on purpose, with
+    `torch._dynamo.graph_break()`: for example the two breaks around every optimizer step in
+    torch/optim/optimizer.py. The finding names the frame of yours that reached it (here, the `opt.step()`
+    line). Severity info: `scan --fail-on-findings` does not count it.
+
+Why is this bad:
+    It is not: the library breaks there by design (torch/optim/optimizer.py says why, next to the break), and
+    torchmend never edits files outside your project. It is reported so that the graph-break count of the
+    run adds up.
+
+Example:
+    model = nn.Linear(4, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+
+    @torch.compile
+    def optimizer_step():
+        opt.step()  # TM901 (2x), in torch/optim/optimizer.py, reached from this line
+
+Fix:
+    Nothing to change: `torchmend fix` skips informational findings ("informational: nothing to change in your
+    code").
+
+Fix safety:
+    Nothing is changed.
+"""
+
+_TM902 = """
+What it does:
+    A recompile that happened once, inside a library, whose guard would otherwise be TM207 (a tensor property)
+    or TM299 (another guard): typically a library setting up its state on the first call, such as an optimizer
+    creating its per-parameter state on its first step. Severity info.
+
+Why is this bad:
+    Mostly it is not: one extra compile at the start of the run, in code that is not yours to edit (torchmend
+    never edits libraries). It is reported so that the recompile count of the run adds up. A library recompile
+    that repeats keeps its TM2xx rule, with severity fix and the frame of yours that reached it.
+
+Example:
+    # an optimizer installed as a library (site-packages/...), compiled by your training script
+    class SignMomentum(torch.optim.Optimizer):
+        @torch.no_grad()
+        def step(self):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    state = self.state[p]  # empty on the first step, filled after: recompiles once
+                    if "buf" not in state:
+                        state["buf"] = torch.zeros_like(p)
+
+    # The same class in your own project reports TM299 `once` at that line (fixtures/scan/own_optimizer).
+
+Fix:
+    Nothing to change: `torchmend fix` skips informational findings ("informational: nothing to change in your
+    code").
+
+Fix safety:
+    Nothing is changed.
+"""
 
 RULES: tuple[Rule, ...] = (
     Rule("TM101", GRAPH_BREAK, "print-in-compiled-code", "print() inside compiled code"),
@@ -31,8 +252,9 @@ RULES: tuple[Rule, ...] = (
     Rule("TM104", GRAPH_BREAK, "tensor-to-python-scalar", "tensor turned into a Python number (.item(), float(), int())"),
     Rule("TM105", GRAPH_BREAK, "call-to-disabled-function", "call to a function that torch.compile skips",
          advice="remove the torch.compiler.disable / skip on the called function, or move the call out of the "
-                "compiled region"),
-    Rule("TM199", GRAPH_BREAK, "other-graph-break", "graph break", advice="see the PyTorch docs link in the finding"),
+                "compiled region", doc=_TM105),
+    Rule("TM199", GRAPH_BREAK, "other-graph-break", "graph break", advice="see the PyTorch docs link in the finding",
+         doc=_TM199),
     Rule("TM201", RECOMPILE, "module-scalar-attribute", "int/float attribute of an nn.Module that changes"),
     Rule("TM202", RECOMPILE, "changing-scalar-argument", "Python number argument that changes between calls"),
     Rule("TM203", RECOMPILE, "optimizer-float-hyperparameter", "optimizer hyperparameter (lr, betas, ...) kept as a float"),
@@ -40,13 +262,14 @@ RULES: tuple[Rule, ...] = (
     Rule("TM205", RECOMPILE, "scalar-across-graph-break", "Python number carried across a graph break"),
     Rule("TM206", RECOMPILE, "global-scalar", "global or closure Python number that changes"),
     Rule("TM207", RECOMPILE, "changing-tensor-property", "tensor dtype, device, requires_grad or layout that changes",
-         advice="keep dtype, device and requires_grad of the inputs the same between calls"),
+         advice="keep dtype, device and requires_grad of the inputs the same between calls", doc=_TM207),
     Rule("TM299", RECOMPILE, "other-recompile", "recompilation",
-         advice="see the guard in the finding; TORCH_LOGS=recompiles shows every guard failure"),
+         advice="see the guard in the finding; TORCH_LOGS=recompiles shows every guard failure", doc=_TM299),
     Rule("TM250", RECOMPILE_LIMIT, "recompile-limit-reached", "recompile limit reached: the function now runs eagerly"),
-    Rule("TM901", GRAPH_BREAK, "library-deliberate-break", "PyTorch's own deliberate graph break", informational=True),
+    Rule("TM901", GRAPH_BREAK, "library-deliberate-break", "PyTorch's own deliberate graph break", informational=True,
+         doc=_TM901),
     Rule("TM902", RECOMPILE, "one-time-library-recompile", "one-time recompile inside a library (e.g. state set-up)",
-         informational=True),
+         informational=True, doc=_TM902),
     Rule("TM208", RECOMPILE, "tensor-cached-on-module",
          "tensor cached on an nn.Module and rebuilt in forward (`is None` or size check)",
          advice="compute the tensor as a local in forward (it is part of the graph then), or register it as a "

@@ -1,4 +1,4 @@
-"""Exit codes: documented in README.md (a test checks that the table there matches this one)."""
+"""Exit codes: docs/exit-codes.md is generated from this module (scripts/gen_docs.py; a test checks it is current)."""
 
 from enum import IntEnum
 

@@ -4,8 +4,8 @@ A codemod reads a finding and the parsed source behind it and *proposes*: a `Pro
 edits on one file, a one-line why, a safety label) or a `NoFix` (why not, and what the user can do
 instead). It never writes, prints or runs anything; the engine (engine.py) applies accepted proposals.
 
-Docstrings of codemod classes have the same five headings every time (see HEADINGS); the README's rule
-table and `torchmend rules` are generated from them.
+Docstrings of codemod classes have the same five headings every time (see HEADINGS); scripts/gen_docs.py
+generates docs/rules/ from them and from the inline examples.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, ClassVar, Mapping, Sequence, Union
 
 import libcst as cst
 
+from torchmend import rules
 from torchmend.model import Finding
 
 if TYPE_CHECKING:
     from torchmend.codemods.source import Context
 
 SAFE, UNSAFE = "safe", "unsafe"
-HEADINGS = ("What it does", "Why is this bad", "Example", "Fix", "Fix safety")
+HEADINGS = rules.HEADINGS  # the same five headings as `Rule.doc`
 
 Replacement = Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]
 
@@ -124,17 +125,5 @@ class Codemod:
 
     @classmethod
     def doc_sections(cls) -> dict[str, str]:
-        """The docstring split at its headings (`What it does:` ...)."""
-        import inspect
-
-        text = inspect.cleandoc(cls.__doc__ or "")
-        sections: dict[str, list[str]] = {}
-        current = None
-        for line in text.splitlines():
-            head = line.rstrip(":").strip()
-            if head in HEADINGS and line.rstrip().endswith(":"):
-                current = head
-                sections[current] = []
-            elif current:
-                sections[current].append(line)
-        return {k: textwrap.dedent("\n".join(v)).strip() for k, v in sections.items()}
+        """The docstring split at its headings (`What it does:` ...), by the parser that reads `Rule.doc` too."""
+        return rules.doc_sections(cls.__doc__)
