@@ -39,27 +39,33 @@ def torchmend(*args: str, cwd: Path | None = None, timeout: float = 600,
 
 _SCANS: dict[tuple[str, ...], CliResult] = {}
 
-
-_EVENTS = Path(tempfile.mkdtemp(prefix="torchmend-test-events-"))
 # What tests may leave in the temp directory if something leaks: checked at the end of the session.
 _LEFTOVERS = ("torchmend-test-events-", "torchelastic_")
+# The cached scans' directory, shared by every pytest-xdist worker: the controller (or a plain pytest run)
+# makes it and hands it on through the environment, which the workers inherit.
+_EVENTS_ENV = "TORCHMEND_TEST_EVENTS"
 
 
 def _leftovers() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith(_LEFTOVERS)}
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    session.config._torchmend_tmp_before = _leftovers() | {_EVENTS.name}  # type: ignore[attr-defined]
+def pytest_configure(config: pytest.Config) -> None:
+    if _EVENTS_ENV not in os.environ:  # the controller, or a plain run; xdist workers inherit its directory
+        config._torchmend_tmp_before = _leftovers()  # type: ignore[attr-defined]
+        config._torchmend_events = tempfile.mkdtemp(prefix="torchmend-test-events-")  # type: ignore[attr-defined]
+        os.environ[_EVENTS_ENV] = config._torchmend_events  # type: ignore[attr-defined]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     import shutil
 
-    shutil.rmtree(_EVENTS, ignore_errors=True)
-    before = getattr(session.config, "_torchmend_tmp_before", None)
-    if before is None:
+    owned = getattr(session.config, "_torchmend_events", None)
+    if owned is None:  # an xdist worker: the controller cleans up once every worker is done
         return
+    shutil.rmtree(owned, ignore_errors=True)
+    os.environ.pop(_EVENTS_ENV, None)
+    before = session.config._torchmend_tmp_before  # type: ignore[attr-defined]
     new = sorted(_leftovers() - before)
     if new and exitstatus == 0:
         session.exitstatus = 1
@@ -67,16 +73,28 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _events_dir(key: tuple[str, ...]) -> Path:
-    return _EVENTS / hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
+    return Path(os.environ[_EVENTS_ENV]) / hashlib.sha256("\0".join(key).encode()).hexdigest()[:16]
 
 
 def scan_json(script: Path, *extra: str) -> CliResult:
-    """`torchmend scan SCRIPT --backend aot_eager --format json`, run once per session per argument list
-    (its raw events are kept too: see scan_events)."""
+    """`torchmend scan SCRIPT --backend aot_eager --format json`, run once per test session per argument list,
+    whichever worker asks first (the others wait on its lock and read its result); its raw events are kept too:
+    see scan_events."""
+    import fcntl
+
     key = (str(script), *extra)
     if key not in _SCANS:
-        _SCANS[key] = torchmend("scan", str(script), "--backend", "aot_eager", "--format", "json",
-                                "--timeout", "300", "--keep-events", str(_events_dir(key)), *extra)
+        folder = _events_dir(key)
+        saved = folder.with_suffix(".result.json")
+        with open(folder.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if saved.exists():
+                _SCANS[key] = CliResult(**json.loads(saved.read_text()))
+            else:
+                result = torchmend("scan", str(script), "--backend", "aot_eager", "--format", "json",
+                                   "--timeout", "300", "--keep-events", str(folder), *extra)
+                saved.write_text(json.dumps(result.__dict__))
+                _SCANS[key] = result
     return _SCANS[key]
 
 

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# One worker runs this whole file under pytest-xdist: its module-scoped runs are shared by its tests.
+pytestmark = pytest.mark.xdist_group("benchmarks_smoke")
+
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("eager", "compiled", "torchmend", "hand")
 NUMBERS = ("graphs", "graph_breaks", "recompiles", "recompile_limit_hits", "compile_seconds", "first_step_s",

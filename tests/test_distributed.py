@@ -15,6 +15,9 @@ import pytest
 
 from conftest import ROOT, torchmend
 
+# One worker runs this whole file under pytest-xdist: its module-scoped runs are shared by its tests.
+pytestmark = pytest.mark.xdist_group("distributed")
+
 FIXTURE = ROOT / "fixtures" / "distributed" / "ddp" / "train.py"
 PRINT_LINE, TEMPERATURE_LINE = 27, 28  # the `print` in forward; the line that divides by `temperature`
 FAST = {"BACKEND": "aot_eager"}

@@ -13,6 +13,9 @@ import pytest
 from torchmend.profiler.numerics import ATOL, RTOL, capture_of, compare
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
 
+# One worker runs this whole file under pytest-xdist: its module-scoped runs are shared by its tests.
+pytestmark = pytest.mark.xdist_group("numerics")
+
 # Seeds nothing itself: RunSpec(seed=...) must make two runs alike.
 TRAIN = '''\
 import argparse
