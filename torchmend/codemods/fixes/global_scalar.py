@@ -66,24 +66,10 @@ def is_tensor_construction(src: SourceFile, expr: cst.BaseExpression) -> bool:
     return m.matches(expr.func, m.Attribute(attr=m.Name("new_tensor") | m.Name("new_full")))
 
 
-def nodes_under(src: SourceFile, root: cst.CSTNode, kind: type | tuple[type, ...]) -> list:
-    """Every node of `kind` under `root` (root included), in source order, found by position span
-    (SourceFile.nodes_in walks every node's ancestors: too slow to call per name in a large file)."""
-    rng = src.positions[root]
-    lo, hi = (rng.start.line, rng.start.column), (rng.end.line, rng.end.column)
-    found = []
-    for node, p in src.positions.items():
-        if isinstance(node, kind):
-            start, end = (p.start.line, p.start.column), (p.end.line, p.end.column)
-            if lo <= start and end <= hi:
-                found.append(((start, (-end[0], -end[1])), node))
-    return [node for _, node in sorted(found, key=lambda f: f[0])]
-
-
 def reads(src: SourceFile, root: cst.CSTNode, name: str) -> list[cst.Name]:
     """The Name nodes under `root` that read `name` (not assignment targets, attributes or keywords)."""
     found = []
-    for node in nodes_under(src, root, cst.Name):
+    for node in src.nodes_in(root, cst.Name):
         if node.value != name:
             continue
         scope = src.scopes.get(node)
@@ -145,7 +131,7 @@ def self_name(src: SourceFile, fn: cst.FunctionDef) -> str | None:
 def _local_values(src: SourceFile, fn: cst.FunctionDef, name: str) -> list[cst.BaseExpression]:
     """Values assigned to a local `name` in `fn` (plain and augmented assignments)."""
     values: list[cst.BaseExpression] = []
-    for node in nodes_under(src, fn, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+    for node in src.nodes_in(fn, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
         if isinstance(node, cst.Assign):
             if any(m.matches(t.target, m.Name(name)) for t in node.targets):
                 values.append(node.value)
@@ -316,7 +302,7 @@ def compiled_function(src: SourceFile, finding: Finding) -> list[cst.FunctionDef
         found.append(fn)
     cf = finding.compiled_function
     if cf is not None and os_same(cf.path, src.path):
-        for node in nodes_under(src, src.module, cst.FunctionDef):
+        for node in src.nodes_in(src.module, cst.FunctionDef):
             first = min([src.line_of(d) for d in node.decorators] + [src.line_of(node)])
             if first <= cf.line <= src.line_of(node) and node not in found:
                 found.append(node)

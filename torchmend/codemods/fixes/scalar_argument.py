@@ -17,7 +17,6 @@ from torchmend.codemods.fixes.global_scalar import (
     compiled_function,
     is_method,
     is_tensor_construction,
-    nodes_under,
     ordered_names,
     python_use,
     reads,
@@ -259,7 +258,7 @@ def _params_reached(src: SourceFile, fn: cst.FunctionDef, expr: cst.CSTNode, ski
         if n.value in params:
             out.append((n.value, _access_path(src, n)))
             continue
-        for stmt in nodes_under(src, fn, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+        for stmt in src.nodes_in(fn, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
             value = getattr(stmt, "value", None)
             targets = [t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) else [
                 getattr(stmt, "target", None)]
@@ -496,7 +495,7 @@ class ScalarArgument(Codemod):
         skip_first = is_method(src, fn)
         cls = src.enclosing(fn, cst.ClassDef) if skip_first else None
         stmt = csrc.statement_at(line)
-        calls: list[cst.Call] = nodes_under(csrc, stmt, cst.Call) if stmt is not None else []
+        calls: list[cst.Call] = csrc.nodes_in(stmt, cst.Call) if stmt is not None else []
         cls_name = cls.name.value if isinstance(cls, cst.ClassDef) else None
         sure = [c for c in calls if _calls_compiled(csrc, c, fn.name.value, cls_name)]
         if not sure:  # an object torchmend cannot trace back: the one call on the line that takes the argument
@@ -512,7 +511,7 @@ class ScalarArgument(Codemod):
             return NoFix(finding, f"cannot tell which argument at line {line} is `{name}`: {why_not}",
                          f"pass `{name}` by name and wrap it: `{name}=torch.tensor(v, device=...)`")
         key = _key(csrc, call)
-        sites = [c for c in nodes_under(csrc, csrc.module, cst.Call) if c is call or _key(csrc, c) == key]
+        sites = [c for c in csrc.nodes_in(csrc.module, cst.Call) if c is call or _key(csrc, c) == key]
         tensors = Tensors(src, fn, name)
         meets: list[tuple[str, Path]] = []
         seen: set[str] = set()
