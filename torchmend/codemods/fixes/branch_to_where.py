@@ -16,49 +16,22 @@ import libcst as cst
 
 from torchmend.codemods.base import Invalid, Valid, SAFE, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile, simple_names
+from torchmend.codemods.torch_ops import (
+    BOOLEAN_RESULT,
+    HARMLESS_BUILTINS,
+    INF_NAN_OR_RAISE,
+    PYTHON_ATTRS,
+    PYTHON_BUILTINS,
+    PYTHON_METHODS,
+    RANDOM,
+    TORCH_MODULES,
+    WHERE_HARMLESS,
+)
 from torchmend.model import Finding, Where
 
 Body = Union[cst.IndentedBlock, cst.SimpleStatementSuite]
 StmtLine = Union[cst.SimpleStatementLine, cst.SimpleStatementSuite]
 
-# --- what calls are (tables) ------------------------------------------------------------------------
-
-# Calls whose result is finite for finite inputs and that cannot raise or change state: computing them on
-# the path not taken is harmless. Names of torch.* / torch.nn.functional.* functions and of Tensor methods.
-_HARMLESS = frozenset("""
-    abs absolute neg negative positive relu relu6 leaky_relu gelu silu sigmoid tanh hardtanh hardsigmoid hardswish
-    elu selu celu softplus mish logsigmoid softsign tanhshrink hardshrink softshrink threshold
-    clamp clamp_min clamp_max clip minimum maximum fmin fmax min max amin amax mean sum cumsum add sub subtract
-    mul multiply where lerp square sign sgn round floor ceil trunc frac masked_fill zeros_like ones_like full_like
-    empty_like detach clone contiguous float double half bfloat16 to type_as view view_as reshape reshape_as
-    flatten unflatten unsqueeze squeeze transpose permute t mT expand expand_as repeat broadcast_to flip roll
-    softmax log_softmax normalize matmul mm bmm linear cat stack chunk split narrow select index_select gather
-    tril triu diagonal sin cos erf logical_and logical_or logical_not logical_xor eq ne gt lt ge le isnan isinf
-    isfinite any all nan_to_num
-""".split())
-# Calls that return a boolean tensor: fine as a torch.where condition as they are.
-_BOOLEAN = frozenset("""
-    any all isnan isinf isfinite isposinf isneginf isreal isclose signbit logical_and logical_or logical_not
-    logical_xor eq ne gt lt ge le greater less greater_equal less_equal not_equal bool
-""".split())
-# Calls known to give inf/nan (and so nan gradients through torch.where) or to raise on some inputs.
-_INF_NAN = frozenset("""
-    log log2 log10 log1p sqrt rsqrt reciprocal exp exp2 expm1 pow float_power div divide true_divide floor_divide
-    fmod remainder acos asin atanh acosh arccos arcsin arctanh arccosh logit erfinv lgamma digamma polygamma tan
-    std var norm cosine_similarity
-""".split())
-_RANDOM = frozenset("""
-    rand randn randint rand_like randn_like randint_like randperm bernoulli multinomial normal dropout
-    dropout1d dropout2d dropout3d alpha_dropout feature_alpha_dropout
-""".split())
-_TORCH_MODULES = ("torch", "torch.nn.functional", "torch.special", "torch.linalg", "torch.Tensor")
-# Values that are plain Python, never tensors: tests on them are no business of torch.where.
-_PY_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "training", "requires_grad", "is_cuda", "is_leaf"})
-_PY_METHODS = frozenset({"size", "dim", "numel", "nelement", "is_floating_point", "is_contiguous", "get_device",
-                         "element_size", "startswith", "endswith", "get", "keys", "items", "values"})
-_PY_BUILTINS = frozenset({"len", "isinstance", "issubclass", "hasattr", "callable", "getattr", "type", "id", "all",
-                          "any", "int", "str"})
-_HARMLESS_BUILTINS = frozenset({"abs", "min", "max", "round", "len"})
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString,
           cst.ConcatenatedString, cst.FormattedString, cst.List, cst.Dict, cst.Set, cst.Ellipsis)
 _RICH = (cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
@@ -109,7 +82,7 @@ def _call_name(src: SourceFile, call: cst.Call) -> tuple[str, bool]:
     names = src.qualified_names(func) if func in src.positions else set()
     for q in names:
         module, _, last = q.rpartition(".")
-        if module in _TORCH_MODULES:
+        if module in TORCH_MODULES:
             return last, True
         if module == "builtins":
             return last, False
@@ -139,7 +112,7 @@ def _is_bool_call(src: SourceFile, e: cst.BaseExpression) -> bool:
     if not isinstance(e, cst.Call):
         return False
     name, torchy = _call_name(src, e)
-    return torchy and name in _BOOLEAN
+    return torchy and name in BOOLEAN_RESULT
 
 
 def _python_level(src: SourceFile, e: cst.BaseExpression) -> bool:
@@ -148,13 +121,13 @@ def _python_level(src: SourceFile, e: cst.BaseExpression) -> bool:
             "True", "False", "None")):
         return True
     if isinstance(e, cst.Attribute):
-        return e.attr.value in _PY_ATTRS
+        return e.attr.value in PYTHON_ATTRS
     if isinstance(e, cst.Subscript):
         return _python_level(src, e.value)
     if isinstance(e, cst.Call):
         name, torchy = _call_name(src, e)
-        return (not torchy and name in _PY_BUILTINS and isinstance(e.func, cst.Name)) or (
-            isinstance(e.func, cst.Attribute) and name in _PY_METHODS)
+        return (not torchy and name in PYTHON_BUILTINS and isinstance(e.func, cst.Name)) or (
+            isinstance(e.func, cst.Attribute) and name in PYTHON_METHODS)
     if isinstance(e, cst.Comparison):
         if any(not isinstance(t.operator, _RICH) for t in e.comparisons):
             return True  # is, is not, in, not in
@@ -594,15 +567,15 @@ def _hazards(src: SourceFile, e: cst.BaseExpression) -> list[str]:
                 found.append(f"`{_short(n)}` can give inf or nan")
         elif isinstance(n, cst.Call):
             name, torchy = _call_name(src, n)
-            if name in _RANDOM:
+            if name in RANDOM:
                 found.append(f"`{_short(n)}` draws random numbers on both paths")
             elif name in ("pow", "float_power") and len(n.args) >= 1 and (
                     (c := _constant(n.args[-1].value)) is not None and c >= 0 and c == int(c)):
                 continue
-            elif name in _INF_NAN and (torchy or isinstance(n.func, cst.Attribute)):
+            elif name in INF_NAN_OR_RAISE and (torchy or isinstance(n.func, cst.Attribute)):
                 found.append(f"`{_short(n)}` can give inf or nan")
-            elif (torchy and name in _HARMLESS) or (not torchy and isinstance(n.func, cst.Name)
-                                                    and name in _HARMLESS_BUILTINS):
+            elif (torchy and name in WHERE_HARMLESS) or (not torchy and isinstance(n.func, cst.Name)
+                                                    and name in HARMLESS_BUILTINS):
                 continue
             else:
                 found.append(f"`{_short(n)}` is a call torchmend cannot see into")

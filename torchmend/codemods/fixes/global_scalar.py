@@ -16,31 +16,16 @@ from libcst.metadata import Assignment, BaseAssignment, FunctionScope, GlobalSco
 
 from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
+from torchmend.codemods.torch_ops import (
+    FACTORIES,
+    FILL_VALUE_POSITION,
+    NOT_TENSOR_ATTRS,
+    NUMBER_METHODS,
+    SIZE_KEYWORDS,
+    SIZE_TAKING,
+    TENSOR_CONSTRUCTORS,
+)
 from torchmend.model import Finding
-
-# --- what a Python number inside compiled code may not become ------------------------------------------
-
-# Calls whose arguments are sizes, dims or counts: a tensor there is a data-dependent graph break.
-_FACTORIES = {"zeros", "ones", "empty", "rand", "randn", "randint", "arange", "range", "linspace", "logspace",
-              "eye", "randperm", "full", "new_zeros", "new_ones", "new_empty", "new_full"}
-_FILL_VALUE = {"full": 1, "new_full": 1}  # full(size, fill_value): the fill value may be a tensor
-_SHAPED = {"view", "reshape", "expand", "repeat", "narrow", "split", "chunk", "unflatten", "topk", "kthvalue",
-           "roll", "unsqueeze", "squeeze", "flatten", "transpose", "permute", "select", "movedim", "sum", "mean",
-           "prod", "std", "var", "softmax", "log_softmax", "cumsum", "cumprod", "argmax", "argmin", "flip",
-           "tril", "triu", "diagonal", "index_select", "gather", "scatter", "cat", "stack", "concat",
-           "concatenate", "interpolate", "pad", "dropout", "one_hot", "norm", "repeat_interleave", "tile",
-           "unfold", "multinomial", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d",
-           "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"}
-_SIZE_KEYWORDS = {"size", "shape", "dim", "dims", "kernel_size", "stride", "padding", "dilation", "groups",
-                  "num_classes", "k", "diagonal", "chunks", "split_size", "split_size_or_sections", "sections",
-                  "steps", "start", "end", "step", "scale_factor", "p", "output_size", "repeats", "num_samples",
-                  "decimals"}
-# Tensor methods that give Python numbers or sizes, not tensors.
-_NOT_TENSOR_METHODS = {"size", "dim", "numel", "nelement", "item", "tolist", "stride", "element_size",
-                       "get_device", "is_contiguous", "is_floating_point", "ndimension", "__len__"}
-NOT_TENSOR_ATTRS = {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout"}
-TENSOR_CONSTRUCTORS = {"torch.tensor", "torch.as_tensor", "torch.scalar_tensor", "torch.full", "torch.full_like",
-                       "torch.Tensor", "torch.zeros", "torch.ones", "torch.zeros_like", "torch.ones_like"}
 
 
 def _builtin_or_math(src: SourceFile, func: cst.BaseExpression) -> str | None:
@@ -155,7 +140,7 @@ class Tensors:
             func = e.func
             if _builtin_or_math(src, func):
                 return False
-            if isinstance(func, cst.Attribute) and func.attr.value in _NOT_TENSOR_METHODS:
+            if isinstance(func, cst.Attribute) and func.attr.value in NUMBER_METHODS:
                 return False
             return True  # torch functions, modules (self.fc(x)), tensor methods
         if isinstance(e, cst.Attribute):
@@ -201,7 +186,7 @@ def _call_problem(src: SourceFile, call: cst.Call, arg: cst.Arg, tensors: Tensor
     builtin = _builtin_or_math(src, call.func)
     if builtin and builtin != "abs":
         return f"passed to {builtin}()"
-    if arg.keyword is not None and arg.keyword.value in _SIZE_KEYWORDS:
+    if arg.keyword is not None and arg.keyword.value in SIZE_KEYWORDS:
         return f"passed as `{arg.keyword.value}=`, a size or dimension"
     func = call.func
     leaf = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
@@ -209,9 +194,9 @@ def _call_problem(src: SourceFile, call: cst.Call, arg: cst.Arg, tensors: Tensor
     pos = next((i for i, a in enumerate(positional) if a is arg), -1)
     torch_function = _is_torch(src, func)
     method = isinstance(func, cst.Attribute) and not torch_function
-    if leaf in _FACTORIES and pos >= 0 and pos != _FILL_VALUE.get(leaf, -1):
+    if leaf in FACTORIES and pos >= 0 and pos != FILL_VALUE_POSITION.get(leaf, -1):
         return f"passed to {leaf}() as a size"
-    if leaf in _SHAPED and pos >= (0 if method else 1):
+    if leaf in SIZE_TAKING and pos >= (0 if method else 1):
         return f"passed to {leaf}() as a size, dimension or option that must be a Python number"
     return None
 

@@ -11,11 +11,9 @@ from libcst.metadata import ComprehensionScope
 
 from torchmend.codemods.base import Invalid, Valid, SAFE, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
+from torchmend.codemods.torch_ops import MARK_DYNAMIC
 from torchmend.model import Finding, Where
 
-_MARKS = {"torch._dynamo.mark_dynamic", "torch._dynamo.maybe_mark_dynamic", "torch._dynamo.mark_unbacked",
-          "torch._dynamo.decorators.mark_dynamic", "torch._dynamo.decorators.maybe_mark_dynamic",
-          "torch._dynamo.decorators.mark_unbacked"}
 _COMPILE = {"torch.compile"}
 _DIM = re.compile(r"size[ _]mismatch[ _]at[ _]index[ _](\d+)")  # `_`: how example markers spell spaces
 _ADVICE = ("call `torch._dynamo.maybe_mark_dynamic(tensor, dim)` on the tensor just before the compiled call, "
@@ -52,8 +50,6 @@ def _variable(var: str | None) -> tuple[str, int | str] | None:
             if expr.value.value == "L":  # dynamo's frame locals: a parameter of the compiled function
                 return "name", key.evaluated_value
     return None
-
-
 
 
 def _is_compile(src: SourceFile, node: cst.BaseExpression) -> bool:
@@ -172,7 +168,7 @@ def _already_marked(src: SourceFile, stmt: cst.BaseStatement, name: str, dim: in
         return False
     for before in siblings[: siblings.index(stmt)]:
         for call in src.nodes_in(before, cst.Call):
-            if not (src.qualified_names(call.func) & _MARKS) or len(call.args) < 2:  # type: ignore[attr-defined]
+            if not (src.qualified_names(call.func) & MARK_DYNAMIC) or len(call.args) < 2:  # type: ignore[attr-defined]
                 continue
             if not m.matches(call.args[0].value, m.Name(name)):
                 continue

@@ -17,45 +17,22 @@ import libcst.matchers as m
 
 from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
+from torchmend.codemods.torch_ops import (
+    AUGMENTED_IN_PLACE,
+    INT_ARGUMENT_CALLS,
+    INT_KEYWORDS,
+    LOG_METHODS,
+    MODULE_CLASSES,
+)
 from torchmend.model import Finding, Where
 
 # `self.calls`, or the last attribute of a path to a submodule (`self.block.calls`, `self._modules['b'].calls`).
 _VARIABLE = re.compile(r"(?P<base>.+)\.(?P<attr>[A-Za-z_]\w*)")
 
-_MODULE_CLASSES = {"torch.nn.Module", "lightning.LightningModule", "lightning.pytorch.LightningModule",
-                   "pytorch_lightning.LightningModule", "pytorch_lightning.core.LightningModule"}
 _NOT_MODULES = {"Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer"}
 
-# augmented operator -> (in-place tensor method, binary operator for the out-of-place form)
-_AUG: dict[type, tuple[str, type]] = {
-    cst.AddAssign: ("add_", cst.Add),
-    cst.SubtractAssign: ("sub_", cst.Subtract),
-    cst.MultiplyAssign: ("mul_", cst.Multiply),
-    cst.DivideAssign: ("div_", cst.Divide),
-    cst.FloorDivideAssign: ("floor_divide_", cst.FloorDivide),
-    cst.ModuloAssign: ("remainder_", cst.Modulo),
-    cst.PowerAssign: ("pow_", cst.Power),
-    cst.BitAndAssign: ("bitwise_and_", cst.BitAnd),
-    cst.BitOrAssign: ("bitwise_or_", cst.BitOr),
-    cst.BitXorAssign: ("bitwise_xor_", cst.BitXor),
-    cst.LeftShiftAssign: ("bitwise_left_shift_", cst.LeftShift),
-    cst.RightShiftAssign: ("bitwise_right_shift_", cst.RightShift),
-}
-_BINARY = {binop: aug for aug, (_, binop) in _AUG.items()}
+_BINARY = {binop: aug for aug, (_, binop) in AUGMENTED_IN_PLACE.items()}
 
-# Calls whose arguments must be Python ints (sizes, dims, counts): a tensor there is a data-dependent break.
-_SHAPE_METHODS = {
-    "view", "reshape", "expand", "repeat", "repeat_interleave", "narrow", "split", "chunk", "unflatten", "permute",
-    "transpose", "flatten", "select", "roll", "new_zeros", "new_ones", "new_empty", "new_full", "unfold", "tile",
-    "movedim", "squeeze", "unsqueeze", "size", "topk", "kthvalue", "index_select", "gather", "scatter", "sum",
-    "mean", "prod", "max", "min", "argmax", "argmin", "softmax", "log_softmax", "cumsum", "cumprod", "std", "var",
-    "all", "any", "logsumexp", "diagonal", "tril", "triu", "zeros", "ones", "empty", "full", "arange",
-    "linspace", "logspace", "randn", "rand", "randint", "randperm", "eye", "pad", "interpolate", "one_hot",
-}
-_SHAPE_KEYWORDS = {"dim", "dims", "size", "shape", "k", "diagonal", "num_classes", "padding", "pad", "stride",
-                   "kernel_size", "groups", "chunks", "sections", "split_size_or_sections", "steps", "dtype",
-                   "device", "start_dim", "end_dim", "shifts"}
-_LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"}
 _STOPGAP = ("as a stopgap, raise torch._dynamo.config.recompile_limit (8 by default) at start-up; each new "
             "value then costs one more compile")
 
@@ -113,7 +90,7 @@ def _is_module(src: SourceFile, cls: cst.ClassDef, classes: dict[str, cst.ClassD
 
 
 def _is_module_name(name: str) -> bool:
-    if name in _MODULE_CLASSES or name.startswith("torch.nn.modules."):
+    if name in MODULE_CLASSES or name.startswith("torch.nn.modules."):
         return True
     parts = name.split(".")
     return len(parts) == 3 and parts[:2] == ["torch", "nn"] and parts[2][:1].isupper() and parts[2] not in _NOT_MODULES
@@ -266,14 +243,14 @@ def _call_problem(src: SourceFile, call: cst.Call, arg: cst.Arg) -> str | None:
         return None if func.value == "abs" else f"passes it to {spelled}()"
     if any(q.startswith("math.") for q in names):
         return f"passes it to {spelled}()"
-    if arg.keyword is not None and arg.keyword.value in _SHAPE_KEYWORDS:
+    if arg.keyword is not None and arg.keyword.value in INT_KEYWORDS:
         return f"passes it as {arg.keyword.value}= to {spelled}()"
     name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
     if name == "format" and isinstance(func, cst.Attribute):
         return "formats it into a string with .format()"
-    if name in _LOG_METHODS and isinstance(func, cst.Attribute) and not any(q.startswith("torch.") for q in names):
+    if name in LOG_METHODS and isinstance(func, cst.Attribute) and not any(q.startswith("torch.") for q in names):
         return f"logs it with {spelled}()"
-    if name in _SHAPE_METHODS:
+    if name in INT_ARGUMENT_CALLS:
         return f"passes it to {spelled}(), which needs Python ints there"
     return None
 
@@ -470,7 +447,7 @@ def _plan(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
     float_ops = False
     for w in uses.writes:
         update = _self_update(src, w)
-        if isinstance(w, cst.AugAssign) and type(w.operator) not in _AUG:
+        if isinstance(w, cst.AugAssign) and type(w.operator) not in AUGMENTED_IN_PLACE:
             raise _Refuse(f"line {src.line_of(w)} updates self.{attr} with `{src.code(w.operator).strip()}`, "
                           "which has no in-place tensor method", f"write it as `self.{attr} = ...` and run the fix "
                           "again")
@@ -523,9 +500,9 @@ def _proposal(plan: _Plan, finding: Finding) -> Proposal:
         if update is not None:
             op, operand = update
             if in_place:
-                edits[w] = _call_stmt(target, _AUG[op][0], [cst.Arg(operand)], w)
+                edits[w] = _call_stmt(target, AUGMENTED_IN_PLACE[op][0], [cst.Arg(operand)], w)
             elif isinstance(w, cst.AugAssign):
-                value = cst.BinaryOperation(target.deep_clone(), _AUG[op][1](), _parenthesized(operand))
+                value = cst.BinaryOperation(target.deep_clone(), AUGMENTED_IN_PLACE[op][1](), _parenthesized(operand))
                 edits[w] = cst.Assign([cst.AssignTarget(target)], value, semicolon=w.semicolon)
             continue  # `self.a = self.a + v` rebinds already: a buffer accepts it as it is
         value = w.value

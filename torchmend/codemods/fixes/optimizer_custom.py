@@ -16,10 +16,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from torchmend.codemods.source import Context, SourceError, SourceFile
-
-# Calls that need a Python number (or turn a tensor into one, with a host sync).
-_NEEDS_NUMBER = {"builtins.float", "builtins.int", "builtins.bool", "builtins.round", "builtins.range",
-                 "builtins.max", "builtins.min"}
+from torchmend.codemods.torch_ops import NEEDS_NUMBER
 
 
 def optimizer_classdef(src: SourceFile, call: cst.Call, ctx: Context | None = None,
@@ -174,7 +171,7 @@ def _hazard(src: SourceFile, node: cst.CSTNode, tainted: set[str]) -> str:
     code = src.code(node).strip().splitlines()[0]
     if isinstance(node, cst.Call):
         names = src.qualified_names(node.func)
-        if (names & _NEEDS_NUMBER or any(n.startswith("math.") for n in names)) and any(
+        if (names & NEEDS_NUMBER or any(n.startswith("math.") for n in names)) and any(
                 _mentions_lr(src, a.value, tainted) for a in node.args):
             return f"`{code}` needs the lr as a Python number"
         return ""

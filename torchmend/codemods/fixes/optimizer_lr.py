@@ -16,24 +16,16 @@ import libcst.matchers as m
 from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.fixes.optimizer_custom import default_lr, lr_hazards, method, optimizer_classdef
 from torchmend.codemods.source import Context, SourceFile, simple_names
+from torchmend.codemods.torch_ops import (
+    FOREACH_NEEDS_CAPTURABLE,
+    OPTIMIZER_DEFAULT_LR,
+    SCHEDULER_PER_GROUP_ARGS,
+    TENSOR_MAKERS,
+)
 from torchmend.model import Finding, Where
 
-# torch.optim classes that take a Tensor lr and, compiled, do not recompile when it changes in place, with
-# their default lr (checked against torch 2.13: each one stepped under torch.compile while the lr was
-# changed with fill_, one compile). Not here: LBFGS (its closure is not compiled), SparseAdam, Adafactor, Muon.
-_DEFAULT_LR = {"Adam": "1e-3", "AdamW": "1e-3", "SGD": "1e-3", "RAdam": "1e-3", "Adamax": "2e-3",
-               "NAdam": "2e-3", "Adagrad": "1e-2", "RMSprop": "1e-2", "Rprop": "1e-2", "ASGD": "1e-2",
-               "Adadelta": "1.0"}
-# Adam and AdamW raise "lr as a Tensor is not supported for capturable=False and foreach=True".
-_FOREACH_NEEDS_CAPTURABLE = {"Adam", "AdamW"}
-_TENSOR_MAKERS = {"torch.tensor", "torch.as_tensor", "torch.scalar_tensor", "torch.full", "torch.ones",
-                  "torch.zeros", "torch.empty"}
 _IN_PLACE = {cst.MultiplyAssign: "mul_", cst.AddAssign: "add_", cst.SubtractAssign: "sub_",
              cst.DivideAssign: "div_"}
-# lr_scheduler arguments that give each param group its own value: (name, position).
-_PER_GROUP_ARGS = {"LambdaLR": (("lr_lambda", 1),), "MultiplicativeLR": (("lr_lambda", 1),),
-                   "OneCycleLR": (("max_lr", 1),), "CyclicLR": (("base_lr", 1), ("max_lr", 2)),
-                   "ReduceLROnPlateau": (("min_lr", 7),)}
 _ADVICE = ('build the optimizer with lr=torch.tensor(<lr>) and change it with group["lr"].fill_(<value>) '
            '(never `group["lr"] = <float>`)')
 
@@ -41,7 +33,6 @@ OURS, OTHER, UNKNOWN, NONE = "ours", "other", "unknown", "none"
 
 
 # --- names and bindings ------------------------------------------------------------------------------
-
 
 
 def _loop_source(src: SourceFile, target: cst.CSTNode) -> cst.BaseExpression | None:
@@ -256,7 +247,7 @@ def _uniform(src: SourceFile, write: _Write) -> bool:
 
 def _is_tensor(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> bool:
     if isinstance(expr, cst.Call):
-        return bool(src.qualified_names(expr.func) & _TENSOR_MAKERS)
+        return bool(src.qualified_names(expr.func) & TENSOR_MAKERS)
     if isinstance(expr, cst.Name) and depth < 4:
         refs = src.referents(expr)
         value = src.assigned_value(refs[0]) if len(refs) == 1 else None
@@ -410,7 +401,7 @@ def _schedulers(src: SourceFile, ctor: cst.Call) -> list[tuple[str, cst.Call]]:
 
 def _per_group(src: SourceFile, cls: str, call: cst.Call) -> bool:
     """True when the scheduler gives the param groups different values (a list of lambdas, of max_lr...)."""
-    for name, pos in _PER_GROUP_ARGS.get(cls, ()):
+    for name, pos in SCHEDULER_PER_GROUP_ARGS.get(cls, ()):
         kw = [a.value for a in call.args if a.keyword is not None and a.keyword.value == name]
         positional = [a.value for a in call.args if a.keyword is None]
         value = kw[0] if kw else (positional[pos] if pos < len(positional) else None)
@@ -790,7 +781,7 @@ class TensorLearningRate(Codemod):
                              "then rerun torchmend; or keep the lr constant while compiled")
             if method(own, "step") is None:
                 return NoFix(finding, f"{cls} at {at} has no step method of its own", _ADVICE)
-        elif cls not in _DEFAULT_LR:
+        elif cls not in OPTIMIZER_DEFAULT_LR:
             return NoFix(finding, f"torch.optim.{cls} at {at} is not among the optimizers checked with a tensor "
                          "lr", _ADVICE)
         keywords = {a.keyword.value: a for a in ctor.args if a.keyword is not None}
@@ -801,7 +792,7 @@ class TensorLearningRate(Codemod):
         positional = [a for a in ctor.args if a.keyword is None]
         if not positional and "params" not in keywords:
             return NoFix(finding, f"the optimizer call at {at} has no params argument", _ADVICE)
-        if cls in _FOREACH_NEEDS_CAPTURABLE and "foreach" in keywords and not m.matches(
+        if cls in FOREACH_NEEDS_CAPTURABLE and "foreach" in keywords and not m.matches(
                 keywords["foreach"].value, m.Name("False") | m.Name("None")) and not (
                 "capturable" in keywords and m.matches(keywords["capturable"].value, m.Name("True"))):
             return NoFix(finding, f"{cls} at {at} sets foreach={src.code(keywords['foreach'].value)}: a tensor lr "
@@ -829,7 +820,7 @@ class TensorLearningRate(Codemod):
         # One pass: node identities are lost once a tree is rebuilt.
         new_ctor = ctor.visit(_Swap(ctor_swaps)) if ctor_swaps else ctor
         if lr_arg is None:
-            default = cst.Float(_DEFAULT_LR[cls]) if own is None else default_lr(own)
+            default = cst.Float(OPTIMIZER_DEFAULT_LR[cls]) if own is None else default_lr(own)
             if default is None:
                 return NoFix(finding, f"the optimizer call at {at} passes no lr and {cls} has no default", _ADVICE)
             tensor, imports = _as_tensor(src, default)
@@ -873,10 +864,10 @@ class TensorLearningRate(Codemod):
                for c in src.nodes_in(src.module, cst.Call)):
             notes.append("a checkpoint saved with a float lr restores a float (fill_ then fails): after "
                          'load_state_dict, set group["lr"] = torch.tensor(float(group["lr"])) for each group')
-        if cls in _FOREACH_NEEDS_CAPTURABLE and double_star:
+        if cls in FOREACH_NEEDS_CAPTURABLE and double_star:
             notes.append(f"if the **kwargs of the {cls} call set foreach=True, it raises for a tensor lr unless "
                          "capturable=True")
-        if cls in _FOREACH_NEEDS_CAPTURABLE:
+        if cls in FOREACH_NEEDS_CAPTURABLE:
             notes.append(f"eager {cls} steps with a tensor lr use the for-loop implementation unless "
                          "capturable=True")
         notes.append("lr writes in other files are not checked")

@@ -24,12 +24,9 @@ from torchmend.codemods.fixes.global_scalar import (
     self_name,
 )
 from torchmend.codemods.source import Context, SourceFile
+from torchmend.codemods.torch_ops import SAME_DEVICE_METHODS
 from torchmend.model import Finding
 
-# Tensor methods whose result is on the receiver's device (`x.float()`): the receiver gives the device.
-_SAME_DEVICE_METHODS = {"float", "double", "half", "bfloat16", "detach", "contiguous", "clone", "view", "reshape",
-                        "flatten", "squeeze", "unsqueeze", "transpose", "permute", "t", "abs", "log_softmax",
-                        "softmax"}
 _NUMBER_IN_GUARD = re.compile(r"==\s*-?(?P<num>[0-9][0-9_]*(?P<frac>\.[0-9]*)?(?P<exp>[eE][-+]?[0-9]+)?)\s*$")
 
 _Key = Union[frozenset, tuple]
@@ -176,7 +173,7 @@ def _device_source(expr: cst.BaseExpression, scalar: cst.BaseExpression) -> cst.
                     and not m.matches(a.value, m.Name(getattr(scalar, "value", ""))):
                 return a.value
         func = expr.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _SAME_DEVICE_METHODS and _cheap(func.value):
+        if isinstance(func, cst.Attribute) and func.attr.value in SAME_DEVICE_METHODS and _cheap(func.value):
             return func.value
     return None
 

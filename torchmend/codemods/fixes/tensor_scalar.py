@@ -19,34 +19,19 @@ from libcst.metadata import Assignment, FunctionScope, ImportAssignment
 
 from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
+from torchmend.codemods.torch_ops import (
+    OPERAND_METHODS,
+    TENSOR_ATTRS,
+    TENSOR_EVIDENCE,
+    TENSOR_METHODS,
+    TORCH_NON_TENSOR,
+)
 from torchmend.model import Finding, Where
 
 CAPTURE = ("if the Python number is really needed, let dynamo trace it instead: set "
            "`torch._dynamo.config.capture_scalar_outputs = True` before compiling (`.item()` then stays in the "
            "graph as a symbolic number; an `if` or a shape that depends on it still breaks or specializes)")
 
-# Methods Python ints and floats lack and tensors have: a value they are called on (or that they return) is
-# not a Python number. `max`/`min` with a dim return a namedtuple: not a number either.
-_TENSOR_METHODS = frozenset("""
-    abs absolute acos add addcdiv addcmul amax amin any all argmax argmin asin atan bfloat16 bmm ceil clamp
-    clamp_max clamp_min clip clone contiguous cos cosh cpu cuda cumprod cumsum detach diag div double exp
-    expand expand_as expm1 flatten flip float floor fmod frac half log log10 log1p log2 logsumexp masked_fill
-    matmul max maximum mean min minimum mm mul nan_to_num neg norm permute pow prod reciprocal relu remainder
-    repeat reshape round rsqrt sigmoid sign sin sinh softmax log_softmax sqrt square squeeze std sub sum t tanh
-    to transpose trunc type_as unsqueeze var view view_as where new_zeros new_ones new_full new_empty
-""".split())
-# Reading these on a name shows it holds a tensor (Python numbers have none of them).
-_TENSOR_EVIDENCE = _TENSOR_METHODS | {"item", "tolist", "size", "dim", "numel", "shape", "device", "dtype",
-                                      "ndim", "requires_grad", "grad", "data", "T"}
-_TENSOR_ATTRS = frozenset({"T", "mT", "data", "grad", "weight", "bias"})
-# Tensor methods whose operand may be a 0-dim tensor as well as a number.
-_OPERAND_METHODS = frozenset({"add", "sub", "mul", "div", "pow", "clamp", "clamp_min", "clamp_max", "maximum",
-                              "minimum", "fmod", "remainder", "add_", "sub_", "mul_", "div_", "pow_", "clamp_",
-                              "clamp_min_", "clamp_max_", "lerp", "lerp_"})
-# torch.* callables that return Python values, not tensors.
-_TORCH_NON_TENSOR = re.compile(r"^torch\.((cuda|backends|distributed|compiler|_dynamo|jit|fx)\.|(is_|get_|set_)"
-                               r"|(numel|result_type|promote_types|can_cast|typename|manual_seed|initial_seed|seed"
-                               r"|compile|device|dtype|Size|finfo|iinfo)$)")
 _ARITH = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
 _STACK = re.compile(r"^___stack\d+$")
 _CONVERSIONS = {"item": ".detach()", "float": ".detach().float()", "int": ".detach().long()"}
@@ -208,10 +193,10 @@ class _Analysis:
     def _is_tensor(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.Call):
             qnames = self.src.qualified_names(expr.func)
-            if any(q.startswith("torch.") and not _TORCH_NON_TENSOR.match(q) for q in qnames):
+            if any(q.startswith("torch.") and not TORCH_NON_TENSOR.match(q) for q in qnames):
                 return True
             func = expr.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_METHODS and self.conversion(expr) is None:
+            if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_METHODS and self.conversion(expr) is None:
                 return not self._imported(func.value) or self.is_tensor(func.value)
             return False
         if isinstance(expr, cst.BinaryOperation):
@@ -221,7 +206,7 @@ class _Analysis:
         if isinstance(expr, cst.Subscript):
             return self.is_tensor(expr.value)
         if isinstance(expr, cst.Attribute):
-            return expr.attr.value in _TENSOR_ATTRS
+            return expr.attr.value in TENSOR_ATTRS
         if isinstance(expr, cst.Name):
             values = self.bindings(expr)
             if values and all(self.is_tensor(v) for v in values):
@@ -249,7 +234,7 @@ class _Analysis:
         for access in scope.accesses[name.value]:
             parent = self.src.parents.get(access.node)
             if isinstance(parent, cst.Attribute) and parent.value is access.node \
-                    and parent.attr.value in _TENSOR_EVIDENCE:
+                    and parent.attr.value in TENSOR_EVIDENCE:
                 return True
         return False
 
@@ -385,10 +370,10 @@ class _Analysis:
         if _builtin(self.src, call, "abs"):
             return [call]
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _OPERAND_METHODS and not arg.star \
+        if isinstance(func, cst.Attribute) and func.attr.value in OPERAND_METHODS and not arg.star \
                 and self.is_tensor(func.value):
             return []
-        if self.src.is_qualified(func, *(f"torch.{n}" for n in _OPERAND_METHODS)) and not arg.star:
+        if self.src.is_qualified(func, *(f"torch.{n}" for n in OPERAND_METHODS)) and not arg.star:
             return []  # torch.clamp(x, max=v), torch.maximum(x, v): tensors are welcome, the result is one
         name = self.src.code(func).strip()
         if _builtin(self.src, call, *_FORMATTERS) or name.split(".")[-1] in {"debug", "info", "warning", "error",
