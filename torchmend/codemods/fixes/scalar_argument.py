@@ -8,13 +8,12 @@ from typing import Union
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
-from torchmend.codemods.fixes.global_scalar import (
-    GlobalScalar,
-    NOT_TENSOR_ATTRS,
-    Tensors,
-    binding_statement,
-    compiled_function,
+from torchmend.codemods.analysis import (
+    NUMBERS,
+    assigned_values,
+    bind,
+    compile_target,
+    functions_for,
     is_method,
     is_tensor_construction,
     ordered_names,
@@ -22,9 +21,12 @@ from torchmend.codemods.fixes.global_scalar import (
     reads,
     referents,
     self_name,
+    values,
 )
+from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.registry import codemod_for
 from torchmend.codemods.source import Context, SourceFile
-from torchmend.codemods.torch_ops import SAME_DEVICE_METHODS
+from torchmend.codemods.torch_ops import NOT_TENSOR_ATTRS, SAME_DEVICE_METHODS
 from torchmend.model import Finding
 
 _NUMBER_IN_GUARD = re.compile(r"==\s*-?(?P<num>[0-9][0-9_]*(?P<frac>\.[0-9]*)?(?P<exp>[eE][-+]?[0-9]+)?)\s*$")
@@ -43,56 +45,8 @@ def _params(fn: cst.FunctionDef) -> tuple[list[cst.Param], list[cst.Param]]:
 
 def _bind(fn: cst.FunctionDef, call: cst.Call, name: str, skip_first: bool) -> tuple[cst.Arg | None, str]:
     """The argument of `call` that parameter `name` of `fn` receives, or (None, why not)."""
-    positional, kwonly = _params(fn)
-    if skip_first:
-        positional = positional[1:]
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg, ""
-    index = next((i for i, p in enumerate(positional) if p.name.value == name), None)
-    if index is not None:
-        seen = 0
-        for arg in call.args:
-            if arg.keyword is not None or arg.star == "**":
-                break
-            if arg.star == "*":
-                return None, "it is passed through *args"
-            if seen == index:
-                return arg, ""
-            seen += 1
-    if any(a.star == "**" for a in call.args):
-        return None, "it is passed through **kwargs"
-    if index is None and not any(p.name.value == name for p in kwonly):
-        return None, "the call does not name it"
-    return None, "the call leaves it to its default"
-
-
-def _compile_target(src: SourceFile, value: cst.BaseExpression) -> cst.BaseExpression | None:
-    """`torch.compile(model, ...)` -> `model`."""
-    if isinstance(value, cst.Call) and src.is_qualified(value.func, "torch.compile") and value.args \
-            and value.args[0].keyword is None and not value.args[0].star:
-        return value.args[0].value
-    return None
-
-
-def _assigned(src: SourceFile, name: cst.Name) -> list[cst.BaseExpression]:
-    """The values a name read may hold: the right-hand sides of its plain assignments, unpacked tuples
-    matched element by element."""
-    values: list[cst.BaseExpression] = []
-    for b in referents(src, name):
-        stmt = binding_statement(src, b)
-        if isinstance(stmt, (cst.Assign, cst.AnnAssign)) and stmt.value is not None:
-            values.append(stmt.value)
-            continue
-        element = src.parents.get(b.node)
-        tup = src.parents.get(element) if isinstance(element, cst.Element) else None
-        target = src.parents.get(tup) if isinstance(tup, cst.Tuple) else None
-        assign = src.parents.get(target) if isinstance(target, cst.AssignTarget) else None
-        if isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Tuple) \
-                and len(assign.value.elements) == len(tup.elements):  # type: ignore[union-attr]
-            i = tup.elements.index(element)  # type: ignore[union-attr, arg-type]
-            values.append(assign.value.elements[i].value)
-    return values
+    binding = bind(call, fn, skip_first)
+    return binding.arg(name), binding.why_not(name)
 
 
 def _instance_of(src: SourceFile, expr: cst.BaseExpression, cls: str, depth: int = 0) -> bool:
@@ -100,14 +54,14 @@ def _instance_of(src: SourceFile, expr: cst.BaseExpression, cls: str, depth: int
     if depth > 3:
         return False
     if isinstance(expr, cst.Call):
-        target = _compile_target(src, expr)
+        target = compile_target(src, expr)
         if target is not None:
             return _instance_of(src, target, cls, depth + 1)
         func = expr.func
         return (isinstance(func, cst.Name) and func.value == cls) or (
             isinstance(func, cst.Attribute) and func.attr.value == cls)
     if isinstance(expr, cst.Name):
-        return any(_instance_of(src, v, cls, depth + 1) for v in _assigned(src, expr))
+        return any(_instance_of(src, v, cls, depth + 1) for v in assigned_values(src, expr))
     return False
 
 
@@ -118,8 +72,8 @@ def _calls_compiled(src: SourceFile, call: cst.Call, fn_name: str, cls: str | No
     if cls is None:
         if not isinstance(func, cst.Name):
             return False
-        return func.value == fn_name or any(m.matches(_compile_target(src, v), m.Name(fn_name))
-                                            for v in _assigned(src, func))
+        return func.value == fn_name or any(m.matches(compile_target(src, v), m.Name(fn_name))
+                                            for v in assigned_values(src, func))
     if isinstance(func, cst.Attribute) and func.attr.value == fn_name:
         return True
     return fn_name == "forward" and isinstance(func, cst.Name) and _instance_of(src, func, cls)
@@ -134,20 +88,6 @@ def _key(src: SourceFile, call: cst.Call) -> _Key:
             return frozenset(bound)
     cls = src.enclosing(call, cst.ClassDef)
     return ("code", src.code(func), cls.name.value if isinstance(cls, cst.ClassDef) else None)
-
-
-def _tensorish_arg(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> bool:
-    """Seen from the caller: a call's result (not a builtin's), or a name assigned one."""
-    if depth > 3:
-        return False
-    if isinstance(expr, cst.Call):
-        return not any(q.startswith(("builtins.", "math.")) for q in src.qualified_names(expr.func)) and not (
-            isinstance(expr.func, cst.Name) and expr.func.value in ("float", "int", "round", "min", "max", "len"))
-    if isinstance(expr, cst.Name):
-        return any(_tensorish_arg(src, v, depth + 1) for v in _assigned(src, expr))
-    if isinstance(expr, cst.Subscript):
-        return _tensorish_arg(src, expr.value, depth + 1)
-    return False
 
 
 def _cheap(expr: cst.BaseExpression) -> bool:
@@ -178,7 +118,7 @@ def _device_source(expr: cst.BaseExpression, scalar: cst.BaseExpression) -> cst.
     return None
 
 
-def _meets(src: SourceFile, uses: list[cst.Name], tensors: Tensors) -> list[cst.BaseExpression]:
+def _meets(src: SourceFile, uses: list[cst.Name], scalar: str) -> list[cst.BaseExpression]:
     """What the number meets where it is used, nearest first: the other operand of each operation it is
     in (until one is a tensor), or the receiver and other arguments of the call it is passed to."""
     found: list[cst.BaseExpression] = []
@@ -189,7 +129,7 @@ def _meets(src: SourceFile, uses: list[cst.Name], tensors: Tensors) -> list[cst.
             if isinstance(parent, cst.BinaryOperation):
                 other = parent.right if parent.left is node else parent.left
                 found.append(other)
-                if tensors.expr(other):
+                if values(src).maybe_tensor(other, exclude=(scalar,)):
                     break
             elif isinstance(parent, cst.Comparison):
                 others = [parent.left, *(c.comparator for c in parent.comparisons)]
@@ -457,7 +397,7 @@ class ScalarArgument(Codemod):
         if not name:
             return NoFix(finding, "the recompile names no variable", "see the guard in the finding")
         src = ctx.file(finding.path)
-        fns = compiled_function(src, finding)
+        fns = functions_for(src, finding)
         if not fns:
             return NoFix(finding, f"line {finding.line} is not inside a `def` (a compiled lambda?): torchmend "
                          "rewrites calls of a def or of a module's forward",
@@ -468,7 +408,7 @@ class ScalarArgument(Codemod):
                 return NoFix(finding, f"`{name}` reaches the compiled function through *args or **kwargs",
                              "pass it as a named parameter, or wrap it yourself: `torch.tensor(v, device=...)`")
             # Dynamo names a closure variable as it names an argument (`warmup == 0.1`): it may be one.
-            return GlobalScalar().propose(finding, ctx)
+            return codemod_for("TM206").propose(finding, ctx)  # type: ignore[union-attr]
         if name == self_name(src, fn):
             return NoFix(finding, f"`{name}` is the module itself")
         uses = reads(src, fn, name)
@@ -509,11 +449,10 @@ class ScalarArgument(Codemod):
                          f"pass `{name}` by name and wrap it: `{name}=torch.tensor(v, device=...)`")
         key = _key(csrc, call)
         sites = [c for c in csrc.nodes_in(csrc.module, cst.Call) if c is call or _key(csrc, c) == key]
-        tensors = Tensors(src, fn, name)
         meets: list[tuple[str, Path]] = []
         seen: set[str] = set()
         skip = {name, self_name(src, fn) or ""}
-        for expr in _meets(src, uses, tensors):
+        for expr in _meets(src, uses, name):
             meets += _params_reached(src, fn, expr, skip, seen)
         others: list[tuple[str, Path]] = [(p.name.value, ()) for p in _params(fn)[0] + _params(fn)[1]
                                           if p.name.value not in skip]
@@ -523,9 +462,9 @@ class ScalarArgument(Codemod):
         devices: list[str] = []
         for c in sites:
             a, _ = _bind(fn, c, name, skip_first)
-            if a is None or is_tensor_construction(csrc, a.value) or _holds_tensor(csrc, a.value):
+            if a is None or is_tensor_construction(csrc, a.value) or (isinstance(a.value, cst.Name) and values(csrc).is_tensor(a.value)):
                 continue
-            device = self._device(csrc, fn, c, a, meets, others, tensors, skip_first)
+            device = self._device(src, csrc, fn, c, a, meets, others, skip_first)
             args = [cst.Arg(a.value)]
             if device is not None:
                 devices.append(csrc.code(device))
@@ -538,8 +477,8 @@ class ScalarArgument(Codemod):
             return NoFix(finding, f"`{name}` is already passed as a tensor", skipped=True)
         return self._proposal(finding, csrc, fn, name, call, replace, imports, lines, devices, passed_on)
 
-    def _device(self, csrc: SourceFile, fn: cst.FunctionDef, call: cst.Call, scalar: cst.Arg,
-                meets: list[tuple[str, Path]], others: list[tuple[str, Path]], tensors: Tensors,
+    def _device(self, src: SourceFile, csrc: SourceFile, fn: cst.FunctionDef, call: cst.Call, scalar: cst.Arg,
+                meets: list[tuple[str, Path]], others: list[tuple[str, Path]],
                 skip_first: bool) -> cst.BaseExpression | None:
         """At this call: where to take the device from: the argument for the parameter the number meets
         (nearest first), else another tensor argument, else None."""
@@ -548,8 +487,8 @@ class ScalarArgument(Codemod):
                 a, _ = _bind(fn, call, p, skip_first)
                 if a is None or a is scalar:
                     continue
-                evident = tensors.name(p) or _tensorish_arg(csrc, a.value)
-                if not evident and (need_evidence or _number_arg(csrc, a.value)):
+                evident = values(src).param_maybe_tensor(fn, p) or values(csrc).maybe_tensor(a.value)
+                if not evident and (need_evidence or values(csrc).kind(a.value) in NUMBERS):
                     continue  # `alpha = 0.5` at the caller: a number has no device
                 if path and _cheap(a.value):
                     return _apply(a.value, path)
@@ -587,28 +526,3 @@ class ScalarArgument(Codemod):
 
 def _names(calls: list[str]) -> str:
     return ", ".join(f"{c}()" for c in dict.fromkeys(calls))
-
-
-def _holds_tensor(src: SourceFile, expr: cst.BaseExpression) -> bool:
-    """A name the caller assigned a tensor construction to (`t = torch.tensor(...)`)."""
-    return isinstance(expr, cst.Name) and any(is_tensor_construction(src, v) for v in _assigned(src, expr))
-
-
-def _number_arg(src: SourceFile, expr: cst.BaseExpression) -> bool:
-    """A name the caller assigned only numbers or arithmetic on names and numbers."""
-    if not isinstance(expr, cst.Name):
-        return False
-    values = _assigned(src, expr)
-    return bool(values) and all(not any(isinstance(n, cst.Call) for n in _walk(v)) for v in values)
-
-
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out: list[cst.CSTNode] = []
-
-    class _V(cst.CSTVisitor):
-        def on_visit(self, n: cst.CSTNode) -> bool:
-            out.append(n)
-            return True
-
-    node.visit(_V())
-    return out
