@@ -163,9 +163,6 @@ OPTIMIZER_DEFAULT_LR = {"Adam": "1e-3", "AdamW": "1e-3", "SGD": "1e-3", "RAdam":
 # Adam and AdamW raise "lr as a Tensor is not supported for capturable=False and foreach=True".
 FOREACH_NEEDS_CAPTURABLE = {"Adam", "AdamW"}
 
-TENSOR_MAKERS = {"torch.tensor", "torch.as_tensor", "torch.scalar_tensor", "torch.full", "torch.ones",
-                 "torch.zeros", "torch.empty"}
-
 # lr_scheduler arguments that give each param group its own value: (name, position).
 SCHEDULER_PER_GROUP_ARGS = {"LambdaLR": (("lr_lambda", 1),), "MultiplicativeLR": (("lr_lambda", 1),),
                             "OneCycleLR": (("max_lr", 1),), "CyclicLR": (("base_lr", 1), ("max_lr", 2)),

@@ -18,7 +18,8 @@ from torchmend.codemods.torch_ops import TENSOR_CONSTRUCTORS
 def builtin_or_math(src: SourceFile, func: cst.BaseExpression) -> str | None:
     """`range`, `math.exp`, ...: the name of a builtin or math function, else None."""
     for q in src.qualified_names(func):
-        if q.startswith(("builtins.", "math.")):
+        # libcst names the method of a parenthesized expression `builtins.None` (`(a * b).sum`): not a builtin.
+        if q.startswith(("builtins.", "math.")) and q != "builtins.None":
             return q.split(".", 1)[1]
     if isinstance(func, cst.Name) and not src.qualified_names(func) and hasattr(builtins, func.value):
         return func.value

@@ -14,15 +14,13 @@ from typing import Iterator, Sequence, Union
 
 import libcst as cst
 
+from torchmend.codemods.analysis import values
 from torchmend.codemods.base import Invalid, Valid, SAFE, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile, simple_names
 from torchmend.codemods.torch_ops import (
     BOOLEAN_RESULT,
     HARMLESS_BUILTINS,
     INF_NAN_OR_RAISE,
-    PYTHON_ATTRS,
-    PYTHON_BUILTINS,
-    PYTHON_METHODS,
     RANDOM,
     TORCH_MODULES,
     WHERE_HARMLESS,
@@ -115,34 +113,6 @@ def _is_bool_call(src: SourceFile, e: cst.BaseExpression) -> bool:
     return torchy and name in BOOLEAN_RESULT
 
 
-def _python_level(src: SourceFile, e: cst.BaseExpression) -> bool:
-    """A value that is plain Python for sure (`x is None`, `self.training`, `x.dim() > 2`, a constant)."""
-    if isinstance(e, (cst.Integer, cst.Float, cst.BaseString)) or (isinstance(e, cst.Name) and e.value in (
-            "True", "False", "None")):
-        return True
-    if isinstance(e, cst.Attribute):
-        return e.attr.value in PYTHON_ATTRS
-    if isinstance(e, cst.Subscript):
-        return _python_level(src, e.value)
-    if isinstance(e, cst.Call):
-        name, torchy = _call_name(src, e)
-        return (not torchy and name in PYTHON_BUILTINS and isinstance(e.func, cst.Name)) or (
-            isinstance(e.func, cst.Attribute) and name in PYTHON_METHODS)
-    if isinstance(e, cst.Comparison):
-        if any(not isinstance(t.operator, _RICH) for t in e.comparisons):
-            return True  # is, is not, in, not in
-        if any(isinstance(x, cst.BaseString) or _is_none(x) for x in [e.left, *(t.comparator for t in e.comparisons)]):
-            return True  # `mode == "train"`, `x == None`
-        return all(_python_level(src, x) for x in [e.left, *(t.comparator for t in e.comparisons)])
-    if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
-        return _python_level(src, e.expression)
-    if isinstance(e, cst.BooleanOperation):
-        return _python_level(src, e.left) and _python_level(src, e.right)
-    if isinstance(e, cst.BinaryOperation):
-        return _python_level(src, e.left) and _python_level(src, e.right)
-    return False
-
-
 def _flag_like(src: SourceFile, e: cst.BaseExpression) -> bool:
     """A bare name or attribute that is not known to hold a boolean tensor: most likely a Python flag."""
     return isinstance(e, (cst.Name, cst.Attribute)) and not _known_mask_name(src, e)
@@ -165,7 +135,7 @@ def _known_mask_name(src: SourceFile, e: cst.BaseExpression) -> bool:
         values.append(stmt.value)
     return bool(values) and all(_is_bool_call(src, v) or (
         isinstance(v, cst.Comparison) and all(isinstance(t.operator, _RICH) for t in v.comparisons)
-        and not _python_level(src, v)) for v in values)
+        and not values(src).is_python(v)) for v in values)
 
 
 @dataclass
@@ -178,7 +148,7 @@ class _Mask:
 def _mask(src: SourceFile, e: cst.BaseExpression, trusted: bool) -> _Mask:
     """An expression that torch.where accepts as its condition and that is true exactly when `e` is.
     `trusted`: `e` as a whole is known to be a tensor (the finding says so)."""
-    if _python_level(src, e):
+    if values(src).is_python(e):
         raise _Unfixable(f"`{_short(e)}` is a Python value, not a tensor", "")
     if isinstance(e, cst.BooleanOperation):
         op = cst.BitAnd if isinstance(e.operator, cst.And) else cst.BitOr
@@ -254,11 +224,11 @@ def _split_test(src: SourceFile, test: cst.BaseExpression) -> tuple[cst.BaseExpr
     operands = _and_operands(inner)
     if len(operands) == 1:
         return None, test
-    python = [(x, op) for x, op in operands if _python_level(src, x) or _flag_like(src, x)]
-    tensor = [(x, op) for x, op in operands if not (_python_level(src, x) or _flag_like(src, x))]
+    python = [(x, op) for x, op in operands if values(src).is_python(x) or _flag_like(src, x)]
+    tensor = [(x, op) for x, op in operands if not (values(src).is_python(x) or _flag_like(src, x))]
     if not tensor:  # the finding says a tensor is tested: it must be one of the bare names
-        tensor = [(x, op) for x, op in operands if not _python_level(src, x)]
-        python = [(x, op) for x, op in operands if _python_level(src, x)]
+        tensor = [(x, op) for x, op in operands if not values(src).is_python(x)]
+        python = [(x, op) for x, op in operands if values(src).is_python(x)]
         if not tensor:
             raise _Unfixable(f"the test `{_short(test)}` looks like plain Python (no tensor in it)", "")
     if not python:
@@ -1202,7 +1172,7 @@ class BranchToWhere(Codemod):
             return NoFix(finding, "already uses torch.where", skipped=True)
         if any(isinstance(s, cst.Assert) for s in stmt.body):
             return NoFix(finding, "an `assert` on a tensor needs its value in Python", _ASSERT_ADVICE)
-        ifexps = [e for e in src.nodes_in(stmt, cst.IfExp) if not _python_level(src, e.test)]  # type: ignore
+        ifexps = [e for e in src.nodes_in(stmt, cst.IfExp) if not values(src).is_python(e.test)]  # type: ignore
         boolops = [e for e in src.nodes_in(stmt, cst.BooleanOperation)
                    if not isinstance(src.parents.get(e), cst.BooleanOperation) and _all_masks(src, e)]
         if not ifexps and len(boolops) == 1:

@@ -15,6 +15,7 @@ from typing import Iterator
 import libcst as cst
 import libcst.matchers as m
 
+from torchmend.codemods.analysis import Kind, values
 from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.codemods.torch_ops import (
@@ -258,37 +259,17 @@ def _call_problem(src: SourceFile, call: cst.Call, arg: cst.Arg) -> str | None:
 # --- values ------------------------------------------------------------------------------------------
 
 
+_KIND_WORDS = {Kind.INT: "int", Kind.FLOAT: "float", Kind.BOOL: "a bool", Kind.NONE: "None", Kind.TENSOR: "a tensor"}
+
+
 def _kind(src: SourceFile, expr: cst.BaseExpression) -> str:
     """'int', 'float', 'unknown', or what the value is when it is not a number ('a string', ...)."""
-    if isinstance(expr, cst.Integer):
-        return "int"
-    if isinstance(expr, cst.Float):
-        return "float"
-    if isinstance(expr, cst.UnaryOperation):
-        return "a bool" if isinstance(expr.operator, cst.Not) else _kind(src, expr.expression)
-    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
-        return expr.value
     if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
         return "a string"
     if isinstance(expr, (cst.List, cst.Tuple, cst.Set, cst.Dict, cst.ListComp, cst.SetComp, cst.DictComp,
                          cst.GeneratorExp, cst.Lambda, cst.Imaginary)):
         return f"a {type(expr).__name__.lower()}"
-    if isinstance(expr, cst.BinaryOperation):
-        kinds = {_kind(src, expr.left), _kind(src, expr.right)}
-        if not kinds <= {"int", "float", "unknown"}:
-            return "unknown"
-        if "float" in kinds or isinstance(expr.operator, cst.Divide):
-            return "float"
-        return "int" if kinds == {"int"} else "unknown"
-    if isinstance(expr, cst.Call):
-        names = src.qualified_names(expr.func)
-        if names & {"builtins.int", "builtins.len", "builtins.ord"}:
-            return "int"
-        if names & {"builtins.float"}:
-            return "float"
-        if any(q.startswith("torch.") and q.split(".")[1] not in ("cuda", "distributed", "backends") for q in names):
-            return "a tensor"
-    return "unknown"
+    return _KIND_WORDS.get(values(src).kind(expr), "unknown")
 
 
 def _float_value(src: SourceFile, expr: cst.BaseExpression) -> cst.BaseExpression:

@@ -13,6 +13,7 @@ import re
 import libcst as cst
 import libcst.matchers as m
 
+from torchmend.codemods.analysis import Kind, callee, values
 from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.fixes.optimizer_custom import default_lr, lr_hazards, method, optimizer_classdef
 from torchmend.codemods.source import Context, SourceFile, simple_names
@@ -20,7 +21,6 @@ from torchmend.codemods.torch_ops import (
     FOREACH_NEEDS_CAPTURABLE,
     OPTIMIZER_DEFAULT_LR,
     SCHEDULER_PER_GROUP_ARGS,
-    TENSOR_MAKERS,
 )
 from torchmend.model import Finding, Where
 
@@ -245,41 +245,12 @@ def _uniform(src: SourceFile, write: _Write) -> bool:
 
 # --- the constructor ---------------------------------------------------------------------------------
 
-def _is_tensor(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> bool:
-    if isinstance(expr, cst.Call):
-        return bool(src.qualified_names(expr.func) & TENSOR_MAKERS)
-    if isinstance(expr, cst.Name) and depth < 4:
-        refs = src.referents(expr)
-        value = src.assigned_value(refs[0]) if len(refs) == 1 else None
-        return value is not None and _is_tensor(src, value, depth + 1)
-    return False
-
-
-def _is_float(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> bool:
-    if depth > 4:
-        return False
-    if isinstance(expr, cst.Float):
-        return True
-    if isinstance(expr, cst.UnaryOperation):
-        return _is_float(src, expr.expression, depth + 1)
-    if isinstance(expr, cst.BinaryOperation):
-        return isinstance(expr.operator, cst.Divide) or _is_float(src, expr.left, depth + 1) or _is_float(
-            src, expr.right, depth + 1)
-    if isinstance(expr, cst.Call):
-        return src.is_qualified(expr.func, "builtins.float")
-    if isinstance(expr, cst.Name):
-        refs = src.referents(expr)
-        value = src.assigned_value(refs[0]) if len(refs) == 1 else None
-        return value is not None and _is_float(src, value, depth + 1)
-    return False
-
-
 def _as_tensor(src: SourceFile, value: cst.BaseExpression) -> tuple[cst.BaseExpression, tuple]:
     """`torch.tensor(value)`, with a float inside: an int lr would make an int64 tensor that fill_ truncates."""
     tensor, imports = src.torch_expr("tensor")
     if isinstance(value, cst.Integer) and value.value.isdigit():
         inner: cst.BaseExpression = cst.Float(value.value + ".0")
-    elif _is_float(src, value):
+    elif values(src).kind(value) is Kind.FLOAT:
         inner = value
     else:
         inner = cst.Call(cst.Name("float"), [cst.Arg(value)])
@@ -451,9 +422,11 @@ def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement,
             if (isinstance(made, cst.Call) and src.is_qualified(made.func, "torch.compile") and made.args
                     and m.matches(made.args[0].value, m.Attribute(attr=m.Name("step")))):
                 candidates.append(made.args[0].value.value)  # type: ignore[attr-defined]
-            elif len(refs) == 1 and isinstance(refs[0], cst.FunctionDef) and _compiled_def(src, refs[0]):
-                # a compiled training step that calls opt.step() inside
-                candidates += _stepped_in(src, refs[0])
+            else:
+                # a compiled training step that calls opt.step() inside (decorated, or compiled under a name)
+                found = callee(src, node.func)
+                if found is not None and found.compiled_at is not None and found.src is src:
+                    candidates += _stepped_in(src, found.fn)
         elif isinstance(node, cst.Attribute) and node.attr.value == "param_groups":
             candidates.append(node.value)
     if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and not candidates:
@@ -489,11 +462,6 @@ def _def_near(src: SourceFile, line: int, finding: Finding) -> cst.FunctionDef |
         if node.name.value == fn.function and 0 <= first - line <= 2:
             return node
     return None
-
-
-def _compiled_def(src: SourceFile, fn: cst.FunctionDef) -> bool:
-    return any(src.is_qualified(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator,
-                                "torch.compile") for d in fn.decorators)
 
 
 def _stepped_in(src: SourceFile, fn: cst.FunctionDef) -> list[cst.BaseExpression]:
@@ -807,10 +775,10 @@ class TensorLearningRate(Codemod):
         groups = _groups(src, params)
         group_swaps: dict[cst.CSTNode, cst.CSTNode] = {}
         for value in groups.lrs:
-            if not _is_tensor(src, value):
+            if not values(src).is_tensor(value):
                 group_swaps[value], imports = _as_tensor(src, value)
         ctor_swaps: dict[cst.CSTNode, cst.CSTNode] = {}
-        if lr_arg is not None and not _is_tensor(src, lr_arg.value):
+        if lr_arg is not None and not values(src).is_tensor(lr_arg.value):
             ctor_swaps[lr_arg.value], imports = _as_tensor(src, lr_arg.value)
         if groups.literal is not None and ctor in set(src.ancestors(groups.literal)):
             ctor_swaps.update(group_swaps)  # the groups are spelled out in the call: one rewrite of the call

@@ -15,17 +15,12 @@ from typing import Callable
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import Assignment, FunctionScope, ImportAssignment
+from libcst.metadata import Assignment, FunctionScope
 
+from torchmend.codemods.analysis import NUMBERS, is_compiled, values
 from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
-from torchmend.codemods.torch_ops import (
-    OPERAND_METHODS,
-    TENSOR_ATTRS,
-    TENSOR_EVIDENCE,
-    TENSOR_METHODS,
-    TORCH_NON_TENSOR,
-)
+from torchmend.codemods.torch_ops import OPERAND_METHODS
 from torchmend.model import Finding, Where
 
 CAPTURE = ("if the Python number is really needed, let dynamo trace it instead: set "
@@ -89,7 +84,6 @@ class _Analysis:
         self.fn = fn
         self.compiled = compiled
         self.scope = src.scopes.get(fn.body)
-        self._tensor_memo: dict[cst.CSTNode, bool] = {}
 
     # --- what a value is ----------------------------------------------------------------------------
 
@@ -104,18 +98,8 @@ class _Analysis:
         return None
 
     def _is_number(self, expr: cst.BaseExpression) -> bool:
-        """Surely a Python number already: a literal, a shape or size, a len()."""
-        if isinstance(expr, (cst.BaseString, cst.BaseNumber)):
-            return True
-        if isinstance(expr, cst.Subscript):
-            expr = expr.value
-        if isinstance(expr, cst.Attribute):
-            return expr.attr.value in ("shape", "ndim")
-        if isinstance(expr, cst.Call):
-            func = expr.func
-            return bool(_builtin(self.src, expr, "len")) or (
-                isinstance(func, cst.Attribute) and func.attr.value in ("size", "numel", "dim", "nelement"))
-        return False
+        """Surely a Python number already (a literal, a size, a len()), or a string."""
+        return isinstance(expr, cst.BaseString) or values(self.src).kind(expr) in NUMBERS
 
     def tensor_of(self, call: cst.Call, kind: str) -> cst.BaseExpression:
         """The tensor a conversion reads (`int(t.item())` reads `t`)."""
@@ -185,58 +169,7 @@ class _Analysis:
 
     def is_tensor(self, expr: cst.BaseExpression) -> bool:
         """Surely not a Python number before the rewrite (a tensor), judging by the source alone."""
-        if expr not in self._tensor_memo:
-            self._tensor_memo[expr] = False  # cycles (x = x.abs() ...) are not evidence
-            self._tensor_memo[expr] = self._is_tensor(expr)
-        return self._tensor_memo[expr]
-
-    def _is_tensor(self, expr: cst.BaseExpression) -> bool:
-        if isinstance(expr, cst.Call):
-            qnames = self.src.qualified_names(expr.func)
-            if any(q.startswith("torch.") and not TORCH_NON_TENSOR.match(q) for q in qnames):
-                return True
-            func = expr.func
-            if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_METHODS and self.conversion(expr) is None:
-                return not self._imported(func.value) or self.is_tensor(func.value)
-            return False
-        if isinstance(expr, cst.BinaryOperation):
-            return self.is_tensor(expr.left) or self.is_tensor(expr.right)
-        if isinstance(expr, cst.UnaryOperation):
-            return isinstance(expr.operator, (cst.Minus, cst.Plus)) and self.is_tensor(expr.expression)
-        if isinstance(expr, cst.Subscript):
-            return self.is_tensor(expr.value)
-        if isinstance(expr, cst.Attribute):
-            return expr.attr.value in TENSOR_ATTRS
-        if isinstance(expr, cst.Name):
-            values = self.bindings(expr)
-            if values and all(self.is_tensor(v) for v in values):
-                return True
-            return self._has_tensor_evidence(expr)
-        return False
-
-    def _imported(self, expr: cst.BaseExpression) -> bool:
-        """`math.sqrt(...)`: a module's function, not a tensor method."""
-        while isinstance(expr, cst.Attribute):
-            expr = expr.value
-        if not isinstance(expr, cst.Name):
-            return False
-        scope = self.src.scopes.get(expr)
-        return scope is not None and any(isinstance(a, ImportAssignment) for a in scope[expr.value])
-
-    def _has_tensor_evidence(self, name: cst.Name) -> bool:
-        """A name bound once whose uses read tensor-only attributes (`out.abs()`, `out.shape`)."""
-        scope = self.src.scopes.get(name)
-        if scope is not self.scope or scope is None:
-            return False
-        bound = list(scope[name.value])  # one local binding (an assignment or a parameter), not an import
-        if len(bound) != 1 or not isinstance(bound[0], Assignment) or bound[0].scope is not scope:
-            return False
-        for access in scope.accesses[name.value]:
-            parent = self.src.parents.get(access.node)
-            if isinstance(parent, cst.Attribute) and parent.value is access.node \
-                    and parent.attr.value in TENSOR_EVIDENCE:
-                return True
-        return False
+        return values(self.src).is_tensor(expr)
 
     def sources(self, expr: cst.BaseExpression, seen: set[cst.CSTNode] | None = None) -> set[cst.Call]:
         """The conversions a number is computed from (through arithmetic, max/min and local names)."""
@@ -483,23 +416,6 @@ def _comments(node: cst.CSTNode) -> collections.Counter[str]:
 
 # --- shared by both codemods ------------------------------------------------------------------------------
 
-def _is_compiled(src: SourceFile, fn: cst.FunctionDef) -> bool:
-    """Whether the source shows `fn` compiled itself (`@torch.compile`, `torch.compile(fn)`), so that its result
-    leaves the compiled region. A finding's compiled_function is not used: after a break inside a helper, the
-    helper's own frame is compiled too, and its caller may still need a number."""
-    for dec in fn.decorators:
-        target = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
-        if src.is_qualified(target, "torch.compile"):
-            return True
-    if src.enclosing(fn, (cst.FunctionDef, cst.ClassDef)) is None:
-        for call in src.nodes_in(src.module, cst.Call):
-            assert isinstance(call, cst.Call)
-            if src.is_qualified(call.func, "torch.compile") and call.args \
-                    and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == fn.name.value:
-                return True
-    return False
-
-
 def _note(plan: _Plan) -> str:
     parts = ["the number becomes a 0-dim tensor, detached from autograd as `.item()` was, so gradients do not "
              "change; results can differ in the last bit: on CUDA, `x / number` runs as `x * (1/number)` and a "
@@ -547,7 +463,7 @@ def _start(finding: Finding, ctx: Context, what: str) -> tuple[SourceFile, cst.C
     fn = src.enclosing(stmt, cst.FunctionDef)
     if not isinstance(fn, cst.FunctionDef):
         return NoFix(finding, f"line {finding.line} is not inside a function", CAPTURE)
-    return src, stmt, _Analysis(src, fn, _is_compiled(src, fn))
+    return src, stmt, _Analysis(src, fn, is_compiled(src, fn))
 
 
 def _already_fixed(src: SourceFile, nodes: list[cst.CSTNode]) -> bool:
