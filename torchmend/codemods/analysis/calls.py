@@ -224,3 +224,30 @@ def functions_for(src: SourceFile, finding: Finding) -> list[cst.FunctionDef]:
     return found
 
 
+
+
+def compile_site(src: SourceFile, func: cst.BaseExpression) -> cst.CSTNode | None:
+    """Where the called object `func` was compiled, when this file shows it: a `@torch.compile` decorator, a
+    `torch.compile(...)` call, or `model.compile()` (nn.Module.compile, in place). Found even when the def
+    it runs is not (`model = torch.compile(net)` with `net` a parameter)."""
+    if isinstance(func, cst.Name):
+        refs = src.referents(func)
+        if len(refs) > 1:
+            # `model = Net(); model = torch.compile(model)`: the one binding that compiles is the one called.
+            found = [v for r in refs for v in [src.assigned_value(r)] if v is not None
+                     and compile_target(src, v) is not None]
+            return found[0] if len(found) == 1 else None
+        if not refs:
+            return None
+        ref = refs[0]
+        if isinstance(ref, cst.FunctionDef):
+            return compile_decorator(src, ref)
+        value = src.assigned_value(ref)
+        if value is not None and compile_target(src, value) is not None:
+            return value
+        return _module_compile(src, func)
+    if isinstance(func, cst.Attribute):
+        values = self_attr_values(src, func)
+        if len(values) == 1 and compile_target(src, values[0]) is not None:
+            return values[0]
+    return None
