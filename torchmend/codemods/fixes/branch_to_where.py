@@ -1038,132 +1038,13 @@ class BranchToWhere(Codemod):
     def _if(self, finding: Finding, src: SourceFile, node: cst.If) -> Result:
         python_part, tensor_test = _split_test(src, node.test)
         try:
-            return self._where(finding, src, node, python_part, tensor_test)
+            return where_fix(finding, src, node, python_part, tensor_test)
         except _NeedsCond as e:
             try:
-                return self._cond(finding, src, node, python_part, tensor_test)
+                return cond_fix(finding, src, node, python_part, tensor_test)
             except _Unfixable as why_not:
                 raise _Unfixable(f"{e.reason}, and torch.cond does not apply: {why_not.reason}",
                                  why_not.advice or e.advice) from None
-
-    def _where(self, finding: Finding, src: SourceFile, node: cst.If, python_part: cst.BaseExpression | None,
-               tensor_test: cst.BaseExpression) -> Result:
-        branches = _chain(src, node)
-        has_else = isinstance(_last(node).orelse, cst.Else)
-        if python_part is not None and len(branches) > 2:
-            raise _Unfixable(f"the test mixes a Python check (`{_short(python_part)}`) with a tensor test, and the "
-                             "`if` has `elif`s", "split it into `if <python check>:` around an `if <tensor test>:`")
-
-        # Returns: every branch returns, or the `if` has no else and a `return` follows it.
-        returning = [bool(b.ops) and b.ops[-1].is_return for b in branches]
-        trailing: cst.SimpleStatementLine | None = None
-        if any(returning) and not has_else:
-            after = _next_statement(src, node)
-            if not _is_elif(src, node) and isinstance(after, cst.SimpleStatementLine) and len(after.body) == 1 \
-                    and isinstance(after.body[0], cst.Return):
-                trailing = after
-                line = _Line(after, [] if python_part is not None else _comment_lines(after.leading_lines),
-                             None if python_part is not None else after.trailing_whitespace.comment)
-                branches[-1] = _Branch(None, _ops(src, after.body[0], line))
-                returning[-1] = True
-        if any(returning) and not all(returning):
-            raise _Unfixable("only some branches return; the code after the `if` would have to run for the others",
-                             _COND_ADVICE)
-        if python_part is not None and (has_else or trailing is not None):
-            # The else stays as it is under the Python check; its copy in torch.where loses the comments.
-            for op in branches[-1].ops:
-                op.line = _Line(op.line.node, [], None)
-            branches[-1].comments = []
-
-        masks = [_mask(src, tensor_test, trusted=True)]
-        for b in branches[1:]:
-            if b.test is not None:
-                try:
-                    masks.append(_mask(src, b.test, trusted=False))
-                except _Unfixable as e:
-                    raise _Unfixable(f"the `elif` test: {e.reason}; torch.where needs a tensor test in every "
-                                     "branch", "test the Python value first, in an `if` of its own, and the tensor "
-                                     "in an `if` inside it") from None
-        where, imports = src.torch_expr("where")
-        names = _Names(src, node, trailing if python_part is None else None)
-        plan = _build(src, branches, names, where, masks, all(returning))
-        edits = _wrap(src, node, plan.lines, python_part)
-        if trailing is not None and python_part is None:
-            edits[trailing] = cst.RemovalSentinel.REMOVE
-        return self._proposal(finding, src, edits, imports, plan, _short(tensor_test))
-
-    def _cond(self, finding: Finding, src: SourceFile, node: cst.If, python_part: cst.BaseExpression | None,
-              tensor_test: cst.BaseExpression) -> Result:
-        if isinstance(node.orelse, cst.If):
-            raise _Unfixable("the `if` has `elif`s")
-        bodies = [node.body] + ([node.orelse.body] if isinstance(node.orelse, cst.Else) else [])
-        blocks = [_statements(b) for b in bodies]
-        for block in blocks:
-            _check_cond_block(src, block, in_loop=False)
-        names = _Names(src, node, None)
-        bound = [_bound(block) for block in blocks]
-        assigned = list(dict.fromkeys(n for every, _ in bound for n in every))
-        outputs = [n for n in assigned if names.read_after(n)]
-        if not outputs:
-            raise _Unfixable("nothing the branch computes is used after the `if`", "delete the `if`")
-        for n in outputs:
-            where_set = [k for k, (every, _) in enumerate(bound) if n in every]
-            if not names.defined_before(n) and (len(blocks) == 1 or not all(n in top for _, top in bound)):
-                raise _Unfixable(_one_sided(n, where_set, [_Branch(None)] * 2),
-                                 f"give `{n}` a value before the `if` (the one it keeps when the branch is not taken)")
-        if len(outputs) > 1:
-            # Seen with torch 2.13: cond's backward refuses output gradients that are one tensor (after `h + g`).
-            raise _Unfixable(f"the branches set several names used after the `if` ({', '.join(outputs)}); torchmend "
-                             "writes torch.cond for one output only, as its backward refuses gradients of several "
-                             "outputs that alias each other (e.g. after `h + g`)", _COND_ADVICE)
-        params = [n for n in assigned if names.defined_before(n)]
-        used = names.used()
-        fresh = _fresh_names(used)
-        fn_true, fn_false = next(fresh(f"{outputs[0]}_if_true")), next(fresh(f"{outputs[0]}_if_false"))
-        header = bodies[0].header.comment if isinstance(bodies[0], cst.IndentedBlock) else \
-            bodies[0].trailing_whitespace.comment
-        else_comments = _comment_lines(node.orelse.leading_lines) if isinstance(node.orelse, cst.Else) else []
-        if isinstance(node.orelse, cst.Else) and isinstance(node.orelse.body, cst.IndentedBlock):
-            else_comments += _as_line(node.orelse.body.header.comment)
-        defs = [_branch_fn(fn_true, params, blocks[0], outputs[0], bound[0][1]),
-                _branch_fn(fn_false, params, blocks[1] if len(blocks) > 1 else [], outputs[0],
-                           bound[1][1] if len(blocks) > 1 else set())]
-        defs[1] = defs[1].with_changes(leading_lines=else_comments)
-        mask = _strip(_mask(src, tensor_test, trusted=True).expr)
-        lines: list[cst.BaseStatement] = list(defs)
-        if "\n" in _code(mask):
-            temp = next(_fresh(used))
-            lines.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(temp))], _paren(mask))]))
-            mask = cst.Name(temp)
-        cond, imports = src.torch_expr("cond")
-        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        operands = cst.Tuple([cst.Element(cst.Name(p), comma=comma if i < len(params) - 1 else (
-            cst.Comma() if len(params) == 1 else cst.MaybeSentinel.DEFAULT)) for i, p in enumerate(params)])
-        call = cst.Call(cond, [cst.Arg(mask, comma=comma), cst.Arg(cst.Name(fn_true), comma=comma),
-                               cst.Arg(cst.Name(fn_false), comma=comma), cst.Arg(operands)])
-        lines.append(_with_comment(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(outputs[0]))],
-                                                                       call)]), header))
-        plan = _Plan(lines, [f"torch.cond runs one branch, as before, but under torch.compile both branches must "
-                             f"return `{outputs[0]}` as a tensor of the same shape and dtype (not a Python number) "
-                             "and change nothing outside, or torch.cond raises; the branch functions return a clone "
-                             "where the result could be an input, which torch.cond does not allow"], [])
-        edits = _wrap(src, node, lines, python_part)
-        proposal = self._proposal(finding, src, edits, imports, plan, _short(tensor_test))
-        return replace(proposal, why=f"run the branches as functions under torch.cond instead of branching on "
-                                     f"`{_short(tensor_test)}`", alternative="")
-
-    def _proposal(self, finding: Finding, src: SourceFile, edits: dict, imports: tuple, plan: _Plan,
-                  test: str) -> Proposal:
-        notes = list(plan.notes)
-        if plan.hazards:
-            shown = "; ".join(plan.hazards[:3]) + (f" (and {len(plan.hazards) - 3} more)" if len(plan.hazards) > 3
-                                                   else "")
-            notes.insert(0, f"torch.where computes every branch: {shown}. The value of the branch not taken is "
-                         "discarded, its gradient is not (0 * inf = nan)")
-        return Proposal((finding,), finding.rule, src.path, replace=edits, imports=imports,  # type: ignore[arg-type]
-                        safety=UNSAFE if notes else SAFE,
-                        why=f"compute every branch and pick with torch.where instead of branching on `{test}`",
-                        note="; ".join(notes), alternative=_COND_ADVICE if plan.hazards else "")
 
     # --- a simple statement: `a if c else b`, or already rewritten ---
 
@@ -1192,7 +1073,7 @@ class BranchToWhere(Codemod):
         notes = ["the result becomes a 0-d tensor instead of a Python number"] if (
             _constant(e.body) is not None and _constant(e.orelse) is not None) else []
         plan = _Plan([], notes, _hazards(src, e.body) + _hazards(src, e.orelse))
-        return self._proposal(finding, src, {e: call}, imports, plan, _short(e.test))
+        return proposal(finding, src, {e: call}, imports, plan, _short(e.test))
 
     def _bool_operation(self, finding: Finding, src: SourceFile, e: cst.BooleanOperation) -> Result:
         """`a > 0 and b > 0` as a value: `and` calls bool() on `a > 0`; `&` gives the same boolean tensor."""
@@ -1220,6 +1101,128 @@ class BranchToWhere(Codemod):
                     return True
             nxt = _next_statement(src, nxt)
         return False
+
+
+def where_fix(finding: Finding, src: SourceFile, node: cst.If, python_part: cst.BaseExpression | None,
+              tensor_test: cst.BaseExpression) -> Result:
+    branches = _chain(src, node)
+    has_else = isinstance(_last(node).orelse, cst.Else)
+    if python_part is not None and len(branches) > 2:
+        raise _Unfixable(f"the test mixes a Python check (`{_short(python_part)}`) with a tensor test, and the "
+                         "`if` has `elif`s", "split it into `if <python check>:` around an `if <tensor test>:`")
+
+    # Returns: every branch returns, or the `if` has no else and a `return` follows it.
+    returning = [bool(b.ops) and b.ops[-1].is_return for b in branches]
+    trailing: cst.SimpleStatementLine | None = None
+    if any(returning) and not has_else:
+        after = _next_statement(src, node)
+        if not _is_elif(src, node) and isinstance(after, cst.SimpleStatementLine) and len(after.body) == 1 \
+                and isinstance(after.body[0], cst.Return):
+            trailing = after
+            line = _Line(after, [] if python_part is not None else _comment_lines(after.leading_lines),
+                         None if python_part is not None else after.trailing_whitespace.comment)
+            branches[-1] = _Branch(None, _ops(src, after.body[0], line))
+            returning[-1] = True
+    if any(returning) and not all(returning):
+        raise _Unfixable("only some branches return; the code after the `if` would have to run for the others",
+                         _COND_ADVICE)
+    if python_part is not None and (has_else or trailing is not None):
+        # The else stays as it is under the Python check; its copy in torch.where loses the comments.
+        for op in branches[-1].ops:
+            op.line = _Line(op.line.node, [], None)
+        branches[-1].comments = []
+
+    masks = [_mask(src, tensor_test, trusted=True)]
+    for b in branches[1:]:
+        if b.test is not None:
+            try:
+                masks.append(_mask(src, b.test, trusted=False))
+            except _Unfixable as e:
+                raise _Unfixable(f"the `elif` test: {e.reason}; torch.where needs a tensor test in every "
+                                 "branch", "test the Python value first, in an `if` of its own, and the tensor "
+                                 "in an `if` inside it") from None
+    where, imports = src.torch_expr("where")
+    names = _Names(src, node, trailing if python_part is None else None)
+    plan = _build(src, branches, names, where, masks, all(returning))
+    edits = _wrap(src, node, plan.lines, python_part)
+    if trailing is not None and python_part is None:
+        edits[trailing] = cst.RemovalSentinel.REMOVE
+    return proposal(finding, src, edits, imports, plan, _short(tensor_test))
+
+
+def cond_fix(finding: Finding, src: SourceFile, node: cst.If, python_part: cst.BaseExpression | None,
+             tensor_test: cst.BaseExpression) -> Result:
+    if isinstance(node.orelse, cst.If):
+        raise _Unfixable("the `if` has `elif`s")
+    bodies = [node.body] + ([node.orelse.body] if isinstance(node.orelse, cst.Else) else [])
+    blocks = [_statements(b) for b in bodies]
+    for block in blocks:
+        _check_cond_block(src, block, in_loop=False)
+    names = _Names(src, node, None)
+    bound = [_bound(block) for block in blocks]
+    assigned = list(dict.fromkeys(n for every, _ in bound for n in every))
+    outputs = [n for n in assigned if names.read_after(n)]
+    if not outputs:
+        raise _Unfixable("nothing the branch computes is used after the `if`", "delete the `if`")
+    for n in outputs:
+        where_set = [k for k, (every, _) in enumerate(bound) if n in every]
+        if not names.defined_before(n) and (len(blocks) == 1 or not all(n in top for _, top in bound)):
+            raise _Unfixable(_one_sided(n, where_set, [_Branch(None)] * 2),
+                             f"give `{n}` a value before the `if` (the one it keeps when the branch is not taken)")
+    if len(outputs) > 1:
+        # Seen with torch 2.13: cond's backward refuses output gradients that are one tensor (after `h + g`).
+        raise _Unfixable(f"the branches set several names used after the `if` ({', '.join(outputs)}); torchmend "
+                         "writes torch.cond for one output only, as its backward refuses gradients of several "
+                         "outputs that alias each other (e.g. after `h + g`)", _COND_ADVICE)
+    params = [n for n in assigned if names.defined_before(n)]
+    used = names.used()
+    fresh = _fresh_names(used)
+    fn_true, fn_false = next(fresh(f"{outputs[0]}_if_true")), next(fresh(f"{outputs[0]}_if_false"))
+    header = bodies[0].header.comment if isinstance(bodies[0], cst.IndentedBlock) else \
+        bodies[0].trailing_whitespace.comment
+    else_comments = _comment_lines(node.orelse.leading_lines) if isinstance(node.orelse, cst.Else) else []
+    if isinstance(node.orelse, cst.Else) and isinstance(node.orelse.body, cst.IndentedBlock):
+        else_comments += _as_line(node.orelse.body.header.comment)
+    defs = [_branch_fn(fn_true, params, blocks[0], outputs[0], bound[0][1]),
+            _branch_fn(fn_false, params, blocks[1] if len(blocks) > 1 else [], outputs[0],
+                       bound[1][1] if len(blocks) > 1 else set())]
+    defs[1] = defs[1].with_changes(leading_lines=else_comments)
+    mask = _strip(_mask(src, tensor_test, trusted=True).expr)
+    lines: list[cst.BaseStatement] = list(defs)
+    if "\n" in _code(mask):
+        temp = next(_fresh(used))
+        lines.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(temp))], _paren(mask))]))
+        mask = cst.Name(temp)
+    cond, imports = src.torch_expr("cond")
+    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    operands = cst.Tuple([cst.Element(cst.Name(p), comma=comma if i < len(params) - 1 else (
+        cst.Comma() if len(params) == 1 else cst.MaybeSentinel.DEFAULT)) for i, p in enumerate(params)])
+    call = cst.Call(cond, [cst.Arg(mask, comma=comma), cst.Arg(cst.Name(fn_true), comma=comma),
+                           cst.Arg(cst.Name(fn_false), comma=comma), cst.Arg(operands)])
+    lines.append(_with_comment(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(outputs[0]))],
+                                                                   call)]), header))
+    plan = _Plan(lines, [f"torch.cond runs one branch, as before, but under torch.compile both branches must "
+                         f"return `{outputs[0]}` as a tensor of the same shape and dtype (not a Python number) "
+                         "and change nothing outside, or torch.cond raises; the branch functions return a clone "
+                         "where the result could be an input, which torch.cond does not allow"], [])
+    edits = _wrap(src, node, lines, python_part)
+    made = proposal(finding, src, edits, imports, plan, _short(tensor_test))
+    return replace(made, why=f"run the branches as functions under torch.cond instead of branching on "
+                             f"`{_short(tensor_test)}`", alternative="")
+
+
+def proposal(finding: Finding, src: SourceFile, edits: dict, imports: tuple, plan: _Plan,
+             test: str) -> Proposal:
+    notes = list(plan.notes)
+    if plan.hazards:
+        shown = "; ".join(plan.hazards[:3]) + (f" (and {len(plan.hazards) - 3} more)" if len(plan.hazards) > 3
+                                               else "")
+        notes.insert(0, f"torch.where computes every branch: {shown}. The value of the branch not taken is "
+                     "discarded, its gradient is not (0 * inf = nan)")
+    return Proposal((finding,), finding.rule, src.path, replace=edits, imports=imports,  # type: ignore[arg-type]
+                    safety=UNSAFE if notes else SAFE,
+                    why=f"compute every branch and pick with torch.where instead of branching on `{test}`",
+                    note="; ".join(notes), alternative=_COND_ADVICE if plan.hazards else "")
 
 
 def _is_elif(src: SourceFile, node: cst.If) -> bool:
