@@ -5,7 +5,6 @@ align.py turns branches into aligned operations; where.py builds the torch.where
 torch.cond functions.
 """
 
-
 from __future__ import annotations
 
 from dataclasses import replace

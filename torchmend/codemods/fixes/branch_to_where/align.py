@@ -1,6 +1,5 @@
 """The branches of an `if` chain as operations (assignments, returns) aligned slot by slot across branches."""
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass, field

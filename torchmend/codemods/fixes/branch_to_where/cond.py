@@ -1,6 +1,5 @@
 """The torch.cond path: branches that torch.where cannot merge (nested blocks, loops) run as functions."""
 
-
 from __future__ import annotations
 
 from dataclasses import replace

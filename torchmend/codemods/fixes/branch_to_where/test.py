@@ -1,6 +1,5 @@
 """The test of an `if`: its Python part and its tensor mask, and what computing the branch not taken risks."""
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass

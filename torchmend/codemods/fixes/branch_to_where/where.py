@@ -1,6 +1,5 @@
 """The torch.where path: every branch computed, the results picked by the masks."""
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass, replace

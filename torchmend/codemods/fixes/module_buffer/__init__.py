@@ -9,7 +9,6 @@ The package: module.py knows the module classes and how each use of the attribut
 plan.py decides the edit and writes the proposal; locate.py goes from a finding to the class.
 """
 
-
 from __future__ import annotations
 from dataclasses import replace
 from torchmend.codemods.base import Codemod, Invalid, Proposal, Result, Valid

@@ -1,7 +1,6 @@
 """From a finding to the class that owns the attribute: around its line, the one module class that sets it,
 or (for `fn.__self__.<attr>`) the class of the object whose method was compiled."""
 
-
 from __future__ import annotations
 
 import os
