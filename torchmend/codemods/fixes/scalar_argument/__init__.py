@@ -1,207 +1,44 @@
-"""Pass a changing Python number to a compiled function as a tensor, at its call sites (TM202)."""
+"""Pass a changing Python number to a compiled function as a tensor, at its call sites (TM202).
+
+The package: sites.py finds the calls of the compiled function and the argument behind the parameter
+(bound as Python binds it); device.py picks the device of the new tensor from what the number meets.
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Union
 
 import libcst as cst
-import libcst.matchers as m
 
 from torchmend.codemods.analysis import (
     NUMBERS,
-    assigned_values,
-    bind,
-    compile_target,
     functions_for,
     is_method,
     is_tensor_construction,
-    ordered_names,
     python_use,
     reads,
-    referents,
     self_name,
     values,
 )
-from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
+from torchmend.codemods.fixes.scalar_argument.device import (
+    Path,
+    _apply,
+    _cheap,
+    _device_source,
+    _meets,
+    _params_reached,
+)
+from torchmend.codemods.fixes.scalar_argument.sites import _bind, _calls_compiled, _key, _params
 from torchmend.codemods.registry import codemod_for
 from torchmend.codemods.source import Context, SourceFile
-from torchmend.codemods.torch_ops import NOT_TENSOR_ATTRS, SAME_DEVICE_METHODS
 from torchmend.model import Finding
 
-_NUMBER_IN_GUARD = re.compile(r"==\s*-?(?P<num>[0-9][0-9_]*(?P<frac>\.[0-9]*)?(?P<exp>[eE][-+]?[0-9]+)?)\s*$")
 
-_Key = Union[frozenset, tuple]
+_NUMBER_IN_GUARD = re.compile(r"==\s*-?(?P<num>[0-9][0-9_]*(?P<frac>\.[0-9]*)?(?P<exp>[eE][-+]?[0-9]+)?)\s*$")
 _KEEP_NUMBER = ("keep it a Python number: after one recompile dynamo treats a changing float or int as symbolic "
                 "(automatic dynamic); if a branch depends on it, decide it outside the compiled function and pass "
                 "the outcome")
-
-
-def _params(fn: cst.FunctionDef) -> tuple[list[cst.Param], list[cst.Param]]:
-    """(positional-capable parameters, keyword-only parameters)."""
-    p = fn.params
-    return [*p.posonly_params, *p.params], list(p.kwonly_params)
-
-
-def _bind(fn: cst.FunctionDef, call: cst.Call, name: str, skip_first: bool) -> tuple[cst.Arg | None, str]:
-    """The argument of `call` that parameter `name` of `fn` receives, or (None, why not)."""
-    binding = bind(call, fn, skip_first)
-    return binding.arg(name), binding.why_not(name)
-
-
-def _instance_of(src: SourceFile, expr: cst.BaseExpression, cls: str, depth: int = 0) -> bool:
-    """`Cls(...)`, `torch.compile(Cls(...))`, or a name assigned one of those."""
-    if depth > 3:
-        return False
-    if isinstance(expr, cst.Call):
-        target = compile_target(src, expr)
-        if target is not None:
-            return _instance_of(src, target, cls, depth + 1)
-        func = expr.func
-        return (isinstance(func, cst.Name) and func.value == cls) or (
-            isinstance(func, cst.Attribute) and func.attr.value == cls)
-    if isinstance(expr, cst.Name):
-        return any(_instance_of(src, v, cls, depth + 1) for v in assigned_values(src, expr))
-    return False
-
-
-def _calls_compiled(src: SourceFile, call: cst.Call, fn_name: str, cls: str | None) -> bool:
-    """Whether `call` surely calls the compiled function: by its name, through `torch.compile(f)`, as a
-    method, or (for a forward) on an instance of its module."""
-    func = call.func
-    if cls is None:
-        if not isinstance(func, cst.Name):
-            return False
-        return func.value == fn_name or any(m.matches(compile_target(src, v), m.Name(fn_name))
-                                            for v in assigned_values(src, func))
-    if isinstance(func, cst.Attribute) and func.attr.value == fn_name:
-        return True
-    return fn_name == "forward" and isinstance(func, cst.Name) and _instance_of(src, func, cls)
-
-
-def _key(src: SourceFile, call: cst.Call) -> _Key:
-    """What makes two calls call the same object: the same bindings of the name, or the same attribute."""
-    func = call.func
-    if isinstance(func, cst.Name):
-        bound = referents(src, func)
-        if bound:
-            return frozenset(bound)
-    cls = src.enclosing(call, cst.ClassDef)
-    return ("code", src.code(func), cls.name.value if isinstance(cls, cst.ClassDef) else None)
-
-
-def _cheap(expr: cst.BaseExpression) -> bool:
-    """A name, an attribute of one, or one indexed by a literal: evaluating it again costs nothing."""
-    if isinstance(expr, cst.Name):
-        return True
-    if isinstance(expr, cst.Attribute):
-        return _cheap(expr.value)
-    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
-        index = expr.slice[0].slice.value
-        return _cheap(expr.value) and isinstance(index, (cst.Integer, cst.SimpleString, cst.Name))
-    return False
-
-
-def _device_source(expr: cst.BaseExpression, scalar: cst.BaseExpression) -> cst.BaseExpression | None:
-    """An expression with the same device as `expr` that is safe to evaluate again: `expr` itself when
-    cheap; for a call (`model(x)`), a plain-name argument of it or the receiver of `x.float()`."""
-    if _cheap(expr):
-        return expr
-    if isinstance(expr, cst.Call):
-        for a in expr.args:
-            if a.keyword is None and not a.star and isinstance(a.value, cst.Name) and a.value is not scalar \
-                    and not m.matches(a.value, m.Name(getattr(scalar, "value", ""))):
-                return a.value
-        func = expr.func
-        if isinstance(func, cst.Attribute) and func.attr.value in SAME_DEVICE_METHODS and _cheap(func.value):
-            return func.value
-    return None
-
-
-def _meets(src: SourceFile, uses: list[cst.Name], scalar: str) -> list[cst.BaseExpression]:
-    """What the number meets where it is used, nearest first: the other operand of each operation it is
-    in (until one is a tensor), or the receiver and other arguments of the call it is passed to."""
-    found: list[cst.BaseExpression] = []
-    for use in uses:
-        node: cst.CSTNode = use
-        while True:
-            parent = src.parents.get(node)
-            if isinstance(parent, cst.BinaryOperation):
-                other = parent.right if parent.left is node else parent.left
-                found.append(other)
-                if values(src).maybe_tensor(other, exclude=(scalar,)):
-                    break
-            elif isinstance(parent, cst.Comparison):
-                others = [parent.left, *(c.comparator for c in parent.comparisons)]
-                found.extend(o for o in others if o is not node and o is not getattr(node, "comparator", None))
-            elif isinstance(parent, cst.Arg):
-                call = src.parents.get(parent)
-                if isinstance(call, cst.Call):
-                    if isinstance(call.func, cst.Attribute) and not any(
-                            q.startswith("torch.") for q in src.qualified_names(call.func)):
-                        found.append(call.func.value)  # x.mul_(scale)
-                    found.extend(a.value for a in call.args if a is not parent)
-                break
-            elif not isinstance(parent, (cst.UnaryOperation, cst.ComparisonTarget)):
-                break
-            node = parent
-    return found
-
-
-Path = tuple[tuple[str, object], ...]  # ("attr", "inputs") / ("index", SubscriptElement): batch["x"], batch.inputs
-
-
-def _access_path(src: SourceFile, name: cst.Name) -> Path:
-    """How the callee reaches into a parameter before using it: `batch["x"]`, `batch.inputs`, `pair[0]`
-    (literal indexes and plain attributes only, so the caller can repeat it)."""
-    path: list[tuple[str, object]] = []
-    node: cst.CSTNode = name
-    while True:
-        parent = src.parents.get(node)
-        if isinstance(parent, cst.Subscript) and parent.value is node and len(parent.slice) == 1 \
-                and isinstance(parent.slice[0].slice, cst.Index) \
-                and isinstance(parent.slice[0].slice.value, (cst.Integer, cst.SimpleString)):
-            path.append(("index", parent.slice[0]))
-        elif isinstance(parent, cst.Attribute) and parent.value is node \
-                and parent.attr.value not in NOT_TENSOR_ATTRS | {"grad"} \
-                and not isinstance(src.parents.get(parent), cst.Call):  # batch.to(...) is a method call
-            path.append(("attr", parent.attr.value))
-        else:
-            return tuple(path)
-        node = parent
-
-
-def _apply(expr: cst.BaseExpression, path: Path) -> cst.BaseExpression:
-    out = expr.deep_clone()
-    for kind, item in path:
-        if kind == "attr":
-            out = cst.Attribute(out, cst.Name(str(item)))
-        else:
-            assert isinstance(item, cst.SubscriptElement)
-            out = cst.Subscript(out, [item.deep_clone().with_changes(comma=cst.MaybeSentinel.DEFAULT)])
-    return out
-
-
-def _params_reached(src: SourceFile, fn: cst.FunctionDef, expr: cst.CSTNode, skip: set[str],
-                    seen: set[str]) -> list[tuple[str, Path]]:
-    """Parameters of `fn` an expression is computed from (through local assignments, in source order),
-    each with how the expression reaches into it."""
-    params = {p.name.value for p in [*_params(fn)[0], *_params(fn)[1]]}
-    out: list[tuple[str, Path]] = []
-    for n in ordered_names(expr):
-        if n.value in seen or n.value in skip:
-            continue
-        seen.add(n.value)
-        if n.value in params:
-            out.append((n.value, _access_path(src, n)))
-            continue
-        for stmt in src.nodes_in(fn, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-            value = getattr(stmt, "value", None)
-            targets = [t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) else [
-                getattr(stmt, "target", None)]
-            if value is not None and any(m.matches(t, m.Name(n.value)) for t in targets if t is not None):
-                out += _params_reached(src, fn, value, skip, seen)
-    return out
 
 
 def _number_kind(guard: str | None) -> str:
@@ -462,8 +299,9 @@ class ScalarArgument(Codemod):
         devices: list[str] = []
         for c in sites:
             a, _ = _bind(fn, c, name, skip_first)
-            if a is None or is_tensor_construction(csrc, a.value) or (isinstance(a.value, cst.Name) and values(csrc).is_tensor(a.value)):
-                continue
+            if a is None or is_tensor_construction(csrc, a.value) or (
+                    isinstance(a.value, cst.Name) and values(csrc).is_tensor(a.value)):
+                continue  # already a tensor
             device = self._device(src, csrc, fn, c, a, meets, others, skip_first)
             args = [cst.Arg(a.value)]
             if device is not None:
