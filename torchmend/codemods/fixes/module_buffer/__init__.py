@@ -10,6 +10,7 @@ plan.py decides the edit and writes the proposal; locate.py goes from a finding 
 """
 
 from __future__ import annotations
+
 from dataclasses import replace
 from torchmend.codemods.base import Codemod, Invalid, Proposal, Result, Valid
 from torchmend.codemods.fixes.module_buffer.locate import _STOPGAP, propose_buffer

@@ -1,6 +1,7 @@
 """Module classes of a file and the uses of one attribute in them: reads, writes, and what needs a number."""
 
 from __future__ import annotations
+
 from dataclasses import dataclass, field
 from typing import Iterator
 

@@ -1,6 +1,7 @@
 """The edit: register the buffer in __init__, update it in place where it is written."""
 
 from __future__ import annotations
+
 import re
 from dataclasses import dataclass, replace
 

@@ -1,6 +1,7 @@
 """From a finding to the construction of the optimizer it is about, and who may write its lr."""
 
 from __future__ import annotations
+
 import re
 
 import libcst as cst

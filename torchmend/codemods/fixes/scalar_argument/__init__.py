@@ -262,16 +262,15 @@ class ScalarArgument(Codemod):
         if not ctx.in_project(site.path):
             return NoFix(finding, f"{fn.name.value}() is called from {site.path}, outside the project")
         csrc = ctx.file(site.path)
-        return self._at_call_sites(finding, src, fn, name, uses, csrc, site.line, passed_on)
+        return self._at_call_sites(finding, src, fn, name, uses, csrc, site.line, passed_on, ctx)
 
     def _at_call_sites(self, finding: Finding, src: SourceFile, fn: cst.FunctionDef, name: str,
-                       uses: list[cst.Name], csrc: SourceFile, line: int, passed_on: list[str]) -> Result:
+                       uses: list[cst.Name], csrc: SourceFile, line: int, passed_on: list[str],
+                       ctx: Context) -> Result:
         skip_first = is_method(src, fn)
-        cls = src.enclosing(fn, cst.ClassDef) if skip_first else None
         stmt = csrc.statement_at(line)
         calls: list[cst.Call] = csrc.nodes_in(stmt, cst.Call) if stmt is not None else []
-        cls_name = cls.name.value if isinstance(cls, cst.ClassDef) else None
-        sure = [c for c in calls if _calls_compiled(csrc, c, fn.name.value, cls_name)]
+        sure = [c for c in calls if _calls_compiled(csrc, c, fn, skip_first, ctx)]
         if not sure:  # an object torchmend cannot trace back: the one call on the line that takes the argument
             sure = [c for c in calls if _bind(fn, c, name, skip_first)[0] is not None
                     and not any(q.startswith(("torch.", "builtins.")) for q in csrc.qualified_names(c.func))]

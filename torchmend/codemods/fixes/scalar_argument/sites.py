@@ -1,14 +1,13 @@
 """The calls of a compiled function, and the argument each passes for a parameter (bound as Python binds it)."""
 
 from __future__ import annotations
+
 from typing import Union
 
 import libcst as cst
-import libcst.matchers as m
 
-from torchmend.codemods.analysis import assigned_values, bind, compile_target, referents
-from torchmend.codemods.source import SourceFile
-
+from torchmend.codemods.analysis import bind, callee, referents
+from torchmend.codemods.source import Context, SourceFile
 
 _Key = Union[frozenset, tuple]
 
@@ -25,34 +24,18 @@ def _bind(fn: cst.FunctionDef, call: cst.Call, name: str, skip_first: bool) -> t
     return binding.arg(name), binding.why_not(name)
 
 
-def _instance_of(src: SourceFile, expr: cst.BaseExpression, cls: str, depth: int = 0) -> bool:
-    """`Cls(...)`, `torch.compile(Cls(...))`, or a name assigned one of those."""
-    if depth > 3:
-        return False
-    if isinstance(expr, cst.Call):
-        target = compile_target(src, expr)
-        if target is not None:
-            return _instance_of(src, target, cls, depth + 1)
-        func = expr.func
-        return (isinstance(func, cst.Name) and func.value == cls) or (
-            isinstance(func, cst.Attribute) and func.attr.value == cls)
-    if isinstance(expr, cst.Name):
-        return any(_instance_of(src, v, cls, depth + 1) for v in assigned_values(src, expr))
-    return False
-
-
-def _calls_compiled(src: SourceFile, call: cst.Call, fn_name: str, cls: str | None) -> bool:
-    """Whether `call` surely calls the compiled function: by its name, through `torch.compile(f)`, as a
-    method, or (for a forward) on an instance of its module."""
+def _calls_compiled(src: SourceFile, call: cst.Call, fn: cst.FunctionDef, method: bool, ctx: Context) -> bool:
+    """Whether `call` surely calls `fn`: the def the call reaches (an alias, `torch.compile(f)`, a method
+    through an instance, a module's forward through `module(x)`, in this file or another of the project),
+    or, when torchmend cannot tell what the call reaches, a call by the def's own name (as a method, for a
+    method)."""
+    found = callee(src, call.func, ctx)
+    if found is not None:
+        return found.fn is fn
     func = call.func
-    if cls is None:
-        if not isinstance(func, cst.Name):
-            return False
-        return func.value == fn_name or any(m.matches(compile_target(src, v), m.Name(fn_name))
-                                            for v in assigned_values(src, func))
-    if isinstance(func, cst.Attribute) and func.attr.value == fn_name:
-        return True
-    return fn_name == "forward" and isinstance(func, cst.Name) and _instance_of(src, func, cls)
+    if method:
+        return isinstance(func, cst.Attribute) and func.attr.value == fn.name.value
+    return isinstance(func, cst.Name) and func.value == fn.name.value
 
 
 def _key(src: SourceFile, call: cst.Call) -> _Key:
