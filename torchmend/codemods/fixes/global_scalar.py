@@ -18,6 +18,7 @@ from torchmend.codemods.analysis import (
     referents,
 )
 from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.registry import codemod_for
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
 
@@ -318,10 +319,10 @@ class GlobalScalar(Codemod):
             bindings |= referents(src, r)
         if not bindings:
             return NoFix(finding, f"torchmend cannot find where `{name}` is assigned")
-        return self._fix(finding, src, fn, name, found, bindings)
+        return self._fix(finding, ctx, src, fn, name, found, bindings)
 
-    def _fix(self, finding: Finding, src: SourceFile, fn: cst.FunctionDef, name: str, found: list[cst.Name],
-             bindings: set[BaseAssignment]) -> Result:
+    def _fix(self, finding: Finding, ctx: Context, src: SourceFile, fn: cst.FunctionDef, name: str,
+             found: list[cst.Name], bindings: set[BaseAssignment]) -> Result:
         advice = f"create it once as `{name} = torch.tensor(v)` and update it with `{name}.fill_(v)`"
         statements: list[tuple[BaseAssignment, cst.CSTNode]] = []
         for b in sorted(bindings, key=lambda b: _pos(src, b.node)):
@@ -330,9 +331,8 @@ class GlobalScalar(Codemod):
                 how = _how_bound(src, b)
                 owner = src.enclosing(b.node, cst.FunctionDef)
                 if how == "a parameter" and isinstance(owner, cst.FunctionDef):
-                    if owner is fn:
-                        return NoFix(finding, f"`{name}` is a parameter of {fn.name.value}(): wrap it where it is "
-                                     "passed in (the changing-scalar-argument fix)")
+                    if owner is fn:  # an argument after all: wrap it at the call sites, bound to the parameter
+                        return codemod_for("TM202").propose(finding, ctx)  # type: ignore[union-attr]
                     return NoFix(finding, f"`{name}` is a parameter of {owner.name.value}(), which the compiled "
                                  "function closes over: each call binds a new number",
                                  f"pass a tensor when calling {owner.name.value}(), or pass `{name}` to the compiled "
