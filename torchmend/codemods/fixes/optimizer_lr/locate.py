@@ -7,7 +7,7 @@ import re
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis import callee, self_attr_values, values
+from torchmend.codemods.analysis import callee, compile_target, self_attr_values, values
 from torchmend.codemods.fixes.optimizer_lr.custom import optimizer_classdef
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
@@ -140,9 +140,9 @@ def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement,
             # step = torch.compile(opt.step); step()
             refs = src.referents(node.func)
             made = src.assigned_value(refs[0]) if len(refs) == 1 else None
-            if (isinstance(made, cst.Call) and src.is_qualified(made.func, "torch.compile") and made.args
-                    and m.matches(made.args[0].value, m.Attribute(attr=m.Name("step")))):
-                candidates.append(made.args[0].value.value)  # type: ignore[attr-defined]
+            target = compile_target(src, made) if made is not None else None
+            if target is not None and m.matches(target, m.Attribute(attr=m.Name("step"))):
+                candidates.append(target.value)  # type: ignore[union-attr]
             else:
                 # a compiled training step that calls opt.step() inside (decorated, or compiled under a name)
                 found = callee(src, node.func)
