@@ -81,6 +81,12 @@ SIZE_KEYWORDS = {"size", "shape", "dim", "dims", "kernel_size", "stride", "paddi
 NUMBER_METHODS = {"size", "dim", "numel", "nelement", "item", "tolist", "stride", "element_size",
                   "get_device", "is_contiguous", "is_floating_point", "ndimension", "__len__"}
 
+# Tensor methods and attributes that give a Python int or bool (`x.dim()`, `x.ndim`, `x.requires_grad`).
+INT_METHODS = frozenset({"dim", "numel", "nelement", "ndimension", "element_size", "get_device"})
+BOOL_METHODS = frozenset({"is_contiguous", "is_floating_point"})
+INT_ATTRS = frozenset({"ndim"})
+BOOL_ATTRS = frozenset({"training", "requires_grad", "is_cuda", "is_leaf"})
+
 NOT_TENSOR_ATTRS = {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout"}
 
 TENSOR_CONSTRUCTORS = {"torch.tensor", "torch.as_tensor", "torch.scalar_tensor", "torch.full", "torch.full_like",

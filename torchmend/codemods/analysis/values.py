@@ -14,6 +14,10 @@ from torchmend.codemods.analysis.names import binding_statement, builtin_or_math
     self_name, unpacked_value
 from torchmend.codemods.source import SourceFile
 from torchmend.codemods.torch_ops import (
+    BOOL_ATTRS,
+    BOOL_METHODS,
+    INT_ATTRS,
+    INT_METHODS,
     NOT_TENSOR_ATTRS,
     NUMBER_METHODS,
     PYTHON_ATTRS,
@@ -41,10 +45,6 @@ _INT_BUILTINS = {"int", "len", "ord", "hash", "id"}
 _BOOL_BUILTINS = {"bool", "isinstance", "issubclass", "hasattr", "callable", "all", "any"}
 _INT_MATH = {"floor", "ceil", "trunc", "factorial", "gcd", "lcm", "isqrt", "comb", "perm"}
 _BOOL_MATH = {"isfinite", "isinf", "isnan", "isclose"}
-_INT_METHODS = {"dim", "numel", "nelement", "ndimension", "element_size", "get_device"}
-_BOOL_METHODS = {"is_contiguous", "is_floating_point"}
-_INT_ATTRS = {"ndim"}
-_BOOL_ATTRS = {"training", "requires_grad", "is_cuda", "is_leaf"}
 _RICH = (cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
 _NOT_VALUES = (cst.BaseString, cst.List, cst.Tuple, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp,
                cst.GeneratorExp, cst.Lambda, cst.Imaginary)
@@ -103,8 +103,8 @@ class Values:
             return self._call(e)
         if isinstance(e, cst.Attribute):
             attr = e.attr.value
-            return Kind.TENSOR if attr in TENSOR_ATTRS else Kind.INT if attr in _INT_ATTRS else \
-                Kind.BOOL if attr in _BOOL_ATTRS else Kind.UNKNOWN
+            return Kind.TENSOR if attr in TENSOR_ATTRS else Kind.INT if attr in INT_ATTRS else \
+                Kind.BOOL if attr in BOOL_ATTRS else Kind.UNKNOWN
         if isinstance(e, cst.Subscript):
             if self.kind(e.value) is Kind.TENSOR:
                 return Kind.TENSOR
@@ -161,9 +161,9 @@ class Values:
             method = func.attr.value
             if method in ("new_tensor", "new_full"):
                 return Kind.TENSOR
-            if method in _INT_METHODS or (method == "size" and e.args):
+            if method in INT_METHODS or (method == "size" and e.args):
                 return Kind.INT
-            if method in _BOOL_METHODS:
+            if method in BOOL_METHODS:
                 return Kind.BOOL
             if method in TENSOR_METHODS and not self._imported(func.value):
                 return Kind.TENSOR  # methods Python numbers lack (`x.float()`), not a module's function
