@@ -47,7 +47,7 @@ from torchmend.codemods.analysis.values import NUMBERS, PYTHON_KINDS, Kind, Valu
 __all__ = [
     "Binding", "Callee", "Kind", "NUMBERS", "PYTHON_KINDS", "Values", "argument", "assigned_values", "bind",
     "binding_statement", "builtin_or_math", "call_problem", "callee", "class_named", "compile_decorator",
-    "compile_site", "compile_target", "compiled_functions", "def_named", "functions_for", "instance_class", "is_compiled",
-    "is_method", "is_tensor_construction", "is_torch", "method_of", "module_files", "ordered_names", "os_same",
+    "compile_site", "compile_target", "compiled_functions", "def_named", "functions_for", "instance_class",
+    "is_compiled", "is_method", "is_tensor_construction", "is_torch", "method_of", "module_files", "ordered_names", "os_same",
     "param_names", "parameters", "python_use", "reads", "referents", "self_attr_values", "self_name", "values",
 ]
