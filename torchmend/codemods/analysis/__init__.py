@@ -9,7 +9,7 @@
 - Name helpers the fixes share (names.py: `reads`, `referents`, `binding_statement`, `class_named`, ...).
 """
 
-from torchmend.codemods.analysis.binding import Binding, argument, bind
+from torchmend.codemods.analysis.binding import Binding, bind
 from torchmend.codemods.analysis.calls import (
     Callee,
     callee,
@@ -45,7 +45,7 @@ from torchmend.codemods.analysis.uses import call_problem, python_use
 from torchmend.codemods.analysis.values import NUMBERS, PYTHON_KINDS, Kind, Values, values
 
 __all__ = [
-    "Binding", "Callee", "Kind", "NUMBERS", "PYTHON_KINDS", "Values", "argument", "assigned_values", "bind",
+    "Binding", "Callee", "Kind", "NUMBERS", "PYTHON_KINDS", "Values", "assigned_values", "bind",
     "binding_statement", "builtin_or_math", "call_problem", "callee", "class_named", "compile_decorator",
     "compile_site", "compile_target", "compiled_functions", "def_named", "functions_for", "instance_class",
     "is_compiled", "is_method", "is_tensor_construction", "is_torch", "method_of", "module_files", "ordered_names", "os_same",

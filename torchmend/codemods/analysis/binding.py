@@ -6,9 +6,6 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from torchmend.codemods.analysis.calls import Callee, callee
-from torchmend.codemods.source import Context, SourceFile
-
 STAR_ARGS = "it is passed through *args"
 STAR_KWARGS = "it is passed through **kwargs"
 DEFAULT = "the call leaves it to its default"
@@ -96,16 +93,3 @@ def bind(call: cst.Call, fn: cst.FunctionDef, bound: bool = False) -> Binding:
     if kwstar is not None and kw_seen:
         out.unknown[kwstar.name.value] = STAR_KWARGS
     return out
-
-
-def argument(src: SourceFile, call: cst.Call, name: str, ctx: Context | None = None,
-             ) -> tuple[cst.Arg | None, Callee | None, str]:
-    """The argument `call` passes for parameter `name` of the def it reaches: (arg, callee, why not)."""
-    found = callee(src, call.func, ctx)
-    if found is None:
-        return None, None, f"torchmend cannot tell which def `{src.code(call.func)}` runs"
-    binding = bind(call, found.fn, found.bound)
-    arg = binding.arg(name)
-    return arg, found, "" if arg is not None else binding.why_not(name)
-
-
