@@ -97,9 +97,18 @@ class SourceFile:
         return fn if isinstance(fn, cst.FunctionDef) else None
 
     def nodes_in(self, root: cst.CSTNode, kind: type | tuple[type, ...]) -> list[cst.CSTNode]:
-        """Every node of `kind` under `root` (root included), in source order."""
-        found = [n for n in self.positions if isinstance(n, kind) and (n is root or root in set(self.ancestors(n)))]
-        return sorted(found, key=lambda n: (self.positions[n].start.line, self.positions[n].start.column))
+        """Every node of `kind` under `root` (root included), in source order (an enclosing node before the
+        nodes inside it). Walks only `root`'s subtree."""
+        found: list[cst.CSTNode] = []
+
+        class _Collect(cst.CSTVisitor):
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                if isinstance(node, kind):
+                    found.append(node)
+                return True
+
+        root.visit(_Collect())
+        return found
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)

@@ -7,11 +7,8 @@ import libcst.matchers as m
 
 from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
+from torchmend.codemods.torch_ops import IS_COMPILING, LOG_METHODS
 from torchmend.model import Finding
-
-_LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"}
-_COMPILING = {"torch.compiler.is_compiling", "torch.compiler.is_dynamo_compiling", "torch._dynamo.is_compiling",
-              "torch._utils.is_compiling"}
 
 
 def _is_print(src: SourceFile, call: cst.Call) -> bool:
@@ -21,18 +18,18 @@ def _is_print(src: SourceFile, call: cst.Call) -> bool:
 
 def _is_log(src: SourceFile, call: cst.Call) -> bool:
     func = call.func
-    if not isinstance(func, cst.Attribute) or func.attr.value not in _LOG_METHODS:
+    if not isinstance(func, cst.Attribute) or func.attr.value not in LOG_METHODS:
         return False
     # logging.info(...) / log.info(...) / self.logger.info(...): a logger method or the logging module's helper.
-    return src.is_qualified(func, *(f"logging.{n}" for n in _LOG_METHODS)) or not src.is_qualified(
-        func, *(f"torch.{n}" for n in _LOG_METHODS))
+    return src.is_qualified(func, *(f"logging.{n}" for n in LOG_METHODS)) or not src.is_qualified(
+        func, *(f"torch.{n}" for n in LOG_METHODS))
 
 
 def _already_gated(src: SourceFile, stmt: cst.CSTNode) -> bool:
     for anc in src.ancestors(stmt):
         if isinstance(anc, cst.If):
             for call in src.nodes_in(anc.test, cst.Call):
-                if src.qualified_names(call.func) & _COMPILING:  # type: ignore[attr-defined]
+                if src.qualified_names(call.func) & IS_COMPILING:  # type: ignore[attr-defined]
                     return True
         if isinstance(anc, cst.FunctionDef):
             return False

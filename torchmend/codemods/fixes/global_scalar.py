@@ -1,351 +1,26 @@
-"""Make a changing global or closure number a tensor where it is created, updated in place (TM206).
-
-Also home of what both scalar fixes need to know about a number inside compiled code: where it is used
-in a way only a Python number allows (`python_use`), and which expressions are tensors (`Tensors`).
-"""
+"""Make a changing global or closure number a tensor where it is created, updated in place (TM206)."""
 
 from __future__ import annotations
 
-import builtins
-import os
 import re
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import Assignment, BaseAssignment, FunctionScope, GlobalScope
+from libcst.metadata import BaseAssignment, FunctionScope, GlobalScope
 
+from torchmend.codemods.analysis import (
+    binding_statement,
+    builtin_or_math,
+    functions_for,
+    is_tensor_construction,
+    python_use,
+    reads,
+    referents,
+)
 from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.registry import codemod_for
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
-
-# --- what a Python number inside compiled code may not become ------------------------------------------
-
-# Calls whose arguments are sizes, dims or counts: a tensor there is a data-dependent graph break.
-_FACTORIES = {"zeros", "ones", "empty", "rand", "randn", "randint", "arange", "range", "linspace", "logspace",
-              "eye", "randperm", "full", "new_zeros", "new_ones", "new_empty", "new_full"}
-_FILL_VALUE = {"full": 1, "new_full": 1}  # full(size, fill_value): the fill value may be a tensor
-_SHAPED = {"view", "reshape", "expand", "repeat", "narrow", "split", "chunk", "unflatten", "topk", "kthvalue",
-           "roll", "unsqueeze", "squeeze", "flatten", "transpose", "permute", "select", "movedim", "sum", "mean",
-           "prod", "std", "var", "softmax", "log_softmax", "cumsum", "cumprod", "argmax", "argmin", "flip",
-           "tril", "triu", "diagonal", "index_select", "gather", "scatter", "cat", "stack", "concat",
-           "concatenate", "interpolate", "pad", "dropout", "one_hot", "norm", "repeat_interleave", "tile",
-           "unfold", "multinomial", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d",
-           "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"}
-_SIZE_KEYWORDS = {"size", "shape", "dim", "dims", "kernel_size", "stride", "padding", "dilation", "groups",
-                  "num_classes", "k", "diagonal", "chunks", "split_size", "split_size_or_sections", "sections",
-                  "steps", "start", "end", "step", "scale_factor", "p", "output_size", "repeats", "num_samples",
-                  "decimals"}
-# Tensor methods that give Python numbers or sizes, not tensors.
-_NOT_TENSOR_METHODS = {"size", "dim", "numel", "nelement", "item", "tolist", "stride", "element_size",
-                       "get_device", "is_contiguous", "is_floating_point", "ndimension", "__len__"}
-NOT_TENSOR_ATTRS = {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout"}
-TENSOR_CONSTRUCTORS = {"torch.tensor", "torch.as_tensor", "torch.scalar_tensor", "torch.full", "torch.full_like",
-                       "torch.Tensor", "torch.zeros", "torch.ones", "torch.zeros_like", "torch.ones_like"}
-
-
-def _builtin_or_math(src: SourceFile, func: cst.BaseExpression) -> str | None:
-    """`range`, `math.exp`, ...: the name of a builtin or math function, else None."""
-    for q in src.qualified_names(func):
-        if q.startswith(("builtins.", "math.")):
-            return q.split(".", 1)[1]
-    if isinstance(func, cst.Name) and not src.qualified_names(func) and hasattr(builtins, func.value):
-        return func.value
-    return None
-
-
-def _is_torch(src: SourceFile, func: cst.BaseExpression) -> bool:
-    return any(q.startswith("torch.") for q in src.qualified_names(func))
-
-
-def is_tensor_construction(src: SourceFile, expr: cst.BaseExpression) -> bool:
-    """`torch.tensor(v)`, `torch.full(...)`, `x.new_tensor(v)` ...: already a tensor."""
-    if not isinstance(expr, cst.Call):
-        return False
-    if src.qualified_names(expr.func) & TENSOR_CONSTRUCTORS:
-        return True
-    return m.matches(expr.func, m.Attribute(attr=m.Name("new_tensor") | m.Name("new_full")))
-
-
-def nodes_under(src: SourceFile, root: cst.CSTNode, kind: type | tuple[type, ...]) -> list:
-    """Every node of `kind` under `root` (root included), in source order, found by position span
-    (SourceFile.nodes_in walks every node's ancestors: too slow to call per name in a large file)."""
-    rng = src.positions[root]
-    lo, hi = (rng.start.line, rng.start.column), (rng.end.line, rng.end.column)
-    found = []
-    for node, p in src.positions.items():
-        if isinstance(node, kind):
-            start, end = (p.start.line, p.start.column), (p.end.line, p.end.column)
-            if lo <= start and end <= hi:
-                found.append(((start, (-end[0], -end[1])), node))
-    return [node for _, node in sorted(found, key=lambda f: f[0])]
-
-
-def reads(src: SourceFile, root: cst.CSTNode, name: str) -> list[cst.Name]:
-    """The Name nodes under `root` that read `name` (not assignment targets, attributes or keywords)."""
-    found = []
-    for node in nodes_under(src, root, cst.Name):
-        if node.value != name:
-            continue
-        scope = src.scopes.get(node)
-        if scope is not None and any(a.node is node for a in scope.accesses[node]):
-            found.append(node)
-    return found
-
-
-def referents(src: SourceFile, name: cst.Name) -> set[BaseAssignment]:
-    """The bindings a read of a name refers to (every assignment that may have set it). Builtins (`float`,
-    `range`) bind no node of the file and are left out."""
-    scope = src.scopes.get(name)
-    if scope is None:
-        return set()
-    return {r for a in scope.accesses[name] if a.node is name for r in a.referents if isinstance(r, Assignment)}
-
-
-def ordered_names(expr: cst.CSTNode) -> list[cst.Name]:
-    """Plain names read in an expression, in source order (attribute bases included, attribute names and
-    keywords not)."""
-    names: list[cst.Name] = []
-
-    class _V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            names.append(n)
-
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            n.value.visit(self)
-            return False
-
-        def visit_Arg(self, n: cst.Arg) -> bool:
-            n.value.visit(self)
-            return False
-
-    expr.visit(_V())
-    return names
-
-
-def _param_names(fn: cst.FunctionDef) -> list[str]:
-    p = fn.params
-    every = [*p.posonly_params, *p.params, *p.kwonly_params]
-    every += [s for s in (p.star_arg, p.star_kwarg) if isinstance(s, cst.Param)]
-    return [q.name.value for q in every]
-
-
-def is_method(src: SourceFile, fn: cst.FunctionDef) -> bool:
-    """Defined directly in a class body, and not a staticmethod: its first parameter is self (or cls)."""
-    parent = src.parents.get(src.parents.get(fn))  # FunctionDef -> IndentedBlock -> ClassDef
-    if not isinstance(parent, cst.ClassDef):
-        return False
-    return not any(m.matches(d.decorator, m.Name("staticmethod")) for d in fn.decorators)
-
-
-def self_name(src: SourceFile, fn: cst.FunctionDef) -> str | None:
-    p = [*fn.params.posonly_params, *fn.params.params]
-    return p[0].name.value if p and is_method(src, fn) else None
-
-
-def _local_values(src: SourceFile, fn: cst.FunctionDef, name: str) -> list[cst.BaseExpression]:
-    """Values assigned to a local `name` in `fn` (plain and augmented assignments)."""
-    values: list[cst.BaseExpression] = []
-    for node in nodes_under(src, fn, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-        if isinstance(node, cst.Assign):
-            if any(m.matches(t.target, m.Name(name)) for t in node.targets):
-                values.append(node.value)
-        elif m.matches(node.target, m.Name(name)) and node.value is not None:  # type: ignore[attr-defined]
-            values.append(node.value)  # type: ignore[attr-defined]
-    return values
-
-
-class Tensors:
-    """Which expressions inside one function are tensors, as far as the source shows."""
-
-    def __init__(self, src: SourceFile, fn: cst.FunctionDef, scalar: str) -> None:
-        self.src, self.fn, self.scalar = src, fn, scalar
-        self._names: dict[str, bool] = {}
-
-    def expr(self, e: cst.BaseExpression) -> bool:
-        src = self.src
-        if isinstance(e, cst.Name):
-            return self.name(e.value)
-        if isinstance(e, cst.Call):
-            func = e.func
-            if _builtin_or_math(src, func):
-                return False
-            if isinstance(func, cst.Attribute) and func.attr.value in _NOT_TENSOR_METHODS:
-                return False
-            return True  # torch functions, modules (self.fc(x)), tensor methods
-        if isinstance(e, cst.Attribute):
-            return e.attr.value not in NOT_TENSOR_ATTRS and self.expr(e.value)
-        if isinstance(e, cst.Subscript):
-            return self.expr(e.value)
-        if isinstance(e, cst.BinaryOperation):
-            return self.expr(e.left) or self.expr(e.right)
-        if isinstance(e, cst.UnaryOperation):
-            return self.expr(e.expression)
-        if isinstance(e, cst.IfExp):
-            return self.expr(e.body) or self.expr(e.orelse)
-        return False
-
-    def name(self, name: str) -> bool:
-        """A parameter used as a tensor (`x.shape`, `x[i]`, `f(x)`), or a local assigned a tensor."""
-        if name == self.scalar or name == self_name(self.src, self.fn):
-            return False
-        if name in self._names:
-            return self._names[name]
-        self._names[name] = False  # cycles (h = h * 2) count as not known
-        values = _local_values(self.src, self.fn, name)
-        if any(self.expr(v) for v in values):
-            self._names[name] = True
-        elif name in _param_names(self.fn):
-            self._names[name] = any(self._used_as_tensor(r) for r in reads(self.src, self.fn, name))
-        return self._names[name]
-
-    def _used_as_tensor(self, node: cst.Name) -> bool:
-        parent = self.src.parents.get(node)
-        if isinstance(parent, cst.Attribute) and parent.value is node:
-            return parent.attr.value not in ("real", "imag", "is_integer", "conjugate", "hex")
-        if isinstance(parent, cst.Subscript) and parent.value is node:
-            return True
-        if isinstance(parent, cst.Arg):
-            call = self.src.parents.get(parent)
-            return isinstance(call, cst.Call) and not _builtin_or_math(self.src, call.func)
-        return False
-
-
-def _call_problem(src: SourceFile, call: cst.Call, arg: cst.Arg, tensors: Tensors) -> str | None:
-    """Why a number passed as `arg` to `call` must stay a number, or None."""
-    builtin = _builtin_or_math(src, call.func)
-    if builtin and builtin != "abs":
-        return f"passed to {builtin}()"
-    if arg.keyword is not None and arg.keyword.value in _SIZE_KEYWORDS:
-        return f"passed as `{arg.keyword.value}=`, a size or dimension"
-    func = call.func
-    leaf = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    pos = next((i for i, a in enumerate(positional) if a is arg), -1)
-    torch_function = _is_torch(src, func)
-    method = isinstance(func, cst.Attribute) and not torch_function
-    if leaf in _FACTORIES and pos >= 0 and pos != _FILL_VALUE.get(leaf, -1):
-        return f"passed to {leaf}() as a size"
-    if leaf in _SHAPED and pos >= (0 if method else 1):
-        return f"passed to {leaf}() as a size, dimension or option that must be a Python number"
-    return None
-
-
-def python_use(src: SourceFile, fn: cst.FunctionDef, uses: list[cst.Name], scalar: str,
-               passed_on: list[str] | None = None) -> tuple[int, str] | None:
-    """(line, what) of the first place in `fn` where the number read at `uses` must stay a Python number:
-    control flow, an index, a size, a builtin: a tensor there would be a data-dependent graph break.
-    Follows it through arithmetic and local assignments; stops where it meets a tensor. Functions it is
-    passed to that torchmend cannot see into are added to `passed_on`."""
-    tensors = Tensors(src, fn, scalar)
-    seen: set[str] = set()
-    todo = list(uses)
-    while todo:
-        node: cst.CSTNode = todo.pop(0)
-        while True:
-            parent = src.parents.get(node)
-            if parent is None:
-                break
-            line = src.line_of(parent) if parent in src.positions else src.line_of(node)
-            if isinstance(parent, cst.BinaryOperation):
-                other = parent.right if parent.left is node else parent.left
-                if tensors.expr(other):
-                    break  # the result is a tensor: from here on it is tensor code
-            elif isinstance(parent, cst.ComparisonTarget):
-                pass
-            elif isinstance(parent, cst.Comparison):
-                others = [parent.left, *(c.comparator for c in parent.comparisons)]
-                came_from = getattr(node, "comparator", node)
-                if any(tensors.expr(o) for o in others if o is not came_from):
-                    break
-            elif isinstance(parent, cst.UnaryOperation):
-                if isinstance(parent.operator, cst.Not):
-                    return line, "used in `not`"
-            elif isinstance(parent, cst.BooleanOperation):
-                return line, "used in `and`/`or`"
-            elif isinstance(parent, (cst.If, cst.While)) and parent.test is node:
-                return line, "used in the condition of an `if`/`while`"
-            elif isinstance(parent, cst.IfExp) and parent.test is node:
-                return line, "used in the condition of a conditional expression"
-            elif isinstance(parent, cst.Assert):
-                return line, "used in an assert"
-            elif isinstance(parent, (cst.SubscriptElement, cst.Index, cst.Slice)):
-                return line, "used as an index or slice"
-            elif isinstance(parent, cst.FormattedStringExpression):
-                return line, "formatted into a string"
-            elif isinstance(parent, cst.For) and parent.iter is node:
-                return line, "iterated over"
-            elif isinstance(parent, cst.Attribute) and parent.value is node:
-                return line, f"used as a Python number (`.{parent.attr.value}`)"
-            elif isinstance(parent, cst.Arg):
-                call = src.parents.get(parent)
-                if isinstance(call, cst.Call):
-                    problem = _call_problem(src, call, parent, tensors)
-                    if problem:
-                        return line, problem
-                    func = call.func
-                    if passed_on is not None and not _is_torch(src, func) and not (
-                            isinstance(func, cst.Attribute) and tensors.expr(func.value)):
-                        passed_on.append(src.code(func))
-                break
-            elif isinstance(parent, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-                targets = ([t.target for t in parent.targets] if isinstance(parent, cst.Assign)
-                           else [parent.target])
-                if isinstance(parent, cst.AugAssign) and tensors.expr(parent.target):
-                    break
-                for t in targets:  # a local that now holds the number: follow its reads too
-                    names = [t] if isinstance(t, cst.Name) else [e.value for e in t.elements] if isinstance(
-                        t, (cst.Tuple, cst.List)) else []
-                    for n in names:
-                        if isinstance(n, cst.Name) and n.value not in seen:
-                            seen.add(n.value)
-                            todo.extend(r for r in reads(src, fn, n.value)
-                                        if src.line_of(r) >= src.line_of(parent))
-                break
-            elif isinstance(parent, (cst.BaseSmallStatement, cst.BaseStatement, cst.Lambda, cst.Param)):
-                break
-            node = parent
-    return None
-
-
-def compiled_function(src: SourceFile, finding: Finding) -> list[cst.FunctionDef]:
-    """The function the finding's line is in, then the compiled function's definition (its `def` or a
-    decorator line): where to look for the variable."""
-    found: list[cst.FunctionDef] = []
-    fn = src.function_at(finding.line)
-    if fn is not None:
-        found.append(fn)
-    cf = finding.compiled_function
-    if cf is not None and os_same(cf.path, src.path):
-        for node in nodes_under(src, src.module, cst.FunctionDef):
-            first = min([src.line_of(d) for d in node.decorators] + [src.line_of(node)])
-            if first <= cf.line <= src.line_of(node) and node not in found:
-                found.append(node)
-        inner = src.function_at(cf.line)
-        if inner is not None and inner not in found:
-            found.append(inner)
-    return found
-
-
-def os_same(a: str, b: str) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
-# --- the fix -----------------------------------------------------------------------------------------
-
-
-def binding_statement(src: SourceFile, b: BaseAssignment) -> cst.CSTNode | None:
-    """The Assign / AnnAssign / AugAssign that binds `b`, or None when it is bound some other way."""
-    if not isinstance(b, Assignment) or not isinstance(b.node, cst.Name):
-        return None
-    parent = src.parents.get(b.node)
-    if isinstance(parent, cst.AssignTarget):
-        assign = src.parents.get(parent)
-        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
-            return assign
-        return None
-    if isinstance(parent, (cst.AnnAssign, cst.AugAssign)) and parent.target is b.node:
-        return parent
-    return None
 
 
 def _how_bound(src: SourceFile, b: BaseAssignment) -> str:
@@ -414,7 +89,7 @@ def _maybe_float(src: SourceFile, value: cst.BaseExpression, op: cst.BaseAugOp |
         if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, (cst.Add, cst.Subtract, cst.Multiply,
                                                                           cst.FloorDivide, cst.Modulo)):
             return surely_int(e.left) and surely_int(e.right)
-        if isinstance(e, cst.Call) and _builtin_or_math(src, e.func) in ("int", "len"):
+        if isinstance(e, cst.Call) and builtin_or_math(src, e.func) in ("int", "len"):
             return True
         return False
 
@@ -629,7 +304,7 @@ class GlobalScalar(Codemod):
             return NoFix(finding, f"`{name}` is not a plain global or closure variable",
                          "make it a tensor where it is stored (`torch.tensor(v)`) and update it with `.fill_(v)`")
         src = ctx.file(finding.path)
-        fns = compiled_function(src, finding)
+        fns = functions_for(src, finding)
         if not fns:
             return NoFix(finding, f"line {finding.line} is not inside a function (a `def`) torchmend can follow")
         stmt = src.statement_at(finding.line)
@@ -644,10 +319,10 @@ class GlobalScalar(Codemod):
             bindings |= referents(src, r)
         if not bindings:
             return NoFix(finding, f"torchmend cannot find where `{name}` is assigned")
-        return self._fix(finding, src, fn, name, found, bindings)
+        return self._fix(finding, ctx, src, fn, name, found, bindings)
 
-    def _fix(self, finding: Finding, src: SourceFile, fn: cst.FunctionDef, name: str, found: list[cst.Name],
-             bindings: set[BaseAssignment]) -> Result:
+    def _fix(self, finding: Finding, ctx: Context, src: SourceFile, fn: cst.FunctionDef, name: str,
+             found: list[cst.Name], bindings: set[BaseAssignment]) -> Result:
         advice = f"create it once as `{name} = torch.tensor(v)` and update it with `{name}.fill_(v)`"
         statements: list[tuple[BaseAssignment, cst.CSTNode]] = []
         for b in sorted(bindings, key=lambda b: _pos(src, b.node)):
@@ -656,9 +331,8 @@ class GlobalScalar(Codemod):
                 how = _how_bound(src, b)
                 owner = src.enclosing(b.node, cst.FunctionDef)
                 if how == "a parameter" and isinstance(owner, cst.FunctionDef):
-                    if owner is fn:
-                        return NoFix(finding, f"`{name}` is a parameter of {fn.name.value}(): wrap it where it is "
-                                     "passed in (the changing-scalar-argument fix)")
+                    if owner is fn:  # an argument after all: wrap it at the call sites, bound to the parameter
+                        return codemod_for("TM202").propose(finding, ctx)  # type: ignore[union-attr]
                     return NoFix(finding, f"`{name}` is a parameter of {owner.name.value}(), which the compiled "
                                  "function closes over: each call binds a new number",
                                  f"pass a tensor when calling {owner.name.value}(), or pass `{name}` to the compiled "

@@ -3,32 +3,30 @@
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import ComprehensionScope
 
+from torchmend.codemods.analysis import Callee, bind, callee, compile_site
 from torchmend.codemods.base import Invalid, Valid, SAFE, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
+from torchmend.codemods.torch_ops import MARK_DYNAMIC
 from torchmend.model import Finding, Where
 
-_MARKS = {"torch._dynamo.mark_dynamic", "torch._dynamo.maybe_mark_dynamic", "torch._dynamo.mark_unbacked",
-          "torch._dynamo.decorators.mark_dynamic", "torch._dynamo.decorators.maybe_mark_dynamic",
-          "torch._dynamo.decorators.mark_unbacked"}
-_COMPILE = {"torch.compile"}
 _DIM = re.compile(r"size[ _]mismatch[ _]at[ _]index[ _](\d+)")  # `_`: how example markers spell spaces
 _ADVICE = ("call `torch._dynamo.maybe_mark_dynamic(tensor, dim)` on the tensor just before the compiled call, "
            "or pass `dynamic=True` to torch.compile")
 
 
+@dataclass(frozen=True, eq=False)
 class _Origin:
     """How the called object was compiled: a `torch.compile(...)` call, a `@torch.compile` decorator, or
-    `module.compile(...)`; `fn` is the compiled def when the file has it (to map parameter names)."""
+    `module.compile(...)`; `callee` is the compiled def when the source shows it (to bind parameter names)."""
 
-    def __init__(self, node: cst.CSTNode, fn: cst.FunctionDef | None = None) -> None:
-        self.node = node
-        self.fn = fn
+    node: cst.CSTNode
+    callee: Callee | None = None
 
 
 def _variable(var: str | None) -> tuple[str, int | str] | None:
@@ -54,97 +52,33 @@ def _variable(var: str | None) -> tuple[str, int | str] | None:
     return None
 
 
+def _origin(src: SourceFile, func: cst.BaseExpression, ctx: Context) -> _Origin | None:
+    """Where the called object `func` was compiled, when this file shows it, and the def it runs."""
+    site = compile_site(src, func)
+    return _Origin(site, callee(src, func, ctx)) if site is not None else None
 
 
-def _is_compile(src: SourceFile, node: cst.BaseExpression) -> bool:
-    return src.is_qualified(node, *_COMPILE)
-
-
-def _function(src: SourceFile, expr: cst.BaseExpression) -> cst.FunctionDef | None:
-    if isinstance(expr, cst.Name):
-        refs = src.referents(expr)
-        if len(refs) == 1 and isinstance(refs[0], cst.FunctionDef):
-            return refs[0]
-    return None
-
-
-def _origin_of_value(src: SourceFile, value: cst.BaseExpression) -> _Origin | None:
-    if isinstance(value, cst.Call) and _is_compile(src, value.func):
-        first = value.args[0].value if value.args and not value.args[0].keyword else None
-        return _Origin(value, _function(src, first) if first is not None else None)
-    return None
-
-
-def _self_attr_values(src: SourceFile, attr: cst.Attribute) -> list[cst.BaseExpression]:
-    """Values assigned to `self.<name>` in the methods of the class that uses `self.<name>`."""
-    if not isinstance(attr.value, cst.Name):
-        return []
-    cls = src.enclosing(attr, cst.ClassDef)
-    if cls is None:
-        return []
-    values = []
-    for target in src.nodes_in(cls, cst.Attribute):
-        if (isinstance(target, cst.Attribute) and target.attr.value == attr.attr.value
-                and isinstance(target.value, cst.Name) and target.value.value == attr.value.value):
-            value = src.assigned_value(target)
-            if value is not None:
-                values.append(value)
-    return values
-
-
-def _origin(src: SourceFile, func: cst.BaseExpression) -> _Origin | None:
-    """Where the called object `func` was compiled, when this file shows it."""
-    if isinstance(func, cst.Name):
-        refs = src.referents(func)
-        if len(refs) > 1:
-            # `model = Net(); model = torch.compile(model)`: the one binding that compiles is the one called.
-            found = [o for r in refs for v in [src.assigned_value(r)] if v is not None
-                     for o in [_origin_of_value(src, v)] if o is not None]
-            return found[0] if len(found) == 1 else None
-        if not refs:
-            return None
-        ref = refs[0]
-        if isinstance(ref, cst.FunctionDef):
-            for dec in ref.decorators:
-                target = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
-                if _is_compile(src, target):
-                    return _Origin(dec, ref)
-            return None
-        value = src.assigned_value(ref)
-        if value is not None:
-            found = _origin_of_value(src, value)
-            if found is not None:
-                return found
-        # `model.compile(...)` (nn.Module.compile, in place) on the same name, in the same scope
-        scope = src.scopes.get(ref)
-        for call in src.nodes_in(src.module, cst.Call):
-            if (m.matches(call.func, m.Attribute(value=m.Name(func.value), attr=m.Name("compile")))
-                    and src.scopes.get(call.func.value) is scope):  # type: ignore[attr-defined]
-                return _Origin(call)
-        return None
-    if isinstance(func, cst.Attribute):
-        values = _self_attr_values(src, func)
-        if len(values) == 1:
-            return _origin_of_value(src, values[0])
-    return None
-
-
-def _argument(call: cst.Call, kind: str, key: int | str, fn: cst.FunctionDef | None) -> cst.BaseExpression | None:
+def _argument(call: cst.Call, kind: str, key: int | str, found: Callee | None,
+              ) -> tuple[cst.BaseExpression | None, str]:
+    """The argument behind dynamo's `args[i]` / `kwargs['k']` / `L['name']`, or (None, why not)."""
+    if kind == "name" and found is not None:
+        binding = bind(call, found.fn, found.bound)
+        arg = binding.arg(str(key))
+        return (arg.value, "") if arg is not None else (None, f"{found.fn.name.value}() receives `{key}` "
+                                                              f"but {binding.why_not(str(key))}")
     positional = []
     for arg in call.args:
         if arg.star:  # *args / **kwargs: positions and names are no longer known
-            return None
+            return None, f"the call passes {arg.star}{'args' if arg.star == '*' else 'kwargs'}"
         if arg.keyword is None:
             positional.append(arg.value)
         elif kind != "pos" and arg.keyword.value == key:
-            return arg.value
+            return arg.value, ""
     if kind == "pos":
-        return positional[key] if isinstance(key, int) and key < len(positional) else None
-    if kind == "name" and fn is not None:
-        params = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)]
-        if key in params and params.index(key) < len(positional):
-            return positional[params.index(key)]
-    return None
+        if isinstance(key, int) and key < len(positional):
+            return positional[key], ""
+        return None, f"the call has {len(positional)} positional arguments"
+    return None, f"the call does not pass `{key}` by name, and torchmend cannot see which def it runs"
 
 
 def _placement_problem(src: SourceFile, stmt: cst.BaseStatement, call: cst.Call, arg: cst.Name) -> str:
@@ -172,7 +106,7 @@ def _already_marked(src: SourceFile, stmt: cst.BaseStatement, name: str, dim: in
         return False
     for before in siblings[: siblings.index(stmt)]:
         for call in src.nodes_in(before, cst.Call):
-            if not (src.qualified_names(call.func) & _MARKS) or len(call.args) < 2:  # type: ignore[attr-defined]
+            if not (src.qualified_names(call.func) & MARK_DYNAMIC) or len(call.args) < 2:  # type: ignore[attr-defined]
                 continue
             if not m.matches(call.args[0].value, m.Name(name)):
                 continue
@@ -401,12 +335,12 @@ class MarkDynamic(Codemod):
         if stmt is None or not calls:
             return NoFix(finding, f"no call at line {line}", _ADVICE)
         where = (path, line)
-        compiled = [(c, o) for c in calls for o in [_origin(src, c.func)] if o is not None]
+        compiled = [(c, o) for c in calls for o in [_origin(src, c.func, ctx)] if o is not None]
         guessed = False
         if not compiled:
             # The compiled object came from elsewhere (a parameter, another module): take the one call on the
             # line that is not torch's or a builtin and has that argument.
-            others = [c for c in calls if _argument(c, *var, None) is not None
+            others = [c for c in calls if _argument(c, *var, None)[0] is not None
                       and not any(q.startswith(("torch.", "builtins.")) for q in src.qualified_names(c.func))]
             if len(others) != 1:
                 return NoFix(finding, f"cannot tell which call at line {where[1]} is the compiled one", _ADVICE)
@@ -415,9 +349,10 @@ class MarkDynamic(Codemod):
             return NoFix(finding, f"several compiled calls at line {where[1]}; cannot tell which one recompiles",
                          _ADVICE)
         call, origin = compiled[0]
-        arg = _argument(call, *var, origin.fn if origin else None)
+        arg, why = _argument(call, *var, origin.callee if origin else None)
         if arg is None:
-            return NoFix(finding, f"cannot find the argument {finding.variable} in `{src.code(call)}`", _ADVICE)
+            return NoFix(finding, f"cannot find the argument {finding.variable} in `{src.code(call)}`: {why}",
+                         _ADVICE)
 
         problem = (_placement_problem(src, stmt, call, arg) if isinstance(arg, cst.Name)
                    else f"the argument `{src.code(arg)}` is not a plain name")

@@ -1,271 +1,44 @@
-"""Pass a changing Python number to a compiled function as a tensor, at its call sites (TM202)."""
+"""Pass a changing Python number to a compiled function as a tensor, at its call sites (TM202).
+
+The package: sites.py finds the calls of the compiled function and the argument behind the parameter
+(bound as Python binds it); device.py picks the device of the new tensor from what the number meets.
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Union
 
 import libcst as cst
-import libcst.matchers as m
 
-from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
-from torchmend.codemods.fixes.global_scalar import (
-    GlobalScalar,
-    NOT_TENSOR_ATTRS,
-    Tensors,
-    binding_statement,
-    compiled_function,
+from torchmend.codemods.analysis import (
+    NUMBERS,
+    functions_for,
     is_method,
     is_tensor_construction,
-    nodes_under,
-    ordered_names,
     python_use,
     reads,
-    referents,
     self_name,
+    values,
 )
+from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
+from torchmend.codemods.fixes.scalar_argument.device import (
+    Path,
+    _apply,
+    _cheap,
+    _device_source,
+    _meets,
+    _params_reached,
+)
+from torchmend.codemods.fixes.scalar_argument.sites import _bind, _calls_compiled, _key, _params
+from torchmend.codemods.registry import codemod_for
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
 
-# Tensor methods whose result is on the receiver's device (`x.float()`): the receiver gives the device.
-_SAME_DEVICE_METHODS = {"float", "double", "half", "bfloat16", "detach", "contiguous", "clone", "view", "reshape",
-                        "flatten", "squeeze", "unsqueeze", "transpose", "permute", "t", "abs", "log_softmax",
-                        "softmax"}
-_NUMBER_IN_GUARD = re.compile(r"==\s*-?(?P<num>[0-9][0-9_]*(?P<frac>\.[0-9]*)?(?P<exp>[eE][-+]?[0-9]+)?)\s*$")
 
-_Key = Union[frozenset, tuple]
+_NUMBER_IN_GUARD = re.compile(r"==\s*-?(?P<num>[0-9][0-9_]*(?P<frac>\.[0-9]*)?(?P<exp>[eE][-+]?[0-9]+)?)\s*$")
 _KEEP_NUMBER = ("keep it a Python number: after one recompile dynamo treats a changing float or int as symbolic "
                 "(automatic dynamic); if a branch depends on it, decide it outside the compiled function and pass "
                 "the outcome")
-
-
-def _params(fn: cst.FunctionDef) -> tuple[list[cst.Param], list[cst.Param]]:
-    """(positional-capable parameters, keyword-only parameters)."""
-    p = fn.params
-    return [*p.posonly_params, *p.params], list(p.kwonly_params)
-
-
-def _bind(fn: cst.FunctionDef, call: cst.Call, name: str, skip_first: bool) -> tuple[cst.Arg | None, str]:
-    """The argument of `call` that parameter `name` of `fn` receives, or (None, why not)."""
-    positional, kwonly = _params(fn)
-    if skip_first:
-        positional = positional[1:]
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg, ""
-    index = next((i for i, p in enumerate(positional) if p.name.value == name), None)
-    if index is not None:
-        seen = 0
-        for arg in call.args:
-            if arg.keyword is not None or arg.star == "**":
-                break
-            if arg.star == "*":
-                return None, "it is passed through *args"
-            if seen == index:
-                return arg, ""
-            seen += 1
-    if any(a.star == "**" for a in call.args):
-        return None, "it is passed through **kwargs"
-    if index is None and not any(p.name.value == name for p in kwonly):
-        return None, "the call does not name it"
-    return None, "the call leaves it to its default"
-
-
-def _compile_target(src: SourceFile, value: cst.BaseExpression) -> cst.BaseExpression | None:
-    """`torch.compile(model, ...)` -> `model`."""
-    if isinstance(value, cst.Call) and src.is_qualified(value.func, "torch.compile") and value.args \
-            and value.args[0].keyword is None and not value.args[0].star:
-        return value.args[0].value
-    return None
-
-
-def _assigned(src: SourceFile, name: cst.Name) -> list[cst.BaseExpression]:
-    """The values a name read may hold: the right-hand sides of its plain assignments, unpacked tuples
-    matched element by element."""
-    values: list[cst.BaseExpression] = []
-    for b in referents(src, name):
-        stmt = binding_statement(src, b)
-        if isinstance(stmt, (cst.Assign, cst.AnnAssign)) and stmt.value is not None:
-            values.append(stmt.value)
-            continue
-        element = src.parents.get(b.node)
-        tup = src.parents.get(element) if isinstance(element, cst.Element) else None
-        target = src.parents.get(tup) if isinstance(tup, cst.Tuple) else None
-        assign = src.parents.get(target) if isinstance(target, cst.AssignTarget) else None
-        if isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Tuple) \
-                and len(assign.value.elements) == len(tup.elements):  # type: ignore[union-attr]
-            i = tup.elements.index(element)  # type: ignore[union-attr, arg-type]
-            values.append(assign.value.elements[i].value)
-    return values
-
-
-def _instance_of(src: SourceFile, expr: cst.BaseExpression, cls: str, depth: int = 0) -> bool:
-    """`Cls(...)`, `torch.compile(Cls(...))`, or a name assigned one of those."""
-    if depth > 3:
-        return False
-    if isinstance(expr, cst.Call):
-        target = _compile_target(src, expr)
-        if target is not None:
-            return _instance_of(src, target, cls, depth + 1)
-        func = expr.func
-        return (isinstance(func, cst.Name) and func.value == cls) or (
-            isinstance(func, cst.Attribute) and func.attr.value == cls)
-    if isinstance(expr, cst.Name):
-        return any(_instance_of(src, v, cls, depth + 1) for v in _assigned(src, expr))
-    return False
-
-
-def _calls_compiled(src: SourceFile, call: cst.Call, fn_name: str, cls: str | None) -> bool:
-    """Whether `call` surely calls the compiled function: by its name, through `torch.compile(f)`, as a
-    method, or (for a forward) on an instance of its module."""
-    func = call.func
-    if cls is None:
-        if not isinstance(func, cst.Name):
-            return False
-        return func.value == fn_name or any(m.matches(_compile_target(src, v), m.Name(fn_name))
-                                            for v in _assigned(src, func))
-    if isinstance(func, cst.Attribute) and func.attr.value == fn_name:
-        return True
-    return fn_name == "forward" and isinstance(func, cst.Name) and _instance_of(src, func, cls)
-
-
-def _key(src: SourceFile, call: cst.Call) -> _Key:
-    """What makes two calls call the same object: the same bindings of the name, or the same attribute."""
-    func = call.func
-    if isinstance(func, cst.Name):
-        bound = referents(src, func)
-        if bound:
-            return frozenset(bound)
-    cls = src.enclosing(call, cst.ClassDef)
-    return ("code", src.code(func), cls.name.value if isinstance(cls, cst.ClassDef) else None)
-
-
-def _tensorish_arg(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> bool:
-    """Seen from the caller: a call's result (not a builtin's), or a name assigned one."""
-    if depth > 3:
-        return False
-    if isinstance(expr, cst.Call):
-        return not any(q.startswith(("builtins.", "math.")) for q in src.qualified_names(expr.func)) and not (
-            isinstance(expr.func, cst.Name) and expr.func.value in ("float", "int", "round", "min", "max", "len"))
-    if isinstance(expr, cst.Name):
-        return any(_tensorish_arg(src, v, depth + 1) for v in _assigned(src, expr))
-    if isinstance(expr, cst.Subscript):
-        return _tensorish_arg(src, expr.value, depth + 1)
-    return False
-
-
-def _cheap(expr: cst.BaseExpression) -> bool:
-    """A name, an attribute of one, or one indexed by a literal: evaluating it again costs nothing."""
-    if isinstance(expr, cst.Name):
-        return True
-    if isinstance(expr, cst.Attribute):
-        return _cheap(expr.value)
-    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
-        index = expr.slice[0].slice.value
-        return _cheap(expr.value) and isinstance(index, (cst.Integer, cst.SimpleString, cst.Name))
-    return False
-
-
-def _device_source(expr: cst.BaseExpression, scalar: cst.BaseExpression) -> cst.BaseExpression | None:
-    """An expression with the same device as `expr` that is safe to evaluate again: `expr` itself when
-    cheap; for a call (`model(x)`), a plain-name argument of it or the receiver of `x.float()`."""
-    if _cheap(expr):
-        return expr
-    if isinstance(expr, cst.Call):
-        for a in expr.args:
-            if a.keyword is None and not a.star and isinstance(a.value, cst.Name) and a.value is not scalar \
-                    and not m.matches(a.value, m.Name(getattr(scalar, "value", ""))):
-                return a.value
-        func = expr.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _SAME_DEVICE_METHODS and _cheap(func.value):
-            return func.value
-    return None
-
-
-def _meets(src: SourceFile, uses: list[cst.Name], tensors: Tensors) -> list[cst.BaseExpression]:
-    """What the number meets where it is used, nearest first: the other operand of each operation it is
-    in (until one is a tensor), or the receiver and other arguments of the call it is passed to."""
-    found: list[cst.BaseExpression] = []
-    for use in uses:
-        node: cst.CSTNode = use
-        while True:
-            parent = src.parents.get(node)
-            if isinstance(parent, cst.BinaryOperation):
-                other = parent.right if parent.left is node else parent.left
-                found.append(other)
-                if tensors.expr(other):
-                    break
-            elif isinstance(parent, cst.Comparison):
-                others = [parent.left, *(c.comparator for c in parent.comparisons)]
-                found.extend(o for o in others if o is not node and o is not getattr(node, "comparator", None))
-            elif isinstance(parent, cst.Arg):
-                call = src.parents.get(parent)
-                if isinstance(call, cst.Call):
-                    if isinstance(call.func, cst.Attribute) and not any(
-                            q.startswith("torch.") for q in src.qualified_names(call.func)):
-                        found.append(call.func.value)  # x.mul_(scale)
-                    found.extend(a.value for a in call.args if a is not parent)
-                break
-            elif not isinstance(parent, (cst.UnaryOperation, cst.ComparisonTarget)):
-                break
-            node = parent
-    return found
-
-
-Path = tuple[tuple[str, object], ...]  # ("attr", "inputs") / ("index", SubscriptElement): batch["x"], batch.inputs
-
-
-def _access_path(src: SourceFile, name: cst.Name) -> Path:
-    """How the callee reaches into a parameter before using it: `batch["x"]`, `batch.inputs`, `pair[0]`
-    (literal indexes and plain attributes only, so the caller can repeat it)."""
-    path: list[tuple[str, object]] = []
-    node: cst.CSTNode = name
-    while True:
-        parent = src.parents.get(node)
-        if isinstance(parent, cst.Subscript) and parent.value is node and len(parent.slice) == 1 \
-                and isinstance(parent.slice[0].slice, cst.Index) \
-                and isinstance(parent.slice[0].slice.value, (cst.Integer, cst.SimpleString)):
-            path.append(("index", parent.slice[0]))
-        elif isinstance(parent, cst.Attribute) and parent.value is node \
-                and parent.attr.value not in NOT_TENSOR_ATTRS | {"grad"} \
-                and not isinstance(src.parents.get(parent), cst.Call):  # batch.to(...) is a method call
-            path.append(("attr", parent.attr.value))
-        else:
-            return tuple(path)
-        node = parent
-
-
-def _apply(expr: cst.BaseExpression, path: Path) -> cst.BaseExpression:
-    out = expr.deep_clone()
-    for kind, item in path:
-        if kind == "attr":
-            out = cst.Attribute(out, cst.Name(str(item)))
-        else:
-            assert isinstance(item, cst.SubscriptElement)
-            out = cst.Subscript(out, [item.deep_clone().with_changes(comma=cst.MaybeSentinel.DEFAULT)])
-    return out
-
-
-def _params_reached(src: SourceFile, fn: cst.FunctionDef, expr: cst.CSTNode, skip: set[str],
-                    seen: set[str]) -> list[tuple[str, Path]]:
-    """Parameters of `fn` an expression is computed from (through local assignments, in source order),
-    each with how the expression reaches into it."""
-    params = {p.name.value for p in [*_params(fn)[0], *_params(fn)[1]]}
-    out: list[tuple[str, Path]] = []
-    for n in ordered_names(expr):
-        if n.value in seen or n.value in skip:
-            continue
-        seen.add(n.value)
-        if n.value in params:
-            out.append((n.value, _access_path(src, n)))
-            continue
-        for stmt in nodes_under(src, fn, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-            value = getattr(stmt, "value", None)
-            targets = [t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) else [
-                getattr(stmt, "target", None)]
-            if value is not None and any(m.matches(t, m.Name(n.value)) for t in targets if t is not None):
-                out += _params_reached(src, fn, value, skip, seen)
-    return out
 
 
 def _number_kind(guard: str | None) -> str:
@@ -461,7 +234,7 @@ class ScalarArgument(Codemod):
         if not name:
             return NoFix(finding, "the recompile names no variable", "see the guard in the finding")
         src = ctx.file(finding.path)
-        fns = compiled_function(src, finding)
+        fns = functions_for(src, finding)
         if not fns:
             return NoFix(finding, f"line {finding.line} is not inside a `def` (a compiled lambda?): torchmend "
                          "rewrites calls of a def or of a module's forward",
@@ -472,7 +245,7 @@ class ScalarArgument(Codemod):
                 return NoFix(finding, f"`{name}` reaches the compiled function through *args or **kwargs",
                              "pass it as a named parameter, or wrap it yourself: `torch.tensor(v, device=...)`")
             # Dynamo names a closure variable as it names an argument (`warmup == 0.1`): it may be one.
-            return GlobalScalar().propose(finding, ctx)
+            return codemod_for("TM206").propose(finding, ctx)  # type: ignore[union-attr]
         if name == self_name(src, fn):
             return NoFix(finding, f"`{name}` is the module itself")
         uses = reads(src, fn, name)
@@ -489,16 +262,15 @@ class ScalarArgument(Codemod):
         if not ctx.in_project(site.path):
             return NoFix(finding, f"{fn.name.value}() is called from {site.path}, outside the project")
         csrc = ctx.file(site.path)
-        return self._at_call_sites(finding, src, fn, name, uses, csrc, site.line, passed_on)
+        return self._at_call_sites(finding, src, fn, name, uses, csrc, site.line, passed_on, ctx)
 
     def _at_call_sites(self, finding: Finding, src: SourceFile, fn: cst.FunctionDef, name: str,
-                       uses: list[cst.Name], csrc: SourceFile, line: int, passed_on: list[str]) -> Result:
+                       uses: list[cst.Name], csrc: SourceFile, line: int, passed_on: list[str],
+                       ctx: Context) -> Result:
         skip_first = is_method(src, fn)
-        cls = src.enclosing(fn, cst.ClassDef) if skip_first else None
         stmt = csrc.statement_at(line)
-        calls: list[cst.Call] = nodes_under(csrc, stmt, cst.Call) if stmt is not None else []
-        cls_name = cls.name.value if isinstance(cls, cst.ClassDef) else None
-        sure = [c for c in calls if _calls_compiled(csrc, c, fn.name.value, cls_name)]
+        calls: list[cst.Call] = csrc.nodes_in(stmt, cst.Call) if stmt is not None else []
+        sure = [c for c in calls if _calls_compiled(csrc, c, fn, skip_first, ctx)]
         if not sure:  # an object torchmend cannot trace back: the one call on the line that takes the argument
             sure = [c for c in calls if _bind(fn, c, name, skip_first)[0] is not None
                     and not any(q.startswith(("torch.", "builtins.")) for q in csrc.qualified_names(c.func))]
@@ -512,12 +284,11 @@ class ScalarArgument(Codemod):
             return NoFix(finding, f"cannot tell which argument at line {line} is `{name}`: {why_not}",
                          f"pass `{name}` by name and wrap it: `{name}=torch.tensor(v, device=...)`")
         key = _key(csrc, call)
-        sites = [c for c in nodes_under(csrc, csrc.module, cst.Call) if c is call or _key(csrc, c) == key]
-        tensors = Tensors(src, fn, name)
+        sites = [c for c in csrc.nodes_in(csrc.module, cst.Call) if c is call or _key(csrc, c) == key]
         meets: list[tuple[str, Path]] = []
         seen: set[str] = set()
         skip = {name, self_name(src, fn) or ""}
-        for expr in _meets(src, uses, tensors):
+        for expr in _meets(src, uses, name):
             meets += _params_reached(src, fn, expr, skip, seen)
         others: list[tuple[str, Path]] = [(p.name.value, ()) for p in _params(fn)[0] + _params(fn)[1]
                                           if p.name.value not in skip]
@@ -527,9 +298,10 @@ class ScalarArgument(Codemod):
         devices: list[str] = []
         for c in sites:
             a, _ = _bind(fn, c, name, skip_first)
-            if a is None or is_tensor_construction(csrc, a.value) or _holds_tensor(csrc, a.value):
-                continue
-            device = self._device(csrc, fn, c, a, meets, others, tensors, skip_first)
+            if a is None or is_tensor_construction(csrc, a.value) or (
+                    isinstance(a.value, cst.Name) and values(csrc).is_tensor(a.value)):
+                continue  # already a tensor
+            device = self._device(src, csrc, fn, c, a, meets, others, skip_first)
             args = [cst.Arg(a.value)]
             if device is not None:
                 devices.append(csrc.code(device))
@@ -542,8 +314,8 @@ class ScalarArgument(Codemod):
             return NoFix(finding, f"`{name}` is already passed as a tensor", skipped=True)
         return self._proposal(finding, csrc, fn, name, call, replace, imports, lines, devices, passed_on)
 
-    def _device(self, csrc: SourceFile, fn: cst.FunctionDef, call: cst.Call, scalar: cst.Arg,
-                meets: list[tuple[str, Path]], others: list[tuple[str, Path]], tensors: Tensors,
+    def _device(self, src: SourceFile, csrc: SourceFile, fn: cst.FunctionDef, call: cst.Call, scalar: cst.Arg,
+                meets: list[tuple[str, Path]], others: list[tuple[str, Path]],
                 skip_first: bool) -> cst.BaseExpression | None:
         """At this call: where to take the device from: the argument for the parameter the number meets
         (nearest first), else another tensor argument, else None."""
@@ -552,8 +324,8 @@ class ScalarArgument(Codemod):
                 a, _ = _bind(fn, call, p, skip_first)
                 if a is None or a is scalar:
                     continue
-                evident = tensors.name(p) or _tensorish_arg(csrc, a.value)
-                if not evident and (need_evidence or _number_arg(csrc, a.value)):
+                evident = values(src).param_maybe_tensor(fn, p) or values(csrc).maybe_tensor(a.value)
+                if not evident and (need_evidence or values(csrc).kind(a.value) in NUMBERS):
                     continue  # `alpha = 0.5` at the caller: a number has no device
                 if path and _cheap(a.value):
                     return _apply(a.value, path)
@@ -591,28 +363,3 @@ class ScalarArgument(Codemod):
 
 def _names(calls: list[str]) -> str:
     return ", ".join(f"{c}()" for c in dict.fromkeys(calls))
-
-
-def _holds_tensor(src: SourceFile, expr: cst.BaseExpression) -> bool:
-    """A name the caller assigned a tensor construction to (`t = torch.tensor(...)`)."""
-    return isinstance(expr, cst.Name) and any(is_tensor_construction(src, v) for v in _assigned(src, expr))
-
-
-def _number_arg(src: SourceFile, expr: cst.BaseExpression) -> bool:
-    """A name the caller assigned only numbers or arithmetic on names and numbers."""
-    if not isinstance(expr, cst.Name):
-        return False
-    values = _assigned(src, expr)
-    return bool(values) and all(not any(isinstance(n, cst.Call) for n in _walk(v)) for v in values)
-
-
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    out: list[cst.CSTNode] = []
-
-    class _V(cst.CSTVisitor):
-        def on_visit(self, n: cst.CSTNode) -> bool:
-            out.append(n)
-            return True
-
-    node.visit(_V())
-    return out

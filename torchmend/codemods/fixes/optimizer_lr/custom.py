@@ -1,6 +1,6 @@
 """Optimizers the project defines itself: a `torch.optim.Optimizer` subclass with a hand-written `step`.
 
-Helpers for the tensor-learning-rate fix (optimizer_lr.py). Such a step reads `group["lr"]` and does
+Helpers for the tensor-learning-rate fix (this package). Such a step reads `group["lr"]` and does
 arithmetic with it; compiled, a float lr that a schedule rewrites is guarded on by value and recompiles
 up to the limit (pytorch#169634 on torch 2.11/2.12; on 2.13 too where the float reaches an op's scalar
 argument, e.g. `p.add_(u, alpha=-lr)`). A 0-dim tensor lr works in the same arithmetic, but not where
@@ -10,16 +10,11 @@ the fix unsafe to propose, and are named.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import libcst as cst
-from libcst.helpers import get_full_name_for_node
 
-from torchmend.codemods.source import Context, SourceError, SourceFile
-
-# Calls that need a Python number (or turn a tensor into one, with a host sync).
-_NEEDS_NUMBER = {"builtins.float", "builtins.int", "builtins.bool", "builtins.round", "builtins.range",
-                 "builtins.max", "builtins.min"}
+from torchmend.codemods.analysis import class_named
+from torchmend.codemods.source import Context, SourceFile
+from torchmend.codemods.torch_ops import NEEDS_NUMBER
 
 
 def optimizer_classdef(src: SourceFile, call: cst.Call, ctx: Context | None = None,
@@ -29,57 +24,9 @@ def optimizer_classdef(src: SourceFile, call: cst.Call, ctx: Context | None = No
     file of the project (`from mypkg.optim import Lion`, re-exports followed)."""
     if not isinstance(call.func, cst.Name):
         return None
-    found = _class_named(src, call.func.value, ctx, 0)
+    found = class_named(src, call.func.value, ctx)
     if found is None or not _is_optimizer(found[0], found[1], 0):
         return None
-    return found
-
-
-def _class_named(src: SourceFile, name: str, ctx: Context | None, depth: int,
-                 ) -> tuple[SourceFile, cst.ClassDef] | None:
-    if depth > 4:
-        return None
-    for stmt in src.module.body:
-        if isinstance(stmt, cst.ClassDef) and stmt.name.value == name:
-            return src, stmt
-    if ctx is None:
-        return None
-    for stmt in src.module.body:
-        for small in getattr(stmt, "body", ()) if isinstance(stmt, cst.SimpleStatementLine) else ():
-            if not isinstance(small, cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
-                continue
-            for alias in small.names:
-                bound = alias.asname.name.value if alias.asname else alias.name.value  # type: ignore[union-attr]
-                if bound != name or not isinstance(alias.name, cst.Name):
-                    continue
-                for path in _module_files(src, ctx, small):
-                    try:
-                        other = ctx.file(path)
-                    except SourceError:
-                        continue
-                    hit = _class_named(other, alias.name.value, ctx, depth + 1)
-                    if hit is not None:
-                        return hit
-    return None
-
-
-def _module_files(src: SourceFile, ctx: Context, imp: cst.ImportFrom) -> list[str]:
-    """The project files `from <module> import ...` may mean: relative to the importing file for a relative
-    import, else under the project root or beside the importing file."""
-    parts = get_full_name_for_node(imp.module).split(".") if imp.module is not None else []  # type: ignore[union-attr]
-    here = Path(src.path).parent
-    if imp.relative:
-        for _ in range(len(imp.relative) - 1):
-            here = here.parent
-        roots = [here]
-    else:
-        roots = [Path(ctx.project_root), here]
-    found = []
-    for root in roots:
-        base = root.joinpath(*parts)
-        for candidate in ([base.with_suffix(".py")] if parts else []) + [base / "__init__.py"]:
-            if candidate.is_file() and ctx.in_project(str(candidate)) and str(candidate) not in found:
-                found.append(str(candidate))
     return found
 
 
@@ -174,7 +121,7 @@ def _hazard(src: SourceFile, node: cst.CSTNode, tainted: set[str]) -> str:
     code = src.code(node).strip().splitlines()[0]
     if isinstance(node, cst.Call):
         names = src.qualified_names(node.func)
-        if (names & _NEEDS_NUMBER or any(n.startswith("math.") for n in names)) and any(
+        if (names & NEEDS_NUMBER or any(n.startswith("math.") for n in names)) and any(
                 _mentions_lr(src, a.value, tainted) for a in node.args):
             return f"`{code}` needs the lr as a Python number"
         return ""

@@ -1,0 +1,53 @@
+"""What every fix needs to know about a source, asked once and remembered per file.
+
+- Value kinds (values.py): `Kind`, and `values(src)`, one memoised analysis per file: is this expression a
+  tensor, a float, an int, a bool, None, or not known (`Values.kind`); likely a tensor in model code
+  (`Values.maybe_tensor`); plain Python for sure (`Values.is_python`).
+- Where a number must stay a Python number inside compiled code (uses.py: `python_use`).
+- What a call runs and which functions are compiled (calls.py: `callee`, `compiled_functions`).
+- Call binding (binding.py: `bind`): which argument each parameter receives, as Python binds them.
+- Name helpers the fixes share (names.py: `reads`, `referents`, `binding_statement`, `class_named`, ...).
+"""
+
+from torchmend.codemods.analysis.binding import Binding, bind
+from torchmend.codemods.analysis.calls import (
+    Callee,
+    callee,
+    compile_decorator,
+    compile_site,
+    compile_target,
+    compiled_functions,
+    functions_for,
+    instance_class,
+    is_compiled,
+    self_attr_values,
+)
+from torchmend.codemods.analysis.names import (
+    assigned_values,
+    binding_statement,
+    builtin_or_math,
+    class_named,
+    def_named,
+    is_method,
+    is_tensor_construction,
+    is_torch,
+    method_of,
+    module_files,
+    ordered_names,
+    os_same,
+    param_names,
+    parameters,
+    reads,
+    referents,
+    self_name,
+)
+from torchmend.codemods.analysis.uses import call_problem, python_use
+from torchmend.codemods.analysis.values import NUMBERS, PYTHON_KINDS, Kind, Values, values
+
+__all__ = [
+    "Binding", "Callee", "Kind", "NUMBERS", "PYTHON_KINDS", "Values", "assigned_values", "bind",
+    "binding_statement", "builtin_or_math", "call_problem", "callee", "class_named", "compile_decorator",
+    "compile_site", "compile_target", "compiled_functions", "def_named", "functions_for", "instance_class",
+    "is_compiled", "is_method", "is_tensor_construction", "is_torch", "method_of", "module_files", "ordered_names", "os_same",
+    "param_names", "parameters", "python_use", "reads", "referents", "self_attr_values", "self_name", "values",
+]

@@ -1,0 +1,253 @@
+"""What a call runs, and which functions a file compiles."""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import libcst as cst
+import libcst.matchers as m
+
+from torchmend.codemods.analysis.names import class_named, def_named, is_method, method_of, os_same, self_name
+from torchmend.codemods.source import Context, SourceFile
+from torchmend.model import Finding
+
+
+@dataclass(frozen=True, eq=False)
+class Callee:
+    """The def a called expression runs: `fn` in `src`; `bound` when Python passes its first parameter
+    itself (a method through an instance, a module's forward through `module(x)`); `compiled_at` is where it
+    was compiled (a decorator, a `torch.compile(...)` call or a `module.compile()` call), when it was."""
+
+    fn: cst.FunctionDef
+    src: SourceFile
+    bound: bool = False
+    compiled_at: cst.CSTNode | None = None
+    owner: cst.ClassDef | None = None  # the class of the instance, for a bound method
+
+
+def compile_target(src: SourceFile, value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`torch.compile(model, ...)` -> `model`."""
+    if isinstance(value, cst.Call) and src.is_qualified(value.func, "torch.compile") and value.args \
+            and value.args[0].keyword is None and not value.args[0].star:
+        return value.args[0].value
+    return None
+
+
+def compile_decorator(src: SourceFile, fn: cst.FunctionDef) -> cst.Decorator | None:
+    """The `@torch.compile` / `@torch.compile(...)` decorator of a def."""
+    for dec in fn.decorators:
+        target = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+        if src.is_qualified(target, "torch.compile"):
+            return dec
+    return None
+
+
+def self_attr_values(src: SourceFile, attr: cst.Attribute) -> list[cst.BaseExpression]:
+    """Values assigned to `self.<name>` in the methods of the class that uses `self.<name>`."""
+    if not isinstance(attr.value, cst.Name):
+        return []
+    cls = src.enclosing(attr, cst.ClassDef)
+    if cls is None:
+        return []
+    found = []
+    for target in src.nodes_in(cls, cst.Attribute):
+        if (isinstance(target, cst.Attribute) and target.attr.value == attr.attr.value
+                and isinstance(target.value, cst.Name) and target.value.value == attr.value.value):
+            value = src.assigned_value(target)
+            if value is not None:
+                found.append(value)
+    return found
+
+
+def instance_class(src: SourceFile, expr: cst.BaseExpression, ctx: Context | None = None, depth: int = 0,
+                   ) -> tuple[SourceFile, cst.ClassDef] | None:
+    """The class of the object `expr` holds: `Net(...)`, `torch.compile(Net(...))`, a name assigned one of
+    those (`model = Net(); model = torch.compile(model)` included), `self` inside a method."""
+    if depth > 4:
+        return None
+    target = compile_target(src, expr)
+    if target is not None:
+        return instance_class(src, target, ctx, depth + 1)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
+        return class_named(src, expr.func.value, ctx)
+    if isinstance(expr, cst.Attribute) and m.matches(expr.value, m.Name("self")):
+        found = {id(c[1]): c for v in self_attr_values(src, expr) for c in [instance_class(src, v, ctx, depth + 1)]
+                 if c is not None}
+        return next(iter(found.values())) if len(found) == 1 else None
+    if isinstance(expr, cst.Name):
+        refs = src.referents(expr)
+        if len(refs) == 1 and isinstance(refs[0], cst.Param):
+            fn = src.enclosing(refs[0], cst.FunctionDef)
+            if isinstance(fn, cst.FunctionDef) and self_name(src, fn) == expr.value:
+                cls = src.enclosing(fn, cst.ClassDef)
+                return (src, cls) if isinstance(cls, cst.ClassDef) else None
+            return None
+        found = {}
+        for r in refs:
+            value = src.assigned_value(r)
+            hit = instance_class(src, value, ctx, depth + 1) if value is not None else None
+            if hit is not None:
+                found[id(hit[1])] = hit
+        return next(iter(found.values())) if len(found) == 1 else None
+    return None
+
+
+def callee(src: SourceFile, func: cst.BaseExpression, ctx: Context | None = None, depth: int = 0,
+           ) -> Callee | None:
+    """The def that calling `func` runs, when the source shows it: a def (or an alias of one), a compiled
+    def (`fast = torch.compile(step)`), a method through an instance (`teacher.update`, `self.step`), a
+    module's forward (`model(x)`, `torch.compile(model)(x)`)."""
+    if depth > 4:
+        return None
+    target = compile_target(src, func)
+    if target is not None:
+        found = callee(src, target, ctx, depth + 1)
+        return _compiled(found, func) if found is not None else None
+    if isinstance(func, cst.Name):
+        refs = src.referents(func)
+        defs = [r for r in refs if isinstance(r, cst.FunctionDef)]
+        if len(refs) == 1 and defs:
+            return Callee(defs[0], src, compiled_at=compile_decorator(src, defs[0]))
+        if len(refs) == 1 and isinstance(refs[0], (cst.Import, cst.ImportFrom)) and ctx is not None:
+            hit = def_named(src, func.value, ctx)
+            return Callee(hit[1], hit[0], compiled_at=compile_decorator(*hit)) if hit is not None else None
+        found = [c for r in refs for v in [src.assigned_value(r)] if v is not None
+                 for c in [callee(src, v, ctx, depth + 1)] if c is not None]
+        if len({id(c.fn) for c in found}) == 1:
+            compiled = next((c for c in found if c.compiled_at is not None), found[0])
+            return compiled
+        return _forward(src, func, ctx) if not found else None
+    if isinstance(func, cst.Attribute):
+        if m.matches(func.value, m.Name("self")):
+            values = self_attr_values(src, func)
+            if len(values) == 1:
+                found = callee(src, values[0], ctx, depth + 1)
+                if found is not None:
+                    return found
+        owner = instance_class(src, func.value, ctx)
+        if owner is not None:
+            fn = method_of(owner[0], owner[1], func.attr.value)
+            if fn is not None:
+                return Callee(fn, owner[0], bound=is_method(owner[0], fn), owner=owner[1],
+                              compiled_at=compile_decorator(owner[0], fn))
+        return None
+    if isinstance(func, cst.Call):
+        return _forward(src, func, ctx)
+    return None
+
+
+def _forward(src: SourceFile, obj: cst.BaseExpression, ctx: Context | None) -> Callee | None:
+    """`model(x)`: the forward of the module `model` holds."""
+    owner = instance_class(src, obj, ctx)
+    if owner is None:
+        return None
+    fn = method_of(owner[0], owner[1], "forward")
+    if fn is None:
+        return None
+    compiled_at = _module_compile(src, obj) if isinstance(obj, cst.Name) else None
+    return Callee(fn, owner[0], bound=True, owner=owner[1], compiled_at=compiled_at)
+
+
+def _compiled(found: Callee, site: cst.CSTNode) -> Callee:
+    return Callee(found.fn, found.src, found.bound, site, found.owner)
+
+
+def _module_compile(src: SourceFile, name: cst.Name) -> cst.Call | None:
+    """`model.compile(...)` (nn.Module.compile, in place) on the same name, in the same scope."""
+    refs = src.referents(name)
+    if not refs:
+        return None
+    scope = src.scopes.get(refs[0])
+    for call in src.nodes_in(src.module, cst.Call):
+        if (m.matches(call.func, m.Attribute(value=m.Name(name.value), attr=m.Name("compile")))
+                and src.scopes.get(call.func.value) is scope):  # type: ignore[attr-defined]
+            return call
+    return None
+
+
+# --- compiled functions -------------------------------------------------------------------------------
+
+
+_COMPILED: "weakref.WeakKeyDictionary[SourceFile, dict[cst.FunctionDef, cst.CSTNode]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def compiled_functions(src: SourceFile) -> dict[cst.FunctionDef, cst.CSTNode]:
+    """The defs of this file the file itself compiles, each with where: `@torch.compile`, `torch.compile(f)`
+    (stored under any name), `torch.compile(obj.method)`, `torch.compile(model)` / `model.compile()` (the
+    class's forward)."""
+    found = _COMPILED.get(src)
+    if found is not None:
+        return found
+    found = {}
+    for fn in src.nodes_in(src.module, cst.FunctionDef):
+        dec = compile_decorator(src, fn)  # type: ignore[arg-type]
+        if dec is not None:
+            found[fn] = dec  # type: ignore[index]
+    for call in src.nodes_in(src.module, cst.Call):
+        target = compile_target(src, call)  # type: ignore[arg-type]
+        if target is None and m.matches(call, m.Call(func=m.Attribute(attr=m.Name("compile")), args=[])):
+            target = call.func.value  # type: ignore[attr-defined]
+            hit = _forward(src, target, None)
+        else:
+            hit = callee(src, target) if target is not None else None
+            if hit is None and target is not None:
+                hit = _forward(src, target, None)
+        if hit is not None and hit.src is src and hit.fn not in found:
+            found[hit.fn] = call
+    _COMPILED[src] = found
+    return found
+
+
+def is_compiled(src: SourceFile, fn: cst.FunctionDef) -> bool:
+    """Whether this file compiles `fn` itself (see compiled_functions)."""
+    return fn in compiled_functions(src)
+
+
+def functions_for(src: SourceFile, finding: Finding) -> list[cst.FunctionDef]:
+    """The function the finding's line is in, then the compiled function's definition (its `def` or a
+    decorator line): where to look for the finding's variable."""
+    found: list[cst.FunctionDef] = []
+    fn = src.function_at(finding.line)
+    if fn is not None:
+        found.append(fn)
+    cf = finding.compiled_function
+    if cf is not None and os_same(cf.path, src.path):
+        for node in src.nodes_in(src.module, cst.FunctionDef):
+            first = min([src.line_of(d) for d in node.decorators] + [src.line_of(node)])  # type: ignore[attr-defined]
+            if first <= cf.line <= src.line_of(node) and node not in found:
+                found.append(node)  # type: ignore[arg-type]
+        inner = src.function_at(cf.line)
+        if inner is not None and inner not in found:
+            found.append(inner)
+    return found
+
+
+
+
+def compile_site(src: SourceFile, func: cst.BaseExpression) -> cst.CSTNode | None:
+    """Where the called object `func` was compiled, when this file shows it: a `@torch.compile` decorator, a
+    `torch.compile(...)` call, or `model.compile()` (nn.Module.compile, in place). Found even when the def
+    it runs is not (`model = torch.compile(net)` with `net` a parameter)."""
+    if isinstance(func, cst.Name):
+        refs = src.referents(func)
+        if len(refs) > 1:
+            # `model = Net(); model = torch.compile(model)`: the one binding that compiles is the one called.
+            found = [v for r in refs for v in [src.assigned_value(r)] if v is not None
+                     and compile_target(src, v) is not None]
+            return found[0] if len(found) == 1 else None
+        if not refs:
+            return None
+        ref = refs[0]
+        if isinstance(ref, cst.FunctionDef):
+            return compile_decorator(src, ref)
+        value = src.assigned_value(ref)
+        if value is not None and compile_target(src, value) is not None:
+            return value
+        return _module_compile(src, func)
+    if isinstance(func, cst.Attribute):
+        values = self_attr_values(src, func)
+        if len(values) == 1 and compile_target(src, values[0]) is not None:
+            return values[0]
+    return None

@@ -1,0 +1,309 @@
+"""Rewrite an `if` on a tensor into torch.where (or torch.cond) so the graph does not break (TM103).
+
+The package: test.py reads the test (Python part, tensor mask) and what computing a branch not taken risks;
+align.py turns branches into aligned operations; where.py builds the torch.where statements; cond.py the
+torch.cond functions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import libcst as cst
+
+from torchmend.codemods.analysis import values
+from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
+from torchmend.codemods.fixes.branch_to_where.align import _chain_start, _in_place, _next_statement
+from torchmend.codemods.fixes.branch_to_where.cond import cond_fix
+from torchmend.codemods.fixes.branch_to_where.test import (
+    _ASSERT_ADVICE,
+    _COND_ADVICE,
+    _WHILE_ADVICE,
+    _NeedsCond,
+    _Unfixable,
+    _all_masks,
+    _bool_operands,
+    _constant,
+    _hazards,
+    _is_where,
+    _mask,
+    _short,
+    _split_test,
+    _strip,
+)
+from torchmend.codemods.fixes.branch_to_where.where import _Plan, proposal, _where, where_fix
+from torchmend.codemods.source import Context, SourceFile
+from torchmend.model import Finding, Where
+
+
+# --- the codemod ---------------------------------------------------------------------------------------------
+
+
+class BranchToWhere(Codemod):
+    """Turn a Python `if` on a tensor into `torch.where`.
+
+    What it does:
+        TM103: an `if`/`elif` (or `a if c else b`, or `c1 and c2` as a value) whose test is a tensor, in a
+        torch.compile'd function or module.
+
+    Why is this bad:
+        `if` needs a Python bool, and a tensor's value is not known while dynamo traces: it ends the graph
+        at the `if`, runs the test eagerly, and compiles what follows separately for each outcome (a graph
+        break on every call).
+
+    Example:
+        out = self.fc(x)
+        if out.abs().max() > 10.0:
+            out = out / 10.0
+
+    Fix:
+        out = self.fc(x)
+        out = torch.where(out.abs().max() > 10.0, out / 10.0, out)
+
+    Fix safety:
+        Safe when the branches only compute harmless values, unsafe otherwise. torch.where computes every
+        branch and picks one, which is exact for arithmetic, division by a non-zero constant and known
+        element-wise functions. It is unsafe when the branch not taken can give inf/nan or raise (division
+        by a tensor, log, sqrt, pow with a non-constant exponent, calls torchmend cannot see into): its
+        value is discarded but its gradient is not, and 0 * inf = nan. Also unsafe: `h *= 0.5` (in place
+        becomes a new tensor), names that only ever hold Python numbers (they become 0-d tensors), and
+        branches with loops, which become torch.cond functions (exact, but torch.cond raises unless both
+        branches return one tensor of the same shape and dtype). torch.where broadcasts and promotes, so
+        the branches must give the same shape and dtype. An `if` that prints, raises, returns in one branch
+        only or sets a name in one branch only is reported, not rewritten; so is a `while` on a tensor.
+    """
+
+    rules = ("TM103",)
+    name = "branch-to-where"
+    INVALID = (
+        # the reference case: an if without else updating a name
+        Invalid(
+            """
+            import torch
+
+            def f(out):
+                if out.abs().max() > 10.0:  # tm: TM103
+                    out = out / 10.0
+                return out
+            """,
+            """
+            import torch
+
+            def f(out):
+                out = torch.where(out.abs().max() > 10.0, out / 10.0, out)  # tm: TM103
+                return out
+            """,
+        ),
+        # if/else setting the same name; torch imported as t
+        Invalid(
+            """
+            import torch as t
+
+            def f(x):
+                # pick a scale
+                if x.mean() > 0:  # tm: TM103
+                    y = x * 2
+                else:
+                    y = -x
+                return y
+            """,
+            """
+            import torch as t
+
+            def f(x):
+                # pick a scale
+                y = t.where(x.mean() > 0, x * 2, -x)  # tm: TM103
+                return y
+            """,
+        ),
+        # several statements, the second reading the first: the condition is evaluated once
+        Invalid(
+            """
+            import torch
+
+            def f(h, g):
+                if h.sum() > 0:  # tm: TM103
+                    h = h * 0.5
+                    g = g + h
+                return h, g
+            """,
+            """
+            import torch
+
+            def f(h, g):
+                cond = h.sum() > 0  # tm: TM103
+                h = torch.where(cond, h * 0.5, h)
+                g = torch.where(cond, g + h, g)
+                return h, g
+            """,
+        ),
+        # both branches return
+        Invalid(
+            """
+            import torch
+
+            def f(x):
+                if x.max() > 1:  # tm: TM103
+                    return x / 2
+                else:
+                    return x
+            """,
+            """
+            import torch
+
+            def f(x):
+                return torch.where(x.max() > 1, x / 2, x)  # tm: TM103
+            """,
+        ),
+        # and / not become & / ~; a conditional expression
+        Invalid(
+            """
+            import torch
+
+            def f(x):
+                y = x * 2 if x.min() > 0 and not x.isnan().any() else x  # tm: TM103
+                return y
+            """,
+            """
+            import torch
+
+            def f(x):
+                y = torch.where((x.min() > 0) & ~x.isnan().any(), x * 2, x)  # tm: TM103
+                return y
+            """,
+        ),
+    )
+    VALID = (
+        Valid(
+            """
+            import torch
+
+            def f(out):
+                out = torch.where(out.max() > 1, out / 2, out)  # tm: TM103
+                return out
+            """,
+        ),
+        # a print in the branch: reported, not rewritten
+        Valid(
+            """
+            import torch
+
+            def f(x):
+                if x.sum() > 0:  # tm: TM103
+                    print('positive')
+                return x
+            """,
+        ),
+        # a name set in one branch only and used after
+        Valid(
+            """
+            import torch
+
+            def f(x):
+                if x.sum() > 0:  # tm: TM103
+                    y = x
+                return y
+            """,
+        ),
+        # a while loop on a tensor
+        Valid(
+            """
+            import torch
+
+            def f(x):
+                while x.norm() > 1:  # tm: TM103
+                    x = x / 2
+                return x
+            """,
+        ),
+    )
+
+    def propose(self, finding: Finding, ctx: Context) -> Result:
+        if finding.where != Where.PROJECT:
+            return NoFix(finding, f"the `if` is in {finding.file}, outside your project; torchmend does not edit "
+                         "libraries", "call that function outside the compiled region, or wrap the call in a "
+                         "function decorated with torch.compiler.disable")
+        src = ctx.file(finding.path)
+        stmt = src.statement_at(finding.line)
+        try:
+            if isinstance(stmt, cst.While):
+                return NoFix(finding, "a `while` on a tensor runs a number of times only the data decides; "
+                             "torch.where cannot repeat work and torch.cond cannot loop", _WHILE_ADVICE)
+            if isinstance(stmt, cst.If):
+                return self._if(finding, src, _chain_start(src, stmt))
+            if isinstance(stmt, cst.SimpleStatementLine):
+                return self._line(finding, src, stmt)
+        except _Unfixable as e:
+            return NoFix(finding, e.reason, e.advice)
+        kind = type(stmt).__name__ if stmt is not None else "no statement"
+        return NoFix(finding, f"line {finding.line} is not an `if` ({kind}); torchmend rewrites `if`/`elif` and "
+                     "`a if c else b` only", _COND_ADVICE)
+
+    # --- `if` statements ---
+
+    def _if(self, finding: Finding, src: SourceFile, node: cst.If) -> Result:
+        python_part, tensor_test = _split_test(src, node.test)
+        try:
+            return where_fix(finding, src, node, python_part, tensor_test)
+        except _NeedsCond as e:
+            try:
+                return cond_fix(finding, src, node, python_part, tensor_test)
+            except _Unfixable as why_not:
+                raise _Unfixable(f"{e.reason}, and torch.cond does not apply: {why_not.reason}",
+                                 why_not.advice or e.advice) from None
+
+    # --- a simple statement: `a if c else b`, or already rewritten ---
+
+    def _line(self, finding: Finding, src: SourceFile, stmt: cst.SimpleStatementLine) -> Result:
+        if _is_where(src, stmt) or self._condition_temp(src, stmt):
+            return NoFix(finding, "already uses torch.where", skipped=True)
+        if any(isinstance(s, cst.Assert) for s in stmt.body):
+            return NoFix(finding, "an `assert` on a tensor needs its value in Python", _ASSERT_ADVICE)
+        ifexps = [e for e in src.nodes_in(stmt, cst.IfExp) if not values(src).is_python(e.test)]  # type: ignore
+        boolops = [e for e in src.nodes_in(stmt, cst.BooleanOperation)
+                   if not isinstance(src.parents.get(e), cst.BooleanOperation) and _all_masks(src, e)]
+        if not ifexps and len(boolops) == 1:
+            return self._bool_operation(finding, src, boolops[0])  # type: ignore[arg-type]
+        if len(ifexps) != 1:
+            why = "several conditional expressions" if ifexps else "no `if`"
+            return NoFix(finding, f"line {finding.line} has {why}; torchmend cannot tell which value is tested (an "
+                         "`and`/`or` on tensors, bool(), a comprehension filter?)", _COND_ADVICE)
+        e = ifexps[0]
+        assert isinstance(e, cst.IfExp)
+        problem = _in_place(src, e)
+        if problem:
+            raise _Unfixable(problem)
+        mask = _mask(src, e.test, trusted=True)
+        where, imports = src.torch_expr("where")
+        call = _where(where, _strip(mask.expr), _strip(e.body), _strip(e.orelse)).with_changes(lpar=e.lpar, rpar=e.rpar)
+        notes = ["the result becomes a 0-d tensor instead of a Python number"] if (
+            _constant(e.body) is not None and _constant(e.orelse) is not None) else []
+        plan = _Plan([], notes, _hazards(src, e.body) + _hazards(src, e.orelse))
+        return proposal(finding, src, {e: call}, imports, plan, _short(e.test))
+
+    def _bool_operation(self, finding: Finding, src: SourceFile, e: cst.BooleanOperation) -> Result:
+        """`a > 0 and b > 0` as a value: `and` calls bool() on `a > 0`; `&` gives the same boolean tensor."""
+        combined = _mask(src, e, trusted=False).expr
+        right = [h for x in _bool_operands(e)[1:] for h in _hazards(src, x)]
+        notes = [f"`&`/`|` computes every operand, where `and`/`or` stopped early: {'; '.join(right[:3])}"] \
+            if right else []
+        return Proposal((finding,), finding.rule, src.path, replace={e: combined}, safety=UNSAFE if notes else SAFE,
+                        why="combine the tensor tests with `&`/`|` (they stay in the graph) instead of `and`/`or` "
+                            "(they call bool() on a tensor)", note="; ".join(notes))
+
+    @staticmethod
+    def _condition_temp(src: SourceFile, stmt: cst.SimpleStatementLine) -> bool:
+        """`cond = <test>` that a later torch.where of the same block takes as its condition."""
+        if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Assign):
+            return False
+        target = stmt.body[0].targets[0].target
+        if not isinstance(target, cst.Name):
+            return False
+        nxt = _next_statement(src, stmt)
+        while nxt is not None:
+            for call in src.nodes_in(nxt, cst.Call):
+                if src.is_qualified(call.func, "torch.where") and call.args and isinstance(  # type: ignore
+                        call.args[0].value, cst.Name) and call.args[0].value.value == target.value:  # type: ignore
+                    return True
+            nxt = _next_statement(src, nxt)
+        return False

@@ -1,0 +1,370 @@
+"""The branches of an `if` chain as operations (assignments, returns) aligned slot by slot across branches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence, Union
+
+import libcst as cst
+
+from torchmend.codemods.analysis import values
+from torchmend.codemods.fixes.branch_to_where.test import (
+    _COND_ADVICE,
+    _RAISE_ADVICE,
+    _WHILE_ADVICE,
+    _NeedsCond,
+    _Unfixable,
+    _code,
+    _paren,
+    _short,
+    _tensor_test,
+    _walk,
+)
+from torchmend.codemods.source import SourceFile, simple_names
+
+
+Body = Union[cst.IndentedBlock, cst.SimpleStatementSuite]
+StmtLine = Union[cst.SimpleStatementLine, cst.SimpleStatementSuite]
+
+
+# --- the branches --------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Line:
+    node: StmtLine
+    leading: list[cst.EmptyLine]  # its comment lines
+    comment: cst.Comment | None
+    used: bool = False
+
+
+_RETURN = "<return>"  # the target of a `return` op
+
+
+@dataclass(eq=False)
+class _Op:
+    """One small statement of a branch: `targets = values` (or `return values`)."""
+
+    targets: tuple[str, ...]
+    values: tuple[cst.BaseExpression, ...]
+    line: _Line
+    small: cst.BaseSmallStatement
+    tuple_form: bool = False
+    aug: bool = False
+    is_return: bool = False
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        return (self.targets, self.tuple_form, len(self.values), self.is_return)
+
+    @property
+    def reads(self) -> set[str]:
+        return set().union(*(simple_names(v) for v in self.values))
+
+
+@dataclass(eq=False)
+class _Branch:
+    test: cst.BaseExpression | None  # None: the else branch
+    ops: list[_Op] = field(default_factory=list)
+    comments: list[cst.EmptyLine] = field(default_factory=list)  # `elif`/`else` header and footer comments
+    header: cst.Comment | None = None
+
+
+def _comment_lines(lines: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    return [ln.with_changes(indent=True) for ln in lines if ln.comment is not None]
+
+
+def _as_line(c: cst.Comment | None) -> list[cst.EmptyLine]:
+    return [cst.EmptyLine(comment=c)] if c is not None else []
+
+
+def _describe_target(t: cst.BaseExpression) -> str:
+    if isinstance(t, cst.Attribute):
+        return (f"the branch sets `{_short(t)}`, state that outlives the call; torchmend only merges branches that "
+                "set local names")
+    if isinstance(t, cst.Subscript):
+        return (f"the branch writes into `{_short(t)}` in place; torchmend only merges branches that set whole "
+                "local names")
+    return f"the branch unpacks into `{_short(t)}`; write one assignment per name first"
+
+
+def _in_place(src: SourceFile, e: cst.CSTNode) -> str:
+    for call in _walk(e, cst.Call):
+        assert isinstance(call, cst.Call)
+        if isinstance(call.func, cst.Attribute):
+            name = call.func.attr.value
+            if name.endswith("_") and not name.startswith("_"):
+                return f"`{_short(call)}` modifies a tensor in place"
+        if any(a.keyword is not None and a.keyword.value == "inplace" and not _is_false(a.value) for a in call.args):
+            return f"`{_short(call)}` works in place"
+    for named in _walk(e, cst.NamedExpr):
+        return f"`{_short(named)}` assigns inside an expression"
+    return ""
+
+
+def _is_false(e: cst.BaseExpression) -> bool:
+    return isinstance(e, cst.Name) and e.value == "False"
+
+
+def _ops(src: SourceFile, small: cst.BaseSmallStatement, line: _Line) -> list[_Op]:
+    """The small statement as ops: `a, b = x, y` is two when no value reads `a` or `b` (so the order is free)."""
+    op = _op(src, small, line)
+    if op is None:
+        return []
+    if op.tuple_form and not op.is_return and not set(op.targets) & op.reads:
+        return [_Op((n,), (v,), line, small) for n, v in zip(op.targets, op.values)]
+    return [op]
+
+
+def _op(src: SourceFile, small: cst.BaseSmallStatement, line: _Line) -> _Op | None:
+    if isinstance(small, cst.Pass):
+        return None
+    if isinstance(small, cst.Expr):
+        if isinstance(small.value, (cst.BaseString, cst.Ellipsis)):
+            return None
+        problem = _in_place(src, small.value)
+        if problem:
+            raise _Unfixable(f"in the branch, {problem}; that changes the tensor for every name bound to it",
+                             "write it out of place (`x = x.clamp(max=1)` for `x.clamp_(max=1)`), then torchmend can "
+                             "merge the branch")
+        what = f"calls `{_short(small.value)}`" if isinstance(small.value, cst.Call) else \
+            f"evaluates `{_short(small.value)}`"
+        raise _Unfixable(f"the branch {what} for its effect; torch.where and torch.cond only choose between "
+                         "computed values",
+                         "move the call out of the branch, or gate it with torch.compiler.is_compiling() if it only "
+                         "logs; " + _COND_ADVICE)
+    if isinstance(small, cst.Raise):
+        raise _Unfixable("the branch raises; neither torch.where nor torch.cond can raise depending on a "
+                         "tensor's value", _RAISE_ADVICE)
+    if isinstance(small, (cst.Break, cst.Continue)):
+        raise _Unfixable(f"the branch leaves the loop (`{_code(small).strip()}`): how many times the loop runs "
+                         "depends on the tensor's value", _WHILE_ADVICE)
+    if isinstance(small, cst.Return):
+        if small.value is None or (isinstance(small.value, cst.Name) and small.value.value == "None"):
+            raise _Unfixable("a branch returns nothing; torch.where needs a tensor from every branch")
+        problem = _in_place(src, small.value)
+        if problem:
+            raise _Unfixable(f"the branch's {problem}")
+        if isinstance(small.value, cst.Tuple) and not any(isinstance(el, cst.StarredElement)
+                                                          for el in small.value.elements):
+            return _Op((_RETURN,), tuple(el.value for el in small.value.elements), line, small,
+                       tuple_form=True, is_return=True)
+        return _Op((_RETURN,), (small.value,), line, small, is_return=True)
+    if isinstance(small, cst.Assign):
+        if len(small.targets) != 1:
+            raise _Unfixable("the branch has a chained assignment (`a = b = ...`); split it first", "")
+        target, value = small.targets[0].target, small.value
+        problem = _in_place(src, value)
+        if problem:
+            raise _Unfixable(f"in the branch, {problem}")
+        if isinstance(target, cst.Name):
+            return _Op((target.value,), (value,), line, small)
+        if (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))
+                and len(target.elements) == len(value.elements)
+                and all(isinstance(el, cst.Element) and isinstance(el.value, cst.Name) for el in target.elements)
+                and all(isinstance(el, cst.Element) for el in value.elements)):
+            names = tuple(el.value.value for el in target.elements)  # type: ignore[attr-defined]
+            return _Op(names, tuple(el.value for el in value.elements), line, small, tuple_form=True)
+        if isinstance(target, (cst.Tuple, cst.List)) and _names_only(target):
+            raise _NeedsCond(f"the branch unpacks `{_short(value)}` (torch.where cannot split it)")
+        raise _Unfixable(_describe_target(target), "")
+    if isinstance(small, cst.AugAssign):
+        if not isinstance(small.target, cst.Name):
+            raise _Unfixable(_describe_target(small.target), "")
+        problem = _in_place(src, small.value)
+        if problem:
+            raise _Unfixable(f"in the branch, {problem}")
+        op_name = type(small.operator).__name__.removesuffix("Assign")
+        binary = getattr(cst, op_name)()
+        value = cst.BinaryOperation(cst.Name(small.target.value), binary,
+                                    _paren(small.value, (cst.UnaryOperation,)))
+        return _Op((small.target.value,), (value,), line, small, aug=True)
+    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
+        problem = _in_place(src, small.value)
+        if problem:
+            raise _Unfixable(f"in the branch, {problem}")
+        return _Op((small.target.value,), (small.value,), line, small)
+    raise _Unfixable(f"the branch has a `{_code(small).strip().split()[0]}` statement; torch.where and "
+                     "torch.cond only choose between computed values", "")
+
+
+def _branch(src: SourceFile, test: cst.BaseExpression | None, body: Body,
+            leading: Sequence[cst.EmptyLine]) -> _Branch:
+    branch = _Branch(test, comments=_comment_lines(leading))
+    if isinstance(body, cst.SimpleStatementSuite):
+        branch.header = body.trailing_whitespace.comment
+        line = _Line(body, [], None)
+        smalls = [(line, s) for s in body.body]
+    else:
+        branch.header = body.header.comment
+        smalls = []
+        for stmt in body.body:
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                kind = type(stmt).__name__.lower()
+                raise _NeedsCond(f"the branch has a nested `{kind}` block (torch.where only merges straight-line "
+                                 "assignments)")
+            line = _Line(stmt, _comment_lines(stmt.leading_lines), stmt.trailing_whitespace.comment)
+            smalls.extend((line, s) for s in stmt.body)
+        branch.comments += _comment_lines(body.footer)
+    for line, small in smalls:
+        for op in _ops(src, small, line):
+            if branch.ops and branch.ops[-1].is_return:
+                raise _Unfixable("the branch has code after its `return`", "")
+            branch.ops.append(op)
+    return branch
+
+
+def _chain(src: SourceFile, node: cst.If) -> list[_Branch]:
+    """The `if`, its `elif`s and its `else` (an empty one when there is none), as branches."""
+    branches = [_branch(src, node.test, node.body, [])]
+    cur: cst.If = node
+    while isinstance(cur.orelse, cst.If):
+        cur = cur.orelse
+        branches.append(_branch(src, cur.test, cur.body, cur.leading_lines))
+    if isinstance(cur.orelse, cst.Else):
+        branch = _branch(src, None, cur.orelse.body, cur.orelse.leading_lines)
+        branch.comments[:0] = _as_line(branch.header)  # `else:  # why` goes above what the else did
+        branch.header = None
+        branches.append(branch)
+    else:
+        branches.append(_Branch(None))
+    return branches
+
+
+# --- where names live ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Names:
+    src: SourceFile
+    node: cst.If
+    consumed: cst.CSTNode | None  # the `return` after the `if` that became its else branch
+
+    def __post_init__(self) -> None:
+        self.scope = self.src.scopes.get(self.node)
+        fn = self.src.enclosing(self.node, (cst.FunctionDef, cst.Lambda))
+        self.function = fn if fn is not None else self.src.module
+        self.declared = {n.name.value for d in self.src.nodes_in(self.function, (cst.Global, cst.Nonlocal))
+                         for n in d.names}  # type: ignore[attr-defined]
+        self.start = self.src.positions[self.node].start
+        self.end = self.src.positions[self.node].end
+        self.loops = [a for a in self.src.ancestors(self.node) if isinstance(a, (cst.For, cst.While))
+                      and (self.function is self.src.module or self.function in set(self.src.ancestors(a)))]
+
+    def inside(self, n: cst.CSTNode) -> bool:
+        anc = set(self.src.ancestors(n))
+        return self.node in anc or (self.consumed is not None and self.consumed in anc)
+
+    def defined_before(self, name: str) -> bool:
+        if name in self.declared:
+            return True
+        for a in self.scope.assignments[name] if self.scope is not None else ():
+            node = getattr(a, "node", None)
+            pos = self.src.positions.get(node) if node is not None else None
+            if pos is not None and (pos.start.line, pos.start.column) < (self.start.line, self.start.column) \
+                    and not self.inside(node):
+                return True
+        return False
+
+    def read_after(self, name: str) -> bool:
+        """Whether the value `name` has after the `if` is read: later, in a later loop turn, or by a closure."""
+        if self.scope is None:
+            return True
+        for access in self.scope.accesses[name]:
+            n = access.node
+            if self.inside(n) or n not in self.src.positions:
+                continue
+            pos = self.src.positions[n].start
+            if (pos.line, pos.column) > (self.end.line, self.end.column):
+                return True
+            if any(loop in set(self.src.ancestors(n)) for loop in self.loops):
+                return True
+        for n in self.src.nodes_in(self.function, cst.Name):
+            if n.value == name and self.src.scopes.get(n) is not self.scope and not self.inside(n):  # type: ignore
+                return True
+        return False
+
+    def used(self) -> set[str]:
+        return {n.value for n in self.src.nodes_in(self.function, cst.Name)}  # type: ignore[attr-defined]
+
+
+def _merge(slots: list[dict[int, _Op]], k: int, ops: list[_Op]) -> list[dict[int, _Op]]:
+    """Line up branch k's statements with those before (longest common run of same-target statements)."""
+    a = [next(iter(s.values())).key for s in slots]
+    b = [op.key for op in ops]
+    lcs = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i in range(len(a) - 1, -1, -1):
+        for j in range(len(b) - 1, -1, -1):
+            lcs[i][j] = lcs[i + 1][j + 1] + 1 if a[i] == b[j] else max(lcs[i + 1][j], lcs[i][j + 1])
+    out: list[dict[int, _Op]] = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        if a[i] == b[j]:
+            out.append({**slots[i], k: ops[j]})
+            i, j = i + 1, j + 1
+        elif lcs[i + 1][j] >= lcs[i][j + 1]:
+            out.append(slots[i])
+            i += 1
+        else:
+            out.append({k: ops[j]})
+            j += 1
+    return out + slots[i:] + [{k: op} for op in ops[j:]]
+
+
+def _next_statement(src: SourceFile, node: cst.BaseStatement) -> cst.BaseStatement | None:
+    parent = src.parents.get(node)
+    body = parent.body if isinstance(parent, (cst.IndentedBlock, cst.Module)) else ()
+    for i, stmt in enumerate(body):
+        if stmt is node:
+            return body[i + 1] if i + 1 < len(body) else None  # type: ignore[return-value]
+    return None
+
+
+def _is_elif(src: SourceFile, node: cst.If) -> bool:
+    parent = src.parents.get(node)
+    return isinstance(parent, cst.If) and parent.orelse is node
+
+
+def _wrap(src: SourceFile, node: cst.If, lines: Sequence[cst.BaseStatement],
+          python_part: cst.BaseExpression | None) -> dict[cst.CSTNode, object]:
+    """The edit that puts `lines` where the `if` was: under the Python part of its test when it had one
+    (`if flag:`, keeping its else), and as the `else:` of the `if` above when it was an `elif`."""
+    is_elif = _is_elif(src, node)
+    stmts = list(lines)
+    if python_part is not None:
+        stmts = [node.with_changes(test=python_part, body=cst.IndentedBlock(stmts),
+                                   leading_lines=[] if is_elif else node.leading_lines)]
+    elif not is_elif:
+        stmts[0] = stmts[0].with_changes(leading_lines=[*node.leading_lines, *stmts[0].leading_lines])
+    if is_elif:
+        return {node: cst.Else(cst.IndentedBlock(stmts), leading_lines=node.leading_lines)}
+    return {node: stmts[0] if len(stmts) == 1 else cst.FlattenSentinel(stmts)}
+
+
+def _statements(body: Body) -> list[cst.BaseStatement]:
+    if isinstance(body, cst.SimpleStatementSuite):
+        return [cst.SimpleStatementLine(body.body)]
+    return list(body.body)
+
+
+def _names_only(target: cst.BaseExpression) -> bool:
+    if isinstance(target, cst.Name):
+        return True
+    return isinstance(target, (cst.Tuple, cst.List)) and all(
+        isinstance(el, cst.Element) and _names_only(el.value) for el in target.elements)
+
+
+def _chain_start(src: SourceFile, node: cst.If) -> cst.If:
+    """For an `elif`, the `if` above it when that tests a tensor too: both then become one torch.where (and
+    the proposals for both findings are the same edit). Above a Python test, the `elif` starts its own chain."""
+    while True:
+        parent = src.parents.get(node)
+        if not (isinstance(parent, cst.If) and parent.orelse is node and _tensor_test(src, parent.test)):
+            return node
+        node = parent
+
+
+def _last(node: cst.If) -> cst.If:
+    while isinstance(node.orelse, cst.If):
+        node = node.orelse
+    return node
