@@ -16,9 +16,9 @@ from pathlib import Path
 from torchmend.codemods.base import Proposal
 from torchmend.codemods.engine import Session
 from torchmend.codemods.source import Context
-from torchmend.cli.writes import read_source
 from torchmend.profiler.findings import analyse
 from torchmend.profiler.runner import RunSpec, run
+from torchmend.store import read_source
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures" / "scan"

@@ -17,7 +17,7 @@ from torchmend.cli import options as o
 from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
 from torchmend.cli.verify import Atol, Repeat, Rtol, Seed, run_verification
-from torchmend.profiler.numerics import ATOL, RTOL
+from torchmend.verify.numerics import ATOL, RTOL
 
 if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
     from torchmend.cli.running import Profile
@@ -133,7 +133,7 @@ def fix(
         run_spec,
         warn_failed_after_compile,
     )
-    from torchmend.cli.writes import WriteRefused, read_source, save_undo, write_all
+    from torchmend.store import WriteRefused, read_source, save_undo, write_all
     from torchmend.codemods.base import NoFix, Proposal
     from torchmend.codemods.engine import Session, span
     from torchmend.codemods.review import ACCEPTED, CONFLICT, accept_all

@@ -17,7 +17,7 @@ from rich.text import Text
 from torchmend.cli import options as o
 from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
-from torchmend.profiler.numerics import ATOL, RTOL
+from torchmend.verify.numerics import ATOL, RTOL
 
 if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
     from torchmend.profiler.runner import RunSpec
@@ -98,7 +98,7 @@ def verify(
     """
     from torchmend.cli.fixview import verification_view
     from torchmend.cli.running import project_root_for, run_spec
-    from torchmend.cli.writes import read_source
+    from torchmend.store import read_source
     from torchmend.verify.patch import PatchError, apply_patch, from_directory
 
     if (patch is None) == (patched_dir is None):
