@@ -23,10 +23,11 @@ if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --hel
 
 def _ask(index: int, total: int) -> str:
     from torchmend.cli.fixview import help_text
+    from torchmend.cli.keys import ask
     from torchmend.codemods.review import KEYS
 
     while True:
-        answer = out.input(f"[bold blue]({index}/{total}) Apply this change \\[y,n,a,d,q,?]?[/] ").strip().lower()
+        answer = ask(out, f"[bold blue]({index}/{total}) Apply this change \\[y,n,a,d,q,?]?[/] ").strip().lower()
         if answer in KEYS and answer != "?":
             return answer
         out.print(help_text())
