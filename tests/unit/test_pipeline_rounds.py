@@ -31,9 +31,7 @@ def step(x):
     print("three", h.sum())
     return h
 '''
-# The line of each print in SCRIPT. Adjacent changes would make one diff block, and attribution maps every
-# line of a block to its first: a finding left at the second print would then count against the first.
-PRINTS = {"one": 6, "two": 8, "three": 10}
+PRINTS = {"one": 6, "two": 8, "three": 10}  # the line of each print in SCRIPT
 
 
 def _finding(root: Path, name: str, line: int) -> Finding:
