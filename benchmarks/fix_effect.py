@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from torchmend.codemods.base import Proposal
-from torchmend.codemods.engine import Session
-from torchmend.codemods.source import Context
-from torchmend.cli.writes import read_source
-from torchmend.profiler.findings import analyse
-from torchmend.profiler.runner import RunSpec, run
+from torchmend import pipeline
+from torchmend.profiler.runner import RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures" / "scan"
@@ -27,23 +24,19 @@ FIXTURES = ROOT / "fixtures" / "scan"
 def measure(name: str, backend: str) -> str:
     script = FIXTURES / name / "train.py"
     spec = RunSpec(script=script, backend=backend, cwd=script.parent)
-    outcome = run(spec)
-    findings, before = analyse(outcome.events, ROOT, outcome.ended_by, outcome.wall_s)
-    session = Session(Context(str(ROOT), read_source))
-    results = session.propose(findings)
-    for r in results:
-        if isinstance(r, Proposal) and not session.conflict(r):
-            session.accept(r)
-    rules = sorted({f.rule for r in session.accepted for f in r.findings})
-    overlay = tuple((p, new) for p, (_, new) in session.changed().items())
-    outcome = run(RunSpec(script=script, backend=backend, cwd=script.parent, overlay=overlay))
-    remaining, after = analyse(outcome.events, ROOT, outcome.ended_by, outcome.wall_s)
-    left = sorted({f.rule for f in remaining if f.where == "project"})
+    scan = pipeline.scan(spec, ROOT, own_caches=False)
+    fixes = pipeline.propose(scan.findings, ROOT)
+    pipeline.accept_all(fixes, unsafe=True)
+    rules = sorted({f.rule for r in fixes.accepted for f in r.findings})
+    overlay = tuple((p, new) for p, (_, new) in fixes.changes().items())
+    patched = pipeline.scan(replace(spec, overlay=overlay), ROOT, own_caches=False)
+    before, after, outcome = scan.summary, patched.summary, patched.outcome
+    left = sorted({f.rule for f in patched.findings if f.where == "project"})
 
     def cell(b: int, a: int) -> str:
         return f"{b} → {a}"
 
-    return (f"| {name} | {', '.join(rules) or '—'} | {len(session.accepted)} | "
+    return (f"| {name} | {', '.join(rules) or '—'} | {len(fixes.accepted)} | "
             f"{cell(before.graph_breaks, after.graph_breaks)} | {cell(before.recompiles, after.recompiles)} | "
             f"{cell(before.recompile_limit_hits, after.recompile_limit_hits)} | "
             f"{before.compile_seconds:.2f} → {after.compile_seconds:.2f} | {', '.join(left) or '—'} | "

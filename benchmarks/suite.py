@@ -55,8 +55,8 @@ except ImportError:  # run from a checkout without installing: the repo root hol
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
 
 from torchmend.profiler.findings import analyse  # noqa: E402
-from torchmend.profiler.numerics import RTOL, capture_of, compare  # noqa: E402
 from torchmend.profiler.runner import RunSpec, run  # noqa: E402
+from torchmend.verify.numerics import RTOL, capture_of, compare  # noqa: E402
 
 VARIANTS = ("eager", "compiled", "torchmend", "hand")
 REGIMES = ("overhead", "compute")

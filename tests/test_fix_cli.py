@@ -54,7 +54,7 @@ def main():
 if __name__ == "__main__":
     main()
 '''
-PROMPT = re.compile(r"Apply this change \[y,n,a,d,q,\?\]\? ")
+PROMPT = re.compile(r"Apply this change \[y,n,a,d,q,\?\]\?(?:\x1b\[[0-9;]*m)* ")  # a real TERM gets bold
 
 
 @pytest.fixture
@@ -66,8 +66,10 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return proj
 
 
-def _spawn(cwd: Path, *args: str) -> pexpect.spawn:
-    env = dict(os.environ, NO_COLOR="1", COLUMNS="160", TERM="dumb")
+def _spawn(cwd: Path, *args: str, term: str = "dumb") -> pexpect.spawn:
+    """`torchmend fix` in a pseudo-terminal: TERM=dumb gets line input (a key, then Enter), any other TERM
+    single keys (no Enter)."""
+    env = dict(os.environ, NO_COLOR="1", COLUMNS="160", TERM=term)
     # A test run started in the background by a non-interactive shell inherits SIGINT ignored, and Python then
     # installs no KeyboardInterrupt handler: restore the default so Ctrl-C reaches the child as at a terminal.
     child = pexpect.spawn(sys.executable, ["-m", "torchmend", "fix", *args, "--verify-backend", "aot_eager"],
@@ -124,6 +126,41 @@ def test_ctrl_c_at_a_prompt_writes_nothing(project: Path) -> None:
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 130
+    assert "nothing was written" in child.before
+    assert (project / "train.py").read_bytes() == original
+
+
+def test_single_keys_without_enter_on_a_terminal(project: Path) -> None:
+    child = _spawn(project, "train.py", "--backend", "aot_eager", "--no-verify", term="xterm-256color")
+    child.expect(PROMPT)
+    child.send("y\r")  # the key is taken at once; the Enter typed out of habit is not taken as the next answer
+    child.expect(PROMPT, timeout=30)
+    assert re.search(r"\by\r?\n", child.before), child.before  # the key is echoed, as a typed line would be
+    child.send("x")  # not a key of the prompt: the help, and the same question again
+    child.expect("apply this change and every later one in this file", timeout=30)
+    child.expect(PROMPT, timeout=30)
+    assert "(2/3)" in child.after + child.before
+    child.send("n")
+    child.expect(PROMPT, timeout=30)
+    child.send("q")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    text = (project / "train.py").read_text()
+    assert text.count("is_compiling") == 1  # y, n, q: only the first change
+    assert 'if not torch.compiler.is_compiling():\n            print("in", x.shape[0])' in text
+
+
+def test_ctrl_c_at_a_single_key_prompt_writes_nothing(project: Path) -> None:
+    original = (project / "train.py").read_bytes()
+    child = _spawn(project, "train.py", "--backend", "aot_eager", term="xterm-256color")
+    child.expect(PROMPT)
+    child.send("y")
+    child.expect(PROMPT, timeout=30)
+    child.sendintr()  # the terminal keeps its signals in single-key mode: Ctrl-C interrupts as in line mode
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130, child.before
     assert "nothing was written" in child.before
     assert (project / "train.py").read_bytes() == original
 

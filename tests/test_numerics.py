@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from torchmend.profiler.numerics import ATOL, RTOL, capture_of, compare
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
+from torchmend.verify.numerics import ATOL, RTOL, capture_of, compare
 
 # One worker runs this whole file under pytest-xdist: its module-scoped runs are shared by its tests.
 pytestmark = pytest.mark.xdist_group("numerics")
@@ -132,7 +132,7 @@ def test_no_optimizer_means_no_params_and_every_backward_is_seen(tmp_path):
 
 
 def test_comparison_helpers_import_without_torch():
-    code = "import sys, torchmend.profiler.numerics as n; n.compare({}, {}); assert 'torch' not in sys.modules"
+    code = "import sys, torchmend.verify.numerics as n; n.compare({}, {}); assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

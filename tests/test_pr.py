@@ -25,8 +25,8 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import CliResult, torchmend
-from torchmend.cli.writes import save_undo
 from torchmend.model import Finding
+from torchmend.store import save_undo
 from torchmend.vcs import ship
 from torchmend.vcs.body import fix_report, md_code, md_fence, md_link, md_text
 from torchmend.vcs.forge import ForgeError, GitHub

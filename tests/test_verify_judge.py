@@ -70,6 +70,20 @@ def test_attribution_maps_lines_through_the_rewrite() -> None:
     assert [e.helped for e in effects] == [False, True]
 
 
+def test_attribution_tells_adjacent_changes_apart() -> None:
+    import libcst as cst
+
+    node = cst.parse_statement("x = 1\n")
+    first, second = _finding("TM101", 2), _finding("TM101", 3)
+    p_first = Proposal((first,), "TM101", "/p/m.py", "why", replace={node: node})
+    p_second = Proposal((second,), "TM101", "/p/m.py", "why", replace={node: node})
+    old = "def f():\n    print(1)\n    print(2)\n    return 0\n"
+    new = ("def f():\n    if not c():\n        print(1)\n    if not c():\n        print(2)\n    return 0\n")
+    after = [_finding("TM101", 5)]  # the second print still breaks; both gates are one changed block
+    effects = attribute([p_first, p_second], after, {"/p/m.py": (old, new)})
+    assert [e.helped for e in effects] == [True, False]
+
+
 def test_a_failed_patched_run_shows_its_exception_not_pytorchs_hint() -> None:
     from torchmend.verify.compare import failure_line
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import pytest
 
 from conftest import ROOT, SCAN_FIXTURES, scan_events, scan_json, torch_minor
-from torchmend.cli.writes import read_source
 from torchmend.codemods.base import Proposal
 from torchmend.codemods.engine import Session
 from torchmend.codemods.source import Context
 from torchmend.model import Finding
 from torchmend.profiler.events import END
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
+from torchmend.store import read_source
 from torchmend.verify.attribution import attribute
 from torchmend.verify.compare import IMPROVED, judge
 from torchmend.verify.runs import from_outcome

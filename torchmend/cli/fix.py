@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
-import shutil
 import sys
-import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -16,35 +12,34 @@ from rich.text import Text
 from torchmend.cli import options as o
 from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
-from torchmend.cli.verify import Atol, Repeat, Rtol, Seed, run_verification
-from torchmend.profiler.numerics import ATOL, RTOL
+from torchmend.cli.verify import Atol, Repeat, Rtol, Seed
+from torchmend.verify.numerics import ATOL, RTOL
 
 if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
-    from torchmend.cli.running import Profile
-    from torchmend.codemods.base import Proposal
-    from torchmend.codemods.engine import Session
     from torchmend.codemods.review import Decision
-    from torchmend.profiler.runner import RunSpec
+    from torchmend.pipeline import Fixes, Scan
     from torchmend.verify.compare import Verification
 
 
 def _ask(index: int, total: int) -> str:
     from torchmend.cli.fixview import help_text
+    from torchmend.cli.keys import ask
     from torchmend.codemods.review import KEYS
 
     while True:
-        answer = out.input(f"[bold blue]({index}/{total}) Apply this change \\[y,n,a,d,q,?]?[/] ").strip().lower()
+        answer = ask(out, f"[bold blue]({index}/{total}) Apply this change \\[y,n,a,d,q,?]?[/] ").strip().lower()
         if answer in KEYS and answer != "?":
             return answer
         out.print(help_text())
 
 
-def _interactive(session: Session, proposals: list[Proposal]) -> list[Decision]:
+def _interactive(fixes: Fixes) -> list[Decision]:
     from torchmend.cli.fixview import change_panel
     from torchmend.codemods.engine import span
-    from torchmend.codemods.review import review
+    from torchmend.pipeline import review
 
-    loop = review(session, proposals)
+    session = fixes.session
+    loop = review(fixes)
     try:
         ask = next(loop)
         while True:
@@ -55,13 +50,6 @@ def _interactive(session: Session, proposals: list[Proposal]) -> list[Decision]:
             ask = loop.send(_ask(ask.index, ask.total))
     except StopIteration as done:
         return done.value
-
-
-def _combined_diff(session: Session) -> str:
-    from torchmend.codemods.engine import unified_diff
-
-    return "".join(unified_diff(session.display(path), before, after)
-                   for path, (before, after) in session.changed().items())
 
 
 @app.command(short_help='Fix graph breaks and recompiles in your source: review each change as a diff, re-run, write safely.')
@@ -123,6 +111,7 @@ def fix(
 
       torchmend fix --from-trace /logs/job-1234 --diff > fix.patch
     """
+    from torchmend import pipeline
     from torchmend.cli.fixview import print_proposal_list, unfixed_view
     from torchmend.cli.pr import check_pull_request, open_pull_request
     from torchmend.cli.running import (
@@ -133,11 +122,7 @@ def fix(
         run_spec,
         warn_failed_after_compile,
     )
-    from torchmend.cli.writes import WriteRefused, read_source, save_undo, write_all
-    from torchmend.codemods.base import NoFix, Proposal
-    from torchmend.codemods.engine import Session, span
-    from torchmend.codemods.review import ACCEPTED, CONFLICT, accept_all
-    from torchmend.codemods.source import Context
+    from torchmend.codemods.review import ACCEPTED, CONFLICT
     from torchmend.vcs.body import fix_report, verify_command
     from torchmend.vcs.ship import PrOptions
 
@@ -164,30 +149,22 @@ def fix(
     if trace:
         before = profile_trace(from_trace, root, path_map, console=ui)  # type: ignore[arg-type]
     else:
-        # The scan gets caches of its own: it may stand in for verify's first before-run, which must not be
+        # The scan gets caches of its own: it stands in for verify's first before-run, which must not be
         # served from a cache that earlier runs of the script warmed.
-        caches = Path(tempfile.mkdtemp(prefix="torchmend-scan-cache-"))
-        atexit.register(shutil.rmtree, caches, True)
-        spec = replace(spec, env=(("TORCHINDUCTOR_CACHE_DIR", str(caches / "inductor")),
-                                  ("TRITON_CACHE_DIR", str(caches / "triton"))))
-        before = profile(spec, root, live=ui.is_terminal, show_output=show_output, console=ui, label="scanning")
+        before = profile(spec, root, live=ui.is_terminal, show_output=show_output, console=ui, label="scanning",
+                         own_caches=True)
     if before.failed:
         warn_failed_after_compile(before)
 
-    session = Session(Context(str(root), read_source))
-    results = session.propose(before.findings, select, ignore)
-    proposals = sorted((r for r in results if isinstance(r, Proposal)),
-                       key=lambda p: (p.path, span(session.ctx.file(p.path), p)))
-    unfixed = [r for r in results if isinstance(r, NoFix) and not r.skipped]
+    fixes = pipeline.propose(before.findings, root, select, ignore)
+    proposals, unfixed = fixes.proposals, fixes.unfixed
     fixable = sum(f.severity == "fix" for f in before.findings)
     ui.print(f"[bold]{len(before.findings)} finding{'s' * (len(before.findings) != 1)}[/] "
              f"({fixable} to fix): [bold]{len(proposals)} change{'s' * (len(proposals) != 1)} proposed[/], "
              f"{len(unfixed)} not fixable")
     if unfixed:
         ui.print(unfixed_view(unfixed))
-
-    def display(p: Proposal) -> str:
-        return f"{session.display(p.path)}:{span(session.ctx.file(p.path), p)[0]}"
+    display = fixes.where
 
     if check:
         print_proposal_list(out, proposals, display)
@@ -196,7 +173,7 @@ def fix(
         ui.print("[green]Nothing to change.[/]")
         return
     try:
-        decisions = accept_all(session, proposals, unsafe) if not interactive else _interactive(session, proposals)
+        decisions = pipeline.accept_all(fixes, unsafe) if not interactive else _interactive(fixes)
     except (KeyboardInterrupt, EOFError):
         err.print("\n[bold]interrupted: nothing was written.[/]")
         raise typer.Exit(int(ExitCode.INTERRUPTED))
@@ -205,13 +182,11 @@ def fix(
             ui.print(Text(f"skipped {display(d.proposal)} {d.proposal.rule}: {d.detail}", style="yellow"))
 
     if diff:
-        sys.stdout.write(_combined_diff(session))
+        sys.stdout.write(fixes.diff())
         return
-    changes = session.changed()
-    if not changes:
+    if not fixes.changes():
         ui.print("No change accepted; nothing written.")
         return
-    accepted = [d.proposal for d in decisions if d.outcome == ACCEPTED]
     verification = None
     if trace:
         out.print("[yellow]not verified: the findings came from a trace, and nothing was run. Check the changes "
@@ -219,70 +194,53 @@ def fix(
     elif no_verify:
         out.print("[yellow]--no-verify: writing without re-running the patched script.[/]")
     else:
-        accepted, verification = _verify(spec, root, before, session, accepted, verify_backend, repeat, rtol,
-                                         atol)
-        changes = session.changed()
-        if not changes:
+        verification = _verify(before, fixes, root, verify_backend, repeat, rtol, atol)
+        if not fixes.changes():
             out.print("No change helped; nothing written.")
             return
-    try:
-        write_all(changes, root)
-    except WriteRefused as e:
-        fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
-    summary = "; ".join(f"{p.rule} {display(p)}" for p in accepted)
-    command = "" if trace else verify_command(session.display(str(script)), spec.args, steps=steps,
+    accepted = fixes.accepted
+    command = "" if trace else verify_command(fixes.session.display(str(script)), spec.args, steps=steps,
                                               timeout=timeout, backend=verify_backend, seed=seed, repeat=repeat,
                                               launcher=spec.launcher)
     report = fix_report(accepted, verification, command, where=display)
-    record = save_undo(changes, root, _combined_diff(session), summary, report=report)
-    out.print(f"[bold green]Wrote {len(changes)} file{'s' * (len(changes) != 1)}[/] "
+    try:
+        record = pipeline.write(fixes, root, report)
+    except pipeline.WriteRefused as e:
+        fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
+    out.print(f"[bold green]Wrote {len(record.files)} file{'s' * (len(record.files) != 1)}[/] "
               f"({len(accepted)} change{'s' * (len(accepted) != 1)}): "
-              + ", ".join(session.display(p) for p in changes))
+              + ", ".join(fixes.session.display(p) for p in record.files))
     out.print(f"Undo with [bold]torchmend undo[/] (patch saved at {record.patch}).")
     if pr_options is not None:
         open_pull_request(root, record, pr_options, report)
 
 
-def _verify(spec: RunSpec, root: Path, scan: Profile, session: Session, accepted: list[Proposal],
-            backend: str | None, repeat: int, rtol: float, atol: float) -> tuple[list[Proposal], Verification]:
-    """Run the original and the patched sources (served from memory: nothing is written yet) and judge.
-
-    A change whose targeted findings are all still there after the patch did not help: it is dropped and
-    the rest verified again (once). Exits with VERIFY_FAILED when the verdict is a refusal. Returns the
-    changes left to write.
-    """
+def _verify(scan: Scan, fixes: Fixes, root: Path, backend: str | None, repeat: int, rtol: float,
+            atol: float) -> Verification:
+    """Render pipeline.verify_rounds; exit with VERIFY_FAILED when it refuses. Returns the last verdict
+    (the session keeps the changes left to write)."""
+    from torchmend import pipeline
     from torchmend.cli.fixview import location, verification_view
-    from torchmend.verify.attribution import attribute
-    from torchmend.verify.compare import REFUSED
-    from torchmend.verify.runs import from_outcome
+    from torchmend.cli.verify import show_run
 
-    before = replace(spec, backend=backend, overlay=())
-    reuse = (from_outcome("before", 0, scan.outcome, root),) if backend == spec.backend else ()
-    for round_ in (1, 2):
-        changes = session.changed()
-        after = replace(before, overlay=tuple((p, new) for p, (_, new) in changes.items()))
-        v, b_runs, a_runs = run_verification(before, after, root, repeat, rtol, atol, reuse)
-        reuse = tuple(b_runs)
-        out.print(verification_view(v))
-        if v.verdict == REFUSED:
-            fail(ExitCode.VERIFY_FAILED, "verification refused these changes; nothing was written")
-        effects = attribute(accepted, a_runs[0].findings, changes)
-        for e in effects:
-            what = ", ".join(f"{f.rule} at {location(f)}" for f in (e.removed or e.remaining))
-            if e.helped:
-                out.print(Text(f"  ✓ {e.proposal.rule} change removed {what}", style="green"))
-            else:
-                out.print(Text(f"  ✗ {e.proposal.rule} change did not remove {what}: not written", style="red"))
-        useless = [e.proposal for e in effects if not e.helped]
-        if not useless:
-            return accepted, v
-        for p in useless:
-            session.accepted.remove(p)
-            accepted.remove(p)
-        if not accepted or round_ == 2:
-            break
-        out.print("[dim]Verifying again without the changes that did not help.[/]")
-    if not accepted:
-        return [], v
-    fail(ExitCode.VERIFY_FAILED, "a change still did not help after a second round; nothing was written")
-
+    done = None
+    for event in pipeline.verify_rounds(scan, fixes, root, backend=backend, repeat=repeat, rtol=rtol, atol=atol,
+                                        on_run=show_run):
+        if isinstance(event, pipeline.Round):
+            out.print(verification_view(event.verification))
+            for e in event.effects:
+                what = ", ".join(f"{f.rule} at {location(f)}" for f in (e.removed or e.remaining))
+                if e.helped:
+                    out.print(Text(f"  ✓ {e.proposal.rule} change removed {what}", style="green"))
+                else:
+                    out.print(Text(f"  ✗ {e.proposal.rule} change did not remove {what}: not written", style="red"))
+        elif isinstance(event, pipeline.Retry):
+            out.print("[dim]Verifying again without the changes that did not help.[/]")
+        else:
+            done = event
+    assert done is not None
+    if done.outcome == pipeline.REFUSED:
+        fail(ExitCode.VERIFY_FAILED, "verification refused these changes; nothing was written")
+    if done.outcome == pipeline.STILL_UNHELPFUL:
+        fail(ExitCode.VERIFY_FAILED, "a change still did not help after a second round; nothing was written")
+    return done.verification

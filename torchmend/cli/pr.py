@@ -17,7 +17,7 @@ from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
 
 if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
-    from torchmend.cli.writes import UndoRecord
+    from torchmend.store import UndoRecord
     from torchmend.vcs.ship import PrOptions, PrResult
 
 def exit_for(kind: str) -> ExitCode:
@@ -130,7 +130,7 @@ def pr(
     Example: GITHUB_TOKEN=... torchmend pr --dry-run
     """
     from torchmend.cli.running import project_root_for
-    from torchmend.cli.writes import undo_records
+    from torchmend.store import undo_records
     from torchmend.vcs.ship import PrOptions
 
     root = (project or project_root_for(Path.cwd() / "x")).resolve()

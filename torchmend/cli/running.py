@@ -3,10 +3,8 @@ exits for runs that show nothing (shared by scan and fix)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
@@ -14,11 +12,10 @@ from rich.text import Text
 from torchmend.cli.app import err, fail, out
 from torchmend.cli.exitcodes import ExitCode
 from torchmend.profiler import pathmap
-from torchmend.model import Finding, Summary
 
 if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
+    from torchmend.pipeline import Scan
     from torchmend.profiler.runner import Progress, RunOutcome, RunSpec
-    from torchmend.profiler.tracedir import Trace
 
 
 def project_root_for(script: Path) -> Path:
@@ -56,38 +53,31 @@ def _progress_line(label: str, p: Progress) -> Text:
                          f"steps {p.steps}  compiles {p.compiles}  graph breaks {p.breaks}  recompiles {p.recompiles}")
 
 
-@dataclass
-class Profile:
-    findings: list[Finding]
-    summary: Summary
-    outcome: RunOutcome
-    trace: Trace | None = None  # --from-trace: the logs read instead of a run
-    path_maps: tuple[pathmap.Mapping, ...] = ()
-
-    @property
-    def failed(self) -> bool:
-        return self.outcome.failed
-
-
-def run_with_progress(spec: RunSpec, live: bool, label: str = "running", keep_events: Path | None = None,
-                      console: Console = out) -> RunOutcome:
+def scan_with_progress(spec: RunSpec, root: Path, live: bool, label: str = "running",
+                       keep_events: Path | None = None, console: Console = out, own_caches: bool = False) -> Scan:
     from rich.live import Live
-    from torchmend.profiler.runner import Progress, run as run_child
+    from torchmend.pipeline import scan
+    from torchmend.profiler.runner import Progress
 
     if live:
         with Live(_progress_line(label, Progress()), console=console, transient=True,
                   refresh_per_second=8) as view:
-            return run_child(spec, on_progress=lambda p: view.update(_progress_line(label, p)), keep_dir=keep_events)
-    return run_child(spec, keep_dir=keep_events)
+            return scan(spec, root, on_progress=lambda p: view.update(_progress_line(label, p)),
+                        keep_events=keep_events, own_caches=own_caches)
+    return scan(spec, root, keep_events=keep_events, own_caches=own_caches)
 
 
 def profile(spec: RunSpec, root: Path, live: bool, show_output: bool = False,
-            keep_events: Path | None = None, console: Console = out, label: str = "running") -> Profile:
-    """Run the script under the collector; exit with the documented code when the run shows nothing."""
+            keep_events: Path | None = None, console: Console = out, label: str = "running",
+            own_caches: bool = False) -> Scan:
+    """Run the script under the collector (pipeline.scan); exit with the documented code when the run shows
+    nothing. `own_caches`: compile with empty caches of its own (fix: the scan stands in for verify's first
+    before-run)."""
     from torchmend.cli.render import ENDED_BY
-    from torchmend.profiler.findings import analyse
 
-    outcome = run_with_progress(spec, live, label, keep_events=keep_events, console=console)
+    result = scan_with_progress(spec, root, live, label, keep_events=keep_events, console=console,
+                                own_caches=own_caches)
+    outcome = result.outcome
     if show_output and outcome.output_tail:
         err.rule("script output (tail)")
         err.print(Text(outcome.output_tail))
@@ -100,10 +90,7 @@ def profile(spec: RunSpec, root: Path, live: bool, show_output: bool = False,
              outcome.end.get("traceback", ""))
     if outcome.ended_by == "interrupted":
         fail(ExitCode.SCRIPT_FAILED, "interrupted")
-
-    findings, summary = analyse(outcome.events, root, outcome.ended_by, outcome.wall_s)
-    result = Profile(findings, summary, outcome)
-    if summary.compiles == 0 and summary.recompile_limit_hits == 0:
+    if not result.compiled:
         if result.failed:
             fail(ExitCode.SCRIPT_FAILED, f"the script failed before anything was compiled "
                  f"({ENDED_BY[outcome.ended_by]}; exit status {outcome.returncode}). Its output ends with:",
@@ -116,7 +103,7 @@ def profile(spec: RunSpec, root: Path, live: bool, show_output: bool = False,
     return result
 
 
-def warn_failed_after_compile(p: Profile) -> None:
+def warn_failed_after_compile(p: Scan) -> None:
     from torchmend.cli.render import ENDED_BY
 
     err.print(f"[bold yellow]warning:[/] the script failed after compiling ({ENDED_BY[p.outcome.ended_by]}); "
@@ -152,37 +139,30 @@ def run_spec(script: Path | None, args: list[str] | None, nproc_per_node: int | 
                    **fields)  # type: ignore[arg-type]
 
 
-def profile_trace(trace_path: Path, root: Path, path_map: list[str] | None, console: Console = out) -> Profile:
-    """Findings from a TORCH_TRACE directory, with its source paths mapped onto this checkout."""
-    from torchmend.profiler.findings import analyse
-    from torchmend.profiler.runner import RunOutcome
-    from torchmend.profiler.tracedir import TraceError, read_trace
+def profile_trace(trace_path: Path, root: Path, path_map: list[str] | None, console: Console = out) -> Scan:
+    """Findings from a TORCH_TRACE directory (pipeline.scan_trace), with its source paths mapped onto this
+    checkout; says which mappings were guessed and which files cannot be found."""
+    from torchmend.pipeline import scan_trace
+    from torchmend.profiler.tracedir import TraceError
 
     try:
         maps = pathmap.parse(path_map or ())
     except pathmap.PathMapError as e:
         fail(ExitCode.USAGE, str(e))
     try:
-        trace = read_trace(trace_path)
+        result = scan_trace(trace_path, root, maps)
     except TraceError as e:
         fail(ExitCode.TRACE_UNREADABLE, str(e))
-    events = trace.events()
-    recorded = pathmap.recorded_paths(events)
-    guesses = pathmap.guess(recorded, root, maps)
-    for m in guesses:
+    for m in result.guessed:
         console.print(f"[dim]paths: {m.old} → {m.new} (guessed from {m.files} file{'s' * (m.files != 1)}; "
                       "set it with --path-map OLD=NEW)[/]")
-    maps += guesses
-    missing = pathmap.unmapped(recorded, maps)
+    missing = result.unmapped
     if missing:
         err.print(f"[yellow]warning:[/] {len(missing)} source file{'s' * (len(missing) != 1)} the trace names "
                   "cannot be found in this checkout; findings there cannot be fixed (use --path-map OLD=NEW): "
                   + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
-    for p in trace.ignored:
+    for p in result.trace.ignored:  # type: ignore[union-attr]
         err.print(f"[dim]ignored {p.name}: an older log for a rank already read (an earlier run?)[/]")
-    events = pathmap.apply(events, maps)
-    outcome = RunOutcome(events, "trace", None, 0.0, "", {})
-    findings, summary = analyse(events, root, "trace", 0.0)
-    if summary.compiles == 0 and summary.recompile_limit_hits == 0:
+    if not result.compiled:
         fail(ExitCode.TRACE_UNREADABLE, f"the trace under {trace_path} records no completed compilation")
-    return Profile(findings, summary, outcome, trace=trace, path_maps=tuple(maps))
+    return result

@@ -23,7 +23,7 @@ def undo(
     provided none was edited since (otherwise nothing is changed and the saved patch is named, to undo by
     hand). Run it again to undo the fix before that."""
     from torchmend.cli.running import project_root_for
-    from torchmend.cli.writes import WriteRefused, undo as undo_record, undo_records
+    from torchmend.store import WriteRefused, undo as undo_record, undo_records
 
     root = (project or project_root_for(Path.cwd() / "x")).resolve()
     records = undo_records(root)

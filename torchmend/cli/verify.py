@@ -17,12 +17,11 @@ from rich.text import Text
 from torchmend.cli import options as o
 from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
-from torchmend.profiler.numerics import ATOL, RTOL
+from torchmend.verify.numerics import ATOL, RTOL
 
 if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
-    from torchmend.profiler.runner import RunSpec
+    from torchmend.pipeline import RunStarted
     from torchmend.verify.compare import Verification
-    from torchmend.verify.runs import ArmRun
 
 
 class VerifyFormat(str, Enum):
@@ -40,21 +39,10 @@ Rtol = Annotated[float, typer.Option(min=0, help="Relative tolerance for losses 
 Atol = Annotated[float, typer.Option(min=0, help="Absolute tolerance for losses and final parameters.")]
 
 
-def run_verification(before: RunSpec, after: RunSpec, root: Path, repeat: int, rtol: float, atol: float,
-                     reuse_before: tuple[ArmRun, ...] = ()) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
-    from torchmend.verify.compare import judge
-    from torchmend.verify.runs import run_arms
-
-    total = repeat * 2 - min(len(reuse_before), repeat)
-    count = iter(range(1, total + 1))
-    live = err.is_terminal
-
-    def progress(arm: str, i: int) -> None:
-        if live:
-            err.print(Text(f"verify: run {next(count)}/{total} ({arm}, repeat {i + 1})", style="dim"))
-
-    b, a = run_arms(before, after, root, repeat, progress, reuse_before)
-    return judge(b, a, rtol, atol), b, a
+def show_run(run: RunStarted) -> None:
+    """The progress line of one verification run (on a terminal only)."""
+    if err.is_terminal:
+        err.print(Text(f"verify: run {run.number}/{run.total} ({run.arm}, repeat {run.repeat + 1})", style="dim"))
 
 
 def exit_code(v: Verification) -> int:
@@ -96,9 +84,10 @@ def verify(
 
     Example: torchmend verify train.py --patch fix.patch --repeat 3 --steps 50
     """
+    from torchmend import pipeline
     from torchmend.cli.fixview import verification_view
     from torchmend.cli.running import project_root_for, run_spec
-    from torchmend.cli.writes import read_source
+    from torchmend.store import read_source
     from torchmend.verify.patch import PatchError, apply_patch, from_directory
 
     if (patch is None) == (patched_dir is None):
@@ -119,7 +108,7 @@ def verify(
         except SyntaxError as e:
             fail(ExitCode.USAGE, f"the patched {path} has a syntax error at line {e.lineno}: {e.msg}")
     after = replace(before, overlay=tuple(texts.items()))
-    v, b, a = run_verification(before, after, root, repeat, rtol, atol)
+    v, b, a = pipeline.verify(before, after, root, repeat, rtol, atol, on_run=show_run)
     if all(r.summary.compiles == 0 for r in b):
         fail(ExitCode.NOTHING_COMPILED, "the original script compiled nothing: there is nothing to compare")
     command = "torchmend " + " ".join(shlex.quote(x) for x in sys.argv[1:])

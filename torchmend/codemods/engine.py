@@ -194,6 +194,10 @@ class Session:
             raise Conflict(why)
         self.accepted.append(p)
 
+    def withdraw(self, p: Proposal) -> None:
+        """Take back an accepted proposal (verification showed it did not help): text() and changed() follow."""
+        self.accepted.remove(p)
+
     def changed(self) -> dict[str, tuple[str, str]]:
         """path -> (original text, new text) for every file the accepted proposals change."""
         out: dict[str, tuple[str, str]] = {}

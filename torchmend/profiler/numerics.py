@@ -1,34 +1,24 @@
-"""What a numerics comparison needs from a run, captured in the child; and the comparison, for the parent.
+"""What a numerics comparison needs from a run, captured in the child (the comparison itself, for the parent,
+is torchmend/verify/numerics.py).
 
-Child side (imports torch lazily, inside the functions): `seed_everything`, and `NumericsCapture` with
-`install_backward_hooks`, which together record
+`seed_everything`, and `NumericsCapture` with `install_backward_hooks` (torch is imported lazily, inside the
+functions), which together record
   - losses: the value of every one-element tensor that `.backward()` (or `torch.autograd.backward`) is
     called on, in call order, the first MAX_LOSSES of them (read where both reach autograd's engine);
   - params: a fingerprint of each trained parameter (those of the optimizers that the step post-hook saw,
     in param_groups order, deduplicated), a few float64 numbers each: no tensor leaves the child.
 Both go into the END event (`losses`, `params`, and `numerics` with the counts behind them).
-
-Parent side (pure, no torch): `compare(before, after)` on two END events (or `capture_of` them).
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import weakref
-from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 MAX_LOSSES = 10_000
 PROBE_SAMPLES = 1024  # values read per parameter for the position-weighted probe
 DISABLE_ENV = "TORCHMEND_NO_NUMERICS"  # set to 1 in the child's environment: no loss/parameter capture
-
-# Default tolerances for compare(): |a - b| <= ATOL + RTOL * max(|a|, |b|).
-RTOL = 1e-4
-ATOL = 1e-6
-
-
-# ---------------------------------------------------------------------------------------------- child side
 
 
 def seed_everything(seed: int) -> None:
@@ -56,7 +46,7 @@ _CHUNK = 4096
 def _sum_and_abs(flat: Any) -> tuple[Any, Any]:
     """float64 sum and sum of |x| of a 1-d tensor, without a float64 copy of it: floating tensors are
     summed in chunks of _CHUNK in their own precision (float32 for half types), the chunk sums in float64
-    (the error stays near float32 rounding of one chunk, far below compare()'s tolerance)."""
+    (the error stays near float32 rounding of one chunk, far below verify.numerics.compare's tolerance)."""
     import torch
 
     if flat.dtype == torch.float64:
@@ -320,167 +310,3 @@ def install_backward_hooks(capture: NumericsCapture) -> None:
             skip_code(code)
     except (ImportError, AttributeError):  # another torch: dynamo may compile the wrapper's frame
         pass
-
-
-# --------------------------------------------------------------------------------------------- parent side
-
-
-def capture_of(end: dict[str, Any]) -> dict[str, Any]:
-    """The numerics part of an END event (RunOutcome.end): losses, params, numerics."""
-    return {"losses": end.get("losses"), "params": end.get("params"), "numerics": end.get("numerics")}
-
-
-@dataclass(frozen=True)
-class Divergence:
-    step: int  # index into the losses (0-based backward call)
-    before: float | None  # None: that run has no loss at this step (it stopped earlier)
-    after: float | None
-
-
-@dataclass(frozen=True)
-class ParamDiff:
-    index: int
-    shape: list[int] | None
-    field: str  # sum | abs | probe | shape | dtype | missing
-    rel_diff: float  # |difference| / the parameter's magnitude (inf for shape/dtype/missing)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    rtol: float
-    atol: float
-    losses_equal: bool  # the same number of losses, each pair within tolerance (NaN only equals NaN)
-    losses_before: int
-    losses_after: int
-    steps_compared: int  # the common prefix
-    first_divergence: Divergence | None  # the first step out of tolerance, or the first step one run lacks
-    max_abs_diff: float  # over the common prefix (inf where exactly one is NaN/inf)
-    max_rel_diff: float
-    params_equal: bool | None  # None: one of the runs has no parameter fingerprint
-    params_compared: int
-    worst_param: ParamDiff | None  # the parameter that differs most (even when within tolerance)
-    params_note: str
-
-    @property
-    def equal(self) -> bool:
-        """Losses equal, and parameters equal where both runs have them."""
-        return self.losses_equal and self.params_equal is not False
-
-    @property
-    def compared(self) -> bool:
-        """Whether anything was compared at all: a loss both runs recorded, or both runs' parameters."""
-        return self.steps_compared > 0 or self.params_equal is not None
-
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "compared": self.compared}
-
-    def describe(self) -> str:
-        if self.equal and not self.compared:
-            return ("numerics not compared: neither run recorded a loss or the parameters (no optimizer step "
-                    "was seen)")
-        if self.equal:
-            text = f"numerics match ({self.steps_compared} losses"
-            text += f", {self.params_compared} parameters" if self.params_equal else f"; parameters: {self.params_note}"
-            return text + f"; largest loss difference {self.max_rel_diff:.2g} relative)"
-        parts = []
-        d = self.first_divergence
-        if d is not None and d.before is not None and d.after is not None:
-            parts.append(f"losses diverge at step {d.step}: {d.before!r} before, {d.after!r} after")
-        elif d is not None:
-            parts.append(f"the runs recorded {self.losses_before} and {self.losses_after} losses "
-                         f"(equal over the first {self.steps_compared})")
-        if self.params_equal is False and self.worst_param is not None:
-            w = self.worst_param
-            parts.append(f"parameter {w.index} {tuple(w.shape or ())} differs ({w.field}: {w.rel_diff:.2g} relative)"
-                         if math.isfinite(w.rel_diff) else f"parameters differ: {self.params_note}")
-        return "; ".join(parts) or "numerics differ"
-
-
-def _close(a: float, b: float, rtol: float, atol: float) -> bool:
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    if math.isinf(a) or math.isinf(b):
-        return a == b
-    return abs(a - b) <= atol + rtol * max(abs(a), abs(b))
-
-
-def _diffs(a: float, b: float) -> tuple[float, float]:
-    """(absolute, relative) difference; 0 for NaN/NaN and equal infinities, inf for any other non-finite pair."""
-    if (math.isnan(a) and math.isnan(b)) or (math.isinf(a) and a == b):
-        return 0.0, 0.0
-    if not (math.isfinite(a) and math.isfinite(b)):
-        return math.inf, math.inf
-    diff = abs(a - b)
-    scale = max(abs(a), abs(b))
-    return diff, (diff / scale if scale else 0.0)
-
-
-def _compare_params(before: list[Any] | None, after: list[Any] | None, rtol: float,
-                    atol: float) -> tuple[bool | None, int, ParamDiff | None, str]:
-    if before is None or after is None:
-        which = " and ".join(n for n, p in (("before", before), ("after", after)) if p is None)
-        return None, 0, None, f"no parameter fingerprint {which}"
-    if len(before) != len(after):
-        return False, 0, None, f"{len(before)} parameters before, {len(after)} after"
-    worst: ParamDiff | None = None
-    equal = True
-    for i, (a, b) in enumerate(zip(before, after)):
-        if a is None or b is None:
-            if a is not b:
-                return False, i, ParamDiff(i, (a or b or {}).get("shape"), "missing", math.inf), \
-                    f"parameter {i} could not be read in one run"
-            continue
-        for key in ("shape", "dtype"):
-            if a.get(key) != b.get(key):
-                return False, i, ParamDiff(i, a.get("shape"), key, math.inf), \
-                    f"parameter {i}: {key} {a.get(key)} before, {b.get(key)} after"
-        scales = {"sum": max(a["abs"], b["abs"]), "abs": max(a["abs"], b["abs"]),
-                  "probe": max(a["probe_abs"], b["probe_abs"])}
-        for key, scale in scales.items():
-            x, y = a[key], b[key]
-            if math.isnan(x) or math.isnan(y) or math.isinf(x) or math.isinf(y):
-                ok = _close(x, y, rtol, atol)
-                rel = 0.0 if ok else math.inf
-            else:
-                diff = abs(x - y)
-                ok = diff <= atol + rtol * scale
-                rel = diff / scale if scale else (0.0 if diff == 0 else math.inf)
-            equal = equal and ok
-            if worst is None or rel > worst.rel_diff:
-                worst = ParamDiff(i, a.get("shape"), key, rel)
-    note = "equal within tolerance" if equal else f"parameter {worst.index} differs" if worst else ""
-    return equal, len(before), worst, note
-
-
-def compare(before: dict[str, Any], after: dict[str, Any], rtol: float = RTOL, atol: float = ATOL) -> Comparison:
-    """Compare two runs' captures (END events, or `capture_of` them).
-
-    Two values agree when |a - b| <= atol + rtol * max(|a|, |b|); a parameter's sums are compared
-    against its magnitude (its sum of |x|, or the probe's weighted sum of |x|) instead of the sum itself,
-    which can cancel to near zero. NaN equals NaN only at the same step; infinities equal themselves.
-
-    Defaults: rtol = 1e-4, atol = 1e-6. Float32 arithmetic done in another order (a fused or reordered
-    reduction) differs by about 1e-7 relative per step; compounded over a few hundred steps that is a
-    few 1e-5, inside 1e-4 with room to spare. A genuinely different computation (a loss scaled by
-    1.01, a changed learning rate, a dropped term) moves the loss by 1e-3 or more and fails. atol only
-    matters for values near zero (a loss that reaches 0).
-
-    Different lengths (a run that stopped or crashed earlier): the common prefix is compared, and the
-    losses are not equal; when the prefix agrees, first_divergence is the first step the shorter run lacks.
-    """
-    la = [float(x) for x in (before.get("losses") or [])]
-    lb = [float(x) for x in (after.get("losses") or [])]
-    n = min(len(la), len(lb))
-    first: Divergence | None = None
-    max_abs = max_rel = 0.0
-    for i in range(n):
-        a, b = la[i], lb[i]
-        d_abs, d_rel = _diffs(a, b)
-        max_abs, max_rel = max(max_abs, d_abs), max(max_rel, d_rel)
-        if first is None and not _close(a, b, rtol, atol):
-            first = Divergence(i, a, b)
-    if first is None and len(la) != len(lb):
-        first = Divergence(n, la[n] if n < len(la) else None, lb[n] if n < len(lb) else None)
-    p_equal, p_count, worst, note = _compare_params(before.get("params"), after.get("params"), rtol, atol)
-    return Comparison(rtol, atol, first is None, len(la), len(lb), n, first, max_abs, max_rel,
-                      p_equal, p_count, worst, note)

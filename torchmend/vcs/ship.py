@@ -31,7 +31,7 @@ from torchmend.vcs.git import Git, GitError
 from torchmend.vcs.remote import GITHUB_API, GITHUB_HOST, RepoRef, display_url, parse_full_name, parse_remote_url
 
 if TYPE_CHECKING:
-    from torchmend.cli.writes import UndoRecord
+    from torchmend.store import UndoRecord
 
 # What went wrong (PrError.kind); the CLI maps each to an exit code.
 NOTHING, NOT_A_REPO, DIRTY, NO_REMOTE, PUSH, USAGE = "nothing", "not_a_repo", "dirty", "no_remote", "push", "usage"

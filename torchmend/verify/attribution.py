@@ -14,12 +14,23 @@ from torchmend.model import Finding
 
 
 def _new_to_old(before: str, after: str) -> dict[int, int]:
-    """1-based line in `after` -> the line of `before` it came from (a changed block maps to its first line)."""
+    """1-based line in `after` -> the line of `before` it came from.
+
+    Inside a changed block, a line that is an old line re-indented (a gated print) maps to that line, else
+    to the block's first: two adjacent changes make one block, and a finding left at the second must not
+    count against the first."""
     a, b = before.splitlines(), after.splitlines()
     mapping: dict[int, int] = {}
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        for k, j in enumerate(range(j1, j2)):
-            mapping[j + 1] = (i1 + k + 1) if tag == "equal" else i1 + 1
+        if tag == "equal" or i1 == i2:
+            for k, j in enumerate(range(j1, j2)):
+                mapping[j + 1] = (i1 + k + 1) if tag == "equal" else i1 + 1
+            continue
+        inner = difflib.SequenceMatcher(None, [x.strip() for x in a[i1:i2]], [y.strip() for y in b[j1:j2]],
+                                        autojunk=False)
+        for t, p1, _, q1, q2 in inner.get_opcodes():
+            for k, q in enumerate(range(q1, q2)):
+                mapping[j1 + q + 1] = i1 + 1 + (p1 + k if t == "equal" else min(p1, i2 - i1 - 1))
     return mapping
 
 

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from torchmend.profiler.numerics import ATOL, RTOL, Comparison, compare
+from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
 from torchmend.profiler.runner import RunOutcome
 from torchmend.verify.runs import ArmRun
 

@@ -1,4 +1,5 @@
-"""Writing fixed sources safely, and undoing it.
+"""Writing fixed sources safely, and undoing it (the ground floor: the CLI, the pipeline, vcs and the
+benchmarks all read and write sources through here; it imports nothing of torchmend).
 
 All or nothing: every file is checked first (unchanged since it was scanned, writable, in the project),
 then each is written to a temporary file beside it and renamed over it (its mode kept). A failure half
@@ -94,8 +95,8 @@ def write_all(changes: dict[str, tuple[str, str]], project: Path, stale: str = _
             _replace(path, after)
             done.append(path)
     except OSError as e:
-        for path in done:  # put back what was already replaced
-            _replace(path, changes[path][0])
+        for put_back in done:  # put back what was already replaced
+            _replace(put_back, changes[put_back][0])
         raise WriteRefused(f"writing {path} failed ({e.strerror or e}); nothing was changed") from e
 
 

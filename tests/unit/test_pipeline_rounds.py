@@ -1,0 +1,177 @@
+"""pipeline.verify_rounds on synthetic runs: real proposals (libcst) in a real session, with the before/after
+runs made up (verify.runs.run_arms replaced), so every path of the two-round logic is exercised without torch.
+
+The made-up patched run keeps a finding exactly when the test says that change does not help; its line is
+where that print now stands in the patched text, as a real run would report it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from torchmend import pipeline
+from torchmend.model import Finding, Kind, Severity, Summary, Where
+from torchmend.profiler.runner import RunOutcome, RunSpec
+from torchmend.verify import runs
+from torchmend.verify.runs import ArmRun
+
+SCRIPT = '''import torch
+
+
+@torch.compile
+def step(x):
+    print("one", x.shape[0])
+    h = x * 2
+    print("two", h.mean())
+    h = h + 1
+    print("three", h.sum())
+    return h
+'''
+PRINTS = {"one": 6, "two": 8, "three": 10}  # the line of each print in SCRIPT
+
+
+def _finding(root: Path, name: str, line: int) -> Finding:
+    return Finding(rule="TM101", kind=Kind.GRAPH_BREAK, title="print", file="train.py", line=line,
+                   function="step", path=str(root / "train.py"), where=Where.PROJECT, reason=f"print {name}",
+                   count=1, severity=Severity.FIX)
+
+
+def _run(arm: str, findings: list[Finding], failed: bool = False) -> ArmRun:
+    summary = Summary(frames_compiled=1, compiles=1, graphs=len(findings) + 1, graph_breaks=len(findings),
+                      recompiles=0, recompile_limit_hits=0, compile_seconds=1.0, steps=5,
+                      ended_by="error" if failed else "steps", wall_seconds=2.0, torch_version="2.13",
+                      first_step_s=0.5, steady_step_s=0.01)
+    end = {"losses": [1.0, 0.5, 0.25], "params": None}
+    outcome = RunOutcome([], "error" if failed else "steps", 1 if failed else 0, 2.0, "RuntimeError: boom", end)
+    return ArmRun(arm, 0, findings, summary, outcome)
+
+
+class FakeArms:
+    """Stands in for verify.runs.run_arms: round n's patched run keeps the findings of the prints named in
+    useless[n - 1] (read from the overlay, where the patched text tells their new lines)."""
+
+    def __init__(self, root: Path, useless: list[set[str]], fail_round: int | None = None) -> None:
+        self.root = root
+        self.useless = useless
+        self.fail_round = fail_round
+        self.calls: list[tuple[int, str]] = []  # (len(reuse_before), the patched text) per round
+
+    def __call__(self, before: RunSpec, after: RunSpec, root: Path, repeat: int,
+                 on_run: Callable[[str, int], None] | None = None,
+                 reuse_before: tuple[ArmRun, ...] = ()) -> tuple[list[ArmRun], list[ArmRun]]:
+        assert before.overlay == () and len(after.overlay) == 1
+        text = after.overlay[0][1]
+        self.calls.append((len(reuse_before), text))
+        number = len(self.calls)
+        for arm in ("before", "after")[len(reuse_before):]:
+            if on_run:
+                on_run(arm, 0)
+        lines = text.splitlines()
+        left = [_finding(self.root, name, next(i for i, t in enumerate(lines, 1) if f'print("{name}"' in t))
+                for name in sorted(self.useless[number - 1])]
+        original = [_finding(self.root, n, line) for n, line in PRINTS.items()]
+        return [_run("before", original)], [_run("after", left, failed=number == self.fail_round)]
+
+
+@pytest.fixture
+def fixes(tmp_path: Path) -> pipeline.Fixes:
+    (tmp_path / "train.py").write_text(SCRIPT)
+    fixes = pipeline.propose([_finding(tmp_path, n, line) for n, line in PRINTS.items()], tmp_path)
+    assert [p.findings[0].line for p in fixes.proposals] == [6, 8, 10]
+    decisions = pipeline.accept_all(fixes, unsafe=True)  # gating a print is unsafe: accepted on purpose
+    assert len(decisions) == 3 and len(fixes.accepted) == 3
+    return fixes
+
+
+def _scan(root: Path, cold: bool) -> pipeline.Scan:
+    findings = [_finding(root, n, line) for n, line in PRINTS.items()]
+    ran = _run("before", findings)
+    return pipeline.Scan(findings, ran.summary, ran.outcome, spec=RunSpec(script=root / "train.py"), cold=cold)
+
+
+def _rounds(monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes, arms: FakeArms, cold: bool = False,
+            backend: str | None = None) -> list[pipeline.Event]:
+    monkeypatch.setattr(runs, "run_arms", arms)
+    root = Path(fixes.session.ctx.project_root)
+    started: list[pipeline.RunStarted] = []
+    events = list(pipeline.verify_rounds(_scan(root, cold), fixes, root, backend=backend, on_run=started.append))
+    assert all(s.total in (1, 2) for s in started)
+    return events
+
+
+def _gated(text: str) -> set[str]:
+    return set(re.findall(r'is_compiling\(\):\n\s+print\("(\w+)"', text))
+
+
+def test_every_change_helped(monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes) -> None:
+    arms = FakeArms(Path(fixes.session.ctx.project_root), [set()])
+    events = _rounds(monkeypatch, fixes, arms, cold=True)
+    assert [type(e) for e in events] == [pipeline.Round, pipeline.Verified]
+    done = events[-1]
+    assert done.outcome == pipeline.VERIFIED and done.ok and len(done.accepted) == 3
+    assert all(e.helped for e in events[0].effects)
+    assert arms.calls[0][0] == 1  # the cold scan stood in for the first before-run
+
+
+def test_a_warm_scan_or_another_backend_is_not_reused(monkeypatch: pytest.MonkeyPatch,
+                                                      fixes: pipeline.Fixes) -> None:
+    arms = FakeArms(Path(fixes.session.ctx.project_root), [set()])
+    _rounds(monkeypatch, fixes, arms, cold=False)
+    arms2 = FakeArms(Path(fixes.session.ctx.project_root), [set()])
+    _rounds(monkeypatch, fixes, arms2, cold=True, backend="aot_eager")
+    assert arms.calls[0][0] == 0 and arms2.calls[0][0] == 0
+
+
+def test_a_change_that_did_not_help_is_withdrawn_and_the_rest_verified_again(monkeypatch: pytest.MonkeyPatch,
+                                                                            fixes: pipeline.Fixes) -> None:
+    arms = FakeArms(Path(fixes.session.ctx.project_root), [{"two"}, set()])
+    events = _rounds(monkeypatch, fixes, arms)
+    assert [type(e) for e in events] == [pipeline.Round, pipeline.Retry, pipeline.Round, pipeline.Verified]
+    first, retry, second, done = events
+    assert [e.helped for e in first.effects] == [True, False, True]
+    assert [p.findings[0].line for p in retry.withdrawn] == [8]
+    assert _gated(arms.calls[0][1]) == {"one", "two", "three"}
+    assert _gated(arms.calls[1][1]) == {"one", "three"}  # round 2 runs without the withdrawn change
+    assert arms.calls[1][0] == 1  # round 1's before-run is reused
+    assert done.outcome == pipeline.VERIFIED and [p.findings[0].line for p in done.accepted] == [6, 10]
+    assert _gated(fixes.changes()[str(Path(fixes.session.ctx.project_root) / "train.py")][1]) == {"one", "three"}
+
+
+def test_no_change_helped(monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes) -> None:
+    arms = FakeArms(Path(fixes.session.ctx.project_root), [{"one", "two", "three"}])
+    events = _rounds(monkeypatch, fixes, arms)
+    assert [type(e) for e in events] == [pipeline.Round, pipeline.Verified]
+    assert events[-1].outcome == pipeline.NONE_HELPED and events[-1].accepted == ()
+    assert fixes.changes() == {}  # nothing left to write
+
+
+def test_still_unhelpful_after_the_second_round(monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes) -> None:
+    arms = FakeArms(Path(fixes.session.ctx.project_root), [{"three"}, {"two"}])
+    events = _rounds(monkeypatch, fixes, arms)
+    assert [type(e) for e in events] == [pipeline.Round, pipeline.Retry, pipeline.Round, pipeline.Verified]
+    assert len(arms.calls) == 2  # never a third round
+    done = events[-1]
+    assert done.outcome == pipeline.STILL_UNHELPFUL and not done.ok
+    assert [p.findings[0].line for p in done.accepted] == [6]
+
+
+def test_a_refusal_ends_the_rounds_without_attribution(monkeypatch: pytest.MonkeyPatch,
+                                                        fixes: pipeline.Fixes) -> None:
+    arms = FakeArms(Path(fixes.session.ctx.project_root), [set()], fail_round=1)
+    events = _rounds(monkeypatch, fixes, arms)
+    assert [type(e) for e in events] == [pipeline.Round, pipeline.Verified]
+    assert events[0].effects == () and events[0].verification.verdict == "refused"
+    assert "the patched script failed" in events[0].verification.reasons[0]
+    assert events[-1].outcome == pipeline.REFUSED and len(events[-1].accepted) == 3
+
+
+def test_a_trace_scan_cannot_be_verified(fixes: pipeline.Fixes) -> None:
+    root = Path(fixes.session.ctx.project_root)
+    scan = _scan(root, cold=False)
+    scan.spec = None
+    with pytest.raises(ValueError, match="trace"):
+        next(pipeline.verify_rounds(scan, fixes, root))
