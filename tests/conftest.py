@@ -39,8 +39,10 @@ def torchmend(*args: str, cwd: Path | None = None, timeout: float = 600,
 
 _SCANS: dict[tuple[str, ...], CliResult] = {}
 
-# What tests may leave in the temp directory if something leaks: checked at the end of the session.
-_LEFTOVERS = ("torchmend-test-events-", "torchelastic_")
+# What a leak leaves in the temp directory (torchrun's rendezvous directories): checked at the end of the session.
+# The events directories of other test sessions running at the same time are alive, not leaked: only this
+# session's own is checked, after its removal.
+_LEFTOVERS = ("torchelastic_",)
 # The cached scans' directory, shared by every pytest-xdist worker: the controller (or a plain pytest run)
 # makes it and hands it on through the environment, which the workers inherit.
 _EVENTS_ENV = "TORCHMEND_TEST_EVENTS"
@@ -66,7 +68,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(owned, ignore_errors=True)
     os.environ.pop(_EVENTS_ENV, None)
     before = session.config._torchmend_tmp_before  # type: ignore[attr-defined]
-    new = sorted(_leftovers() - before)
+    new = sorted(_leftovers() - before) + ([os.path.basename(owned)] if os.path.exists(owned) else [])
     if new and exitstatus == 0:
         session.exitstatus = 1
         print(f"\ntests left these behind in {tempfile.gettempdir()}: {', '.join(new[:10])}", file=sys.stderr)

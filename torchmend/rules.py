@@ -1,7 +1,7 @@
 """The rule catalogue: one stable code per kind of problem `scan` can report.
 
 Families: TM1xx graph breaks, TM2xx recompilations, TM9xx informational (nothing to fix in your code).
-Codes are stable: never reuse or renumber one (tests/test_rules_and_docs.py checks they are unique).
+Codes are stable: never reuse or renumber one (tests/unit/test_rules_and_docs.py checks they are unique).
 Codemods (torchmend/codemods/) key their fixes on these codes.
 
 Every rule is documented under the five HEADINGS: a rule that a codemod fixes by the codemod's class docstring,
@@ -280,7 +280,7 @@ RULES: tuple[Rule, ...] = (
 BY_CODE: dict[str, Rule] = {r.code: r for r in RULES}
 
 # The codemod (its `name`) that fixes each rule, so `torchmend rules` can list them without importing the
-# codemods (libcst); tests/test_rules_and_docs.py checks that the registry agrees.
+# codemods (libcst); tests/unit/test_rules_and_docs.py checks that the registry agrees.
 FIXES: dict[str, str] = {
     "TM101": "gate-print", "TM102": "gate-logging", "TM103": "branch-to-where", "TM104": "keep-scalar-tensor",
     "TM201": "module-scalar-to-buffer", "TM202": "scalar-argument-to-tensor", "TM203": "tensor-learning-rate",

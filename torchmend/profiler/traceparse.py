@@ -1,6 +1,6 @@
 """Parse the two texts PyTorch puts in its structured trace: graph-break reasons and guard-failure reasons.
 
-Pure string work, tested against texts captured from real runs (tests/test_traceparse.py).
+Pure string work, tested against texts captured from real runs (tests/unit/test_traceparse.py).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import pytest
 
 from torchmend.codemods.examples import fix_text, proposals
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "codemods"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "codemods"
 CASES = sorted(FIXTURES.glob("*/*.in.py"))
 
 

@@ -13,7 +13,7 @@ import pytest
 # One worker runs this whole file under pytest-xdist: its module-scoped runs are shared by its tests.
 pytestmark = pytest.mark.xdist_group("benchmarks_smoke")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = ("eager", "compiled", "torchmend", "hand")
 NUMBERS = ("graphs", "graph_breaks", "recompiles", "recompile_limit_hits", "compile_seconds", "first_step_s",
            "steady_step_s")

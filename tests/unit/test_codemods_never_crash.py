@@ -18,7 +18,7 @@ from torchmend.codemods.registry import codemods
 from torchmend.codemods.source import Context, SourceError
 from torchmend.model import Finding, Location, Pattern, Severity, Where
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted([*ROOT.glob("fixtures/scan/*/*.py"), *ROOT.glob("fixtures/awkward/*.py"),
                   *ROOT.glob("fixtures/codemods/*/noop*.in.py")])
 LIBRARY_FILE = "/usr/lib/python3/site-packages/torch/optim/optimizer.py"

@@ -551,7 +551,7 @@ def test_plain_http_api_is_refused_off_localhost(world: World) -> None:
 def test_real_fix_then_pr(world: World) -> None:
     """A real `torchmend fix` run (its record has no report yet) shipped by `torchmend pr`."""
     script = world.proj / "train.py"
-    script.write_text((Path(__file__).parent.parent / "fixtures" / "scan" / "print_in_forward" / "train.py").read_text())
+    script.write_text((Path(__file__).resolve().parents[2] / "fixtures" / "scan" / "print_in_forward" / "train.py").read_text())
     git(world.proj, "commit", "-q", "-am", "a trainer")
     fixed = torchmend("fix", "train.py", "--yes", "--unsafe", "--no-verify", "--backend", "aot_eager", "--steps", "3",
                       cwd=world.proj, timeout=300)
@@ -570,7 +570,7 @@ def test_fix_with_pr_ships_the_verification(world: World) -> None:
     """`torchmend fix --pr` in one step: verified changes written, then one PR whose body has the findings,
     the diff and the before/after table."""
     script = world.proj / "train.py"
-    script.write_text((Path(__file__).parent.parent / "fixtures" / "scan" / "print_in_forward" / "train.py").read_text())
+    script.write_text((Path(__file__).resolve().parents[2] / "fixtures" / "scan" / "print_in_forward" / "train.py").read_text())
     git(world.proj, "commit", "-q", "-am", "a trainer")
     fixed = torchmend("fix", "train.py", "--yes", "--unsafe", "--backend", "aot_eager", "--verify-backend",
                       "aot_eager", "--pr", "--api-url", world.gh.api_url, cwd=world.proj, timeout=300)
