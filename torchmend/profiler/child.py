@@ -64,7 +64,7 @@ def main() -> None:
 
             seed_everything(cfg["seed"])
         if cfg.get("backend"):
-            collector.override_backend(cfg["backend"])
+            collector.override_backend(cfg["backend"], sink)
     except Exception as e:  # this torch lacks a hook we rely on: say so rather than run unobserved
         sink.emit(END, reason="internal_error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         sys.exit(1)
