@@ -158,6 +158,10 @@ def test_shortened_guard_paths_are_resolved_like_torch_shortened_them(tmp_path):
     lib.write_text("x = 1\n")
     # a library file: relative to site-packages (the common prefix with torch's own directory)
     assert resolve_short_path("transformers/modeling_utils.py", [], str(torch_root)) == str(lib)
+    adam = torch_root / "optim" / "adam.py"
+    adam.parent.mkdir()
+    adam.write_text("x = 1\n")
+    assert resolve_short_path("optim/adam.py", [], str(torch_root)) == str(adam)  # torch's own: relative to torch/
     # a project file beside the venv: relative to their common ancestor, or matched to a file the run named
     named = ["/home/a/proj/train.py"]
     assert resolve_short_path("proj/train.py", named, "/home/a/venv/torch") == "/home/a/proj/train.py"

@@ -32,6 +32,7 @@ from torchmend.profiler.failures import (
     is_backend_failure_break,
     reason_for_eager,
 )
+from torchmend.profiler.hotspots import with_library_advice
 from torchmend.profiler.pathmap import is_library_path
 from torchmend.profiler.traceparse import (
     Frame,
@@ -43,6 +44,7 @@ from torchmend.profiler.traceparse import (
     tensor_mismatch,
     user_function_name,
 )
+from torchmend.profiler.userframe import break_lines, project_frame, resumed_at
 
 PROJECT, LIBRARY, OUTSIDE = Where.PROJECT, Where.LIBRARY, Where.OUTSIDE
 
@@ -275,12 +277,13 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
         per_frame = grp.extra.setdefault("frames", Counter())
         per_frame[frame_id] += 1
 
-    def add_break(gb: GraphBreak) -> int:
+    def add_break(gb: GraphBreak, cid: str) -> int:
         path = places.absolute(gb.file)
         where = places.where(path)
         code = _classify_break(gb, where)
         site = gb.user_stack[-1] if gb.user_stack and gb.user_stack[-1].line == gb.line else Frame(gb.file, gb.line, "")
-        add((code, path, gb.line), {"type": "break", "gb": gb, "site": site, "where": where})
+        root = starts[cid][-1] if starts.get(cid) else None  # the compiled frame
+        add((code, path, gb.line), {"type": "break", "gb": gb, "site": site, "where": where, "root": root})
         return 1
 
     backend_breaks: dict[str, list[GraphBreak]] = {}  # compile id -> breaks that only say the backend failed
@@ -301,7 +304,7 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
             if is_backend_failure_break(ev.get("text", "")):  # its frame's COMPILE_END decides what it was
                 backend_breaks.setdefault(ev.get("compile_id") or "", []).append(gb)
                 continue
-            breaks += add_break(gb)
+            breaks += add_break(gb, ev.get("compile_id") or "")
         elif kind == BACKEND_CHECK:
             backend_checks[ev.get("compile_id") or ""] = ev
         elif kind == COMPILE_END:
@@ -320,7 +323,7 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
                 _add_eager(add, places, fallback, code_of_frame.get(frame_id), backend_checks.get(cid),
                            _call_site(places, starts, callers, cid), frame_id)
                 continue
-            breaks += sum(add_break(gb) for gb in backend_breaks.pop(cid, []))
+            breaks += sum(add_break(gb, cid) for gb in backend_breaks.pop(cid, []))
             is_limit = "recompile limit" in fail.lower() or "cache_size_limit" in fail or "cache size limit" in fail.lower()
             if is_limit:
                 limit_hits += 1
@@ -360,9 +363,12 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
             if kind == END and ev.get("reason") == "error":
                 failure = compiled_save_finding(places, ev)
 
-    breaks += sum(add_break(gb) for pending in backend_breaks.values() for gb in pending)  # no COMPILE_END came
-    findings = [_finding(places, key, grp, bool(grp.extra["frames"].keys() & limited_frames))
+    breaks += sum(add_break(gb, c) for c, pending in backend_breaks.items() for gb in pending)  # no COMPILE_END
+    breaks_at = break_lines(e for e in events if e.get("ev") == COMPILE_START)
+    findings = [_finding(places, key, grp, bool(grp.extra["frames"].keys() & limited_frames), breaks_at)
                 for key, grp in groups.items()]
+    versions = {"torch": start.get("torch") or "", **start.get("libraries", {})}
+    findings = [with_library_advice(f, versions) for f in findings]
     findings += [failure] if failure else []
     first_step, steady_step = step_stats(step_times)
     summary = Summary(frames_compiled=len(frames), compiles=compiles, graphs=graphs, graph_breaks=breaks,
@@ -429,7 +435,8 @@ def _add_eager(add: Any, places: Places, fb: EagerFallback, compiled: Frame | No
                                      "user": places.location(user) if user else None}, frame_id)
 
 
-def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: bool) -> Finding:
+def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: bool,
+             breaks_at: dict[tuple[str, str], list[int]]) -> Finding:
     code, path, line = key
     info = grp.first
     rule = rules.BY_CODE[code]
@@ -440,7 +447,7 @@ def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: 
     if info["type"] == "break":
         gb: GraphBreak = info["gb"]
         if where != PROJECT:
-            user_frame = places.innermost_user(gb.user_stack)
+            user_frame = project_frame(places, gb.user_stack, info.get("root"), breaks_at)
         return Finding(rule=code, kind=Kind(rule.kind), title=rule.title, file=loc.file, line=line,
                        function=loc.function or gb.function, path=path, where=Where(where),
                        reason=_reason_for_break(gb), count=grp.count,
@@ -459,7 +466,7 @@ def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: 
                        compiled_function=compiled)
     g: GuardFailure = info["g"]
     if where != PROJECT:
-        user_frame = call_site
+        user_frame = resumed_at(places, info.get("compiled")) or call_site
     common = dict(file=loc.file, line=line, function=loc.function, path=path, where=Where(where), count=grp.count,
                   variable=g.variable, guard=g.guard, hint=g.hint, code=site.code, user_frame=user_frame,
                   call_site=call_site, compiled_function=compiled)

@@ -195,7 +195,8 @@ def resolve_short_path(short: str, known: Iterable[str], torch_root: str | None)
 
     torch (utils/_traceback.shorten_filename) cuts the common prefix of the file and its own install
     directory: `/home/a/proj/train.py` beside `/home/a/venv/.../torch` becomes `proj/train.py`, a library
-    file `.../site-packages/transformers/x.py` becomes `transformers/x.py`, and with only `/` in common it
+    file `.../site-packages/transformers/x.py` becomes `transformers/x.py`, torch's own `torch/optim/adam.py`
+    becomes `optim/adam.py`, and with only `/` in common it
     also loses its first character (`/tmp/t.py` -> `mp/t.py`). Files the run named elsewhere (stacks, compiled
     code) are matched first; then the torch install's ancestors are tried on disk."""
     if not short or short.startswith(("/", "<")):
@@ -206,7 +207,7 @@ def resolve_short_path(short: str, known: Iterable[str], torch_root: str | None)
             return path
     ancestors = []
     if torch_root:
-        d = os.path.dirname(os.path.realpath(torch_root))
+        d = os.path.realpath(torch_root)  # a torch file itself is named relative to torch/
         while True:
             ancestors.append(d)
             parent = os.path.dirname(d)
