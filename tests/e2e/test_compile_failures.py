@@ -40,3 +40,11 @@ def test_a_compiled_model_saved_whole_is_recognised_with_what_to_save_instead():
     assert "OptimizedModule" in f["reason"] and "model._orig_mod.state_dict()" in f["reason"]
     # pickling the compiled model worked as it does without torchmend's backend check (the load is what failed)
     assert "PicklingError" not in (result.json["error"] or "")
+
+
+def test_a_compiled_models_state_dict_loaded_into_a_fresh_module_is_recognised():
+    result = scan_json(SCAN_FIXTURES / "compiled_state_dict_keys" / "train.py")
+    assert result.returncode == 8
+    f = _one(result.json, "TM107")
+    assert f["line"] == 36 and f["code"] == "export_model.load_state_dict(best_state)"
+    assert '"_orig_mod.net.0.weight"' in f["reason"] and "model.compile()" in f["reason"]

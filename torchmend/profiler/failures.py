@@ -107,7 +107,7 @@ def compiled_save_failure(end: dict[str, Any]) -> CompiledSaveFailure | None:
     frames = parse_stack((end.get("traceback") or "").splitlines())
     said = _SAID.search(text)
     exc = error.split(":", 1)[0]
-    summary = f"{exc}: {said.group(0)}" if said else (error.splitlines()[0] if error else "")
+    summary = f"{exc}: {said.group(0).rstrip(' .')}" if said else (error.splitlines()[0] if error else "")
     return CompiledSaveFailure(what=what, error=summary[:300], frames=tuple(frames))
 
 
