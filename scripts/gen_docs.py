@@ -34,7 +34,7 @@ COMMAND = "python scripts/gen_docs.py"
 README_START = f"<!-- generated:rules ({COMMAND}) -->"
 README_END = "<!-- generated:end -->"
 KIND_WORDS = {rules.GRAPH_BREAK: "graph break", rules.RECOMPILE: "recompile",
-              rules.RECOMPILE_LIMIT: "recompile limit"}
+              rules.RECOMPILE_LIMIT: "recompile limit", rules.SCRIPT_FAILURE: "script failure"}
 TESTED_BY = "tests/test_codemod_examples.py"
 
 # The comments that write findings into example sources (torchmend/codemods/examples.py). On a page a finding

@@ -26,6 +26,7 @@ class Kind(StrEnum):
     GRAPH_BREAK = "graph_break"
     RECOMPILE = "recompile"
     RECOMPILE_LIMIT = "recompile_limit"
+    SCRIPT_FAILURE = "script_failure"  # compiling broke the script itself (a compiled model saved whole, ...)
 
 
 class Where(StrEnum):

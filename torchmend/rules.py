@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from torchmend.model import Kind
 
 GRAPH_BREAK, RECOMPILE, RECOMPILE_LIMIT = Kind.GRAPH_BREAK, Kind.RECOMPILE, Kind.RECOMPILE_LIMIT
+SCRIPT_FAILURE = Kind.SCRIPT_FAILURE
+
 HEADINGS = ("What it does", "Why is this bad", "Example", "Fix", "Fix safety")
 
 
@@ -275,6 +277,52 @@ RULES: tuple[Rule, ...] = (
          advice="compute the tensor as a local in forward (it is part of the graph then), or register it as a "
                 "buffer in __init__ when its shape is fixed; for an nn.Transformer* causal mask also pass "
                 "is_causal=True"),
+    Rule("TM106", GRAPH_BREAK, "function-never-compiles",
+         "compiled function the backend cannot compile: it runs eagerly (WON'T CONVERT)",
+         advice="change the line the backend failed on (a 0-d tensor used as an index: index with `t.view(1)` or "
+                "`index_select`, or pass a Python int); the reason says whether the script's own backend fails too",
+         doc="""
+What it does:
+    Finds a compiled function that dynamo gave up on: the backend compiler raised while compiling its graph
+    ("WON'T CONVERT"), so no graph is kept and the function runs eagerly on every call. The finding sits at
+    the line the backend failed on, not at the `def`.
+Why is this bad:
+    Nothing of the function is compiled, silently: the run looks normal but the speed-up never comes. When
+    the detection backend (`--backend`) is not the script's own, the scan hands the failing graph to the
+    script's backend too and says whether the two disagree.
+Example:
+    def step(self, model_output, timestep, sample):      # timestep is a 0-d tensor
+        alpha_prod_t = self.alphas_cumprod[timestep]      # AOTAutograd: aten._local_scalar_dense
+Fix:
+    alpha_prod_t = self.alphas_cumprod[timestep.view(1)]  # or .index_select(0, timestep.view(1))
+    Or pass the timestep as a Python int where that is what the code means.
+Fix safety:
+    Manual. Indexing with a one-element tensor returns a one-element tensor, not a 0-d one: check the
+    shapes that broadcasting gives downstream.
+"""),
+    Rule("TM107", SCRIPT_FAILURE, "compiled-model-saved",
+         "the script failed on a compiled model saved as if it were the plain module",
+         advice="save model._orig_mod.state_dict() (or the uncompiled module's state_dict()), or compile in "
+                "place with model.compile(), which keeps the module and its keys",
+         doc="""
+What it does:
+    Recognises a script that torch.compile itself broke: `torch.save(model)` of a compiled model pickles
+    the OptimizedModule wrapper, which `torch.load(weights_only=True)` (the default since torch 2.6)
+    refuses to load; and a compiled model's `state_dict()` has every key prefixed with `_orig_mod.`, so
+    loading it into the plain module fails with unexpected keys. The finding sits at the failing line.
+Why is this bad:
+    The run dies after training: the checkpoint cannot be loaded without trusting arbitrary pickles or
+    renaming keys, and every tool that reads the checkpoint has to know about the wrapper.
+Example:
+    model = torch.compile(model)
+    torch.save(model, path)
+    restored = torch.load(path, weights_only=True)   # Unsupported global: OptimizedModule
+Fix:
+    torch.save(model._orig_mod.state_dict(), path)   # or keep the uncompiled module and save its state_dict
+    Or call model.compile() instead of model = torch.compile(model): the module stays itself, keys unchanged.
+Fix safety:
+    Manual. The loader must then build the module and load_state_dict() into it.
+"""),
 )
 
 BY_CODE: dict[str, Rule] = {r.code: r for r in RULES}

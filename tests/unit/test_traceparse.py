@@ -51,3 +51,15 @@ def test_guard_variables():
     assert guard_variable("L['temperature'] == 2.0") == "temperature"
     assert guard_variable("self.param_groups[0]['lr'] == 0.001") == "self.param_groups[0]['lr']"
     assert guard_variable("___check_obj_id(L['mod'], 1234)") == "mod"
+
+
+def test_recompile_reason_with_the_torch_frame_that_made_the_guard():
+    # torch 2.13 appends the torch frame after the user's line (and shortens the user's path)
+    g = parse_recompile_reason("0/3: timestep.item() == 600  # alpha_prod_t = self.alphas_cumprod[timestep]  "
+                               "# proj/sched.py:40 in step (_dynamo/utils.py:4231 in run_node)")
+    assert (g.guard, g.variable) == ("timestep.item() == 600", "timestep")
+    assert (g.site.file, g.site.line, g.site.function) == ("proj/sched.py", 40, "step")
+
+
+def test_global_state_guard_names_what_changed():
+    assert guard_variable("GLOBAL_STATE changed: grad_mode") == "grad_mode"

@@ -22,7 +22,7 @@ ENDED_BY = {
 }
 
 _SEVERITY_STYLE = {"fix": "bold red", "note": "yellow", "info": "dim"}
-_KIND_LABEL = {"graph_break": "break", "recompile": "recompile", "recompile_limit": "LIMIT"}
+_KIND_LABEL = {"graph_break": "break", "recompile": "recompile", "recompile_limit": "LIMIT", "script_failure": "FAILED"}
 
 
 def summary_line(s: Summary) -> str:

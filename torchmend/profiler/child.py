@@ -23,6 +23,22 @@ def _library_roots() -> list[str]:
     return sorted(os.path.realpath(r) for r in roots)
 
 
+# Libraries with known hot spots (profiler/hotspots.py), whose release decides which advice applies.
+_VERSIONED = ("transformers", "diffusers", "accelerate", "timm")
+
+
+def _library_versions() -> dict[str, str]:
+    from importlib import metadata
+
+    versions = {}
+    for name in _VERSIONED:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
 def _user_traceback(exc: BaseException) -> str:
     """The traceback without torchmend's own frames, as the user would see it from plain python."""
     own = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the torchmend package
@@ -51,7 +67,8 @@ def main() -> None:
         sys.exit(1)
 
     sink.emit(START, torch=torch.__version__, python=sys.version.split()[0], library_roots=_library_roots(),
-              torch_root=os.path.dirname(os.path.realpath(torch.__file__)), pid=os.getpid())
+              torch_root=os.path.dirname(os.path.realpath(torch.__file__)), pid=os.getpid(),
+              libraries=_library_versions())
     try:
         from torchmend.profiler import collector
 
@@ -64,7 +81,7 @@ def main() -> None:
 
             seed_everything(cfg["seed"])
         if cfg.get("backend"):
-            collector.override_backend(cfg["backend"])
+            collector.override_backend(cfg["backend"], sink)
     except Exception as e:  # this torch lacks a hook we rely on: say so rather than run unobserved
         sink.emit(END, reason="internal_error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         sys.exit(1)

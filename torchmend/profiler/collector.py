@@ -22,7 +22,7 @@ import torch
 import torch._logging._internal as _tlog
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from torchmend.profiler.events import COMPILE_START, END, OWN_MARKER, STEP, EventSink
+from torchmend.profiler.events import BACKEND_CHECK, COMPILE_START, END, OWN_MARKER, STEP, EventSink
 from torchmend.profiler.numerics import DISABLE_ENV, NumericsCapture, install_backward_hooks
 from torchmend.profiler.records import RecordConverter
 
@@ -173,16 +173,64 @@ def install_step_counter(sink: EventSink, budget: int | None) -> StepCounter:
     return counter
 
 
-def override_backend(backend: str) -> None:
-    """Make every torch.compile call in the script use `backend` (mode/options only mean something to inductor)."""
+def override_backend(backend: str, sink: EventSink | None = None) -> None:
+    """Make every torch.compile call in the script use `backend` (mode/options only mean something to inductor).
+
+    With a sink, a failure of `backend` is checked against the backend the script asked for (see
+    _CheckedBackend), so a report can say when the two disagree."""
     original: Callable[..., Any] = torch.compile
 
     @functools.wraps(original)
     def compile(model: Any = None, **kwargs: Any) -> Any:
-        kwargs["backend"] = backend
+        own = kwargs.get("backend", "inductor")
+        # Only a named backend is tried on a failing graph: a callable of the script's own may count its calls.
+        checked = sink is not None and isinstance(own, str) and own != backend
+        kwargs["backend"] = _CheckedBackend(backend, own, sink) if checked else backend
         if backend != "inductor":
             kwargs.pop("mode", None)
             kwargs.pop("options", None)
         return original(model, **kwargs) if model is not None else original(**kwargs)
 
     torch.compile = compile  # type: ignore[assignment]
+
+
+def _backend_name(backend: Any) -> str:
+    return backend if isinstance(backend, str) else getattr(backend, "__name__", type(backend).__name__)
+
+
+class _CheckedBackend:
+    """The detection backend, which, when it fails on a graph, hands the same graph to the script's own
+    backend and records whether that one compiles it (then re-raises: dynamo sees the detection backend's
+    failure, as it would without the check). Only failures pay for the second compile."""
+
+    def __init__(self, detect: str, own: Any, sink: EventSink) -> None:
+        from torch._dynamo.backends.registry import lookup_backend
+
+        self.detect, self.own, self.sink = detect, own, sink
+        self.__name__ = detect  # torch names the backend after this in its messages
+        self._detect_fn = lookup_backend(detect)
+
+    def __call__(self, gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
+        try:
+            return self._detect_fn(gm, example_inputs, **kwargs)
+        except Exception:
+            from torch._dynamo.backends.registry import lookup_backend
+            from torch._guards import CompileContext
+
+            cid = CompileContext.current_compile_id()
+            error = None
+            try:
+                lookup_backend(self.own)(gm, example_inputs)
+            except Exception as e:  # the script's backend fails too
+                error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+            frame = f"{cid.frame_id}/{cid.frame_compile_id}" if cid is not None else None  # as compile_end's id
+            self.sink.emit(BACKEND_CHECK, compile_id=frame, detect=self.detect, own=_backend_name(self.own),
+                           own_compiles=error is None, own_error=error)
+            raise
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        # A compiled model the script pickles names its backend: make that the plain detection backend, never
+        # torchmend (pickling must behave as it does without the check).
+        from torch._dynamo.backends.registry import lookup_backend
+
+        return lookup_backend, (self.detect,)

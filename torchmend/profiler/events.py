@@ -20,6 +20,8 @@ COMPILE_END = "compile_end"  # compilation_metrics: outcome of one frame compile
 GRAPH_BREAK = "graph_break"  # dynamo_graph_break_reason artifact
 STEP = "step"  # optimizer steps so far (throttled)
 END = "end"  # the script ended: finished | steps | error | exit
+# The detection backend failed on a graph: does the script's own backend compile it? (see collector.py)
+BACKEND_CHECK = "backend_check"
 
 CHILD_ENV = "TORCHMEND_CHILD"
 # Our step counter is wrapped in torch._dynamo.disable with this reason: the break it causes is ours, not the user's.

@@ -5,16 +5,34 @@ Pure: takes the event list of a run, returns frozen, JSON-serialisable records.
 
 from __future__ import annotations
 
+import linecache
 import os
 import re
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
 from torchmend import rules
 from torchmend.model import EndedBy, Finding, Kind, Location, Pattern, Severity, Summary, Where
-from torchmend.profiler.events import COMPILE_END, COMPILE_START, END, GRAPH_BREAK, OWN_MARKER, START, STEP
+from torchmend.profiler.events import (
+    BACKEND_CHECK,
+    COMPILE_END,
+    COMPILE_START,
+    END,
+    GRAPH_BREAK,
+    OWN_MARKER,
+    START,
+    STEP,
+)
+from torchmend.profiler.failures import (
+    EagerFallback,
+    compiled_save_finding,
+    eager_fallback,
+    is_backend_failure_break,
+    reason_for_eager,
+)
+from torchmend.profiler.hotspots import with_library_advice
 from torchmend.profiler.pathmap import is_library_path
 from torchmend.profiler.traceparse import (
     Frame,
@@ -22,9 +40,11 @@ from torchmend.profiler.traceparse import (
     GuardFailure,
     parse_graph_break,
     parse_recompile_reason,
+    resolve_short_path,
     tensor_mismatch,
     user_function_name,
 )
+from torchmend.profiler.userframe import break_lines, project_frame, resumed_at
 
 PROJECT, LIBRARY, OUTSIDE = Where.PROJECT, Where.LIBRARY, Where.OUTSIDE
 
@@ -61,8 +81,9 @@ class Places:
 
     def location(self, frame: Frame) -> Location:
         path = self.absolute(frame.file)
+        code = frame.code or (linecache.getline(path, frame.line).strip() if os.path.isabs(path) else "")
         return Location(file=self.display(path), line=frame.line, function=user_function_name(frame.function), path=path,
-                        code=frame.code)
+                        code=code)
 
     def innermost_user(self, frames: Iterable[Frame]) -> Location | None:
         for f in reversed(list(frames)):
@@ -101,6 +122,8 @@ def _classify_guard(g: GuardFailure) -> str:
         return "TM203"
     if re.match(r"___stack\d+$", var):
         return "TM205"
+    if g.guard.startswith("GLOBAL_STATE"):
+        return "TM299"  # grad mode, autocast, ...: a train -> eval switch recompiles once per frame
     if re.match(r"^not\s", g.guard.strip()):
         return "TM299"  # a truthiness guard (`not self.state`: an optimizer's state created on its first step)
     if (g.hint and "nn.Module" in g.hint) or var.startswith("self.") or "_modules[" in var:
@@ -203,10 +226,37 @@ def merge_ranks(per_rank: dict[int, tuple[list[Finding], Summary]]) -> tuple[lis
     return findings, summary
 
 
+def separate_resets(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """torch._dynamo.reset() starts compile ids again at 0/0: give the compiles after each reset ids of their
+    own (`1.0/0`), so a function compiled after a reset is never taken for the one compiled before it."""
+    out, seen, epoch = [], set(), 0
+    for ev in events:
+        cid = ev.get("compile_id")
+        if ev.get("ev") == COMPILE_START and cid is not None:
+            if cid in seen:
+                epoch, seen = epoch + 1, set()
+            seen.add(cid)
+        out.append({**ev, "compile_id": f"{epoch}.{cid}"} if epoch and cid is not None else ev)
+    return out
+
+
+def _known_files(events: list[dict[str, Any]]) -> list[str]:
+    """Every absolute source path the run named (stacks, compiled code): what a shortened guard path is matched to."""
+    files: dict[str, None] = {}
+    for ev in events:
+        for f in (*ev.get("stack", ()), *ev.get("callers", ())):
+            files[f[0]] = None
+        if ev.get("co_filename"):
+            files[ev["co_filename"]] = None
+    return [f for f in files if f.startswith("/")]
+
+
 def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str = "finished",
                  wall_seconds: float = 0.0) -> tuple[list[Finding], Summary]:
+    events = separate_resets(events)
     start = next((e for e in events if e.get("ev") == START), {})
     places = Places(project_root, start.get("library_roots", []))
+    known_files = _known_files(events)
     starts: dict[str, list[Frame]] = {}  # compile id -> the Python stack when it began compiling
     callers: dict[str, list[Frame]] = {}  # compile id -> the live stack of callers (no torch frames)
     code_of_frame: dict[str, Frame] = {}  # frame id -> the compiled code object's location
@@ -217,13 +267,27 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
     steps = 0
 
     limited_frames: set[str] = set()
+    failure: Finding | None = None  # TM107: compiling broke the script itself
     cached_sites: dict[str, Frame] = {}  # TM208: cached tensor attribute -> the line its `is None` guard names
     step_times: list[float] = []
 
     def add(key: tuple[str, str, int], payload: dict[str, Any], frame_id: str = "") -> None:
         grp = groups.setdefault(key, _Group(payload))
         grp.count += 1
-        grp.extra.setdefault("frames", set()).add(frame_id)
+        per_frame = grp.extra.setdefault("frames", Counter())
+        per_frame[frame_id] += 1
+
+    def add_break(gb: GraphBreak, cid: str) -> int:
+        path = places.absolute(gb.file)
+        where = places.where(path)
+        code = _classify_break(gb, where)
+        site = gb.user_stack[-1] if gb.user_stack and gb.user_stack[-1].line == gb.line else Frame(gb.file, gb.line, "")
+        root = starts[cid][-1] if starts.get(cid) else None  # the compiled frame
+        add((code, path, gb.line), {"type": "break", "gb": gb, "site": site, "where": where, "root": root})
+        return 1
+
+    backend_breaks: dict[str, list[GraphBreak]] = {}  # compile id -> breaks that only say the backend failed
+    backend_checks: dict[str, dict[str, Any]] = {}  # compile id -> did the script's own backend compile it?
 
     for ev in events:
         kind = ev.get("ev")
@@ -237,12 +301,12 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
             gb = parse_graph_break(ev.get("text", ""))
             if gb is None:
                 continue
-            breaks += 1
-            path = places.absolute(gb.file)
-            where = places.where(path)
-            code = _classify_break(gb, where)
-            site = gb.user_stack[-1] if gb.user_stack and gb.user_stack[-1].line == gb.line else Frame(gb.file, gb.line, "")
-            add((code, path, gb.line), {"type": "break", "gb": gb, "site": site, "where": where})
+            if is_backend_failure_break(ev.get("text", "")):  # its frame's COMPILE_END decides what it was
+                backend_breaks.setdefault(ev.get("compile_id") or "", []).append(gb)
+                continue
+            breaks += add_break(gb, ev.get("compile_id") or "")
+        elif kind == BACKEND_CHECK:
+            backend_checks[ev.get("compile_id") or ""] = ev
         elif kind == COMPILE_END:
             cid = ev.get("compile_id") or ""
             frame_id = cid.split("/")[0]
@@ -251,6 +315,15 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
                 continue
             if ev.get("co_name") and ev.get("co_filename"):
                 code_of_frame.setdefault(frame_id, Frame(ev["co_filename"], ev.get("co_firstlineno") or 0, ev["co_name"]))
+            fallback = eager_fallback(ev)
+            if fallback is not None:  # the whole function runs eagerly: one TM106, not its `def`-line breaks
+                backend_breaks.pop(cid, None)
+                compiles += 1
+                compile_s += ev.get("entire_frame_compile_time_s") or 0.0
+                _add_eager(add, places, fallback, code_of_frame.get(frame_id), backend_checks.get(cid),
+                           _call_site(places, starts, callers, cid), frame_id)
+                continue
+            breaks += sum(add_break(gb, cid) for gb in backend_breaks.pop(cid, []))
             is_limit = "recompile limit" in fail.lower() or "cache_size_limit" in fail or "cache size limit" in fail.lower()
             if is_limit:
                 limit_hits += 1
@@ -265,6 +338,9 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
             if ev.get("recompile_reason"):
                 recompiles += 1
                 g = parse_recompile_reason(ev["recompile_reason"])
+                if g.site is not None:
+                    g = replace(g, site=replace(g.site, file=resolve_short_path(g.site.file, known_files,
+                                                                                start.get("torch_root"))))
                 compiled = code_of_frame.get(frame_id)
                 call_site = _call_site(places, starts, callers, cid)
                 site_frame = g.site
@@ -284,8 +360,16 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
             steps = max(steps, ev.get("steps") or 0)
             if kind == END and ev.get("step_times"):
                 step_times = ev["step_times"]
+            if kind == END and ev.get("reason") == "error":
+                failure = compiled_save_finding(places, ev)
 
-    findings = [_finding(places, key, grp, bool(grp.extra["frames"] & limited_frames)) for key, grp in groups.items()]
+    breaks += sum(add_break(gb, c) for c, pending in backend_breaks.items() for gb in pending)  # no COMPILE_END
+    breaks_at = break_lines(e for e in events if e.get("ev") == COMPILE_START)
+    findings = [_finding(places, key, grp, bool(grp.extra["frames"].keys() & limited_frames), breaks_at)
+                for key, grp in groups.items()]
+    versions = {"torch": start.get("torch") or "", **start.get("libraries", {})}
+    findings = [with_library_advice(f, versions) for f in findings]
+    findings += [failure] if failure else []
     first_step, steady_step = step_stats(step_times)
     summary = Summary(frames_compiled=len(frames), compiles=compiles, graphs=graphs, graph_breaks=breaks,
                       recompiles=recompiles, recompile_limit_hits=limit_hits, compile_seconds=round(compile_s, 3),
@@ -338,7 +422,21 @@ def _add_limit(add: Any, places: Places, ev: dict[str, Any], compiled: Frame | N
          "call_site": call_site, "compiled": compiled, "fail": ev.get("fail_reason") or ""}, frame_id)
 
 
-def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: bool) -> Finding:
+def _add_eager(add: Any, places: Places, fb: EagerFallback, compiled: Frame | None, check: dict[str, Any] | None,
+               call_site: Location | None, frame_id: str) -> None:
+    """TM106 at the line the failure names (the innermost project frame of it), else at the `def`."""
+    user = next((f for f in reversed(fb.frames) if places.where(places.absolute(f.file)) == PROJECT), None)
+    site = user or (fb.frames[-1] if fb.frames else compiled)
+    if site is None:
+        return
+    path = places.absolute(site.file)
+    add(("TM106", path, site.line), {"type": "eager", "fb": fb, "site": site, "where": places.where(path),
+                                     "call_site": call_site, "compiled": compiled, "check": check,
+                                     "user": places.location(user) if user else None}, frame_id)
+
+
+def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: bool,
+             breaks_at: dict[tuple[str, str], list[int]]) -> Finding:
     code, path, line = key
     info = grp.first
     rule = rules.BY_CODE[code]
@@ -349,17 +447,26 @@ def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: 
     if info["type"] == "break":
         gb: GraphBreak = info["gb"]
         if where != PROJECT:
-            user_frame = places.innermost_user(gb.user_stack)
+            user_frame = project_frame(places, gb.user_stack, info.get("root"), breaks_at)
         return Finding(rule=code, kind=Kind(rule.kind), title=rule.title, file=loc.file, line=line,
                        function=loc.function or gb.function, path=path, where=Where(where),
                        reason=_reason_for_break(gb), count=grp.count,
                        severity=Severity.INFO if rule.informational else Severity.FIX, gb_id=gb.gb_id,
                        gb_type=gb.gb_type, docs_url=gb.docs_url, code=site.code, user_frame=user_frame)
-    g: GuardFailure = info["g"]
     compiled = places.location(info["compiled"]) if info.get("compiled") else None
     call_site = info.get("call_site")
+    if info["type"] == "eager":
+        fb: EagerFallback = info["fb"]
+        function = compiled.function if compiled else loc.function
+        return Finding(rule=code, kind=Kind(rule.kind), title=rule.title, file=loc.file, line=line,
+                       function=function, path=path, where=Where(where),
+                       reason=reason_for_eager(fb, function, info.get("check")), count=grp.count,
+                       severity=Severity.FIX, gb_id=fb.gb_id, docs_url=fb.docs_url, code=site.code,
+                       user_frame=(info["user"] or call_site) if where != PROJECT else None, call_site=call_site,
+                       compiled_function=compiled)
+    g: GuardFailure = info["g"]
     if where != PROJECT:
-        user_frame = call_site
+        user_frame = resumed_at(places, info.get("compiled")) or call_site
     common = dict(file=loc.file, line=line, function=loc.function, path=path, where=Where(where), count=grp.count,
                   variable=g.variable, guard=g.guard, hint=g.hint, code=site.code, user_frame=user_frame,
                   call_site=call_site, compiled_function=compiled)
@@ -372,8 +479,12 @@ def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: 
         return Finding(rule=code, kind=Kind(rule.kind), title=rule.title, reason=reason, severity=Severity.FIX,
                        pattern=Pattern.LIMIT, cause=cause, **common)
     # A guard that failed once is a one-time recompile even in a frame that later hit the limit through
-    # another guard (an optimizer's state created on its first step beside a float lr that storms).
-    pattern = Pattern.ONCE if grp.count == 1 else (Pattern.LIMIT if hit_limit else Pattern.STORM)
+    # another guard (an optimizer's state created on its first step beside a float lr that storms). It is
+    # counted per frame: one change of the value recompiles a function and each of its resume frames.
+    once = max(grp.extra["frames"].values()) == 1
+    pattern = Pattern.ONCE if once else (Pattern.LIMIT if hit_limit else Pattern.STORM)
+    if once:
+        common["count"] = 1
     if pattern == Pattern.ONCE and where == LIBRARY and code in ("TM299", "TM207"):
         code, rule = "TM902", rules.BY_CODE["TM902"]
     severity = Severity.INFO if rule.informational else (Severity.FIX if pattern != Pattern.ONCE else Severity.NOTE)

@@ -5,15 +5,19 @@ Pure string work, tested against texts captured from real runs (tests/unit/test_
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
+from typing import Iterable
 
 _FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\s*$')
 _GB_AT_RE = re.compile(r"Graph break in user code at (?P<file>.+):(?P<line>\d+)\s*$")
 _GB_URL_RE = re.compile(r"(https://\S+/gb/(?P<id>gb\d+)\.html)")
+# `guard  # code  # file:line in func`, where torch 2.13 may add the torch frame that made the guard
+# (`(_dynamo/utils.py:4231 in run_node)`) and shortens `file` (see resolve_short_path).
 _RECOMPILE_RE = re.compile(
-    r"^(?:(?P<cid>\d+/\d+): )?(?P<guard>.*?)(?:\s+# (?P<code>.*?)\s+# (?P<file>\S+):(?P<line>\d+) in (?P<func>\S+))?"
-    r"(?: \(HINT: (?P<hint>.*)\))?\s*$"
+    r"^(?:(?P<cid>\d+/\d+): )?(?P<guard>.*?)(?:\s+# (?P<code>.*?)\s+# (?P<file>\S+):(?P<line>\d+) in (?P<func>\S+)"
+    r"(?: \([^()]*:\d+ in [^()]*\))?)?(?: \(HINT: (?P<hint>.*)\))?\s*$"
 )
 _RESUME_RE = re.compile(r"^torch_dynamo_resume_in_(?P<func>.+)_at_\d+$")
 
@@ -149,6 +153,8 @@ def guard_variable(guard: str) -> str | None:
     m = _TENSOR_RE.search(guard)
     if m:
         return tidy_variable(m["var"])
+    if guard.startswith("GLOBAL_STATE changed:"):  # `GLOBAL_STATE changed: grad_mode` -> grad_mode
+        return guard.split(":", 1)[1].strip().split(" ")[0] or None
     left = _left_side(guard)
     for chain in _CHAIN_RE.finditer(left):
         text = chain.group(0)
@@ -182,3 +188,37 @@ def parse_recompile_reason(text: str) -> GuardFailure:
         site = Frame(m["file"], int(m["line"]), user_function_name(m["func"]), (m["code"] or "").strip())
     guard = m["guard"].strip()
     return GuardFailure(m["cid"], guard, guard_variable(guard), site, m["hint"], text)
+
+
+def resolve_short_path(short: str, known: Iterable[str], torch_root: str | None) -> str:
+    """The full path of a file name torch shortened in a guard text.
+
+    torch (utils/_traceback.shorten_filename) cuts the common prefix of the file and its own install
+    directory: `/home/a/proj/train.py` beside `/home/a/venv/.../torch` becomes `proj/train.py`, a library
+    file `.../site-packages/transformers/x.py` becomes `transformers/x.py`, torch's own `torch/optim/adam.py`
+    becomes `optim/adam.py`, and with only `/` in common it
+    also loses its first character (`/tmp/t.py` -> `mp/t.py`). Files the run named elsewhere (stacks, compiled
+    code) are matched first; then the torch install's ancestors are tried on disk."""
+    if not short or short.startswith(("/", "<")):
+        return short
+    known = list(known)
+    for path in known:
+        if path.endswith("/" + short):
+            return path
+    ancestors = []
+    if torch_root:
+        d = os.path.realpath(torch_root)  # a torch file itself is named relative to torch/
+        while True:
+            ancestors.append(d)
+            parent = os.path.dirname(d)
+            if parent == d:
+                break
+            d = parent
+    for anc in ancestors:
+        cand = os.path.join(anc, short)
+        if os.path.exists(cand):
+            return cand
+    for path in known:  # only `/` in common: one character lost
+        if path.endswith(short) and path.count("/") == short.count("/") + 1:
+            return path
+    return short

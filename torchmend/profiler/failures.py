@@ -1,0 +1,151 @@
+"""Two ways compiling goes wrong without a graph break or a recompile, read from the texts PyTorch leaves.
+
+- A frame that never converts ("WON'T CONVERT"): the backend compiler raised, dynamo gave up on the whole
+  function, and it runs eagerly on every call. The failure text names the user's line that broke the
+  backend ("Original traceback"); the break texts it also logs name only the `def` line.
+- A script that torch.compile itself broke: a compiled model pickled whole cannot be loaded with
+  `torch.load(weights_only=True)`, and a compiled model's state dict carries `_orig_mod.` keys.
+
+Pure string work: no torch.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from torchmend import rules
+from torchmend.model import Finding, Severity, Where
+from torchmend.profiler.traceparse import Frame, parse_stack
+
+_BACKEND_FAILED_RE = re.compile(r"Backend compiler `(?P<backend>[^`]+)` failed with (?P<error>[^\n]+)")
+_OLD_BACKEND_FAILED_RE = re.compile(r"backend='(?P<backend>[^']+)' raised:\n(?P<error>[^\n]+)")  # torch <= 2.11
+_GB_URL_RE = re.compile(r"(https://\S+/gb/(?P<id>gb\d+)\.html)")
+
+
+def is_backend_failure_break(text: str) -> bool:
+    """A graph-break text that only reports the backend compiler failing (dynamo names the `def` line)."""
+    return "Backend compiler exception" in text or "BackendCompilerFailed" in text
+
+
+@dataclass(frozen=True)
+class EagerFallback:
+    """A frame dynamo gave up on: the backend failed, so the function runs eagerly."""
+
+    backend: str  # the backend that failed (the detection backend, under scan)
+    error: str  # what it failed with, one line
+    frames: tuple[Frame, ...]  # the stack the failure names, oldest first (its innermost frame is the line)
+    gb_id: str | None
+    docs_url: str | None
+
+
+def eager_fallback(ev: dict[str, Any]) -> EagerFallback | None:
+    """The COMPILE_END of a frame whose backend compile failed and that produced no compiled code."""
+    fail = ev.get("fail_reason") or ""
+    if not ev.get("fail_type") or ev.get("has_guarded_code"):
+        return None
+    m = _BACKEND_FAILED_RE.search(fail) or _OLD_BACKEND_FAILED_RE.search(fail)
+    if m is None:
+        return None
+    url = _GB_URL_RE.search(fail)
+    return EagerFallback(backend=m["backend"], error=m["error"].strip(), frames=_failing_frames(fail, ev),
+                         gb_id=url["id"].upper() if url else None, docs_url=url.group(1) if url else None)
+
+
+def _section(text: str, heading: str) -> list[str]:
+    """The indented lines under `heading` (e.g. "Original traceback:"), up to the first blank line."""
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.strip() == heading), None)
+    if start is None:
+        return []
+    out = []
+    for ln in lines[start + 1:]:
+        if not ln.strip():
+            break
+        out.append(ln)
+    return out
+
+
+def _failing_frames(fail: str, ev: dict[str, Any]) -> tuple[Frame, ...]:
+    # "Original traceback" is the node the backend failed on; "Traceback" only where dynamo stopped tracing.
+    for heading in ("Original traceback:", "Traceback:"):
+        frames = parse_stack(_section(fail, heading))
+        if frames:
+            return tuple(frames)
+    if ev.get("fail_user_frame_filename") and ev.get("fail_user_frame_lineno"):
+        return (Frame(ev["fail_user_frame_filename"], int(ev["fail_user_frame_lineno"]), ev.get("co_name") or ""),)
+    return ()
+
+
+# --- scripts that torch.compile broke ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CompiledSaveFailure:
+    """The script failed because it saved or loaded a compiled model as if it were the plain module."""
+
+    what: str  # "pickled" (the OptimizedModule itself) or "prefixed-keys" (a state dict with _orig_mod.)
+    error: str  # the exception line
+    frames: tuple[Frame, ...]  # the traceback, oldest first: its innermost project frame is the load
+
+
+_PICKLED = re.compile(r"OptimizedModule|torch\._dynamo\.eval_frame")
+_SAID = re.compile(r"Unsupported global: GLOBAL \S+|Unexpected key\(s\) in state_dict: [^\n]{0,160}")
+_PREFIXED = re.compile(r"Unexpected key\(s\) in state_dict:[^\n]*\"_orig_mod\.")
+
+
+def compiled_save_failure(end: dict[str, Any]) -> CompiledSaveFailure | None:
+    """Recognise the failure in the END event of a script that raised."""
+    error = end.get("error") or ""
+    text = f"{error}\n{end.get('traceback') or ''}"
+    if "weights_only" in text.lower().replace(" ", "_") and _PICKLED.search(text):
+        what = "pickled"
+    elif _PREFIXED.search(text):
+        what = "prefixed-keys"
+    else:
+        return None
+    frames = parse_stack((end.get("traceback") or "").splitlines())
+    said = _SAID.search(text)
+    exc = error.split(":", 1)[0]
+    summary = f"{exc}: {said.group(0).rstrip(' .')}" if said else (error.splitlines()[0] if error else "")
+    return CompiledSaveFailure(what=what, error=summary[:300], frames=tuple(frames))
+
+
+def save_advice(what: str) -> str:
+    if what == "pickled":
+        return ("the script saved the compiled model object (an OptimizedModule), which torch.load(weights_only=True) "
+                "refuses; save the plain module's weights instead: torch.save(model._orig_mod.state_dict(), ...) "
+                "(or the uncompiled model's state_dict()), and load them into a fresh module")
+    return ("the state dict came from the compiled model, whose keys start with `_orig_mod.`; save "
+            "model._orig_mod.state_dict() (or the uncompiled model's), or compile in place with model.compile(), "
+            "which keeps the keys unchanged")
+
+
+def reason_for_eager(fb: EagerFallback, function: str, check: dict[str, Any] | None) -> str:
+    reason = (f"backend compiler `{fb.backend}` failed with {fb.error}: dynamo gave up on `{function}`, "
+              "which runs eagerly on every call")
+    if check is None:
+        return reason
+    if check.get("own_compiles"):
+        return (f"{reason}. The script's own backend `{check['own']}` compiles this graph: the detection backend "
+                f"`{check['detect']}` and `{check['own']}` disagree (scan with --backend {check['own']} to see "
+                f"what `{check['own']}` makes of it)")
+    return f"{reason}. The script's own backend `{check['own']}` fails on it too ({check.get('own_error')})"
+
+
+def compiled_save_finding(places: Any, end: dict[str, Any]) -> Finding | None:
+    """TM107 at the user's line that raised, when the END event's exception is a compiled model saved whole
+    (`places`: findings.Places, which decides whose file a frame is in)."""
+    failure = compiled_save_failure(end)
+    if failure is None:
+        return None
+    project = [f for f in failure.frames if places.where(places.absolute(f.file)) == Where.PROJECT]
+    site = project[-1] if project else (failure.frames[-1] if failure.frames else None)
+    if site is None:
+        return None
+    loc = places.location(site)
+    rule = rules.BY_CODE["TM107"]
+    return Finding(rule=rule.code, kind=rule.kind, title=rule.title, file=loc.file, line=loc.line,
+                   function=loc.function, path=loc.path, where=Where(places.where(loc.path)),
+                   reason=f"{failure.error}: {save_advice(failure.what)}", count=1, severity=Severity.FIX,
+                   code=loc.code)

@@ -1,0 +1,69 @@
+"""Which of the user's lines reached a finding inside a library (transformers, diffusers, torch.nn, ...).
+
+A graph break's user stack lists the live frames and the frames dynamo inlined, but torch 2.13 leaves out the
+compiled frame itself when the break is inside a call it inlined: a break in `nn.TransformerEncoder` called
+from `model.py` then looks as if the training loop called the library directly. The compiled frame is known
+(the compile's own stack), and so is the line it broke at: dynamo continues the frame in a resume function
+(`torch_dynamo_resume_in_forward_at_21`) that the frame calls from that line. Pure: no torch.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Sequence
+
+from torchmend.model import Location, Where
+from torchmend.profiler.traceparse import Frame, user_function_name
+
+_RESUME_AT_RE = re.compile(r"^torch_dynamo_resume_in_.+_at_(?P<line>\d+)$")
+
+
+def resume_start_line(function: str) -> int | None:
+    """`torch_dynamo_resume_in_forward_at_142` -> 142 (the line the original frame broke at)."""
+    m = _RESUME_AT_RE.match(function or "")
+    return int(m["line"]) if m else None
+
+
+def break_lines(compile_starts: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[int]]:
+    """(file, compiled function's raw name) -> the lines it called a resume function from, i.e. where it broke.
+
+    Read from each resume's compile start: its live callers (or, in a trace, its stack) end with the frame
+    that called it, at the line of the break."""
+    lines: dict[tuple[str, str], list[int]] = {}
+    for ev in compile_starts:
+        stack = ev.get("stack") or []
+        if not stack or resume_start_line(stack[-1][2]) is None:
+            continue
+        callers = ev.get("callers") or stack[:-1]
+        if callers:
+            file, line, function = callers[-1]
+            seen = lines.setdefault((file, function), [])
+            if line not in seen:
+                seen.append(line)
+    return lines
+
+
+def project_frame(places: Any, stack: Sequence[Frame], root: Frame | None,
+                  breaks_at: dict[tuple[str, str], list[int]]) -> Location | None:
+    """The user's frame that reached a library finding (`places`: findings.Places).
+
+    `stack`: the finding's user stack, oldest first (may be empty: a guard has none); `root`: the compiled
+    frame (its raw function name), when known."""
+    if root is not None and places.where(places.absolute(root.file)) == Where.PROJECT:
+        function = user_function_name(root.function)
+        shown = any(f.file == root.file and f.function == function for f in stack)
+        if not shown:
+            lines = breaks_at.get((root.file, root.function))
+            line = lines[0] if lines else resume_start_line(root.function)
+            if line is not None:
+                return places.location(Frame(root.file, line, function))
+    return places.innermost_user(stack)
+
+
+def resumed_at(places: Any, compiled: Frame | None) -> Location | None:
+    """A library guard in a project frame dynamo resumed after a break (`torch_dynamo_resume_in_forward_at_142`)
+    was reached from that line of the project (model.py:142), not from the training loop that called forward."""
+    line = resume_start_line(compiled.function) if compiled else None
+    if compiled is None or line is None or places.where(places.absolute(compiled.file)) != Where.PROJECT:
+        return None
+    return places.location(Frame(compiled.file, line, compiled.function))
