@@ -73,7 +73,7 @@ def findings_from_markers(path: str, text: str, root: str) -> list[Finding]:
             fields["count"] = int(fields["count"])  # type: ignore[assignment]
         base.update(fields)
         if "where" in fields:
-            fields["where"] = Where(fields["where"])  # type: ignore[assignment]
+            fields["where"] = Where(fields["where"])
         found.append(Finding(**base))  # type: ignore[arg-type]
     return found
 

@@ -29,14 +29,14 @@ def _already_gated(src: SourceFile, stmt: cst.CSTNode) -> bool:
     for anc in src.ancestors(stmt):
         if isinstance(anc, cst.If):
             for call in src.nodes_in(anc.test, cst.Call):
-                if src.qualified_names(call.func) & IS_COMPILING:  # type: ignore[attr-defined]
+                if src.qualified_names(call.func) & IS_COMPILING:
                     return True
         if isinstance(anc, cst.FunctionDef):
             return False
     return False
 
 
-def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:  # type: ignore[no-untyped-def]
+def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
     src = ctx.file(finding.path)
     stmt = src.statement_at(finding.line)
     if not isinstance(stmt, cst.SimpleStatementLine):

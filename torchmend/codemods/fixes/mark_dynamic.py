@@ -106,7 +106,7 @@ def _already_marked(src: SourceFile, stmt: cst.BaseStatement, name: str, dim: in
         return False
     for before in siblings[: siblings.index(stmt)]:
         for call in src.nodes_in(before, cst.Call):
-            if not (src.qualified_names(call.func) & MARK_DYNAMIC) or len(call.args) < 2:  # type: ignore[attr-defined]
+            if not (src.qualified_names(call.func) & MARK_DYNAMIC) or len(call.args) < 2:
                 continue
             if not m.matches(call.args[0].value, m.Name(name)):
                 continue

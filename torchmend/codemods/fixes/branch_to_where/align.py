@@ -280,12 +280,12 @@ class _Names:
             if any(loop in set(self.src.ancestors(n)) for loop in self.loops):
                 return True
         for n in self.src.nodes_in(self.function, cst.Name):
-            if n.value == name and self.src.scopes.get(n) is not self.scope and not self.inside(n):  # type: ignore
+            if n.value == name and self.src.scopes.get(n) is not self.scope and not self.inside(n):
                 return True
         return False
 
     def used(self) -> set[str]:
-        return {n.value for n in self.src.nodes_in(self.function, cst.Name)}  # type: ignore[attr-defined]
+        return {n.value for n in self.src.nodes_in(self.function, cst.Name)}
 
 
 def _merge(slots: list[dict[int, _Op]], k: int, ops: list[_Op]) -> list[dict[int, _Op]]:
@@ -316,7 +316,7 @@ def _next_statement(src: SourceFile, node: cst.BaseStatement) -> cst.BaseStateme
     body = parent.body if isinstance(parent, (cst.IndentedBlock, cst.Module)) else ()
     for i, stmt in enumerate(body):
         if stmt is node:
-            return body[i + 1] if i + 1 < len(body) else None  # type: ignore[return-value]
+            return body[i + 1] if i + 1 < len(body) else None
     return None
 
 

@@ -173,7 +173,7 @@ def _branch_fn(name: str, params: list[str], block: Sequence[cst.BaseStatement],
                            cst.IndentedBlock(body))
 
 
-def _fresh_names(used: set[str]):  # type: ignore[no-untyped-def]
+def _fresh_names(used: set[str]):
     def fresh(base: str) -> Iterator[str]:
         if base not in used:
             yield base

@@ -226,7 +226,7 @@ def _split_test(src: SourceFile, test: cst.BaseExpression) -> tuple[cst.BaseExpr
     def join(parts: list[tuple[cst.BaseExpression, cst.BooleanOperation | None]]) -> cst.BaseExpression:
         acc = parts[0][0]
         for x, op in parts[1:]:
-            acc = cst.BooleanOperation(acc, op.operator if op else cst.And(), x)  # type: ignore[union-attr]
+            acc = cst.BooleanOperation(acc, op.operator if op else cst.And(), x)
         return acc.with_changes(lpar=test.lpar, rpar=test.rpar) if test.lpar and "\n" in _code(acc) else acc
 
     return join(python), join(tensor)
@@ -294,7 +294,7 @@ def _is_none(e: cst.BaseExpression) -> bool:
 
 
 def _is_where(src: SourceFile, node: cst.CSTNode) -> bool:
-    return any(src.is_qualified(c.func, "torch.where", "torch.cond")  # type: ignore[attr-defined]
+    return any(src.is_qualified(c.func, "torch.where", "torch.cond")
                for c in src.nodes_in(node, cst.Call))
 
 

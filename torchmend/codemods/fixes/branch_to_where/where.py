@@ -60,7 +60,7 @@ class _Replace(cst.CSTTransformer):
         super().__init__()
         self.names = names
 
-    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:  # type: ignore[override]
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
         return self.names.get(original.value, updated)
 
 
@@ -325,7 +325,7 @@ def proposal(finding: Finding, src: SourceFile, edits: dict, imports: tuple, pla
                                                else "")
         notes.insert(0, f"torch.where computes every branch: {shown}. The value of the branch not taken is "
                      "discarded, its gradient is not (0 * inf = nan)")
-    return Proposal((finding,), finding.rule, src.path, replace=edits, imports=imports,  # type: ignore[arg-type]
+    return Proposal((finding,), finding.rule, src.path, replace=edits, imports=imports,
                     safety=UNSAFE if notes else SAFE,
                     why=f"compute every branch and pick with torch.where instead of branching on `{test}`",
                     note="; ".join(notes), alternative=_COND_ADVICE if plan.hazards else "")

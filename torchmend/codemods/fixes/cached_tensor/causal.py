@@ -37,7 +37,7 @@ def _is_minus_inf(node: cst.CSTNode) -> bool:
         inner = node.expression
         return (m.matches(inner, m.Attribute(attr=m.Name("inf"))) or m.matches(
             inner, m.Call(func=m.Name("float"), args=[m.Arg(m.SimpleString())])) and inner.args[0].value
-            .evaluated_value.strip().lower() == "inf")  # type: ignore[attr-defined]
+            .evaluated_value.strip().lower() == "inf")
     return False
 
 
@@ -71,8 +71,8 @@ def transformer_parts(src: SourceFile, cls: cst.ClassDef) -> dict[str, str]:
     if any(src.qualified_names(b.value) & {p + "Transformer" for p in _TORCH_MODULES} for b in cls.bases):
         parts.update(_TRANSFORMER_PARTS)
     for assign in src.nodes_in(cls, cst.Assign):
-        value = assign.value  # type: ignore[attr-defined]
-        targets = assign.targets  # type: ignore[attr-defined]
+        value = assign.value
+        targets = assign.targets
         if len(targets) != 1 or not m.matches(targets[0].target, m.Attribute(value=m.Name("self"))):
             continue
         if isinstance(value, cst.Call):
@@ -97,7 +97,7 @@ class CausalRewrite(cst.CSTTransformer):
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         part = (original.func.attr.value if m.matches(original.func, m.Attribute(value=m.Name("self")))
-                else None)  # type: ignore[attr-defined]
+                else None)
         if not self.causal or part not in self.parts:
             return updated
         keywords = {a.keyword.value for a in original.args if a.keyword}

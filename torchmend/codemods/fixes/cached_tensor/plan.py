@@ -33,14 +33,14 @@ def _caches(src: SourceFile, attr: str) -> list[Cache]:
     """Every `if <test on self.attr>: ... self.attr = ...` written directly in a method body."""
     found = []
     for cls in src.nodes_in(src.module, cst.ClassDef):
-        for fn in methods(cls):  # type: ignore[arg-type]
+        for fn in methods(cls):
             for stmt in fn.body.body:
                 if not isinstance(stmt, cst.If):
                     continue
                 reads = m.findall(stmt.test, self_attr(attr))
                 writes = [t for t in m.findall(stmt.body, m.AssignTarget(target=self_attr(attr)))]
                 if reads and writes:
-                    found.append(Cache(src, cls, fn, stmt, attr))  # type: ignore[arg-type]
+                    found.append(Cache(src, cls, fn, stmt, attr))
     return found
 
 
@@ -102,7 +102,7 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
     if init_clear is not None:
         allowed |= {id(n) for n in m.findall(init_clear[0], self_attr(attr))}
     for node in src.nodes_in(src.module, cst.Attribute):
-        if node.attr.value == attr and id(node) not in allowed:  # type: ignore[attr-defined]
+        if node.attr.value == attr and id(node) not in allowed:
             raise Refuse(f"line {src.line_of(node)} also reads .{attr}; the cache cannot be dropped")
 
     made = cache_value  # `mask = <expr>; self.mask = mask`: judge <expr>

@@ -105,13 +105,13 @@ def _bound_method_buffer(finding: Finding, ctx: Context, attr: str, stopgap: str
         src = ctx.file(loc.path)
         stmt = src.statement_at(loc.line)
         for call in src.nodes_in(stmt, cst.Call) if stmt is not None else []:
-            target = compile_target(src, call)  # type: ignore[arg-type]
-            found = callee(src, target if target is not None else call.func, ctx)  # type: ignore[attr-defined]
+            target = compile_target(src, call)
+            found = callee(src, target if target is not None else call.func, ctx)
             compiled = found is not None and (target is not None or found.compiled_at is not None)
             if compiled and found.bound and found.owner is not None:  # type: ignore[union-attr]
                 owners[id(found.owner)] = (found.src, found.owner)  # type: ignore[union-attr]
             elif found is None:
-                unknown += _unknown_object(src, call)  # type: ignore[arg-type]
+                unknown += _unknown_object(src, call)
         looked.append(f"line {loc.line} of {os.path.relpath(loc.path, ctx.project_root)}")
         if owners:
             break

@@ -38,7 +38,7 @@ class _Uses:
 def _classes(src: SourceFile) -> dict[str, cst.ClassDef]:
     found: dict[str, cst.ClassDef] = {}
     for cls in src.nodes_in(src.module, cst.ClassDef):
-        found.setdefault(cls.name.value, cls)  # type: ignore[attr-defined]
+        found.setdefault(cls.name.value, cls)
     return found
 
 

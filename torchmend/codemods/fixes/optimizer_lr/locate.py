@@ -23,7 +23,7 @@ def _loop_source(src: SourceFile, target: cst.CSTNode) -> cst.BaseExpression | N
     """For a name bound by `for target in it` (or a comprehension, or unpacked from one): `it`."""
     for anc in src.ancestors(target):
         if isinstance(anc, (cst.For, cst.CompFor)):
-            return anc.iter if target in set(src.nodes_in(anc.target, cst.CSTNode)) else None
+            return anc.iter if target in set(src.nodes_in(anc.target, (cst.CSTNode,))) else None
         if not isinstance(anc, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
             return None
     return None

@@ -142,7 +142,7 @@ class _Swap(cst.CSTTransformer):
         super().__init__()
         self.swaps = swaps
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+    def on_leave(self, original_node, updated_node):
         return self.swaps.get(original_node, updated_node)
 
 
@@ -229,7 +229,7 @@ def _groups(src: SourceFile, params: cst.BaseExpression, depth: int = 0) -> _Gro
     # model.parameters(), filter(..., model.parameters()), [p for p in model.parameters() if ...]
     if not src.nodes_in(params, (cst.Dict,)) and any(
             m.matches(c.func, m.Attribute(attr=m.Name("parameters") | m.Name("named_parameters")))
-            for c in src.nodes_in(params, cst.Call)):  # type: ignore[attr-defined]
+            for c in src.nodes_in(params, cst.Call)):
         return _Groups("single")
     return _Groups("unknown", source=code)
 
