@@ -7,6 +7,8 @@ skips the check; it is only added for a mask built as a causal one.
 
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 import libcst.matchers as m
 
@@ -31,14 +33,20 @@ _CONVERSIONS = {"to", "float", "half", "bfloat16", "cuda", "type", "detach", "co
 
 def _is_minus_inf(node: cst.CSTNode) -> bool:
     """`float("-inf")`, `-float("inf")`, `-math.inf`, `-torch.inf`, `float('-inf')`."""
-    if m.matches(node, m.Call(func=m.Name("float"), args=[m.Arg(m.SimpleString())])):
-        return node.args[0].value.evaluated_value.strip().lower() == "-inf"  # type: ignore[attr-defined]
+    if _float_of_string(node) == "-inf":
+        return True
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
         inner = node.expression
-        return (m.matches(inner, m.Attribute(attr=m.Name("inf"))) or m.matches(
-            inner, m.Call(func=m.Name("float"), args=[m.Arg(m.SimpleString())])) and inner.args[0].value
-            .evaluated_value.strip().lower() == "inf")
+        return m.matches(inner, m.Attribute(attr=m.Name("inf"))) or _float_of_string(inner) == "inf"
     return False
+
+
+def _float_of_string(node: cst.CSTNode) -> str | bytes | None:
+    """`float("<s>")`: s, stripped and lower-cased; None for any other node."""
+    if m.matches(node, m.Call(func=m.Name("float"), args=[m.Arg(m.SimpleString())])):
+        arg = cast(cst.SimpleString, cast(cst.Call, node).args[0].value)  # the matcher just checked both shapes
+        return arg.evaluated_value.strip().lower()
+    return None
 
 
 def is_causal_mask(src: SourceFile, cls: cst.ClassDef, value: cst.BaseExpression, depth: int = 0) -> bool:
@@ -73,12 +81,13 @@ def transformer_parts(src: SourceFile, cls: cst.ClassDef) -> dict[str, str]:
     for assign in src.nodes_in(cls, cst.Assign):
         value = assign.value
         targets = assign.targets
-        if len(targets) != 1 or not m.matches(targets[0].target, m.Attribute(value=m.Name("self"))):
+        target = targets[0].target if len(targets) == 1 else None
+        if not isinstance(target, cst.Attribute) or not m.matches(target.value, m.Name("self")):
             continue
         if isinstance(value, cst.Call):
             for kind in _TRANSFORMERS:
                 if src.qualified_names(value.func) & {p + kind for p in _TORCH_MODULES}:
-                    parts[targets[0].target.attr.value] = kind
+                    parts[target.attr.value] = kind
     return parts
 
 
@@ -96,8 +105,8 @@ class CausalRewrite(cst.CSTTransformer):
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
-        part = (original.func.attr.value if m.matches(original.func, m.Attribute(value=m.Name("self")))
-                else None)
+        func = original.func
+        part = func.attr.value if isinstance(func, cst.Attribute) and m.matches(func.value, m.Name("self")) else None
         if not self.causal or part not in self.parts:
             return updated
         keywords = {a.keyword.value for a in original.args if a.keyword}

@@ -4,6 +4,7 @@ or a buffer made in __init__, with the causal hint where the tensor is a causal 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 import libcst.matchers as m
@@ -126,25 +127,26 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
     edits: dict[cst.CSTNode, object] = {}
     for stmt in after:
         if m.findall(stmt, self_attr(attr)):
-            new = stmt.visit(rewrite)
+            new = cast(cst.CSTNode, stmt.visit(rewrite))  # CausalRewrite swaps expressions: a statement stays one
             if not new.deep_equals(stmt):
                 edits[stmt] = new
     insert_after: dict[cst.BaseStatement, list[cst.BaseStatement]] = {}
-    if as_buffer:
+    if as_buffer and init is not None and isinstance(init.body, cst.IndentedBlock):  # as_buffer checked both
         edits[test] = cst.RemovalSentinel.REMOVE
         buffer = cst.parse_statement(f'self.register_buffer("{attr}", __value__, persistent=False)\n')
-        buffer = buffer.visit(_Substitute(cache_value))
+        buffer = cast(cst.SimpleStatementLine, buffer.visit(_Substitute(cache_value)))  # it swaps a Name only
         # At the end of __init__: what the tensor is built from (self.size, ...) may be set after `self.x = None`.
-        last = init.body.body[-1]  # type: ignore[union-attr]
+        last = init.body.body[-1]
         if init_clear is not None and init_clear[0] is last:
-            edits[last] = buffer.with_changes(leading_lines=last.leading_lines)
+            edits[last] = buffer.with_changes(leading_lines=init_clear[0].leading_lines)
         else:
             if init_clear is not None:
                 edits[init_clear[0]] = cst.RemovalSentinel.REMOVE
             insert_after[last] = [buffer]
         what = f"build self.{attr} once in __init__ as a buffer"
     else:
-        body = [s.visit(rewrite) for s in test.body.body]
+        # CausalRewrite swaps expressions: each statement stays one statement.
+        body = [cast(cst.SimpleStatementLine | cst.BaseCompoundStatement, s.visit(rewrite)) for s in test.body.body]
         first = body[0].with_changes(leading_lines=[*test.leading_lines, *body[0].leading_lines])
         if isinstance(first, cst.SimpleStatementLine) and test.body.header.comment is not None \
                 and first.trailing_whitespace.comment is None:
@@ -175,7 +177,8 @@ def _init_clear(init: cst.FunctionDef | None, attr: str) -> tuple[cst.SimpleStat
     for stmt in init.body.body:
         if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(self_attr(attr))],
                                                                 value=m.Name("None"))])):
-            return stmt, stmt.body[0].targets[0]  # type: ignore[attr-defined,return-value]
+            line = cast(cst.SimpleStatementLine, stmt)  # the matcher just checked the shape
+            return line, cast(cst.Assign, line.body[0]).targets[0]
     return None
 
 
