@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence, Union
+from typing import Sequence, Union, cast
 
 import libcst as cst
 
@@ -25,6 +25,11 @@ from torchmend.codemods.source import SourceFile, simple_names
 
 Body = Union[cst.IndentedBlock, cst.SimpleStatementSuite]
 StmtLine = Union[cst.SimpleStatementLine, cst.SimpleStatementSuite]
+
+
+def _as_body(suite: cst.BaseSuite) -> Body:
+    """A suite as the union it always is: libcst has no BaseSuite but these two."""
+    return cast(Body, suite)
 
 
 # --- the branches --------------------------------------------------------------------------------------
@@ -188,9 +193,10 @@ def _op(src: SourceFile, small: cst.BaseSmallStatement, line: _Line) -> _Op | No
                      "torch.cond only choose between computed values", "")
 
 
-def _branch(src: SourceFile, test: cst.BaseExpression | None, body: Body,
+def _branch(src: SourceFile, test: cst.BaseExpression | None, suite: cst.BaseSuite,
             leading: Sequence[cst.EmptyLine]) -> _Branch:
     branch = _Branch(test, comments=_comment_lines(leading))
+    body = _as_body(suite)
     if isinstance(body, cst.SimpleStatementSuite):
         branch.header = body.trailing_whitespace.comment
         line = _Line(body, [], None)
@@ -261,7 +267,8 @@ class _Names:
         for a in self.scope.assignments[name] if self.scope is not None else ():
             node = getattr(a, "node", None)
             pos = self.src.positions.get(node) if node is not None else None
-            if pos is not None and (pos.start.line, pos.start.column) < (self.start.line, self.start.column) \
+            if node is not None and pos is not None \
+                    and (pos.start.line, pos.start.column) < (self.start.line, self.start.column) \
                     and not self.inside(node):
                 return True
         return False
@@ -335,13 +342,15 @@ def _wrap(src: SourceFile, node: cst.If, lines: Sequence[cst.BaseStatement],
         stmts = [node.with_changes(test=python_part, body=cst.IndentedBlock(stmts),
                                    leading_lines=[] if is_elif else node.leading_lines)]
     elif not is_elif:
-        stmts[0] = stmts[0].with_changes(leading_lines=[*node.leading_lines, *stmts[0].leading_lines])
+        first = cast(Union[cst.SimpleStatementLine, cst.BaseCompoundStatement], stmts[0])  # libcst's only statements
+        stmts[0] = first.with_changes(leading_lines=[*node.leading_lines, *first.leading_lines])
     if is_elif:
         return {node: cst.Else(cst.IndentedBlock(stmts), leading_lines=node.leading_lines)}
     return {node: stmts[0] if len(stmts) == 1 else cst.FlattenSentinel(stmts)}
 
 
-def _statements(body: Body) -> list[cst.BaseStatement]:
+def _statements(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
+    body = _as_body(suite)
     if isinstance(body, cst.SimpleStatementSuite):
         return [cst.SimpleStatementLine(body.body)]
     return list(body.body)

@@ -11,6 +11,7 @@ from torchmend.codemods.fixes.branch_to_where.align import (
     _Branch,
     _Line,
     _Names,
+    _as_body,
     _as_line,
     _comment_lines,
     _describe_target,
@@ -40,7 +41,7 @@ def cond_fix(finding: Finding, src: SourceFile, node: cst.If, python_part: cst.B
              tensor_test: cst.BaseExpression) -> Result:
     if isinstance(node.orelse, cst.If):
         raise _Unfixable("the `if` has `elif`s")
-    bodies = [node.body] + ([node.orelse.body] if isinstance(node.orelse, cst.Else) else [])
+    bodies = [_as_body(node.body)] + ([_as_body(node.orelse.body)] if isinstance(node.orelse, cst.Else) else [])
     blocks = [_statements(b) for b in bodies]
     for block in blocks:
         _check_cond_block(src, block, in_loop=False)

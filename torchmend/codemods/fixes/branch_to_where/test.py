@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, cast
 
 import libcst as cst
 
@@ -51,7 +51,10 @@ def _code(node: cst.CSTNode) -> str:
 
 
 class _NoComments(cst.CSTTransformer):
-    def leave_Comment(self, original: cst.Comment, updated: cst.Comment) -> cst.RemovalSentinel:
+    # libcst's typed visitor says a Comment cannot be removed, yet every field holding one is Optional and
+    # REMOVE sets it to None at runtime: its stub is too narrow.
+    def leave_Comment(  # type: ignore[override]
+            self, original: cst.Comment, updated: cst.Comment) -> cst.RemovalSentinel:
         return cst.RemovalSentinel.REMOVE
 
 
@@ -59,7 +62,7 @@ def _short(node: cst.CSTNode, width: int = 60) -> str:
     """The node's code on one line, for messages."""
     if isinstance(node, cst.BaseExpression) and node.lpar:
         node = node.with_changes(lpar=[], rpar=[])
-    text = " ".join(_code(node.visit(_NoComments())).split())
+    text = " ".join(_code(cast(cst.CSTNode, node.visit(_NoComments()))).split())  # it removes comments only
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -165,10 +168,10 @@ def _mask(src: SourceFile, e: cst.BaseExpression, trusted: bool) -> _Mask:
         if len(e.comparisons) == 1:
             return _Mask(e, tensor)
         # `a < x < b` is `a < x and x < b`: Python's `and` would call bool() on the first result.
-        left, parts = e.left, []
+        lhs, parts = e.left, []
         for t in e.comparisons:
-            parts.append(cst.Comparison(left, [t], lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
-            left = t.comparator
+            parts.append(cst.Comparison(lhs, [t], lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
+            lhs = t.comparator
         acc: cst.BaseExpression = parts[0]
         for p in parts[1:]:
             acc = cst.BinaryOperation(acc, cst.BitAnd(), p)

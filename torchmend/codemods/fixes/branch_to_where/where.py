@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import libcst as cst
 
@@ -66,7 +66,7 @@ class _Replace(cst.CSTTransformer):
 
 @dataclass
 class _Plan:
-    lines: list[cst.BaseStatement]
+    lines: Sequence[cst.BaseStatement]
     notes: list[str]  # what makes it unsafe (empty: safe)
     hazards: list[str]  # what computing the branch not taken can do
 
@@ -227,7 +227,8 @@ def _written_before(ops: list[_Op], op: _Op) -> set[str]:
 def _one_sided(target: str, where_: list[int], branches: list[_Branch]) -> str:
     when = "only in some branches"
     if len(branches) == 2:
-        when = {(0,): "only when the test is true", (1,): "only when the test is false"}.get(tuple(where_), when)
+        sides: dict[tuple[int, ...], str] = {(0,): "only when the test is true", (1,): "only when the test is false"}
+        when = sides.get(tuple(where_), when)
     return (f"`{target}` is assigned {when} and has no value before the `if`, but is used after it: it needs a "
             "value in every case")
 
