@@ -117,17 +117,17 @@ def _known_mask_name(src: SourceFile, e: cst.BaseExpression) -> bool:
     scope = src.scopes[e]
     if scope is None:
         return False
-    values = []
+    assigned = []  # not `values`: that name is the analysis the check below calls
     for assignment in scope.assignments[e.value]:
         target = getattr(assignment, "node", None)
         parent = src.parents.get(target) if target is not None else None
         stmt = src.parents.get(parent) if isinstance(parent, cst.AssignTarget) else None
         if not isinstance(stmt, cst.Assign):
             return False
-        values.append(stmt.value)
-    return bool(values) and all(_is_bool_call(src, v) or (
+        assigned.append(stmt.value)
+    return bool(assigned) and all(_is_bool_call(src, v) or (
         isinstance(v, cst.Comparison) and all(isinstance(t.operator, _RICH) for t in v.comparisons)
-        and not values(src).is_python(v)) for v in values)
+        and not values(src).is_python(v)) for v in assigned)
 
 
 @dataclass
