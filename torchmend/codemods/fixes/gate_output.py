@@ -46,7 +46,7 @@ def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
         return NoFix(finding, f"no {what} call at line {finding.line}")
     if _already_gated(src, stmt):
         return NoFix(finding, f"the {what} call is already gated by is_compiling()", skipped=True)
-    if len(stmt.body) != 1 or not m.matches(stmt.body[0], m.Expr(value=m.Call())) or stmt.body[0].value is not calls[0]:
+    if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr) or stmt.body[0].value is not calls[0]:
         return NoFix(finding, f"the {what} call is part of a larger statement; move it to a statement of its own "
                      "first", "gate it with `if not torch.compiler.is_compiling():` by hand")
     is_compiling, imports = src.torch_expr("compiler.is_compiling")
