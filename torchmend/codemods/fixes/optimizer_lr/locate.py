@@ -133,16 +133,17 @@ def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement,
     (`opt.param_groups`)."""
     candidates: list[cst.BaseExpression] = []
     for node in src.nodes_in(stmt, (cst.Call, cst.Attribute)):
-        if isinstance(node, cst.Call) and m.matches(node.func, m.Attribute(attr=m.Name("step"))):
-            candidates.append(node.func.value)  # type: ignore[attr-defined]
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+                and m.matches(node.func.attr, m.Name("step")):
+            candidates.append(node.func.value)
             candidates += [a.value for a in node.args[:1] if a.keyword is None]
         elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
             # step = torch.compile(opt.step); step()
             refs = src.referents(node.func)
             made = src.assigned_value(refs[0]) if len(refs) == 1 else None
             target = compile_target(src, made) if made is not None else None
-            if target is not None and m.matches(target, m.Attribute(attr=m.Name("step"))):
-                candidates.append(target.value)  # type: ignore[union-attr]
+            if isinstance(target, cst.Attribute) and m.matches(target.attr, m.Name("step")):
+                candidates.append(target.value)
             else:
                 # a compiled training step that calls opt.step() inside (decorated, or compiled under a name)
                 found = callee(src, node.func)
