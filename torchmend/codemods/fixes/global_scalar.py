@@ -333,7 +333,7 @@ class GlobalScalar(Codemod):
                 owner = src.enclosing(b.node, cst.FunctionDef)
                 if how == "a parameter" and isinstance(owner, cst.FunctionDef):
                     if owner is fn:  # an argument after all: wrap it at the call sites, bound to the parameter
-                        return codemod_for("TM202").propose(finding, ctx)  # type: ignore[union-attr]
+                        return cast(Codemod, codemod_for("TM202")).propose(finding, ctx)  # a registered rule
                     return NoFix(finding, f"`{name}` is a parameter of {owner.name.value}(), which the compiled "
                                  "function closes over: each call binds a new number",
                                  f"pass a tensor when calling {owner.name.value}(), or pass `{name}` to the compiled "

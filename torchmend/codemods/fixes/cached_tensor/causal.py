@@ -52,8 +52,9 @@ def _float_of_string(node: cst.CSTNode) -> str | bytes | None:
 def is_causal_mask(src: SourceFile, cls: cst.ClassDef, value: cst.BaseExpression, depth: int = 0) -> bool:
     """Whether `value` is a square causal mask of -inf above the diagonal: nn.Transformer's
     generate_square_subsequent_mask, torch.triu(<-inf>, diagonal=1), or a method of the class returning one."""
-    while m.matches(value, m.Call(func=m.Attribute(attr=m.OneOf(*(m.Name(c) for c in _CONVERSIONS))))):
-        value = value.func.value  # type: ignore[attr-defined]
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+            and m.matches(value.func.attr, m.OneOf(*(m.Name(c) for c in _CONVERSIONS))):
+        value = value.func.value
     if not isinstance(value, cst.Call):
         return False
     if src.qualified_names(value.func) & _CAUSAL_FUNCTIONS:
@@ -64,10 +65,10 @@ def is_causal_mask(src: SourceFile, cls: cst.ClassDef, value: cst.BaseExpression
         first = value.args[0].value if value.args else None
         return (diagonal is not None and m.matches(diagonal, m.Integer("1")) and first is not None
                 and any(_is_minus_inf(n) for n in src.nodes_in(first, (cst.Call, cst.UnaryOperation))))
-    if depth == 0 and m.matches(value.func, m.Attribute(value=m.Name("self"))):
-        name = value.func.attr.value  # type: ignore[attr-defined]
+    if depth == 0 and isinstance(value.func, cst.Attribute) and m.matches(value.func.value, m.Name("self")):
+        name = value.func.attr.value
         for fn in methods(cls):
-            returns = [r.value for r in m.findall(fn.body, m.Return())]  # type: ignore[attr-defined]
+            returns = [r.value for r in m.findall(fn.body, m.Return()) if isinstance(r, cst.Return)]
             if fn.name.value == name and len(returns) == 1 and returns[0] is not None:
                 return is_causal_mask(src, cls, returns[0], depth + 1)
     return False

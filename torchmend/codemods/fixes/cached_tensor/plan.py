@@ -9,7 +9,7 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.base import SAFE, UNSAFE, Proposal
+from torchmend.codemods.base import SAFE, UNSAFE, Proposal, Replacement
 from torchmend.codemods.fixes.cached_tensor.causal import CausalRewrite, is_causal_mask, transformer_parts
 from torchmend.codemods.fixes.cached_tensor.syntax import bound_in, methods, names_used, self_attr, target_names
 from torchmend.codemods.source import Context, SourceError, SourceFile
@@ -93,8 +93,8 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
     if len(in_test) != 1:
         raise Refuse(f"self.{attr} is assigned more than once in the `if` at line {src.line_of(test)}")
     value = next(iter(in_test))
-    assign = src.enclosing(value, cst.Assign)
-    cache_value: cst.BaseExpression = assign.value  # type: ignore[union-attr]
+    assign = cast(cst.Assign, src.enclosing(value, cst.Assign))  # `value` is an AssignTarget: in an Assign
+    cache_value: cst.BaseExpression = assign.value
 
     # Reads outside this forward's `if` and what follows it (another method, another object): keep the attribute.
     index = list(fn.body.body).index(test)
@@ -108,8 +108,9 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
 
     made = cache_value  # `mask = <expr>; self.mask = mask`: judge <expr>
     if isinstance(made, cst.Name):
-        defs = m.findall(test.body, m.Assign(targets=[m.AssignTarget(m.Name(made.value))]))
-        made = defs[0].value if len(defs) == 1 else made  # type: ignore[attr-defined]
+        defs = [d for d in m.findall(test.body, m.Assign(targets=[m.AssignTarget(m.Name(made.value))]))
+                if isinstance(d, cst.Assign)]
+        made = defs[0].value if len(defs) == 1 else made
     causal = is_causal_mask(src, cls, made)
     parts = transformer_parts(src, cls)
     bound = bound_in(fn)
@@ -124,7 +125,7 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
 
     local = None if as_buffer else _local_name(attr, bound, fn, test)
     rewrite = CausalRewrite(attr, local, parts, causal)
-    edits: dict[cst.CSTNode, object] = {}
+    edits: dict[cst.CSTNode, Replacement] = {}
     for stmt in after:
         if m.findall(stmt, self_attr(attr)):
             new = cast(cst.CSTNode, stmt.visit(rewrite))  # CausalRewrite swaps expressions: a statement stays one
@@ -160,7 +161,7 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
     if rewrite.hinted:
         hint = f" and pass {', '.join(f'{h}=True' for h in dict.fromkeys(rewrite.hinted))}"
     return Proposal(
-        (finding,), finding.rule, src.path, replace=edits, insert_after=insert_after,  # type: ignore[arg-type]
+        (finding,), finding.rule, src.path, replace=edits, insert_after=insert_after,
         safety=UNSAFE if rewrite.hinted else SAFE,
         why=f"{what}{hint}, so forward no longer recompiles on `self.{attr} is None` or its size"
             + (" and the causal-mask check in nn.Transformer* no longer breaks the graph" if hint else ""),
@@ -194,8 +195,8 @@ def _local_name(attr: str, bound: set[str], fn: cst.FunctionDef, test: cst.If) -
     if local in bound or local in names_used(fn.body):
         raise Refuse(f"`{local}` is already a name in {fn.name.value}(); rename it, then fix again")
     # Temporaries of the `if` become locals of the whole method: they must not collide with its other names.
-    targets = m.findall(test.body, m.AssignTarget())
-    temps = {n for t in targets for n in target_names(t.target)}  # type: ignore[attr-defined]
+    targets = [t for t in m.findall(test.body, m.AssignTarget()) if isinstance(t, cst.AssignTarget)]
+    temps = {n for t in targets for n in target_names(t.target)}
     outside = {n for s in fn.body.body if s is not test for n in names_used(s)}
     clash = sorted(temps & outside)
     if clash:
