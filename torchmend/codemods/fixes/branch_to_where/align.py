@@ -168,7 +168,8 @@ def _op(src: SourceFile, small: cst.BaseSmallStatement, line: _Line) -> _Op | No
                 and len(target.elements) == len(value.elements)
                 and all(isinstance(el, cst.Element) and isinstance(el.value, cst.Name) for el in target.elements)
                 and all(isinstance(el, cst.Element) for el in value.elements)):
-            names = tuple(el.value.value for el in target.elements)  # type: ignore[attr-defined]
+            names = tuple(el.value.value for el in target.elements  # all of them pass (checked above)
+                          if isinstance(el, cst.Element) and isinstance(el.value, cst.Name))
             return _Op(names, tuple(el.value for el in value.elements), line, small, tuple_form=True)
         if isinstance(target, (cst.Tuple, cst.List)) and _names_only(target):
             raise _NeedsCond(f"the branch unpacks `{_short(value)}` (torch.where cannot split it)")
@@ -251,7 +252,7 @@ class _Names:
         fn = self.src.enclosing(self.node, (cst.FunctionDef, cst.Lambda))
         self.function = fn if fn is not None else self.src.module
         self.declared = {n.name.value for d in self.src.nodes_in(self.function, (cst.Global, cst.Nonlocal))
-                         for n in d.names}  # type: ignore[attr-defined]
+                         if isinstance(d, (cst.Global, cst.Nonlocal)) for n in d.names}
         self.start = self.src.positions[self.node].start
         self.end = self.src.positions[self.node].end
         self.loops = [a for a in self.src.ancestors(self.node) if isinstance(a, (cst.For, cst.While))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, Union, cast
 
 import libcst as cst
 from torchmend.codemods.base import Result
@@ -151,15 +151,15 @@ def _bound(block: Sequence[cst.BaseStatement]) -> tuple[list[str], set[str]]:
     for stmt in block:
         here: list[str] = []
         for n in _walk(stmt, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
-            target = n.target  # type: ignore[attr-defined]
-            here += [x.value for x in _walk(target, cst.Name)]  # type: ignore[attr-defined]
+            target = cast(Union[cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For], n).target  # those kinds only
+            here += [x.value for x in _walk(target, cst.Name)]
         every += here
         fresh -= set(here)
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 # `y = x` returns an input as it is: torch.cond refuses an output that aliases an input.
                 if isinstance(small, cst.Assign) and not isinstance(small.value, (cst.Name, cst.Attribute)):
-                    fresh |= {x.value for t in small.targets for x in _walk(t.target, cst.Name)}  # type: ignore
+                    fresh |= {x.value for t in small.targets for x in _walk(t.target, cst.Name)}
                 elif isinstance(small, cst.AugAssign):
                     fresh.add(small.target.value)  # type: ignore[attr-defined]
     return list(dict.fromkeys(every)), fresh

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, cast
+from typing import Any, Iterator, TypeVar, cast, overload
 
 import libcst as cst
 
@@ -235,7 +235,16 @@ def _split_test(src: SourceFile, test: cst.BaseExpression) -> tuple[cst.BaseExpr
     return join(python), join(tensor)
 
 
-def _walk(node: cst.CSTNode, kind: type | tuple[type, ...]) -> Iterator[cst.CSTNode]:
+_N = TypeVar("_N", bound=cst.CSTNode)
+
+
+@overload
+def _walk(node: cst.CSTNode, kind: type[_N]) -> Iterator[_N]: ...  # the nodes' type follows `kind`
+@overload
+def _walk(node: cst.CSTNode, kind: tuple[type, ...]) -> Iterator[cst.CSTNode]: ...
+
+
+def _walk(node: cst.CSTNode, kind: type | tuple[type, ...]) -> Iterator[Any]:
     stack = [node]
     while stack:
         n = stack.pop()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, cast
 
 import libcst as cst
 
@@ -87,8 +87,9 @@ def _build(src: SourceFile, branches: list[_Branch], names: _Names, where: cst.B
     hazards = [h for b in branches for op in b.ops for v in op.values for h in _hazards(src, v)]
     hazards += [h for b in branches[1:] if b.test is not None for h in _hazards(src, b.test)]
     temps, evaluated_at, replacements = _conditions(emitted, masks, names)
-    statements = [small.visit(_Replace(replacements)) for _, small in emitted]
-    lines = _lay_out(temps, [slot for slot, _ in emitted], statements, branches, evaluated_at)  # type: ignore
+    # _Replace swaps names for expressions: each small statement stays one.
+    statements = [cast(cst.BaseSmallStatement, small.visit(_Replace(replacements))) for _, small in emitted]
+    lines = _lay_out(temps, [slot for slot, _ in emitted], statements, branches, evaluated_at)
     return _Plan(lines, list(dict.fromkeys(notes)), list(dict.fromkeys(hazards)))
 
 
@@ -158,7 +159,7 @@ def _conditions(emitted: list[tuple[dict[int, _Op], cst.BaseSmallStatement]], ma
     for s, (_, small) in enumerate(emitted):
         for n in _walk(small, cst.Name):
             for k in range(len(masks)):
-                if n.value == _placeholder(k).value:  # type: ignore[attr-defined]
+                if n.value == _placeholder(k).value:
                     uses[k].append(s)
     fresh = _fresh(names.used())
     replacements: dict[str, cst.BaseExpression] = {}

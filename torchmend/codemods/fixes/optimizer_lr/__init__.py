@@ -394,8 +394,8 @@ class TensorLearningRate(Codemod):
             return NoFix(finding, "the lr is already a tensor, written in place", skipped=True)
 
         notes = ['group["lr"] is now a float32 tensor: use float(group["lr"]) to log it or keep its value']
-        if any(isinstance(c, cst.Call) and m.matches(c.func, m.Attribute(attr=m.Name("load_state_dict")))
-               and _construction(src, c.func.value)[0] is ctor  # type: ignore[attr-defined]
+        if any(isinstance(c.func, cst.Attribute) and m.matches(c.func.attr, m.Name("load_state_dict"))
+               and _construction(src, c.func.value)[0] is ctor
                for c in src.nodes_in(src.module, cst.Call)):
             notes.append("a checkpoint saved with a float lr restores a float (fill_ then fails): after "
                          'load_state_dict, set group["lr"] = torch.tensor(float(group["lr"])) for each group')

@@ -188,8 +188,8 @@ def _def_near(src: SourceFile, line: int, finding: Finding) -> cst.FunctionDef |
 
 def _stepped_in(src: SourceFile, fn: cst.FunctionDef) -> list[cst.BaseExpression]:
     """The receivers of `X.step()` calls inside a function."""
-    return [c.func.value for c in src.nodes_in(fn, cst.Call)  # type: ignore[attr-defined]
-            if m.matches(c.func, m.Attribute(attr=m.Name("step"))) and not c.args]
+    return [c.func.value for c in src.nodes_in(fn, cst.Call)
+            if isinstance(c.func, cst.Attribute) and m.matches(c.func.attr, m.Name("step")) and not c.args]
 
 
 def _constructions_of(src: SourceFile, stmt: cst.FunctionDef | cst.ClassDef) -> tuple[cst.Call | None, str]:
