@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Iterator, Sequence, TypeVar, overload
+from typing import Any, Callable, Iterator, Sequence, TypeVar, cast, overload
 
 import libcst as cst
 import libcst.matchers as m
@@ -169,7 +169,8 @@ class SourceFile:
                 if isinstance(small, cst.Import):
                     for alias in small.names:
                         if m.matches(alias.name, m.Name("torch")):
-                            return alias.asname.name.value if alias.asname else "torch"  # type: ignore[union-attr]
+                            # An import's `as` names a Name (only a `with` item's may be a tuple).
+                            return cast(cst.Name, alias.asname.name).value if alias.asname else "torch"
         return None
 
     def torch_expr(self, dotted: str) -> tuple[cst.BaseExpression, tuple[tuple[str, str | None], ...]]:

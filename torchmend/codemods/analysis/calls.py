@@ -160,8 +160,9 @@ def _module_compile(src: SourceFile, name: cst.Name) -> cst.Call | None:
         return None
     scope = src.scopes.get(refs[0])
     for call in src.nodes_in(src.module, cst.Call):
-        if (m.matches(call.func, m.Attribute(value=m.Name(name.value), attr=m.Name("compile")))
-                and src.scopes.get(call.func.value) is scope):  # type: ignore[attr-defined]
+        if (isinstance(call.func, cst.Attribute)
+                and m.matches(call.func, m.Attribute(value=m.Name(name.value), attr=m.Name("compile")))
+                and src.scopes.get(call.func.value) is scope):
             return call
     return None
 
@@ -187,8 +188,9 @@ def compiled_functions(src: SourceFile) -> dict[cst.FunctionDef, cst.CSTNode]:
             found[fn] = dec
     for call in src.nodes_in(src.module, cst.Call):
         target = compile_target(src, call)
-        if target is None and m.matches(call, m.Call(func=m.Attribute(attr=m.Name("compile")), args=[])):
-            target = call.func.value  # type: ignore[attr-defined]
+        if target is None and isinstance(call.func, cst.Attribute) \
+                and m.matches(call, m.Call(func=m.Attribute(attr=m.Name("compile")), args=[])):
+            target = call.func.value
             hit = _forward(src, target, None)
         else:
             hit = callee(src, target) if target is not None else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import os
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import libcst as cst
 import libcst.matchers as m
@@ -185,7 +185,8 @@ def _named(src: SourceFile, name: str, ctx: Context | None, depth: int, kind: ty
             if not isinstance(small, cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
                 continue
             for alias in small.names:
-                bound = alias.asname.name.value if alias.asname else alias.name.value  # type: ignore[union-attr]
+                # An import's `as` names a Name (only a `with` item's may be a tuple).
+                bound = cast(cst.Name, alias.asname.name).value if alias.asname else alias.name.value
                 if bound != name or not isinstance(alias.name, cst.Name):
                     continue
                 for path in module_files(src, ctx, small):
@@ -202,7 +203,8 @@ def _named(src: SourceFile, name: str, ctx: Context | None, depth: int, kind: ty
 def module_files(src: SourceFile, ctx: Context, imp: cst.ImportFrom) -> list[str]:
     """The project files `from <module> import ...` may mean: relative to the importing file for a relative
     import, else under the project root or beside the importing file."""
-    parts = get_full_name_for_node(imp.module).split(".") if imp.module is not None else []  # type: ignore[union-attr]
+    # A module is a Name or an Attribute: it always has a dotted name.
+    parts = cast(str, get_full_name_for_node(imp.module)).split(".") if imp.module is not None else []
     here = Path(src.path).parent
     if imp.relative:
         for _ in range(len(imp.relative) - 1):
