@@ -161,7 +161,7 @@ def _bound(block: Sequence[cst.BaseStatement]) -> tuple[list[str], set[str]]:
                 if isinstance(small, cst.Assign) and not isinstance(small.value, (cst.Name, cst.Attribute)):
                     fresh |= {x.value for t in small.targets for x in _walk(t.target, cst.Name)}
                 elif isinstance(small, cst.AugAssign):
-                    fresh.add(small.target.value)  # type: ignore[attr-defined]
+                    fresh.add(cast(cst.Name, small.target).value)  # _check_cond_block refused other targets
     return list(dict.fromkeys(every)), fresh
 
 
