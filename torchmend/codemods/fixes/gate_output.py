@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
