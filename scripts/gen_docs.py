@@ -161,8 +161,8 @@ def rule_page(rule: rules.Rule) -> str:
         for i, ex in enumerate(cm.INVALID[1:], 2):
             out += [f"### Rewritten ({i})", "", code_block(shown(ex.code, keep_findings=True)), "", "becomes", "",
                     code_block(shown(ex.expected, keep_findings=False)), ""]
-        for i, ex in enumerate(cm.VALID, 1):
-            out += [f"### Left alone ({i})", "", code_block(shown(ex.code, keep_findings=True)), ""]
+        for i, valid in enumerate(cm.VALID, 1):
+            out += [f"### Left alone ({i})", "", code_block(shown(valid.code, keep_findings=True)), ""]
     return "\n".join(out).rstrip() + "\n"
 
 

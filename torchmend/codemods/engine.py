@@ -40,7 +40,7 @@ class _Apply(cst.CSTTransformer):
             for node, stmts in p.insert_after.items():
                 self.after[node].extend(stmts)
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+    def on_leave(self, original_node, updated_node):
         result = self.replace.get(original_node, updated_node)
         before, after = self.before.get(original_node), self.after.get(original_node)
         if not (before or after):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 from pathlib import Path
 
 from torchmend import rules
@@ -58,9 +59,10 @@ def findings_from_markers(path: str, text: str, root: str) -> list[Finding]:
         if not mark:
             continue
         rule = rules.BY_CODE[mark.group("rule")]
-        fields = dict(kv.split("=", 1) for kv in mark.group("rest").split())
+        fields: dict[str, Any] = dict(kv.split("=", 1) for kv in mark.group("rest").split())
         where = fields.pop("where", Where.PROJECT)
         recompile = rule.kind != rules.GRAPH_BREAK
+        base: dict[str, Any]
         base = dict(rule=rule.code, kind=rule.kind, title=rule.title, reason="(example)", count=2,
                     severity=Severity.FIX, pattern=Pattern.STORM if recompile else None, call_site=call_site,
                     compiled_function=compiled, code=_code(t))
@@ -70,11 +72,11 @@ def findings_from_markers(path: str, text: str, root: str) -> list[Finding]:
         else:
             base.update(file=rel, line=i, function=_function_at(lines, i), path=path, where=Where.PROJECT)
         if "count" in fields:
-            fields["count"] = int(fields["count"])  # type: ignore[assignment]
+            fields["count"] = int(fields["count"])
         base.update(fields)
         if "where" in fields:
-            fields["where"] = Where(fields["where"])  # type: ignore[assignment]
-        found.append(Finding(**base))  # type: ignore[arg-type]
+            fields["where"] = Where(fields["where"])
+        found.append(Finding(**base))
     return found
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar, cast, overload
 
 import libcst as cst
 import libcst.matchers as m
@@ -24,6 +24,8 @@ from libcst.metadata import (
     ScopeProvider,
 )
 from libcst.metadata.base_provider import LazyValue
+
+N = TypeVar("N", bound=cst.CSTNode)
 
 
 class SourceError(Exception):
@@ -84,6 +86,11 @@ class SourceFile:
             node = self.parents[node]
             yield node
 
+    @overload
+    def enclosing(self, node: cst.CSTNode, kind: type[N]) -> N | None: ...  # the result's type follows `kind`
+    @overload
+    def enclosing(self, node: cst.CSTNode, kind: tuple[type, ...]) -> cst.CSTNode | None: ...
+
     def enclosing(self, node: cst.CSTNode, kind: type | tuple[type, ...]) -> cst.CSTNode | None:
         return next((a for a in self.ancestors(node) if isinstance(a, kind)), None)
 
@@ -96,10 +103,15 @@ class SourceFile:
         fn = self.enclosing(stmt, cst.FunctionDef)
         return fn if isinstance(fn, cst.FunctionDef) else None
 
-    def nodes_in(self, root: cst.CSTNode, kind: type | tuple[type, ...]) -> list[cst.CSTNode]:
+    @overload
+    def nodes_in(self, root: cst.CSTNode, kind: type[N]) -> list[N]: ...  # the element type follows `kind`
+    @overload
+    def nodes_in(self, root: cst.CSTNode, kind: tuple[type, ...]) -> list[cst.CSTNode]: ...
+
+    def nodes_in(self, root: cst.CSTNode, kind: type | tuple[type, ...]) -> list[Any]:
         """Every node of `kind` under `root` (root included), in source order (an enclosing node before the
-        nodes inside it). Walks only `root`'s subtree."""
-        found: list[cst.CSTNode] = []
+        nodes inside it). Walks only `root`'s subtree. (The overloads above give the precise element type.)"""
+        found: list[Any] = []
 
         class _Collect(cst.CSTVisitor):
             def on_visit(self, node: cst.CSTNode) -> bool:
@@ -157,7 +169,8 @@ class SourceFile:
                 if isinstance(small, cst.Import):
                     for alias in small.names:
                         if m.matches(alias.name, m.Name("torch")):
-                            return alias.asname.name.value if alias.asname else "torch"  # type: ignore[union-attr]
+                            # An import's `as` names a Name (only a `with` item's may be a tuple).
+                            return cast(cst.Name, alias.asname.name).value if alias.asname else "torch"
         return None
 
     def torch_expr(self, dotted: str) -> tuple[cst.BaseExpression, tuple[tuple[str, str | None], ...]]:

@@ -112,12 +112,12 @@ def callee(src: SourceFile, func: cst.BaseExpression, ctx: Context | None = None
         if len(refs) == 1 and isinstance(refs[0], (cst.Import, cst.ImportFrom)) and ctx is not None:
             hit = def_named(src, func.value, ctx)
             return Callee(hit[1], hit[0], compiled_at=compile_decorator(*hit)) if hit is not None else None
-        found = [c for r in refs for v in [src.assigned_value(r)] if v is not None
-                 for c in [callee(src, v, ctx, depth + 1)] if c is not None]
-        if len({id(c.fn) for c in found}) == 1:
-            compiled = next((c for c in found if c.compiled_at is not None), found[0])
+        callees = [c for r in refs for v in [src.assigned_value(r)] if v is not None
+                   for c in [callee(src, v, ctx, depth + 1)] if c is not None]
+        if len({id(c.fn) for c in callees}) == 1:
+            compiled = next((c for c in callees if c.compiled_at is not None), callees[0])
             return compiled
-        return _forward(src, func, ctx) if not found else None
+        return _forward(src, func, ctx) if not callees else None
     if isinstance(func, cst.Attribute):
         if m.matches(func.value, m.Name("self")):
             values = self_attr_values(src, func)
@@ -160,8 +160,9 @@ def _module_compile(src: SourceFile, name: cst.Name) -> cst.Call | None:
         return None
     scope = src.scopes.get(refs[0])
     for call in src.nodes_in(src.module, cst.Call):
-        if (m.matches(call.func, m.Attribute(value=m.Name(name.value), attr=m.Name("compile")))
-                and src.scopes.get(call.func.value) is scope):  # type: ignore[attr-defined]
+        if (isinstance(call.func, cst.Attribute)
+                and m.matches(call.func, m.Attribute(value=m.Name(name.value), attr=m.Name("compile")))
+                and src.scopes.get(call.func.value) is scope):
             return call
     return None
 
@@ -182,13 +183,14 @@ def compiled_functions(src: SourceFile) -> dict[cst.FunctionDef, cst.CSTNode]:
         return found
     found = {}
     for fn in src.nodes_in(src.module, cst.FunctionDef):
-        dec = compile_decorator(src, fn)  # type: ignore[arg-type]
+        dec = compile_decorator(src, fn)
         if dec is not None:
-            found[fn] = dec  # type: ignore[index]
+            found[fn] = dec
     for call in src.nodes_in(src.module, cst.Call):
-        target = compile_target(src, call)  # type: ignore[arg-type]
-        if target is None and m.matches(call, m.Call(func=m.Attribute(attr=m.Name("compile")), args=[])):
-            target = call.func.value  # type: ignore[attr-defined]
+        target = compile_target(src, call)
+        if target is None and isinstance(call.func, cst.Attribute) \
+                and m.matches(call, m.Call(func=m.Attribute(attr=m.Name("compile")), args=[])):
+            target = call.func.value
             hit = _forward(src, target, None)
         else:
             hit = callee(src, target) if target is not None else None
@@ -215,9 +217,9 @@ def functions_for(src: SourceFile, finding: Finding) -> list[cst.FunctionDef]:
     cf = finding.compiled_function
     if cf is not None and os_same(cf.path, src.path):
         for node in src.nodes_in(src.module, cst.FunctionDef):
-            first = min([src.line_of(d) for d in node.decorators] + [src.line_of(node)])  # type: ignore[attr-defined]
+            first = min([src.line_of(d) for d in node.decorators] + [src.line_of(node)])
             if first <= cf.line <= src.line_of(node) and node not in found:
-                found.append(node)  # type: ignore[arg-type]
+                found.append(node)
         inner = src.function_at(cf.line)
         if inner is not None and inner not in found:
             found.append(inner)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import os
 from pathlib import Path
+from typing import TypeVar, cast
 
 import libcst as cst
 import libcst.matchers as m
@@ -13,6 +14,8 @@ from libcst.metadata import Assignment, BaseAssignment
 
 from torchmend.codemods.source import Context, SourceError, SourceFile
 from torchmend.codemods.torch_ops import TENSOR_CONSTRUCTORS
+
+_Def = TypeVar("_Def", cst.ClassDef, cst.FunctionDef)  # what _named looks up: a class or a def
 
 
 def builtin_or_math(src: SourceFile, func: cst.BaseExpression) -> str | None:
@@ -51,7 +54,7 @@ def reads(src: SourceFile, root: cst.CSTNode, name: str) -> list[cst.Name]:
     return found
 
 
-def referents(src: SourceFile, name: cst.Name) -> set[BaseAssignment]:
+def referents(src: SourceFile, name: cst.Name) -> set[Assignment]:
     """The bindings a read of a name refers to (every assignment that may have set it). Builtins (`float`,
     `range`) bind no node of the file and are left out."""
     scope = src.scopes.get(name)
@@ -94,7 +97,8 @@ def param_names(fn: cst.FunctionDef) -> list[str]:
 
 def is_method(src: SourceFile, fn: cst.FunctionDef) -> bool:
     """Defined directly in a class body, and not a staticmethod: its first parameter is self (or cls)."""
-    parent = src.parents.get(src.parents.get(fn))  # FunctionDef -> IndentedBlock -> ClassDef
+    block = src.parents.get(fn)
+    parent = src.parents.get(block) if block is not None else None  # FunctionDef -> IndentedBlock -> ClassDef
     if not isinstance(parent, cst.ClassDef):
         return False
     return not any(m.matches(d.decorator, m.Name("staticmethod")) for d in fn.decorators)
@@ -105,7 +109,7 @@ def self_name(src: SourceFile, fn: cst.FunctionDef) -> str | None:
     return p[0].name.value if p and is_method(src, fn) else None
 
 
-def binding_statement(src: SourceFile, b: BaseAssignment) -> cst.CSTNode | None:
+def binding_statement(src: SourceFile, b: BaseAssignment) -> cst.Assign | cst.AnnAssign | cst.AugAssign | None:
     """The Assign / AnnAssign / AugAssign that binds `b`, or None when it is bound some other way."""
     if not isinstance(b, Assignment) or not isinstance(b.node, cst.Name):
         return None
@@ -143,7 +147,7 @@ def unpacked_value(src: SourceFile, target: cst.CSTNode) -> cst.BaseExpression |
     assign = src.parents.get(holder) if isinstance(holder, cst.AssignTarget) else None
     if isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Tuple) and isinstance(tup, cst.Tuple) \
             and len(assign.value.elements) == len(tup.elements):
-        return assign.value.elements[tup.elements.index(element)].value  # type: ignore[arg-type]
+        return assign.value.elements[tup.elements.index(element)].value
     return None
 
 
@@ -159,20 +163,20 @@ def class_named(src: SourceFile, name: str, ctx: Context | None, depth: int = 0,
     """The module-level class `name` of this file, or the one `from <module> import name` brings in from a
     project file (re-exports followed)."""
     found = _named(src, name, ctx, depth, cst.ClassDef)
-    return found  # type: ignore[return-value]
+    return found
 
 
 def def_named(src: SourceFile, name: str, ctx: Context | None, depth: int = 0,
               ) -> tuple[SourceFile, cst.FunctionDef] | None:
-    return _named(src, name, ctx, depth, cst.FunctionDef)  # type: ignore[return-value]
+    return _named(src, name, ctx, depth, cst.FunctionDef)
 
 
-def _named(src: SourceFile, name: str, ctx: Context | None, depth: int, kind: type,
-           ) -> tuple[SourceFile, cst.CSTNode] | None:
+def _named(src: SourceFile, name: str, ctx: Context | None, depth: int, kind: type[_Def],
+           ) -> tuple[SourceFile, _Def] | None:
     if depth > 4:
         return None
     for stmt in src.module.body:
-        if isinstance(stmt, kind) and stmt.name.value == name:  # type: ignore[attr-defined]
+        if isinstance(stmt, kind) and stmt.name.value == name:
             return src, stmt
     if ctx is None:
         return None
@@ -181,7 +185,8 @@ def _named(src: SourceFile, name: str, ctx: Context | None, depth: int, kind: ty
             if not isinstance(small, cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
                 continue
             for alias in small.names:
-                bound = alias.asname.name.value if alias.asname else alias.name.value  # type: ignore[union-attr]
+                # An import's `as` names a Name (only a `with` item's may be a tuple).
+                bound = cast(cst.Name, alias.asname.name).value if alias.asname else alias.name.value
                 if bound != name or not isinstance(alias.name, cst.Name):
                     continue
                 for path in module_files(src, ctx, small):
@@ -198,7 +203,8 @@ def _named(src: SourceFile, name: str, ctx: Context | None, depth: int, kind: ty
 def module_files(src: SourceFile, ctx: Context, imp: cst.ImportFrom) -> list[str]:
     """The project files `from <module> import ...` may mean: relative to the importing file for a relative
     import, else under the project root or beside the importing file."""
-    parts = get_full_name_for_node(imp.module).split(".") if imp.module is not None else []  # type: ignore[union-attr]
+    # A module is a Name or an Attribute: it always has a dotted name.
+    parts = cast(str, get_full_name_for_node(imp.module)).split(".") if imp.module is not None else []
     here = Path(src.path).parent
     if imp.relative:
         for _ in range(len(imp.relative) - 1):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
 from torchmend.codemods.source import Context, SourceFile
@@ -29,14 +28,14 @@ def _already_gated(src: SourceFile, stmt: cst.CSTNode) -> bool:
     for anc in src.ancestors(stmt):
         if isinstance(anc, cst.If):
             for call in src.nodes_in(anc.test, cst.Call):
-                if src.qualified_names(call.func) & IS_COMPILING:  # type: ignore[attr-defined]
+                if src.qualified_names(call.func) & IS_COMPILING:
                     return True
         if isinstance(anc, cst.FunctionDef):
             return False
     return False
 
 
-def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:  # type: ignore[no-untyped-def]
+def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
     src = ctx.file(finding.path)
     stmt = src.statement_at(finding.line)
     if not isinstance(stmt, cst.SimpleStatementLine):
@@ -46,7 +45,7 @@ def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:  # ty
         return NoFix(finding, f"no {what} call at line {finding.line}")
     if _already_gated(src, stmt):
         return NoFix(finding, f"the {what} call is already gated by is_compiling()", skipped=True)
-    if len(stmt.body) != 1 or not m.matches(stmt.body[0], m.Expr(value=m.Call())) or stmt.body[0].value is not calls[0]:
+    if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr) or stmt.body[0].value is not calls[0]:
         return NoFix(finding, f"the {what} call is part of a larger statement; move it to a statement of its own "
                      "first", "gate it with `if not torch.compiler.is_compiling():` by hand")
     is_compiling, imports = src.torch_expr("compiler.is_compiling")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import BaseAssignment, FunctionScope, GlobalScope
+from libcst.metadata import Assignment, BaseAssignment, FunctionScope, GlobalScope
 
 from torchmend.codemods.analysis import (
     binding_statement,
@@ -23,7 +24,7 @@ from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
 
 
-def _how_bound(src: SourceFile, b: BaseAssignment) -> str:
+def _how_bound(src: SourceFile, b: Assignment) -> str:
     node = b.node
     parent = src.parents.get(node)
     if isinstance(node, cst.Param):
@@ -314,7 +315,7 @@ class GlobalScalar(Codemod):
             found = reads(src, fn, name)
         if fn is None or not found:
             return NoFix(finding, f"no read of `{name}` at line {finding.line}")
-        bindings: set[BaseAssignment] = set()
+        bindings: set[Assignment] = set()
         for r in found:
             bindings |= referents(src, r)
         if not bindings:
@@ -322,9 +323,9 @@ class GlobalScalar(Codemod):
         return self._fix(finding, ctx, src, fn, name, found, bindings)
 
     def _fix(self, finding: Finding, ctx: Context, src: SourceFile, fn: cst.FunctionDef, name: str,
-             found: list[cst.Name], bindings: set[BaseAssignment]) -> Result:
+             found: list[cst.Name], bindings: set[Assignment]) -> Result:
         advice = f"create it once as `{name} = torch.tensor(v)` and update it with `{name}.fill_(v)`"
-        statements: list[tuple[BaseAssignment, cst.CSTNode]] = []
+        statements: list[tuple[Assignment, cst.Assign | cst.AnnAssign | cst.AugAssign]] = []
         for b in sorted(bindings, key=lambda b: _pos(src, b.node)):
             stmt = binding_statement(src, b)
             if stmt is None:
@@ -332,7 +333,7 @@ class GlobalScalar(Codemod):
                 owner = src.enclosing(b.node, cst.FunctionDef)
                 if how == "a parameter" and isinstance(owner, cst.FunctionDef):
                     if owner is fn:  # an argument after all: wrap it at the call sites, bound to the parameter
-                        return codemod_for("TM202").propose(finding, ctx)  # type: ignore[union-attr]
+                        return cast(Codemod, codemod_for("TM202")).propose(finding, ctx)  # a registered rule
                     return NoFix(finding, f"`{name}` is a parameter of {owner.name.value}(), which the compiled "
                                  "function closes over: each call binds a new number",
                                  f"pass a tensor when calling {owner.name.value}(), or pass `{name}` to the compiled "
@@ -364,7 +365,7 @@ class GlobalScalar(Codemod):
                          "keep it a number; if it takes few values, that is a few compiles; else move that use out "
                          "of the compiled function")
         updates = [s for b, s in statements if s is not first]
-        value = first.value  # type: ignore[attr-defined]
+        value = first.value
         if value is None:
             return NoFix(finding, f"`{name}` is declared at line {src.line_of(first)} without a value", advice)
         if not _number_like(value):
@@ -374,15 +375,15 @@ class GlobalScalar(Codemod):
             return NoFix(finding, f"`{name}` is already a tensor updated in place", skipped=True)
         return self._proposal(finding, src, name, first, updates)
 
-    def _proposal(self, finding: Finding, src: SourceFile, name: str, first: cst.CSTNode,
-                  updates: list[cst.CSTNode]) -> Proposal:
+    def _proposal(self, finding: Finding, src: SourceFile, name: str, first: cst.Assign | cst.AnnAssign | cst.AugAssign,
+                  updates: list[cst.Assign | cst.AnnAssign | cst.AugAssign]) -> Proposal:
         replace: dict[cst.CSTNode, cst.CSTNode] = {}
         imports: tuple[tuple[str, str | None], ...] = ()
-        value: cst.BaseExpression = first.value  # type: ignore[attr-defined]
+        value = cast(cst.BaseExpression, first.value)  # propose() returned NoFix when `first` had no value
         dtype = "float32"
         if not is_tensor_construction(src, value):
             floaty = any(_maybe_float(src, s.value, s.operator if isinstance(s, cst.AugAssign) else None, name)
-                         for s in updates if getattr(s, "value", None) is not None)
+                         for s in updates if s.value is not None)
             if _surely_float(value) or floaty:
                 stored = _as_float(value)
                 if stored is not value:

@@ -106,7 +106,7 @@ def _already_marked(src: SourceFile, stmt: cst.BaseStatement, name: str, dim: in
         return False
     for before in siblings[: siblings.index(stmt)]:
         for call in src.nodes_in(before, cst.Call):
-            if not (src.qualified_names(call.func) & MARK_DYNAMIC) or len(call.args) < 2:  # type: ignore[attr-defined]
+            if not (src.qualified_names(call.func) & MARK_DYNAMIC) or len(call.args) < 2:
                 continue
             if not m.matches(call.args[0].value, m.Name(name)):
                 continue
@@ -122,10 +122,10 @@ def _dynamic_true(src: SourceFile, origin: _Origin) -> tuple[cst.CSTNode, cst.CS
     or None when it is already on."""
     node = origin.node
     if isinstance(node, cst.Decorator) and not isinstance(node.decorator, cst.Call):
-        call = cst.Call(node.decorator, [cst.Arg(cst.Name("True"), keyword=cst.Name("dynamic"),
-                                                  equal=cst.AssignEqual(cst.SimpleWhitespace(""),
-                                                                        cst.SimpleWhitespace("")))])
-        return node, node.with_changes(decorator=call)
+        dynamic = cst.Call(node.decorator, [cst.Arg(cst.Name("True"), keyword=cst.Name("dynamic"),
+                                                     equal=cst.AssignEqual(cst.SimpleWhitespace(""),
+                                                                           cst.SimpleWhitespace("")))])
+        return node, node.with_changes(decorator=dynamic)
     call = node.decorator if isinstance(node, cst.Decorator) else node
     assert isinstance(call, cst.Call)
     for arg in call.args:
@@ -335,7 +335,8 @@ class MarkDynamic(Codemod):
         if stmt is None or not calls:
             return NoFix(finding, f"no call at line {line}", _ADVICE)
         where = (path, line)
-        compiled = [(c, o) for c in calls for o in [_origin(src, c.func, ctx)] if o is not None]
+        compiled: list[tuple[cst.Call, _Origin | None]] = [
+            (c, o) for c in calls for o in [_origin(src, c.func, ctx)] if o is not None]
         guessed = False
         if not compiled:
             # The compiled object came from elsewhere (a parameter, another module): take the one call on the
@@ -363,10 +364,10 @@ class MarkDynamic(Codemod):
             if origin is not None and _dynamic_true(src, origin) is None:
                 return NoFix(finding, "the compile call already has dynamic=True", skipped=True)
             mark, imports = src.torch_expr("_dynamo.maybe_mark_dynamic")
-            line = cst.SimpleStatementLine([cst.Expr(cst.Call(mark, [
+            marker = cst.SimpleStatementLine([cst.Expr(cst.Call(mark, [
                 cst.Arg(cst.Name(arg.value), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
                 cst.Arg(cst.Integer(str(dim)))]))])
-            proposal = Proposal((finding,), finding.rule, src.path, insert_before={stmt: [line]}, imports=imports,
+            proposal = Proposal((finding,), finding.rule, src.path, insert_before={stmt: [marker]}, imports=imports,
                                 safety=SAFE,
                                 why=f"compile dimension {dim} of `{arg.value}` as dynamic from the first call, "
                                     "so a new size does not recompile",

@@ -259,11 +259,11 @@ class BranchToWhere(Codemod):
             return NoFix(finding, "already uses torch.where", skipped=True)
         if any(isinstance(s, cst.Assert) for s in stmt.body):
             return NoFix(finding, "an `assert` on a tensor needs its value in Python", _ASSERT_ADVICE)
-        ifexps = [e for e in src.nodes_in(stmt, cst.IfExp) if not values(src).is_python(e.test)]  # type: ignore
+        ifexps = [e for e in src.nodes_in(stmt, cst.IfExp) if not values(src).is_python(e.test)]
         boolops = [e for e in src.nodes_in(stmt, cst.BooleanOperation)
                    if not isinstance(src.parents.get(e), cst.BooleanOperation) and _all_masks(src, e)]
         if not ifexps and len(boolops) == 1:
-            return self._bool_operation(finding, src, boolops[0])  # type: ignore[arg-type]
+            return self._bool_operation(finding, src, boolops[0])
         if len(ifexps) != 1:
             why = "several conditional expressions" if ifexps else "no `if`"
             return NoFix(finding, f"line {finding.line} has {why}; torchmend cannot tell which value is tested (an "
@@ -302,8 +302,8 @@ class BranchToWhere(Codemod):
         nxt = _next_statement(src, stmt)
         while nxt is not None:
             for call in src.nodes_in(nxt, cst.Call):
-                if src.is_qualified(call.func, "torch.where") and call.args and isinstance(  # type: ignore
-                        call.args[0].value, cst.Name) and call.args[0].value.value == target.value:  # type: ignore
+                if src.is_qualified(call.func, "torch.where") and call.args and isinstance(
+                        call.args[0].value, cst.Name) and call.args[0].value.value == target.value:
                     return True
             nxt = _next_statement(src, nxt)
         return False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence, Union
+from typing import Sequence, Union, cast
 
 import libcst as cst
 
@@ -25,6 +25,11 @@ from torchmend.codemods.source import SourceFile, simple_names
 
 Body = Union[cst.IndentedBlock, cst.SimpleStatementSuite]
 StmtLine = Union[cst.SimpleStatementLine, cst.SimpleStatementSuite]
+
+
+def _as_body(suite: cst.BaseSuite) -> Body:
+    """A suite as the union it always is: libcst has no BaseSuite but these two."""
+    return cast(Body, suite)
 
 
 # --- the branches --------------------------------------------------------------------------------------
@@ -163,7 +168,8 @@ def _op(src: SourceFile, small: cst.BaseSmallStatement, line: _Line) -> _Op | No
                 and len(target.elements) == len(value.elements)
                 and all(isinstance(el, cst.Element) and isinstance(el.value, cst.Name) for el in target.elements)
                 and all(isinstance(el, cst.Element) for el in value.elements)):
-            names = tuple(el.value.value for el in target.elements)  # type: ignore[attr-defined]
+            names = tuple(el.value.value for el in target.elements  # all of them pass (checked above)
+                          if isinstance(el, cst.Element) and isinstance(el.value, cst.Name))
             return _Op(names, tuple(el.value for el in value.elements), line, small, tuple_form=True)
         if isinstance(target, (cst.Tuple, cst.List)) and _names_only(target):
             raise _NeedsCond(f"the branch unpacks `{_short(value)}` (torch.where cannot split it)")
@@ -188,9 +194,10 @@ def _op(src: SourceFile, small: cst.BaseSmallStatement, line: _Line) -> _Op | No
                      "torch.cond only choose between computed values", "")
 
 
-def _branch(src: SourceFile, test: cst.BaseExpression | None, body: Body,
+def _branch(src: SourceFile, test: cst.BaseExpression | None, suite: cst.BaseSuite,
             leading: Sequence[cst.EmptyLine]) -> _Branch:
     branch = _Branch(test, comments=_comment_lines(leading))
+    body = _as_body(suite)
     if isinstance(body, cst.SimpleStatementSuite):
         branch.header = body.trailing_whitespace.comment
         line = _Line(body, [], None)
@@ -245,7 +252,7 @@ class _Names:
         fn = self.src.enclosing(self.node, (cst.FunctionDef, cst.Lambda))
         self.function = fn if fn is not None else self.src.module
         self.declared = {n.name.value for d in self.src.nodes_in(self.function, (cst.Global, cst.Nonlocal))
-                         for n in d.names}  # type: ignore[attr-defined]
+                         if isinstance(d, (cst.Global, cst.Nonlocal)) for n in d.names}
         self.start = self.src.positions[self.node].start
         self.end = self.src.positions[self.node].end
         self.loops = [a for a in self.src.ancestors(self.node) if isinstance(a, (cst.For, cst.While))
@@ -261,7 +268,8 @@ class _Names:
         for a in self.scope.assignments[name] if self.scope is not None else ():
             node = getattr(a, "node", None)
             pos = self.src.positions.get(node) if node is not None else None
-            if pos is not None and (pos.start.line, pos.start.column) < (self.start.line, self.start.column) \
+            if node is not None and pos is not None \
+                    and (pos.start.line, pos.start.column) < (self.start.line, self.start.column) \
                     and not self.inside(node):
                 return True
         return False
@@ -280,12 +288,12 @@ class _Names:
             if any(loop in set(self.src.ancestors(n)) for loop in self.loops):
                 return True
         for n in self.src.nodes_in(self.function, cst.Name):
-            if n.value == name and self.src.scopes.get(n) is not self.scope and not self.inside(n):  # type: ignore
+            if n.value == name and self.src.scopes.get(n) is not self.scope and not self.inside(n):
                 return True
         return False
 
     def used(self) -> set[str]:
-        return {n.value for n in self.src.nodes_in(self.function, cst.Name)}  # type: ignore[attr-defined]
+        return {n.value for n in self.src.nodes_in(self.function, cst.Name)}
 
 
 def _merge(slots: list[dict[int, _Op]], k: int, ops: list[_Op]) -> list[dict[int, _Op]]:
@@ -316,7 +324,7 @@ def _next_statement(src: SourceFile, node: cst.BaseStatement) -> cst.BaseStateme
     body = parent.body if isinstance(parent, (cst.IndentedBlock, cst.Module)) else ()
     for i, stmt in enumerate(body):
         if stmt is node:
-            return body[i + 1] if i + 1 < len(body) else None  # type: ignore[return-value]
+            return body[i + 1] if i + 1 < len(body) else None
     return None
 
 
@@ -335,13 +343,15 @@ def _wrap(src: SourceFile, node: cst.If, lines: Sequence[cst.BaseStatement],
         stmts = [node.with_changes(test=python_part, body=cst.IndentedBlock(stmts),
                                    leading_lines=[] if is_elif else node.leading_lines)]
     elif not is_elif:
-        stmts[0] = stmts[0].with_changes(leading_lines=[*node.leading_lines, *stmts[0].leading_lines])
+        first = cast(Union[cst.SimpleStatementLine, cst.BaseCompoundStatement], stmts[0])  # libcst's only statements
+        stmts[0] = first.with_changes(leading_lines=[*node.leading_lines, *first.leading_lines])
     if is_elif:
         return {node: cst.Else(cst.IndentedBlock(stmts), leading_lines=node.leading_lines)}
     return {node: stmts[0] if len(stmts) == 1 else cst.FlattenSentinel(stmts)}
 
 
-def _statements(body: Body) -> list[cst.BaseStatement]:
+def _statements(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
+    body = _as_body(suite)
     if isinstance(body, cst.SimpleStatementSuite):
         return [cst.SimpleStatementLine(body.body)]
     return list(body.body)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, Union, cast
 
 import libcst as cst
 from torchmend.codemods.base import Result
@@ -11,6 +11,7 @@ from torchmend.codemods.fixes.branch_to_where.align import (
     _Branch,
     _Line,
     _Names,
+    _as_body,
     _as_line,
     _comment_lines,
     _describe_target,
@@ -40,7 +41,7 @@ def cond_fix(finding: Finding, src: SourceFile, node: cst.If, python_part: cst.B
              tensor_test: cst.BaseExpression) -> Result:
     if isinstance(node.orelse, cst.If):
         raise _Unfixable("the `if` has `elif`s")
-    bodies = [node.body] + ([node.orelse.body] if isinstance(node.orelse, cst.Else) else [])
+    bodies = [_as_body(node.body)] + ([_as_body(node.orelse.body)] if isinstance(node.orelse, cst.Else) else [])
     blocks = [_statements(b) for b in bodies]
     for block in blocks:
         _check_cond_block(src, block, in_loop=False)
@@ -150,17 +151,17 @@ def _bound(block: Sequence[cst.BaseStatement]) -> tuple[list[str], set[str]]:
     for stmt in block:
         here: list[str] = []
         for n in _walk(stmt, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
-            target = n.target  # type: ignore[attr-defined]
-            here += [x.value for x in _walk(target, cst.Name)]  # type: ignore[attr-defined]
+            target = cast(Union[cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For], n).target  # those kinds only
+            here += [x.value for x in _walk(target, cst.Name)]
         every += here
         fresh -= set(here)
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 # `y = x` returns an input as it is: torch.cond refuses an output that aliases an input.
                 if isinstance(small, cst.Assign) and not isinstance(small.value, (cst.Name, cst.Attribute)):
-                    fresh |= {x.value for t in small.targets for x in _walk(t.target, cst.Name)}  # type: ignore
+                    fresh |= {x.value for t in small.targets for x in _walk(t.target, cst.Name)}
                 elif isinstance(small, cst.AugAssign):
-                    fresh.add(small.target.value)  # type: ignore[attr-defined]
+                    fresh.add(cast(cst.Name, small.target).value)  # _check_cond_block refused other targets
     return list(dict.fromkeys(every)), fresh
 
 
@@ -173,7 +174,7 @@ def _branch_fn(name: str, params: list[str], block: Sequence[cst.BaseStatement],
                            cst.IndentedBlock(body))
 
 
-def _fresh_names(used: set[str]):  # type: ignore[no-untyped-def]
+def _fresh_names(used: set[str]):
     def fresh(base: str) -> Iterator[str]:
         if base not in used:
             yield base

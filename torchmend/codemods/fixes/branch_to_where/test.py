@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator, TypeVar, cast, overload
 
 import libcst as cst
 
@@ -51,7 +51,10 @@ def _code(node: cst.CSTNode) -> str:
 
 
 class _NoComments(cst.CSTTransformer):
-    def leave_Comment(self, original: cst.Comment, updated: cst.Comment) -> cst.RemovalSentinel:
+    # libcst's typed visitor says a Comment cannot be removed, yet every field holding one is Optional and
+    # REMOVE sets it to None at runtime: its stub is too narrow.
+    def leave_Comment(  # type: ignore[override]
+            self, original: cst.Comment, updated: cst.Comment) -> cst.RemovalSentinel:
         return cst.RemovalSentinel.REMOVE
 
 
@@ -59,7 +62,7 @@ def _short(node: cst.CSTNode, width: int = 60) -> str:
     """The node's code on one line, for messages."""
     if isinstance(node, cst.BaseExpression) and node.lpar:
         node = node.with_changes(lpar=[], rpar=[])
-    text = " ".join(_code(node.visit(_NoComments())).split())
+    text = " ".join(_code(cast(cst.CSTNode, node.visit(_NoComments()))).split())  # it removes comments only
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -114,17 +117,17 @@ def _known_mask_name(src: SourceFile, e: cst.BaseExpression) -> bool:
     scope = src.scopes[e]
     if scope is None:
         return False
-    values = []
+    assigned = []  # not `values`: that name is the analysis the check below calls
     for assignment in scope.assignments[e.value]:
         target = getattr(assignment, "node", None)
         parent = src.parents.get(target) if target is not None else None
         stmt = src.parents.get(parent) if isinstance(parent, cst.AssignTarget) else None
         if not isinstance(stmt, cst.Assign):
             return False
-        values.append(stmt.value)
-    return bool(values) and all(_is_bool_call(src, v) or (
+        assigned.append(stmt.value)
+    return bool(assigned) and all(_is_bool_call(src, v) or (
         isinstance(v, cst.Comparison) and all(isinstance(t.operator, _RICH) for t in v.comparisons)
-        and not values(src).is_python(v)) for v in values)
+        and not values(src).is_python(v)) for v in assigned)
 
 
 @dataclass
@@ -165,10 +168,10 @@ def _mask(src: SourceFile, e: cst.BaseExpression, trusted: bool) -> _Mask:
         if len(e.comparisons) == 1:
             return _Mask(e, tensor)
         # `a < x < b` is `a < x and x < b`: Python's `and` would call bool() on the first result.
-        left, parts = e.left, []
+        lhs, parts = e.left, []
         for t in e.comparisons:
-            parts.append(cst.Comparison(left, [t], lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
-            left = t.comparator
+            parts.append(cst.Comparison(lhs, [t], lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
+            lhs = t.comparator
         acc: cst.BaseExpression = parts[0]
         for p in parts[1:]:
             acc = cst.BinaryOperation(acc, cst.BitAnd(), p)
@@ -226,13 +229,22 @@ def _split_test(src: SourceFile, test: cst.BaseExpression) -> tuple[cst.BaseExpr
     def join(parts: list[tuple[cst.BaseExpression, cst.BooleanOperation | None]]) -> cst.BaseExpression:
         acc = parts[0][0]
         for x, op in parts[1:]:
-            acc = cst.BooleanOperation(acc, op.operator if op else cst.And(), x)  # type: ignore[union-attr]
+            acc = cst.BooleanOperation(acc, op.operator if op else cst.And(), x)
         return acc.with_changes(lpar=test.lpar, rpar=test.rpar) if test.lpar and "\n" in _code(acc) else acc
 
     return join(python), join(tensor)
 
 
-def _walk(node: cst.CSTNode, kind: type | tuple[type, ...]) -> Iterator[cst.CSTNode]:
+_N = TypeVar("_N", bound=cst.CSTNode)
+
+
+@overload
+def _walk(node: cst.CSTNode, kind: type[_N]) -> Iterator[_N]: ...  # the nodes' type follows `kind`
+@overload
+def _walk(node: cst.CSTNode, kind: tuple[type, ...]) -> Iterator[cst.CSTNode]: ...
+
+
+def _walk(node: cst.CSTNode, kind: type | tuple[type, ...]) -> Iterator[Any]:
     stack = [node]
     while stack:
         n = stack.pop()
@@ -294,7 +306,7 @@ def _is_none(e: cst.BaseExpression) -> bool:
 
 
 def _is_where(src: SourceFile, node: cst.CSTNode) -> bool:
-    return any(src.is_qualified(c.func, "torch.where", "torch.cond")  # type: ignore[attr-defined]
+    return any(src.is_qualified(c.func, "torch.where", "torch.cond")
                for c in src.nodes_in(node, cst.Call))
 
 

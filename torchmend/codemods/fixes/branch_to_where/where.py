@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterator
+from typing import Iterator, Sequence, cast
 
 import libcst as cst
 
@@ -60,13 +60,13 @@ class _Replace(cst.CSTTransformer):
         super().__init__()
         self.names = names
 
-    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:  # type: ignore[override]
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
         return self.names.get(original.value, updated)
 
 
 @dataclass
 class _Plan:
-    lines: list[cst.BaseStatement]
+    lines: Sequence[cst.BaseStatement]
     notes: list[str]  # what makes it unsafe (empty: safe)
     hazards: list[str]  # what computing the branch not taken can do
 
@@ -87,8 +87,9 @@ def _build(src: SourceFile, branches: list[_Branch], names: _Names, where: cst.B
     hazards = [h for b in branches for op in b.ops for v in op.values for h in _hazards(src, v)]
     hazards += [h for b in branches[1:] if b.test is not None for h in _hazards(src, b.test)]
     temps, evaluated_at, replacements = _conditions(emitted, masks, names)
-    statements = [small.visit(_Replace(replacements)) for _, small in emitted]
-    lines = _lay_out(temps, [slot for slot, _ in emitted], statements, branches, evaluated_at)  # type: ignore
+    # _Replace swaps names for expressions: each small statement stays one.
+    statements = [cast(cst.BaseSmallStatement, small.visit(_Replace(replacements))) for _, small in emitted]
+    lines = _lay_out(temps, [slot for slot, _ in emitted], statements, branches, evaluated_at)
     return _Plan(lines, list(dict.fromkeys(notes)), list(dict.fromkeys(hazards)))
 
 
@@ -158,7 +159,7 @@ def _conditions(emitted: list[tuple[dict[int, _Op], cst.BaseSmallStatement]], ma
     for s, (_, small) in enumerate(emitted):
         for n in _walk(small, cst.Name):
             for k in range(len(masks)):
-                if n.value == _placeholder(k).value:  # type: ignore[attr-defined]
+                if n.value == _placeholder(k).value:
                     uses[k].append(s)
     fresh = _fresh(names.used())
     replacements: dict[str, cst.BaseExpression] = {}
@@ -227,7 +228,8 @@ def _written_before(ops: list[_Op], op: _Op) -> set[str]:
 def _one_sided(target: str, where_: list[int], branches: list[_Branch]) -> str:
     when = "only in some branches"
     if len(branches) == 2:
-        when = {(0,): "only when the test is true", (1,): "only when the test is false"}.get(tuple(where_), when)
+        sides: dict[tuple[int, ...], str] = {(0,): "only when the test is true", (1,): "only when the test is false"}
+        when = sides.get(tuple(where_), when)
     return (f"`{target}` is assigned {when} and has no value before the `if`, but is used after it: it needs a "
             "value in every case")
 
@@ -325,7 +327,7 @@ def proposal(finding: Finding, src: SourceFile, edits: dict, imports: tuple, pla
                                                else "")
         notes.insert(0, f"torch.where computes every branch: {shown}. The value of the branch not taken is "
                      "discarded, its gradient is not (0 * inf = nan)")
-    return Proposal((finding,), finding.rule, src.path, replace=edits, imports=imports,  # type: ignore[arg-type]
+    return Proposal((finding,), finding.rule, src.path, replace=edits, imports=imports,
                     safety=UNSAFE if notes else SAFE,
                     why=f"compute every branch and pick with torch.where instead of branching on `{test}`",
                     note="; ".join(notes), alternative=_COND_ADVICE if plan.hazards else "")

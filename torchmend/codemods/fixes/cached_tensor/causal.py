@@ -7,6 +7,8 @@ skips the check; it is only added for a mask built as a causal one.
 
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 import libcst.matchers as m
 
@@ -31,21 +33,28 @@ _CONVERSIONS = {"to", "float", "half", "bfloat16", "cuda", "type", "detach", "co
 
 def _is_minus_inf(node: cst.CSTNode) -> bool:
     """`float("-inf")`, `-float("inf")`, `-math.inf`, `-torch.inf`, `float('-inf')`."""
-    if m.matches(node, m.Call(func=m.Name("float"), args=[m.Arg(m.SimpleString())])):
-        return node.args[0].value.evaluated_value.strip().lower() == "-inf"  # type: ignore[attr-defined]
+    if _float_of_string(node) == "-inf":
+        return True
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
         inner = node.expression
-        return (m.matches(inner, m.Attribute(attr=m.Name("inf"))) or m.matches(
-            inner, m.Call(func=m.Name("float"), args=[m.Arg(m.SimpleString())])) and inner.args[0].value
-            .evaluated_value.strip().lower() == "inf")  # type: ignore[attr-defined]
+        return m.matches(inner, m.Attribute(attr=m.Name("inf"))) or _float_of_string(inner) == "inf"
     return False
+
+
+def _float_of_string(node: cst.CSTNode) -> str | bytes | None:
+    """`float("<s>")`: s, stripped and lower-cased; None for any other node."""
+    if m.matches(node, m.Call(func=m.Name("float"), args=[m.Arg(m.SimpleString())])):
+        arg = cast(cst.SimpleString, cast(cst.Call, node).args[0].value)  # the matcher just checked both shapes
+        return arg.evaluated_value.strip().lower()
+    return None
 
 
 def is_causal_mask(src: SourceFile, cls: cst.ClassDef, value: cst.BaseExpression, depth: int = 0) -> bool:
     """Whether `value` is a square causal mask of -inf above the diagonal: nn.Transformer's
     generate_square_subsequent_mask, torch.triu(<-inf>, diagonal=1), or a method of the class returning one."""
-    while m.matches(value, m.Call(func=m.Attribute(attr=m.OneOf(*(m.Name(c) for c in _CONVERSIONS))))):
-        value = value.func.value  # type: ignore[attr-defined]
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+            and m.matches(value.func.attr, m.OneOf(*(m.Name(c) for c in _CONVERSIONS))):
+        value = value.func.value
     if not isinstance(value, cst.Call):
         return False
     if src.qualified_names(value.func) & _CAUSAL_FUNCTIONS:
@@ -56,10 +65,10 @@ def is_causal_mask(src: SourceFile, cls: cst.ClassDef, value: cst.BaseExpression
         first = value.args[0].value if value.args else None
         return (diagonal is not None and m.matches(diagonal, m.Integer("1")) and first is not None
                 and any(_is_minus_inf(n) for n in src.nodes_in(first, (cst.Call, cst.UnaryOperation))))
-    if depth == 0 and m.matches(value.func, m.Attribute(value=m.Name("self"))):
-        name = value.func.attr.value  # type: ignore[attr-defined]
+    if depth == 0 and isinstance(value.func, cst.Attribute) and m.matches(value.func.value, m.Name("self")):
+        name = value.func.attr.value
         for fn in methods(cls):
-            returns = [r.value for r in m.findall(fn.body, m.Return())]  # type: ignore[attr-defined]
+            returns = [r.value for r in m.findall(fn.body, m.Return()) if isinstance(r, cst.Return)]
             if fn.name.value == name and len(returns) == 1 and returns[0] is not None:
                 return is_causal_mask(src, cls, returns[0], depth + 1)
     return False
@@ -71,14 +80,15 @@ def transformer_parts(src: SourceFile, cls: cst.ClassDef) -> dict[str, str]:
     if any(src.qualified_names(b.value) & {p + "Transformer" for p in _TORCH_MODULES} for b in cls.bases):
         parts.update(_TRANSFORMER_PARTS)
     for assign in src.nodes_in(cls, cst.Assign):
-        value = assign.value  # type: ignore[attr-defined]
-        targets = assign.targets  # type: ignore[attr-defined]
-        if len(targets) != 1 or not m.matches(targets[0].target, m.Attribute(value=m.Name("self"))):
+        value = assign.value
+        targets = assign.targets
+        target = targets[0].target if len(targets) == 1 else None
+        if not isinstance(target, cst.Attribute) or not m.matches(target.value, m.Name("self")):
             continue
         if isinstance(value, cst.Call):
             for kind in _TRANSFORMERS:
                 if src.qualified_names(value.func) & {p + kind for p in _TORCH_MODULES}:
-                    parts[targets[0].target.attr.value] = kind
+                    parts[target.attr.value] = kind
     return parts
 
 
@@ -96,8 +106,8 @@ class CausalRewrite(cst.CSTTransformer):
         return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
-        part = (original.func.attr.value if m.matches(original.func, m.Attribute(value=m.Name("self")))
-                else None)  # type: ignore[attr-defined]
+        func = original.func
+        part = func.attr.value if isinstance(func, cst.Attribute) and m.matches(func.value, m.Name("self")) else None
         if not self.causal or part not in self.parts:
             return updated
         keywords = {a.keyword.value for a in original.args if a.keyword}

@@ -4,11 +4,12 @@ or a buffer made in __init__, with the causal hint where the tensor is a causal 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.base import SAFE, UNSAFE, Proposal
+from torchmend.codemods.base import SAFE, UNSAFE, Proposal, Replacement
 from torchmend.codemods.fixes.cached_tensor.causal import CausalRewrite, is_causal_mask, transformer_parts
 from torchmend.codemods.fixes.cached_tensor.syntax import bound_in, methods, names_used, self_attr, target_names
 from torchmend.codemods.source import Context, SourceError, SourceFile
@@ -33,14 +34,14 @@ def _caches(src: SourceFile, attr: str) -> list[Cache]:
     """Every `if <test on self.attr>: ... self.attr = ...` written directly in a method body."""
     found = []
     for cls in src.nodes_in(src.module, cst.ClassDef):
-        for fn in methods(cls):  # type: ignore[arg-type]
+        for fn in methods(cls):
             for stmt in fn.body.body:
                 if not isinstance(stmt, cst.If):
                     continue
                 reads = m.findall(stmt.test, self_attr(attr))
                 writes = [t for t in m.findall(stmt.body, m.AssignTarget(target=self_attr(attr)))]
                 if reads and writes:
-                    found.append(Cache(src, cls, fn, stmt, attr))  # type: ignore[arg-type]
+                    found.append(Cache(src, cls, fn, stmt, attr))
     return found
 
 
@@ -92,8 +93,8 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
     if len(in_test) != 1:
         raise Refuse(f"self.{attr} is assigned more than once in the `if` at line {src.line_of(test)}")
     value = next(iter(in_test))
-    assign = src.enclosing(value, cst.Assign)
-    cache_value: cst.BaseExpression = assign.value  # type: ignore[union-attr]
+    assign = cast(cst.Assign, src.enclosing(value, cst.Assign))  # `value` is an AssignTarget: in an Assign
+    cache_value: cst.BaseExpression = assign.value
 
     # Reads outside this forward's `if` and what follows it (another method, another object): keep the attribute.
     index = list(fn.body.body).index(test)
@@ -102,13 +103,14 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
     if init_clear is not None:
         allowed |= {id(n) for n in m.findall(init_clear[0], self_attr(attr))}
     for node in src.nodes_in(src.module, cst.Attribute):
-        if node.attr.value == attr and id(node) not in allowed:  # type: ignore[attr-defined]
+        if node.attr.value == attr and id(node) not in allowed:
             raise Refuse(f"line {src.line_of(node)} also reads .{attr}; the cache cannot be dropped")
 
     made = cache_value  # `mask = <expr>; self.mask = mask`: judge <expr>
     if isinstance(made, cst.Name):
-        defs = m.findall(test.body, m.Assign(targets=[m.AssignTarget(m.Name(made.value))]))
-        made = defs[0].value if len(defs) == 1 else made  # type: ignore[attr-defined]
+        defs = [d for d in m.findall(test.body, m.Assign(targets=[m.AssignTarget(m.Name(made.value))]))
+                if isinstance(d, cst.Assign)]
+        made = defs[0].value if len(defs) == 1 else made
     causal = is_causal_mask(src, cls, made)
     parts = transformer_parts(src, cls)
     bound = bound_in(fn)
@@ -123,28 +125,29 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
 
     local = None if as_buffer else _local_name(attr, bound, fn, test)
     rewrite = CausalRewrite(attr, local, parts, causal)
-    edits: dict[cst.CSTNode, object] = {}
+    edits: dict[cst.CSTNode, Replacement] = {}
     for stmt in after:
         if m.findall(stmt, self_attr(attr)):
-            new = stmt.visit(rewrite)
+            new = cast(cst.CSTNode, stmt.visit(rewrite))  # CausalRewrite swaps expressions: a statement stays one
             if not new.deep_equals(stmt):
                 edits[stmt] = new
     insert_after: dict[cst.BaseStatement, list[cst.BaseStatement]] = {}
-    if as_buffer:
+    if as_buffer and init is not None and isinstance(init.body, cst.IndentedBlock):  # as_buffer checked both
         edits[test] = cst.RemovalSentinel.REMOVE
         buffer = cst.parse_statement(f'self.register_buffer("{attr}", __value__, persistent=False)\n')
-        buffer = buffer.visit(_Substitute(cache_value))
+        buffer = cast(cst.SimpleStatementLine, buffer.visit(_Substitute(cache_value)))  # it swaps a Name only
         # At the end of __init__: what the tensor is built from (self.size, ...) may be set after `self.x = None`.
-        last = init.body.body[-1]  # type: ignore[union-attr]
+        last = init.body.body[-1]
         if init_clear is not None and init_clear[0] is last:
-            edits[last] = buffer.with_changes(leading_lines=last.leading_lines)
+            edits[last] = buffer.with_changes(leading_lines=init_clear[0].leading_lines)
         else:
             if init_clear is not None:
                 edits[init_clear[0]] = cst.RemovalSentinel.REMOVE
             insert_after[last] = [buffer]
         what = f"build self.{attr} once in __init__ as a buffer"
     else:
-        body = [s.visit(rewrite) for s in test.body.body]
+        # CausalRewrite swaps expressions: each statement stays one statement.
+        body = [cast(cst.SimpleStatementLine | cst.BaseCompoundStatement, s.visit(rewrite)) for s in test.body.body]
         first = body[0].with_changes(leading_lines=[*test.leading_lines, *body[0].leading_lines])
         if isinstance(first, cst.SimpleStatementLine) and test.body.header.comment is not None \
                 and first.trailing_whitespace.comment is None:
@@ -158,7 +161,7 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
     if rewrite.hinted:
         hint = f" and pass {', '.join(f'{h}=True' for h in dict.fromkeys(rewrite.hinted))}"
     return Proposal(
-        (finding,), finding.rule, src.path, replace=edits, insert_after=insert_after,  # type: ignore[arg-type]
+        (finding,), finding.rule, src.path, replace=edits, insert_after=insert_after,
         safety=UNSAFE if rewrite.hinted else SAFE,
         why=f"{what}{hint}, so forward no longer recompiles on `self.{attr} is None` or its size"
             + (" and the causal-mask check in nn.Transformer* no longer breaks the graph" if hint else ""),
@@ -175,7 +178,8 @@ def _init_clear(init: cst.FunctionDef | None, attr: str) -> tuple[cst.SimpleStat
     for stmt in init.body.body:
         if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(self_attr(attr))],
                                                                 value=m.Name("None"))])):
-            return stmt, stmt.body[0].targets[0]  # type: ignore[attr-defined,return-value]
+            line = cast(cst.SimpleStatementLine, stmt)  # the matcher just checked the shape
+            return line, cast(cst.Assign, line.body[0]).targets[0]
     return None
 
 
@@ -191,8 +195,8 @@ def _local_name(attr: str, bound: set[str], fn: cst.FunctionDef, test: cst.If) -
     if local in bound or local in names_used(fn.body):
         raise Refuse(f"`{local}` is already a name in {fn.name.value}(); rename it, then fix again")
     # Temporaries of the `if` become locals of the whole method: they must not collide with its other names.
-    targets = m.findall(test.body, m.AssignTarget())
-    temps = {n for t in targets for n in target_names(t.target)}  # type: ignore[attr-defined]
+    targets = [t for t in m.findall(test.body, m.AssignTarget()) if isinstance(t, cst.AssignTarget)]
+    temps = {n for t in targets for n in target_names(t.target)}
     outside = {n for s in fn.body.body if s is not test for n in names_used(s)}
     clash = sorted(temps & outside)
     if clash:

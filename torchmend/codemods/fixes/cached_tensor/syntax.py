@@ -57,8 +57,10 @@ def bound_in(fn: cst.FunctionDef) -> set[str]:
         if isinstance(star, cst.Param):
             names.add(star.name.value)
     for node in m.findall(fn.body, m.AssignTarget() | m.AnnAssign() | m.AugAssign() | m.For() | m.NamedExpr()):
-        names |= target_names(node.target)  # type: ignore[attr-defined]
+        if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.NamedExpr)):  # all are
+            names |= target_names(node.target)
     for item in m.findall(fn.body, m.WithItem(asname=m.AsName())):
-        names |= target_names(item.asname.name)  # type: ignore[attr-defined]
+        if isinstance(item, cst.WithItem) and item.asname is not None:  # as the matcher required
+            names |= target_names(item.asname.name)
     names.discard("self")
     return names

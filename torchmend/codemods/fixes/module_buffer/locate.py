@@ -20,7 +20,7 @@ from torchmend.codemods.fixes.module_buffer.module import (
 )
 from torchmend.codemods.fixes.module_buffer.plan import _names, _plan, _proposal
 from torchmend.codemods.source import Context, SourceFile
-from torchmend.model import Finding, Where
+from torchmend.model import Finding, Location, Where
 
 
 # `self.calls`, or the last attribute of a path to a submodule (`self.block.calls`, `self._modules['b'].calls`).
@@ -93,9 +93,9 @@ def _bound_method_buffer(finding: Finding, ctx: Context, attr: str, stopgap: str
     """`torch.compile(teacher.update)`: dynamo guards on `fn.__self__.<attr>` inside its wrapper (in torch's
     external_utils.py); the attribute belongs to the class of the object whose method was compiled, found
     from the user's line that calls it (or compiles it), possibly in another file of the project."""
-    places = [loc for loc in (finding.user_frame, finding.call_site) if loc is not None]
+    places: list[Location | Finding] = [loc for loc in (finding.user_frame, finding.call_site) if loc is not None]
     if finding.where == Where.PROJECT:
-        places.insert(0, finding)  # type: ignore[arg-type]
+        places.insert(0, finding)
     owners: dict[int, tuple[SourceFile, cst.ClassDef]] = {}
     looked: list[str] = []
     unknown: list[str] = []
@@ -105,13 +105,13 @@ def _bound_method_buffer(finding: Finding, ctx: Context, attr: str, stopgap: str
         src = ctx.file(loc.path)
         stmt = src.statement_at(loc.line)
         for call in src.nodes_in(stmt, cst.Call) if stmt is not None else []:
-            target = compile_target(src, call)  # type: ignore[arg-type]
-            found = callee(src, target if target is not None else call.func, ctx)  # type: ignore[attr-defined]
+            target = compile_target(src, call)
+            found = callee(src, target if target is not None else call.func, ctx)
             compiled = found is not None and (target is not None or found.compiled_at is not None)
-            if compiled and found.bound and found.owner is not None:  # type: ignore[union-attr]
-                owners[id(found.owner)] = (found.src, found.owner)  # type: ignore[union-attr]
+            if found is not None and compiled and found.bound and found.owner is not None:
+                owners[id(found.owner)] = (found.src, found.owner)
             elif found is None:
-                unknown += _unknown_object(src, call)  # type: ignore[arg-type]
+                unknown += _unknown_object(src, call)
         looked.append(f"line {loc.line} of {os.path.relpath(loc.path, ctx.project_root)}")
         if owners:
             break

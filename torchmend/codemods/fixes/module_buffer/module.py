@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, Union
 
 import libcst as cst
 import libcst.matchers as m
@@ -22,11 +22,14 @@ class _Refuse(Exception):
         self.reason, self.advice = reason, advice
 
 
+_Write = Union[cst.Assign, cst.AnnAssign, cst.AugAssign]  # a statement that sets `<self>.<attr>`
+
+
 @dataclass
 class _Uses:
     """Every place the class family touches `<self>.<attr>`."""
 
-    writes: list[cst.BaseSmallStatement] = field(default_factory=list)  # Assign | AnnAssign | AugAssign
+    writes: list[_Write] = field(default_factory=list)
     reads: list[cst.Attribute] = field(default_factory=list)  # read in a computation (not in its own update)
     # `x.<attr>` elsewhere in the file: (line, code, what it does with it where a number is needed, or None)
     outside_reads: list[tuple[int, str, str | None]] = field(default_factory=list)
@@ -38,7 +41,7 @@ class _Uses:
 def _classes(src: SourceFile) -> dict[str, cst.ClassDef]:
     found: dict[str, cst.ClassDef] = {}
     for cls in src.nodes_in(src.module, cst.ClassDef):
-        found.setdefault(cls.name.value, cls)  # type: ignore[attr-defined]
+        found.setdefault(cls.name.value, cls)
     return found
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import cast
 
 import libcst as cst
 import libcst.matchers as m
@@ -13,6 +14,7 @@ from torchmend.codemods.base import UNSAFE, Proposal
 from torchmend.codemods.fixes.module_buffer.module import (
     _Refuse,
     _Uses,
+    _Write,
     _accesses,
     _class_level,
     _classes,
@@ -151,7 +153,7 @@ def _classify(src: SourceFile, node: cst.Attribute, attr: str, uses: _Uses) -> N
             raise _Refuse(f"line {line} sets self.{attr} in a chained assignment (a = b = ...)",
                           "split it into one assignment per target and run the fix again")
         if not (isinstance(stmt, cst.AnnAssign) and stmt.value is None):  # a bare annotation sets nothing
-            uses.writes.append(stmt)
+            uses.writes.append(cast(_Write, stmt))  # a "write" is the target of one of these three
         return
     if kind:
         raise _Refuse(f"self.{attr} is {kind} at line {line}; a buffer can only be assigned or updated",
@@ -217,7 +219,7 @@ def _plan(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
         float_ops |= kind == "float" or (update is not None and update[0] is cst.DivideAssign) or (
             isinstance(w, cst.AnnAssign) and m.matches(w.annotation.annotation, m.Name("float")))
     self_name = next(s for f, s in _methods(owner) if f is init_fn)
-    return _Plan(src, owner, attr, self_name, first, uses, "float" if float_ops else "int")  # type: ignore[arg-type]
+    return _Plan(src, owner, attr, self_name, first, uses, "float" if float_ops else "int")
 
 
 def _quote(src: SourceFile) -> str:
@@ -252,15 +254,15 @@ def _proposal(plan: _Plan, finding: Finding) -> Proposal:
     for w in plan.uses.writes:
         if w is plan.init:
             continue
-        target = w.targets[0].target if isinstance(w, cst.Assign) else w.target  # type: ignore[union-attr]
+        target = w.targets[0].target if isinstance(w, cst.Assign) else w.target
         update = _self_update(src, w)
         if update is not None:
             op, operand = update
             if in_place:
                 edits[w] = _call_stmt(target, AUGMENTED_IN_PLACE[op][0], [cst.Arg(operand)], w)
             elif isinstance(w, cst.AugAssign):
-                value = cst.BinaryOperation(target.deep_clone(), AUGMENTED_IN_PLACE[op][1](), _parenthesized(operand))
-                edits[w] = cst.Assign([cst.AssignTarget(target)], value, semicolon=w.semicolon)
+                new = cst.BinaryOperation(target.deep_clone(), AUGMENTED_IN_PLACE[op][1](), _parenthesized(operand))
+                edits[w] = cst.Assign([cst.AssignTarget(target)], new, semicolon=w.semicolon)
             continue  # `self.a = self.a + v` rebinds already: a buffer accepts it as it is
         value = w.value
         assert value is not None

@@ -11,6 +11,7 @@ groups and schedulers; custom.py checks an optimizer class the project defines i
 from __future__ import annotations
 
 import os
+from typing import cast
 
 import libcst as cst
 import libcst.matchers as m
@@ -349,15 +350,16 @@ class TensorLearningRate(Codemod):
             ctor_swaps.update(group_swaps)  # the groups are spelled out in the call: one rewrite of the call
         elif group_swaps:  # the groups list is built earlier, under a name
             assert groups.literal is not None
-            replace[groups.literal] = groups.literal.visit(_Swap(group_swaps))
+            replace[groups.literal] = cast(cst.CSTNode, groups.literal.visit(_Swap(group_swaps)))  # swaps its lrs
         # One pass: node identities are lost once a tree is rebuilt.
-        new_ctor = ctor.visit(_Swap(ctor_swaps)) if ctor_swaps else ctor
+        # _Swap replaces expressions inside the call (its lr values), never the call itself.
+        new_ctor = cast(cst.Call, ctor.visit(_Swap(ctor_swaps))) if ctor_swaps else ctor
         if lr_arg is None:
             default = cst.Float(OPTIMIZER_DEFAULT_LR[cls]) if own is None else default_lr(own)
             if default is None:
                 return NoFix(finding, f"the optimizer call at {at} passes no lr and {cls} has no default", _ADVICE)
             tensor, imports = _as_tensor(src, default)
-            new_ctor = _add_lr(new_ctor, tensor)  # type: ignore[arg-type]
+            new_ctor = _add_lr(new_ctor, tensor)
         if new_ctor is not ctor:
             replace[ctor] = new_ctor
 
@@ -392,8 +394,8 @@ class TensorLearningRate(Codemod):
             return NoFix(finding, "the lr is already a tensor, written in place", skipped=True)
 
         notes = ['group["lr"] is now a float32 tensor: use float(group["lr"]) to log it or keep its value']
-        if any(isinstance(c, cst.Call) and m.matches(c.func, m.Attribute(attr=m.Name("load_state_dict")))
-               and _construction(src, c.func.value)[0] is ctor  # type: ignore[attr-defined]
+        if any(isinstance(c.func, cst.Attribute) and m.matches(c.func.attr, m.Name("load_state_dict"))
+               and _construction(src, c.func.value)[0] is ctor
                for c in src.nodes_in(src.module, cst.Call)):
             notes.append("a checkpoint saved with a float lr restores a float (fill_ then fails): after "
                          'load_state_dict, set group["lr"] = torch.tensor(float(group["lr"])) for each group')

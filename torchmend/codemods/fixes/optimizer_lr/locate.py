@@ -23,7 +23,7 @@ def _loop_source(src: SourceFile, target: cst.CSTNode) -> cst.BaseExpression | N
     """For a name bound by `for target in it` (or a comprehension, or unpacked from one): `it`."""
     for anc in src.ancestors(target):
         if isinstance(anc, (cst.For, cst.CompFor)):
-            return anc.iter if target in set(src.nodes_in(anc.target, cst.CSTNode)) else None
+            return anc.iter if target in set(src.nodes_in(anc.target, (cst.CSTNode,))) else None
         if not isinstance(anc, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
             return None
     return None
@@ -133,16 +133,17 @@ def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement,
     (`opt.param_groups`)."""
     candidates: list[cst.BaseExpression] = []
     for node in src.nodes_in(stmt, (cst.Call, cst.Attribute)):
-        if isinstance(node, cst.Call) and m.matches(node.func, m.Attribute(attr=m.Name("step"))):
-            candidates.append(node.func.value)  # type: ignore[attr-defined]
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+                and m.matches(node.func.attr, m.Name("step")):
+            candidates.append(node.func.value)
             candidates += [a.value for a in node.args[:1] if a.keyword is None]
         elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
             # step = torch.compile(opt.step); step()
             refs = src.referents(node.func)
             made = src.assigned_value(refs[0]) if len(refs) == 1 else None
             target = compile_target(src, made) if made is not None else None
-            if target is not None and m.matches(target, m.Attribute(attr=m.Name("step"))):
-                candidates.append(target.value)  # type: ignore[union-attr]
+            if isinstance(target, cst.Attribute) and m.matches(target.attr, m.Name("step")):
+                candidates.append(target.value)
             else:
                 # a compiled training step that calls opt.step() inside (decorated, or compiled under a name)
                 found = callee(src, node.func)
@@ -187,8 +188,8 @@ def _def_near(src: SourceFile, line: int, finding: Finding) -> cst.FunctionDef |
 
 def _stepped_in(src: SourceFile, fn: cst.FunctionDef) -> list[cst.BaseExpression]:
     """The receivers of `X.step()` calls inside a function."""
-    return [c.func.value for c in src.nodes_in(fn, cst.Call)  # type: ignore[attr-defined]
-            if m.matches(c.func, m.Attribute(attr=m.Name("step"))) and not c.args]
+    return [c.func.value for c in src.nodes_in(fn, cst.Call)
+            if isinstance(c.func, cst.Attribute) and m.matches(c.func.attr, m.Name("step")) and not c.args]
 
 
 def _constructions_of(src: SourceFile, stmt: cst.FunctionDef | cst.ClassDef) -> tuple[cst.Call | None, str]:

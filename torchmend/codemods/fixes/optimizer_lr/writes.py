@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 import libcst.matchers as m
 
@@ -58,7 +60,8 @@ def _writes(src: SourceFile, ctor: cst.Call) -> list[_Write]:
         elif isinstance(parent, (cst.AnnAssign, cst.Del)):
             node, fixable = parent, False
         elif _unpacked_into(src, sub):
-            node, fixable = src.enclosing(sub, (cst.Assign, cst.For, cst.CompFor)) or parent, False
+            # Inside an unpacking, so within an Assign, For or CompFor: never None.
+            node, fixable = cast(cst.CSTNode, src.enclosing(sub, (cst.Assign, cst.For, cst.CompFor)) or parent), False
         else:
             continue  # a read
         if isinstance(sub.value, cst.Attribute) and sub.value.attr.value == "param_groups":
@@ -142,7 +145,7 @@ class _Swap(cst.CSTTransformer):
         super().__init__()
         self.swaps = swaps
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+    def on_leave(self, original_node, updated_node):
         return self.swaps.get(original_node, updated_node)
 
 
@@ -216,8 +219,8 @@ def _groups(src: SourceFile, params: cst.BaseExpression, depth: int = 0) -> _Gro
         defaulted = 0
         for v in values:
             if isinstance(v, cst.Dict) and not any(isinstance(e, cst.StarredDictElement) for e in v.elements):
-                found = [e.value for e in v.elements if isinstance(e.key, cst.SimpleString)  # type: ignore[union-attr]
-                         and e.key.evaluated_value == "lr"]
+                found = [e.value for e in v.elements if isinstance(e, cst.DictElement)  # none is starred (above)
+                         and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == "lr"]
             elif (isinstance(v, cst.Call) and src.is_qualified(v.func, "builtins.dict")
                   and not any(a.star for a in v.args)):
                 found = [a.value for a in v.args if a.keyword is not None and a.keyword.value == "lr"]
@@ -229,7 +232,7 @@ def _groups(src: SourceFile, params: cst.BaseExpression, depth: int = 0) -> _Gro
     # model.parameters(), filter(..., model.parameters()), [p for p in model.parameters() if ...]
     if not src.nodes_in(params, (cst.Dict,)) and any(
             m.matches(c.func, m.Attribute(attr=m.Name("parameters") | m.Name("named_parameters")))
-            for c in src.nodes_in(params, cst.Call)):  # type: ignore[attr-defined]
+            for c in src.nodes_in(params, cst.Call)):
         return _Groups("single")
     return _Groups("unknown", source=code)
 

@@ -7,6 +7,7 @@ The package: sites.py finds the calls of the compiled function and the argument 
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import libcst as cst
 
@@ -245,7 +246,7 @@ class ScalarArgument(Codemod):
                 return NoFix(finding, f"`{name}` reaches the compiled function through *args or **kwargs",
                              "pass it as a named parameter, or wrap it yourself: `torch.tensor(v, device=...)`")
             # Dynamo names a closure variable as it names an argument (`warmup == 0.1`): it may be one.
-            return codemod_for("TM206").propose(finding, ctx)  # type: ignore[union-attr]
+            return cast(Codemod, codemod_for("TM206")).propose(finding, ctx)  # a registered rule
         if name == self_name(src, fn):
             return NoFix(finding, f"`{name}` is the module itself")
         uses = reads(src, fn, name)

@@ -358,6 +358,6 @@ class CarriedScalarTensor(Codemod):
             return stmt
         sources = set().union(*(analysis.sources(n) for n in self._names(finding, src, stmt)))
         line = src.line_of(stmt)
-        statements = {src.statement_at(src.line_of(c)) for c in sources if src.line_of(c) <= line}
-        statements.discard(None)
-        return max(statements, key=src.line_of, default=None)  # type: ignore[arg-type]
+        statements = {s for c in sources if src.line_of(c) <= line for s in [src.statement_at(src.line_of(c))]
+                      if s is not None}
+        return max(statements, key=src.line_of, default=None)

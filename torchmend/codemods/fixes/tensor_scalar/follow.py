@@ -6,7 +6,7 @@ from __future__ import annotations
 import collections
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, cast
 
 import libcst as cst
 import libcst.matchers as m
@@ -357,7 +357,7 @@ class _Analysis:
         out: dict[cst.CSTNode, cst.CSTNode] = {}
         for node in sorted(edited, key=self._order):
             if not any(a in edited for a in self.src.ancestors(node)):
-                out[node] = node.visit(_Rewrite())
+                out[node] = cast(cst.CSTNode, node.visit(_Rewrite()))  # _Rewrite replaces calls, never removes
         return out, tuple(dict.fromkeys(imports))
 
     def _converted(self, original: cst.Call, updated: cst.Call, kind: str) -> cst.BaseExpression:
@@ -365,7 +365,8 @@ class _Analysis:
             assert isinstance(updated.func, cst.Attribute)
             return updated.with_changes(func=updated.func.with_changes(attr=cst.Name("detach")))
         arg = updated.args[0].value
-        if isinstance(arg, cst.Call) and self.conversion(original.args[0].value) == "item":
+        # _Rewrite only turns calls into calls: the updated argument is a Call, so the original one is.
+        if isinstance(arg, cst.Call) and self.conversion(cast(cst.Call, original.args[0].value)) == "item":
             assert isinstance(arg.func, cst.Attribute)
             arg = arg.func.value  # int(t.item()) reads t
         detached = _method(arg, "detach")
@@ -389,7 +390,8 @@ class _Analysis:
         if value == 0 and isinstance(first.comma, cst.Comma) and not _comments(lead) \
                 and isinstance(first.comma.whitespace_after, cst.ParenthesizedWhitespace):
             lead = first.comma.whitespace_after
-        comma = first.comma if value == 1 and _comments(first.comma) else last.comma
+        # The first of two arguments has its comma (only a last argument may lack one).
+        comma = first.comma if value == 1 and _comments(cast(cst.Comma, first.comma)) else last.comma
         arg = _kwarg(keyword, updated.args[bound].value).with_changes(comma=comma,
                                                                       whitespace_after_arg=last.whitespace_after_arg)
         clamp = cst.Call(cst.Attribute(_atom(updated.args[value].value), cst.Name("clamp")), [arg],
