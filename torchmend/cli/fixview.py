@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -104,7 +104,7 @@ def verification_view(v: Verification) -> Group:
     return Group(*parts)
 
 
-def print_proposal_list(console: Console, items: list[Proposal], display) -> None:  # type: ignore[no-untyped-def]
+def print_proposal_list(console: Console, items: list[Proposal], display: Callable[[Proposal], str]) -> None:
     for p in items:
         console.print(Text.assemble((f"{display(p)}", "bold"), "  ", (p.rule, "magenta"), "  ",
                                     (p.safety, _SAFETY[p.safety]), f"  {p.why}"))

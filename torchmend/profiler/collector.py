@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import time
+from types import FrameType
 from typing import Any, Callable
 
 import torch
@@ -36,7 +37,7 @@ def _live_callers() -> list[list[Any]]:
     starts compiling, still holds it.
     """
     frames = []
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     while f is not None:
         name = f.f_code.co_filename
         if not name.startswith(_SKIP_DIRS):
@@ -46,7 +47,7 @@ def _live_callers() -> list[list[Any]]:
 
 
 # torch, torchmend and the logging package (the handler runs under it) are never the user's caller.
-_SKIP_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, logging, sys.modules["torchmend"]))
+_SKIP_DIRS = tuple(os.path.dirname(str(m.__file__)) + os.sep for m in (torch, logging, sys.modules["torchmend"]))
 
 
 class TraceHandler(logging.Handler):
@@ -185,13 +186,13 @@ def override_backend(backend: str, sink: EventSink | None = None) -> None:
         own = kwargs.get("backend", "inductor")
         # Only a named backend is tried on a failing graph: a callable of the script's own may count its calls.
         checked = sink is not None and isinstance(own, str) and own != backend
-        kwargs["backend"] = _CheckedBackend(backend, own, sink) if checked else backend
+        kwargs["backend"] = _CheckedBackend(backend, own, sink) if checked and sink is not None else backend
         if backend != "inductor":
             kwargs.pop("mode", None)
             kwargs.pop("options", None)
         return original(model, **kwargs) if model is not None else original(**kwargs)
 
-    torch.compile = compile  # type: ignore[assignment]
+    torch.compile = compile
 
 
 def _backend_name(backend: Any) -> str:

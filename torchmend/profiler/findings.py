@@ -229,7 +229,9 @@ def merge_ranks(per_rank: dict[int, tuple[list[Finding], Summary]]) -> tuple[lis
 def separate_resets(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """torch._dynamo.reset() starts compile ids again at 0/0: give the compiles after each reset ids of their
     own (`1.0/0`), so a function compiled after a reset is never taken for the one compiled before it."""
-    out, seen, epoch = [], set(), 0
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    epoch = 0
     for ev in events:
         cid = ev.get("compile_id")
         if ev.get("ev") == COMPILE_START and cid is not None:
@@ -467,7 +469,7 @@ def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: 
     g: GuardFailure = info["g"]
     if where != PROJECT:
         user_frame = resumed_at(places, info.get("compiled")) or call_site
-    common = dict(file=loc.file, line=line, function=loc.function, path=path, where=Where(where), count=grp.count,
+    common: dict[str, Any] = dict(file=loc.file, line=line, function=loc.function, path=path, where=Where(where), count=grp.count,
                   variable=g.variable, guard=g.guard, hint=g.hint, code=site.code, user_frame=user_frame,
                   call_site=call_site, compiled_function=compiled)
     if info["type"] == "limit":

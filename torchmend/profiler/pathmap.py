@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from torchmend.profiler.events import COMPILE_END, COMPILE_START
 
@@ -62,7 +62,7 @@ def _under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix.rstrip("/") + "/")
 
 
-def guess(paths: Iterable[str], root: Path, known: list[Mapping] = ()) -> list[Mapping]:
+def guess(paths: Iterable[str], root: Path, known: Sequence[Mapping] = ()) -> list[Mapping]:
     """Mappings for recorded user files that do not exist here, from the longest tail found under root."""
     votes: Counter[str] = Counter()
     root = root.resolve()

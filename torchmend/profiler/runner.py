@@ -15,7 +15,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import AbstractSet as Set, Any, Callable
 
 from torchmend.profiler.events import CHILD_ENV, COMPILE_END, COMPILE_START, END, GRAPH_BREAK, STEP, EventTail, read_events
 
@@ -98,7 +98,7 @@ def _tail(path: Path, max_lines: int = 30) -> str:
     return "\n".join(lines[-max_lines:])
 
 
-def _stop(proc: subprocess.Popen[bytes], workers: set[int] = frozenset()) -> None:
+def _stop(proc: subprocess.Popen[bytes], workers: Set[int] = frozenset()) -> None:
     """Stop the child and everything it started (its own process group), and torchrun's workers, which
     torchrun starts in sessions of their own."""
     for sig, wait in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 5.0)):
@@ -147,13 +147,13 @@ def _deciding_end(spec: RunSpec, events: list[dict[str, Any]], ends: dict[int | 
     if not spec.ranked:
         return ends.get(None, {})
     started = {e.get("rank") for e in events if e.get("ev") == "start"}
-    failing = [ends[r] for r in sorted(ends) if ends[r].get("reason") in ("error", "exit", "internal_error",
+    failing = [ends[r] for r in sorted(ends, key=lambda r: -1 if r is None else r) if ends[r].get("reason") in ("error", "exit", "internal_error",
                                                                           "no_torch")]
     if failing:
         return min(failing, key=lambda e: e.get("at", 0.0))
     if not ends or started - set(ends):
         return {}
-    return ends[min(ends)]
+    return ends[min(ends, key=lambda r: -1 if r is None else r)]
 
 
 def run(
