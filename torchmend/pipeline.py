@@ -290,9 +290,7 @@ def verify_rounds(scan: Scan, fixes: Fixes, root: Path, *, backend: str | None =
 
 def write(fixes: Fixes, root: Path, report: str | None = None) -> store.UndoRecord:
     """Write every file the accepted changes touch, all or nothing (raises WriteRefused, and then nothing was
-    written), and save the undo record (`torchmend undo` puts the files back from it; `record.patch` is the
-    diff). `report` (Markdown, e.g. torchmend.vcs.body.fix_report) is kept in the record for `torchmend pr`."""
-    changes = fixes.changes()
-    store.write_all(changes, root)
+    written), journaled: the undo record exists before the first file is replaced (store.write_fix; `torchmend
+    undo` puts the files back from it; `record.patch` is the diff). `report` (Markdown, e.g. torchmend.vcs.body.fix_report) is kept in the record for `torchmend pr`."""
     summary = "; ".join(f"{p.rule} {fixes.where(p)}" for p in fixes.session.accepted)
-    return store.save_undo(changes, root, fixes.diff(), summary, report=report)
+    return store.write_fix(fixes.changes(), root, fixes.diff(), summary, report=report)
