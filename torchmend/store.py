@@ -34,9 +34,9 @@ import tempfile
 import threading
 import time
 import tokenize
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 
 class WriteRefused(Exception):
@@ -63,19 +63,25 @@ def decode(data: bytes, path: str) -> tuple[str, Encoding]:
     """The text of a source (BOM left out) and how it is encoded, as Python decodes it; raises NotSource."""
     try:
         codec, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as e:
-        raise NotSource(f"{path}: {e.msg}") from e
+    except SyntaxError as e:  # a bad coding line, or a first line that is not UTF-8: name the byte if it is that
+        bad_cookie = NotSource(f"{path}: {e.msg}")
+        codec = "utf-8"
+    else:
+        bad_cookie = None
     bom = data.startswith(codecs.BOM_UTF8)
     body = data[len(codecs.BOM_UTF8):] if bom else data
     codec = "utf-8" if codec == "utf-8-sig" else codec
     try:
-        return body.decode(codec), Encoding(codec, bom)
+        text = body.decode(codec)
     except UnicodeDecodeError as e:
         start = e.start + (len(codecs.BOM_UTF8) if bom else 0)
         line = data.count(b"\n", 0, start) + 1
-        declared = "no coding line declares another (PEP 263)" if codec == "utf-8" else f"declared {codec}"
-        raise NotSource(f"{path}: byte 0x{data[start]:02x} on line {line} (offset {start}) is not {codec} "
-                        f"({declared})") from e
+        why = "no coding line (PEP 263) declares another encoding" if codec == "utf-8" else "its coding line says so"
+        raise NotSource(f"{path}: byte 0x{data[start]:02x} on line {line} (offset {start}) is not valid {codec}, "
+                        f"and {why}") from e
+    if bad_cookie is not None:
+        raise bad_cookie
+    return text, Encoding(codec, bom)
 
 
 def read_source(path: str) -> str:
