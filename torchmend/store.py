@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 import tokenize
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,6 +82,25 @@ def decode(data: bytes, path: str) -> tuple[str, Encoding]:
     if bad_cookie is not None:
         raise bad_cookie
     return text, Encoding(codec, bom)
+
+
+def source_encoding(path: str) -> Encoding:
+    """How the file on disk is encoded (UTF-8 without BOM when it cannot be read)."""
+    try:
+        return decode(Path(path).read_bytes(), path)[1]
+    except OSError:
+        return Encoding()
+
+
+def encode_diff(diff: Callable[[str, str], str], before: str, after: str, encoding: Encoding) -> bytes:
+    """A file's unified diff (`diff(before, after)`) in the file's own encoding, its BOM on line 1 of both
+    sides, so that `git apply` and `patch` match the bytes on disk (a character the encoding lacks: UTF-8)."""
+    bom = "\ufeff" if encoding.bom else ""
+    text = diff(bom + before, bom + after)
+    try:
+        return text.encode(encoding.codec)
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape")
 
 
 def read_source(path: str) -> str:
@@ -350,13 +369,13 @@ def save_undo(changes: dict[str, tuple[str, str]], project: Path, patch: str, su
     return _to_record(path, data)
 
 
-def _write_patch(record: Path, patch: str) -> None:
+def _write_patch(record: Path, patch: str | bytes) -> None:
     tmp = record.with_name(f".{record.stem}.patch.tmp")
-    tmp.write_bytes(patch.encode("utf-8", "surrogateescape"))
+    tmp.write_bytes(patch if isinstance(patch, bytes) else patch.encode("utf-8", "surrogateescape"))
     os.replace(tmp, record.with_suffix(".patch"))
 
 
-def write_fix(changes: dict[str, tuple[str, str]], project: Path, patch: str, summary: str,
+def write_fix(changes: dict[str, tuple[str, str]], project: Path, patch: str | bytes, summary: str,
               report: str | None = None) -> UndoRecord:
     """Write every (before, after) change, or none, journaled: the undo record exists (state pending, fsynced)
     before the first file is replaced and is marked complete after the last. Raises WriteRefused (nothing was

@@ -100,15 +100,31 @@ def test_latin1_file_is_fixed_and_the_other_bytes_kept(tmp_path: Path, state: Pa
     assert r.returncode == 0, r.stderr
     fixed = text.replace('    print("na\xefve"', '    if not torch.compiler.is_compiling():\n        print("na\xefve"')
     assert (proj / "train.py").read_bytes() == fixed.encode("latin-1")  # latin-1 still, the edit only
+    # The saved patch is latin-1 too: it applies to the file as it was.
+    [record] = store.undo_records(proj)
+    _assert_applies(record.patch.read_bytes(), {"train.py": text.encode("latin-1")}, tmp_path / "copy")
+
+
+def _assert_applies(patch: bytes, files: dict[str, bytes], where: Path) -> None:
+    where.mkdir()
+    for name, data in files.items():
+        (where / name).write_bytes(data)
+    (where.parent / "the.patch").write_bytes(patch)
+    for tool in (["git", "apply", "--check"], ["patch", "-p1", "--dry-run", "-i"]):
+        if shutil.which(tool[0]) is None:
+            pytest.skip(f"{tool[0]} is not installed")
+        done = subprocess.run([*tool, str(where.parent / "the.patch")], cwd=where, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_bom_is_kept(tmp_path: Path, state: Path) -> None:
     proj = tmp_path / "proj"
     proj.mkdir()
-    text = _train_printing()
+    text = _train_printing().replace("\n\n\ndef", "\ndef")  # line 1 is in the hunk's context
     (proj / "train.py").write_bytes(codecs.BOM_UTF8 + text.encode())
     diff = torchmend("fix", "train.py", "--diff", "--unsafe", "--steps", "3", cwd=proj)
     assert diff.returncode == 0 and diff.stdout.count("@@ ") == 1, diff.stdout  # one hunk: no BOM hunk
+    _assert_applies(diff.stdout.encode(), {"train.py": codecs.BOM_UTF8 + text.encode()}, tmp_path / "copy")
     r = torchmend("fix", "train.py", *FIX, cwd=proj)
     assert r.returncode == 0, r.stderr
     data = (proj / "train.py").read_bytes()
@@ -264,12 +280,7 @@ def test_diff_of_a_name_with_a_space_applies_with_git_and_patch(tmp_path: Path, 
     (proj / "my train.py").write_text(_train_printing())
     r = torchmend("fix", "my train.py", "--diff", "--unsafe", "--steps", "3", cwd=proj)
     assert r.returncode == 0 and "+++ b/my train.py" in r.stdout, r.stderr
-    (tmp_path / "fix.patch").write_text(r.stdout)
-    for tool in (["git", "apply", "--check"], ["patch", "-p1", "--dry-run", "-i"]):
-        if shutil.which(tool[0]) is None:
-            pytest.skip(f"{tool[0]} is not installed")
-        done = subprocess.run([*tool, str(tmp_path / "fix.patch")], cwd=proj, capture_output=True, text=True)
-        assert done.returncode == 0, done.stdout + done.stderr
+    _assert_applies(r.stdout.encode(), {"my train.py": (proj / "my train.py").read_bytes()}, tmp_path / "copy")
 
 
 def test_diff_to_a_full_or_closed_stdout(tmp_path: Path, state: Path) -> None:

@@ -54,12 +54,13 @@ def fail(code: ExitCode, message: str, detail: str = "") -> NoReturn:
     raise typer.Exit(int(code))
 
 
-def write_stdout(text: str) -> None:
-    """Print `text` (a patch) to stdout as it is. A reader that stopped early (`| head`) ends the command
+def write_stdout(data: bytes) -> None:
+    """Write `data` (a patch) to stdout as it is. A reader that stopped early (`| head`) ends the command
     quietly with 141, as SIGPIPE would; any other failure (a full disk, /dev/full) with a one-line error."""
     try:
-        sys.stdout.write(text)
         sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
     except BrokenPipeError:
         _quiet_stdout()
         raise typer.Exit(141) from None

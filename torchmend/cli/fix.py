@@ -186,7 +186,7 @@ def fix(
             ui.print(Text(f"skipped {display(d.proposal)} {d.proposal.rule}: {d.detail}", style="yellow"))
 
     if diff:
-        write_stdout(fixes.diff())
+        write_stdout(pipeline.patch_bytes(fixes))
         return
     if not fixes.changes():
         ui.print("No change accepted; nothing written.")
