@@ -191,12 +191,13 @@ def _replace(path: str, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, stat.S_IMODE(st.st_mode))
         if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
             try:
                 os.chown(tmp, st.st_uid, st.st_gid)
-            except PermissionError:  # not root: a user cannot give a file away; it becomes theirs, as with any editor
-                pass
+            except PermissionError:  # not root: a user cannot give a file away (it becomes theirs), a group maybe
+                with contextlib.suppress(PermissionError):
+                    os.chown(tmp, -1, st.st_gid)
+        os.chmod(tmp, stat.S_IMODE(st.st_mode))  # after chown, which may clear set-id bits
         os.replace(tmp, real)
         _fsync_dir(os.path.dirname(real))
     except BaseException:
@@ -383,19 +384,29 @@ def write_fix(changes: dict[str, tuple[str, str]], project: Path, patch: str | b
     encodings = {path: _check(path, before, after, project, _STALE) for path, (before, after) in changes.items()}
     folder = check_state_dir(project)
     data = _record_json(changes, encodings, project, summary, report, "pending")
+    both = {p: (encodings[p].encode(b), encodings[p].encode(a)) for p, (b, a) in changes.items()}
     with deferred_signals():
         # The lock is held while pending: a live write is never taken for a killed one.
-        path, lock = _create_record(folder, data, lock=True)
+        try:
+            path, lock = _create_record(folder, data, lock=True)
+        except OSError as e:
+            raise WriteRefused(f"cannot write the undo record in {folder} ({e.strerror or e})") from e
         assert lock is not None
         try:
             try:
-                _replace_all({p: (encodings[p].encode(b), encodings[p].encode(a)) for p, (b, a) in changes.items()})
+                _replace_all(both)
             except WriteRefused:
                 _discard(path)
                 raise
-            _write_patch(path, patch)
-            data["state"] = "complete"
-            _write_json(path, data, exclusive=False)
+            try:
+                _write_patch(path, patch)
+                data["state"] = "complete"
+                _write_json(path, data, exclusive=False)
+            except OSError as e:  # the record cannot be finished (a full disk?): put the files back
+                _replace_all({p: (a, b) for p, (b, a) in both.items()})
+                _discard(path)
+                raise WriteRefused(f"cannot finish the undo record {path} ({e.strerror or e}); the files were put "
+                                   "back, nothing was changed") from e
         finally:
             os.close(lock)
     return _to_record(path, data)

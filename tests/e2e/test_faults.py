@@ -298,3 +298,19 @@ def test_diff_to_a_full_or_closed_stdout(tmp_path: Path, state: Path) -> None:
     p.stdout.close()  # type: ignore[union-attr]
     err = p.stderr.read()  # type: ignore[union-attr]
     assert p.wait(timeout=300) == 141 and "Traceback" not in err and "Error" not in err, err
+
+
+def test_a_record_that_cannot_be_finished_puts_the_files_back(tmp_path: Path, state: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.py").write_text("a = 1\n")
+    (tmp_path / "b.py").write_text("b = 1\n")
+
+    def disk_full(record: Path, patch: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store, "_write_patch", disk_full)
+    with pytest.raises(store.WriteRefused, match="No space left on device.*nothing was changed"):
+        store.write_fix({str(tmp_path / "a.py"): ("a = 1\n", "a = 2\n"), str(tmp_path / "b.py"): ("b = 1\n", "b = 2\n")},
+                        tmp_path, "patch", "")
+    assert ((tmp_path / "a.py").read_text(), (tmp_path / "b.py").read_text()) == ("a = 1\n", "b = 1\n")
+    assert store.records(tmp_path) == store.Records([], [], [])
