@@ -23,6 +23,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import fcntl
+import glob
 import hashlib
 import io
 import json
@@ -466,7 +467,7 @@ def rollback(record: UndoRecord) -> list[str]:
             enc = record.encoding(path)
             old, new = enc.encode(before), enc.encode(after)
             real = os.path.realpath(path)
-            for tmp in Path(os.path.dirname(real)).glob(f".{glob_escape(os.path.basename(real))}.*.torchmend"):
+            for tmp in Path(os.path.dirname(real)).glob(f".{glob.escape(os.path.basename(real))}.*.torchmend"):
                 with contextlib.suppress(FileNotFoundError):
                     tmp.unlink()
             try:
@@ -481,10 +482,6 @@ def rollback(record: UndoRecord) -> list[str]:
         if not left:
             _discard(record.path)
     return left
-
-
-def glob_escape(name: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
 def undo(record: UndoRecord, project: Path) -> None:
