@@ -290,9 +290,17 @@ def verify_rounds(scan: Scan, fixes: Fixes, root: Path, *, backend: str | None =
 
 def write(fixes: Fixes, root: Path, report: str | None = None) -> store.UndoRecord:
     """Write every file the accepted changes touch, all or nothing (raises WriteRefused, and then nothing was
-    written), and save the undo record (`torchmend undo` puts the files back from it; `record.patch` is the
-    diff). `report` (Markdown, e.g. torchmend.vcs.body.fix_report) is kept in the record for `torchmend pr`."""
-    changes = fixes.changes()
-    store.write_all(changes, root)
+    written), journaled: the undo record exists before the first file is replaced (store.write_fix; `torchmend
+    undo` puts the files back from it; `record.patch` is the diff). `report` (Markdown, e.g. torchmend.vcs.body.fix_report) is kept in the record for `torchmend pr`."""
     summary = "; ".join(f"{p.rule} {fixes.where(p)}" for p in fixes.session.accepted)
-    return store.save_undo(changes, root, fixes.diff(), summary, report=report)
+    return store.write_fix(fixes.changes(), root, patch_bytes(fixes), summary, report=report)
+
+
+def patch_bytes(fixes: Fixes) -> bytes:
+    """Fixes.diff() as `git apply` and `patch -p1` need it against the files on disk: each file's part in that
+    file's encoding (PEP 263 coding line, BOM), what --diff prints and the undo record keeps."""
+    from torchmend.codemods.engine import unified_diff
+
+    return b"".join(store.encode_diff(lambda b, a, path=path: unified_diff(fixes.session.display(path), b, a),
+                                      before, after, store.source_encoding(path))
+                    for path, (before, after) in fixes.changes().items())

@@ -1,23 +1,42 @@
-"""Writing fixed sources safely, and undoing it (the ground floor: the CLI, the pipeline, vcs and the
-benchmarks all read and write sources through here; it imports nothing of torchmend).
+"""Reading and writing sources byte for byte, a write-ahead undo journal, and undo (the ground floor: the CLI,
+the pipeline, vcs and the benchmarks all read and write sources through here; it imports nothing of torchmend).
 
-All or nothing: every file is checked first (unchanged since it was scanned, writable, in the project),
-then each is written to a temporary file beside it and renamed over it (its mode kept). A failure half
-way puts back the files already replaced. Each write leaves an undo record (a JSON file with the texts
-before and after, and the same change as a patch) under the state directory, never in the project. A record
-may also hold a "report" (Markdown: findings, changes, verification) that `torchmend pr` puts in the pull
-request; it is optional, so records written before it existed still work.
+Bytes: a source is decoded as Python decodes it (PEP 263: the BOM or the coding line, else UTF-8) and written
+back in the same encoding, its BOM kept; newlines are never translated, so the bytes outside the edits do not
+change. check_python() says whether Python itself accepts a file (strict decoding, then compile()).
+
+All or nothing: every file is checked first (unchanged since it was scanned, writable, in the project, its new
+text encodable), then the undo record is written as a journal *before* the first file is replaced: a unique
+name created exclusively (a hard link of a fsynced temporary file), state "pending". Each file is written to a
+temporary file beside it (mode, owner and group kept) and renamed over it, with SIGINT/SIGTERM/SIGHUP deferred
+until every file is replaced or rolled back; then the record is marked "complete". A failure half way puts back
+the files already replaced. A pending record whose writer is gone (killed) is an incomplete write: rollback()
+puts back the files it had replaced (`torchmend undo` and the next `torchmend fix` do it). Damaged records are
+reported and skipped. A record may also hold a "report" (Markdown) that `torchmend pr` puts in the pull request.
+
+TORCHMEND_TEST_SIGNAL_AFTER_WRITE=N:SIG (e.g. 1:KILL, 1:TERM) exists for the fault tests only
+(tests/e2e/test_faults.py): the process sends itself SIG right after replacing its N-th file.
 """
 
 from __future__ import annotations
 
+import codecs
+import contextlib
+import fcntl
+import glob
 import hashlib
+import io
 import json
 import os
+import secrets
+import signal
 import stat
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+import tokenize
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -25,13 +44,85 @@ class WriteRefused(Exception):
     """Nothing was written: the message says which file and why."""
 
 
-def read_source(path: str) -> str:
-    """A source file's text exactly as on disk (newlines untranslated), as UTF-8."""
-    data = Path(path).read_bytes()
+class NotSource(OSError):
+    """Python itself rejects the file: an undecodable byte, a bad coding line, or a syntax error."""
+
+
+# ----------------------------------------------------------------------------------------------- bytes
+
+
+@dataclass(frozen=True)
+class Encoding:
+    codec: str = "utf-8"  # from the coding line (PEP 263), else utf-8
+    bom: bool = False  # the file starts with a UTF-8 BOM (kept on writing)
+
+    def encode(self, text: str) -> bytes:
+        return (codecs.BOM_UTF8 if self.bom else b"") + text.encode(self.codec)
+
+
+def decode(data: bytes, path: str) -> tuple[str, Encoding]:
+    """The text of a source (BOM left out) and how it is encoded, as Python decodes it; raises NotSource."""
     try:
-        return data.decode("utf-8")
+        codec, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as e:  # a bad coding line, or a first line that is not UTF-8: name the byte if it is that
+        bad_cookie = NotSource(f"{path}: {e.msg}")
+        codec = "utf-8"
+    else:
+        bad_cookie = None
+    bom = data.startswith(codecs.BOM_UTF8)
+    body = data[len(codecs.BOM_UTF8):] if bom else data
+    codec = "utf-8" if codec == "utf-8-sig" else codec
+    try:
+        text = body.decode(codec)
     except UnicodeDecodeError as e:
-        raise OSError(f"{path} is not UTF-8 ({e.reason} at byte {e.start})") from e
+        start = e.start + (len(codecs.BOM_UTF8) if bom else 0)
+        line = data.count(b"\n", 0, start) + 1
+        why = "no coding line (PEP 263) declares another encoding" if codec == "utf-8" else "its coding line says so"
+        raise NotSource(f"{path}: byte 0x{data[start]:02x} on line {line} (offset {start}) is not valid {codec}, "
+                        f"and {why}") from e
+    if bad_cookie is not None:
+        raise bad_cookie
+    return text, Encoding(codec, bom)
+
+
+def source_encoding(path: str) -> Encoding:
+    """How the file on disk is encoded (UTF-8 without BOM when it cannot be read)."""
+    try:
+        return decode(Path(path).read_bytes(), path)[1]
+    except OSError:
+        return Encoding()
+
+
+def encode_diff(diff: Callable[[str, str], str], before: str, after: str, encoding: Encoding) -> bytes:
+    """A file's unified diff (`diff(before, after)`) in the file's own encoding, its BOM on line 1 of both
+    sides, so that `git apply` and `patch` match the bytes on disk (a character the encoding lacks: UTF-8)."""
+    bom = "\ufeff" if encoding.bom else ""
+    text = diff(bom + before, bom + after)
+    try:
+        return text.encode(encoding.codec)
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape")
+
+
+def read_source(path: str) -> str:
+    """A source file's text exactly as on disk (newlines untranslated, BOM left out), decoded as Python does."""
+    return decode(Path(path).read_bytes(), path)[0]
+
+
+def check_python(path: str) -> None:
+    """Raise NotSource when Python itself would reject the file as a script: an undecodable byte (even in a
+    comment, which compile() of bytes lets pass), a bad coding line, or a syntax error."""
+    data = Path(path).read_bytes()
+    decode(data, path)
+    try:
+        compile(data, path, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        raise NotSource(f"{path}:{e.lineno}: {e.msg}") from e
+    except ValueError as e:  # null bytes
+        raise NotSource(f"{path}: {e}") from e
+
+
+# ------------------------------------------------------------------------------------------- the state dir
 
 
 def state_dir() -> Path:
@@ -47,57 +138,137 @@ def undo_dir(project: Path) -> Path:
     return state_dir() / "undo" / f"{project.resolve().name}-{key}"
 
 
+def check_state_dir(project: Path) -> Path:
+    """The project's undo folder, created if needed; raises WriteRefused when it cannot hold a record (checked
+    before anything is written: a write without its undo record is never made)."""
+    folder = undo_dir(project)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise WriteRefused(f"cannot keep undo records in {folder} ({e.strerror or e}); set TORCHMEND_STATE_DIR "
+                           "to a writable folder") from e
+    return folder
+
+
+# ------------------------------------------------------------------------------------------------ writing
+
+
 _STALE = "changed since it was scanned; run torchmend again on the new version"
 
 
-def _check(path: str, expected: str, project: Path, stale: str) -> None:
+def _check(path: str, expected: str, after: str, project: Path, stale: str) -> Encoding:
     real = os.path.realpath(path)
     if not real.startswith(str(project.resolve()) + os.sep):
         raise WriteRefused(f"{path} is outside the project ({project}); torchmend never edits files there")
     try:
-        current = read_source(path)
+        current, encoding = decode(Path(path).read_bytes(), path)
     except OSError as e:
         raise WriteRefused(f"cannot read {path}: {e}") from e
     if current != expected:
         raise WriteRefused(f"{path} {stale}")
+    try:
+        encoding.encode(after)
+    except UnicodeEncodeError as e:
+        raise WriteRefused(f"the new text of {path} has {after[e.start:e.end]!r}, which its encoding "
+                           f"({encoding.codec}) cannot hold") from e
     # The owner's write bit too: root may write anywhere, but a file marked read-only was marked so on purpose.
     if not os.access(path, os.W_OK) or not os.stat(real).st_mode & stat.S_IWUSR:
         raise WriteRefused(f"{path} is read-only; make it writable (chmod u+w) or leave it out with --ignore")
     if not os.access(os.path.dirname(real), os.W_OK | os.X_OK):
         raise WriteRefused(f"cannot create a file in {os.path.dirname(real)} (needed to replace {path} atomically)")
+    return encoding
 
 
-def _replace(path: str, text: str) -> None:
+def _replace(path: str, data: bytes) -> None:
+    """Replace the file's bytes atomically (a fsynced temporary file renamed over it), mode, owner and group kept."""
     real = os.path.realpath(path)
-    mode = stat.S_IMODE(os.stat(real).st_mode)
+    st = os.stat(real)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".torchmend", dir=os.path.dirname(real))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, mode)
+        if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+            try:
+                os.chown(tmp, st.st_uid, st.st_gid)
+            except PermissionError:  # not root: a user cannot give a file away (it becomes theirs), a group maybe
+                with contextlib.suppress(PermissionError):
+                    os.chown(tmp, -1, st.st_gid)
+        os.chmod(tmp, stat.S_IMODE(st.st_mode))  # after chown, which may clear set-id bits
         os.replace(tmp, real)
+        _fsync_dir(os.path.dirname(real))
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
 
 
-def write_all(changes: dict[str, tuple[str, str]], project: Path, stale: str = _STALE) -> None:
-    """Write every (before, after) change, or none. Raises WriteRefused (`stale`: what to say of a file
-    whose text is not the expected `before`)."""
-    for path, (before, _) in changes.items():
-        _check(path, before, project, stale)
+def _fsync_dir(directory: str | Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP wait until the block is done (every file replaced, or put back); then the
+    first one is acted on: SIGINT raises KeyboardInterrupt, the others get their earlier handler (by default:
+    the process ends, exit 143 or 129 in a shell)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    sigs = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+    old = {s: signal.signal(s, lambda n, _f: got.append(n)) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if got:
+            if got[0] == signal.SIGINT:
+                raise KeyboardInterrupt
+            os.kill(os.getpid(), got[0])
+
+
+def _test_fault(written: int) -> None:
+    spec = os.environ.get("TORCHMEND_TEST_SIGNAL_AFTER_WRITE", "")
+    if spec:
+        n, _, name = spec.partition(":")
+        if int(n) == written:
+            os.kill(os.getpid(), getattr(signal, f"SIG{name or 'KILL'}"))
+
+
+def _replace_all(data: dict[str, tuple[bytes, bytes]]) -> None:
+    """Replace each file's bytes (before, after) with its after-bytes, or none: a failure puts back the files
+    already replaced. Raises WriteRefused."""
     done: list[str] = []
     try:
-        for path, (_, after) in changes.items():
+        for path, (_, after) in data.items():
             _replace(path, after)
             done.append(path)
+            _test_fault(len(done))
     except OSError as e:
-        for put_back in done:  # put back what was already replaced
-            _replace(put_back, changes[put_back][0])
+        for put_back in done:
+            _replace(put_back, data[put_back][0])
         raise WriteRefused(f"writing {path} failed ({e.strerror or e}); nothing was changed") from e
+
+
+def write_all(changes: dict[str, tuple[str, str]], project: Path, stale: str = _STALE) -> None:
+    """Write every (before, after) change, or none, without an undo record (write_fix() keeps one). Raises
+    WriteRefused (`stale`: what to say of a file whose text is not the expected `before`)."""
+    encodings = {path: _check(path, before, after, project, stale) for path, (before, after) in changes.items()}
+    with deferred_signals():
+        _replace_all({p: (encodings[p].encode(b), encodings[p].encode(a)) for p, (b, a) in changes.items()})
+
+
+# ------------------------------------------------------------------------------------------- undo records
 
 
 @dataclass(frozen=True)
@@ -108,48 +279,220 @@ class UndoRecord:
     files: dict[str, tuple[str, str]]  # path -> (before, after)
     summary: str = ""  # the fixes, "TM101 train.py:14; TM201 model.py:30"
     report: str | None = None  # Markdown: findings, changes, verification (torchmend.vcs.body.fix_report); optional
+    encodings: dict[str, Encoding] = field(default_factory=dict, compare=False)  # absent: UTF-8, no BOM
+    complete: bool = True  # False: a write that never finished (the process was killed): rollback() it
 
     @property
     def patch(self) -> Path:
         return self.path.with_suffix(".patch")
 
+    def encoding(self, path: str) -> Encoding:
+        return self.encodings.get(path, Encoding())
+
+
+@dataclass(frozen=True)
+class Records:
+    complete: list[UndoRecord]  # newest last
+    incomplete: list[UndoRecord]  # writes that never finished, their writer gone
+    damaged: list[tuple[Path, str]]  # record files that cannot be read, and why
+
+
+def _new_name(folder: Path) -> Path:
+    # Sorted by name = by time; the pid and a random part keep two writers in the same instant apart.
+    ns = time.time_ns()
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(ns // 10**9))
+    return folder / f"{stamp}-{ns % 10**9:09d}-{os.getpid()}-{secrets.token_hex(3)}.json"
+
+
+def _write_json(path: Path, record: dict, exclusive: bool, lock: bool = False) -> int | None:
+    """Write `record` to `path` atomically and durably; `exclusive`: fail with FileExistsError if it exists.
+    `lock`: return a descriptor holding an exclusive flock on the record, taken before it appears."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    held = None
+    try:
+        if lock:
+            held = os.dup(fd)
+            fcntl.flock(held, fcntl.LOCK_EX)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        if exclusive:
+            os.link(tmp, path)  # atomic and exclusive: the record appears whole, and never over another
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
+        _fsync_dir(path.parent)
+        return held
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if held is not None:
+            os.close(held)
+        raise
+
+
+def _record_json(changes: dict[str, tuple[str, str]], encodings: dict[str, Encoding], project: Path,
+                 summary: str, report: str | None, state: str) -> dict:
+    record = {"project": str(project.resolve()), "created": time.strftime("%Y-%m-%d %H:%M:%S"), "summary": summary,
+              "state": state, "pid": os.getpid(),
+              "files": {p: {"before": b, "after": a, "encoding": encodings.get(p, Encoding()).codec,
+                            "bom": encodings.get(p, Encoding()).bom} for p, (b, a) in changes.items()}}
+    if report is not None:
+        record["report"] = report
+    return record
+
+
+def _create_record(folder: Path, record: dict, lock: bool = False) -> tuple[Path, int | None]:
+    while True:
+        path = _new_name(folder)
+        try:
+            return path, _write_json(path, record, exclusive=True, lock=lock)
+        except FileExistsError:
+            continue
+
+
+def _to_record(path: Path, data: dict) -> UndoRecord:
+    files = {p: (f["before"], f["after"]) for p, f in data["files"].items()}
+    encodings = {p: Encoding(f.get("encoding", "utf-8"), bool(f.get("bom", False))) for p, f in data["files"].items()}
+    return UndoRecord(path, data["project"], data["created"], files, data.get("summary", ""), data.get("report"),
+                      encodings, data.get("state", "complete") == "complete")
+
 
 def save_undo(changes: dict[str, tuple[str, str]], project: Path, patch: str, summary: str,
               report: str | None = None) -> UndoRecord:
-    """Save the undo record of a write. `report` (optional, Markdown from torchmend.vcs.body.fix_report) is what
-    `torchmend pr` puts in the pull request; records without one still work."""
+    """Save the undo record of a write already made (write_fix() journals it before writing instead). `report`
+    (optional, Markdown from torchmend.vcs.body.fix_report) is what `torchmend pr` puts in the pull request."""
+    folder = check_state_dir(project)
+    data = _record_json(changes, {}, project, summary, report, "complete")
+    path, _ = _create_record(folder, data)
+    _write_patch(path, patch)
+    return _to_record(path, data)
+
+
+def _write_patch(record: Path, patch: str | bytes) -> None:
+    tmp = record.with_name(f".{record.stem}.patch.tmp")
+    tmp.write_bytes(patch if isinstance(patch, bytes) else patch.encode("utf-8", "surrogateescape"))
+    os.replace(tmp, record.with_suffix(".patch"))
+
+
+def write_fix(changes: dict[str, tuple[str, str]], project: Path, patch: str | bytes, summary: str,
+              report: str | None = None) -> UndoRecord:
+    """Write every (before, after) change, or none, journaled: the undo record exists (state pending, fsynced)
+    before the first file is replaced and is marked complete after the last. Raises WriteRefused (nothing was
+    written, and no record is left)."""
+    encodings = {path: _check(path, before, after, project, _STALE) for path, (before, after) in changes.items()}
+    folder = check_state_dir(project)
+    data = _record_json(changes, encodings, project, summary, report, "pending")
+    both = {p: (encodings[p].encode(b), encodings[p].encode(a)) for p, (b, a) in changes.items()}
+    with deferred_signals():
+        # The lock is held while pending: a live write is never taken for a killed one.
+        try:
+            path, lock = _create_record(folder, data, lock=True)
+        except OSError as e:
+            raise WriteRefused(f"cannot write the undo record in {folder} ({e.strerror or e})") from e
+        assert lock is not None
+        try:
+            try:
+                _replace_all(both)
+            except WriteRefused:
+                _discard(path)
+                raise
+            try:
+                _write_patch(path, patch)
+                data["state"] = "complete"
+                _write_json(path, data, exclusive=False)
+            except OSError as e:  # the record cannot be finished (a full disk?): put the files back
+                _replace_all({p: (a, b) for p, (b, a) in both.items()})
+                _discard(path)
+                raise WriteRefused(f"cannot finish the undo record {path} ({e.strerror or e}); the files were put "
+                                   "back, nothing was changed") from e
+        finally:
+            os.close(lock)
+    return _to_record(path, data)
+
+
+def _discard(path: Path) -> None:
+    for p in (path, path.with_suffix(".patch")):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def _in_progress(path: Path) -> bool:
+    """Whether a live process still holds this pending record (its lock)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def records(project: Path) -> Records:
+    """Every record of the project: complete (newest last), incomplete (their writer gone) and damaged."""
+    complete, incomplete, damaged = [], [], []
     folder = undo_dir(project)
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = folder / f"{stamp}-{len(list(folder.glob('*.json'))):03d}.json"
-    created = time.strftime("%Y-%m-%d %H:%M:%S")
-    record = {"project": str(project.resolve()), "created": created, "summary": summary,
-              "files": {p: {"before": b, "after": a} for p, (b, a) in changes.items()}}
-    if report is not None:
-        record["report"] = report
-    path.write_text(json.dumps(record, indent=1), encoding="utf-8")
-    path.with_suffix(".patch").write_text(patch, encoding="utf-8")
-    return UndoRecord(path, str(project.resolve()), created, dict(changes), summary, report)
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            record = _to_record(path, json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            why = f"not valid JSON ({e.msg})" if isinstance(e, json.JSONDecodeError) else f"unreadable ({e!r})"
+            damaged.append((path, why))
+            continue
+        if record.complete:
+            complete.append(record)
+        elif not _in_progress(path):
+            incomplete.append(record)
+    return Records(complete, incomplete, damaged)
 
 
 def undo_records(project: Path) -> list[UndoRecord]:
-    """The project's undo records, newest last."""
-    out = []
-    for path in sorted(undo_dir(project).glob("*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        files = {p: (f["before"], f["after"]) for p, f in data["files"].items()}
-        out.append(UndoRecord(path, data["project"], data["created"], files, data.get("summary", ""),
-                              data.get("report")))
-    return out
+    """The project's complete undo records, newest last (damaged and incomplete ones left out: see records())."""
+    return records(project).complete
+
+
+def rollback(record: UndoRecord) -> list[str]:
+    """Finish an incomplete write backwards: every file the killed write had replaced gets its bytes from before
+    back; temporary files it left are removed. Returns the files that are neither as before nor as after (edited
+    since: left alone, named). The record is discarded when nothing is left alone."""
+    left: list[str] = []
+    with deferred_signals():
+        for path, (before, after) in record.files.items():
+            enc = record.encoding(path)
+            old, new = enc.encode(before), enc.encode(after)
+            real = os.path.realpath(path)
+            for tmp in Path(os.path.dirname(real)).glob(f".{glob.escape(os.path.basename(real))}.*.torchmend"):
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
+            try:
+                current = Path(real).read_bytes()
+            except FileNotFoundError:
+                left.append(path)
+                continue
+            if current == new:
+                _replace(real, old)
+            elif current != old:
+                left.append(path)
+        if not left:
+            _discard(record.path)
+    return left
 
 
 def undo(record: UndoRecord, project: Path) -> None:
     """Put back the texts from before the fix, if every file is still as the fix left it."""
     reverse = {p: (after, before) for p, (before, after) in record.files.items()}
-    write_all(reverse, project, stale=f"was edited after the fix; undo it by hand with the saved patch: "
-                                      f"{record.patch}")
-    done = record.path.parent / "undone"
-    done.mkdir(exist_ok=True)
-    record.path.rename(done / record.path.name)
-    if record.patch.exists():
-        record.patch.rename(done / record.patch.name)
+    stale = f"was edited after the fix; undo it by hand with the saved patch: {record.patch}"
+    encodings = {p: _check(p, after, before, project, stale) for p, (after, before) in reverse.items()}
+    with deferred_signals():
+        _replace_all({p: (encodings[p].encode(a), encodings[p].encode(b)) for p, (a, b) in reverse.items()})
+        done = record.path.parent / "undone"
+        done.mkdir(exist_ok=True)
+        record.path.rename(done / record.path.name)
+        if record.patch.exists():
+            record.patch.rename(done / record.patch.name)

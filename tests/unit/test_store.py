@@ -1,7 +1,10 @@
-"""store.write_all is all or nothing: a failure while replacing the second file puts the first one back."""
+"""store: write_all is all or nothing (a failure while replacing the second file puts the first one back); undo
+records round-trip, old ones still load, and a live write is never taken for an interrupted one. The faults
+(signals, SIGKILL, encodings, damaged records) are in tests/e2e/test_faults.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -85,3 +88,35 @@ def test_undo_record_round_trip(project: Path, monkeypatch: pytest.MonkeyPatch, 
     store.undo(loaded, project)
     assert (project / "a.py").read_text() == "a = 1\n"
     assert store.undo_records(project) == []
+
+
+def test_a_record_from_before_the_journal_still_loads_and_undoes(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path_factory) -> None:
+    # Records written by earlier versions have no "state", "encoding" or "bom": complete, UTF-8, no BOM.
+    monkeypatch.setenv("TORCHMEND_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+    folder = store.undo_dir(project)
+    folder.mkdir(parents=True)
+    (project / "a.py").write_text("a = 2\n")
+    old = {"project": str(project.resolve()), "created": "2026-01-01 00:00:00", "summary": "TM101 a.py:1",
+           "files": {str(project / "a.py"): {"before": "a = 1\n", "after": "a = 2\n"}}}
+    (folder / "20260101-000000-000.json").write_text(json.dumps(old))
+    [record] = store.undo_records(project)
+    assert record.complete and record.encoding(str(project / "a.py")) == store.Encoding("utf-8", False)
+    store.undo(record, project)
+    assert (project / "a.py").read_text() == "a = 1\n"
+
+
+def test_a_pending_record_held_by_a_live_writer_is_not_taken_for_an_interrupted_one(
+        project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory) -> None:
+    monkeypatch.setenv("TORCHMEND_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+    seen: list[store.Records] = []
+    real = store._replace_all
+
+    def look_while_writing(data):  # another process running `undo` now must not roll this write back
+        seen.append(store.records(project))
+        real(data)
+
+    monkeypatch.setattr(store, "_replace_all", look_while_writing)
+    store.write_fix(_changes(project), project, "patch", "")
+    assert seen[0].incomplete == [] and seen[0].complete == []
+    assert [r.complete for r in store.undo_records(project)] == [True]

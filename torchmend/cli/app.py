@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import sys
 from enum import Enum
 from typing import Annotated, NoReturn, Optional
 
@@ -49,3 +52,25 @@ def fail(code: ExitCode, message: str, detail: str = "") -> NoReturn:
     if detail:
         err.print(Text(detail, style="dim"))
     raise typer.Exit(int(code))
+
+
+def write_stdout(data: bytes) -> None:
+    """Write `data` (a patch) to stdout as it is. A reader that stopped early (`| head`) ends the command
+    quietly with 141, as SIGPIPE would; any other failure (a full disk, /dev/full) with a one-line error."""
+    try:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        raise typer.Exit(141) from None
+    except OSError as e:
+        _quiet_stdout()
+        fail(ExitCode.INTERNAL_ERROR, f"cannot write to stdout: {e.strerror or errno.errorcode.get(e.errno, e)}")
+
+
+def _quiet_stdout() -> None:
+    # What is still buffered would fail again when Python flushes stdout at exit: send it nowhere instead.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

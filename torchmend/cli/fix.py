@@ -10,7 +10,7 @@ import typer
 from rich.text import Text
 
 from torchmend.cli import options as o
-from torchmend.cli.app import app, err, fail, out
+from torchmend.cli.app import app, err, fail, out, write_stdout
 from torchmend.cli.exitcodes import ExitCode
 from torchmend.cli.verify import Atol, Repeat, Rtol, Seed
 from torchmend.verify.numerics import ATOL, RTOL
@@ -141,10 +141,12 @@ def fix(
         spec = run_spec(script, args, nproc_per_node, from_trace, steps=steps, timeout=timeout, backend=backend,
                         seed=seed)
         script = spec.script
+        _check_python(script, "the script")
     root = (project or (project_root_of(Path.cwd()) if trace else project_root_for(script))).resolve()
     pr_options = PrOptions(remote=remote, base=base, api_url=api_url, token_env=token_env) if pr else None
     if pr_options is not None:
         check_pull_request(root, pr_options)
+    _check_journal(root, writes=not (diff or check))
     ui = err if diff else out  # with --diff, stdout carries the patch alone
     if trace:
         before = profile_trace(from_trace, root, path_map, console=ui)  # type: ignore[arg-type]
@@ -155,6 +157,8 @@ def fix(
                          own_caches=True)
     if before.failed:
         warn_failed_after_compile(before)
+    for path in _project_files(before, root):
+        _check_python(path, "a file with findings")
 
     fixes = pipeline.propose(before.findings, root, select, ignore)
     proposals, unfixed = fixes.proposals, fixes.unfixed
@@ -182,7 +186,7 @@ def fix(
             ui.print(Text(f"skipped {display(d.proposal)} {d.proposal.rule}: {d.detail}", style="yellow"))
 
     if diff:
-        sys.stdout.write(fixes.diff())
+        write_stdout(pipeline.patch_bytes(fixes))
         return
     if not fixes.changes():
         ui.print("No change accepted; nothing written.")
@@ -207,12 +211,57 @@ def fix(
         record = pipeline.write(fixes, root, report)
     except pipeline.WriteRefused as e:
         fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
+    except KeyboardInterrupt:  # it waited for the write to finish: the files are all written, the record complete
+        err.print("\n[bold]interrupted after the write finished:[/] every file was written; `torchmend undo` puts "
+                  "them back.")
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     out.print(f"[bold green]Wrote {len(record.files)} file{'s' * (len(record.files) != 1)}[/] "
               f"({len(accepted)} change{'s' * (len(accepted) != 1)}): "
               + ", ".join(fixes.session.display(p) for p in record.files))
     out.print(f"Undo with [bold]torchmend undo[/] (patch saved at {record.patch}).")
     if pr_options is not None:
         open_pull_request(root, record, pr_options, report)
+
+
+def _check_python(path: Path, what: str) -> None:
+    """Refuse a file Python itself rejects (an undecodable byte even in a comment, a bad coding line, a syntax
+    error) before anything runs or is written: torchmend would otherwise misread it or write it back wrong."""
+    from torchmend.store import NotSource, check_python
+
+    try:
+        check_python(str(path))
+    except NotSource as e:
+        fail(ExitCode.SCRIPT_FAILED, f"Python rejects {what}: {e}; fix or re-encode it first")
+    except OSError as e:
+        fail(ExitCode.SCRIPT_NOT_FOUND, f"cannot read {path}: {e.strerror or e}")
+
+
+def _project_files(scan: Scan, root: Path) -> list[Path]:
+    """The project files the findings point at (what a proposal may edit), in order, each once."""
+    paths: dict[str, None] = {}
+    for f in scan.findings:
+        for loc in (f, f.user_frame, f.call_site, f.compiled_function):
+            if loc is not None and loc.path.startswith(str(root) + "/") and Path(loc.path).is_file():
+                paths.setdefault(loc.path)
+    return [Path(p) for p in paths]
+
+
+def _check_journal(root: Path, writes: bool) -> None:
+    """Before anything runs: a fix that was interrupted while writing is rolled back (or, for --diff and --check,
+    which write nothing, named); and when this fix will write, its undo records must have a place to go."""
+    from torchmend.cli.undo import roll_back_incomplete
+    from torchmend.store import WriteRefused, check_state_dir, records
+
+    if not writes:
+        for r in records(root).incomplete:
+            err.print(f"[yellow]warning:[/] the fix of {r.created} was interrupted while writing; `torchmend undo` "
+                      "rolls it back")
+        return
+    try:
+        check_state_dir(root)
+    except WriteRefused as e:
+        fail(ExitCode.WRITE_REFUSED, f"nothing was run or written: {e}")
+    roll_back_incomplete(root)
 
 
 def _verify(scan: Scan, fixes: Fixes, root: Path, backend: str | None, repeat: int, rtol: float,

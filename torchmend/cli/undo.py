@@ -1,4 +1,5 @@
-"""`torchmend undo`: put back the files as they were before the last `fix` of a project."""
+"""`torchmend undo`: put back the files as they were before the last `fix` of a project, or finish backwards a
+fix whose write was interrupted (its journal incomplete)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,35 @@ from typing import Annotated, Optional
 
 import typer
 
-from torchmend.cli.app import app, fail, out
+from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
+
+
+def _shown(path: str, root: Path) -> str:
+    return str(Path(path).relative_to(root)) if path.startswith(str(root) + "/") else path
+
+
+def roll_back_incomplete(root: Path) -> None:
+    """Roll back every write of this project that was interrupted (killed) half way; say what was done. Exits
+    with WRITE_REFUSED when a file was edited since (it is left alone and named)."""
+    from torchmend.store import records, rollback
+
+    for record in reversed(records(root).incomplete):
+        left = rollback(record)
+        names = ", ".join(_shown(p, root) for p in record.files)
+        if left:
+            fail(ExitCode.WRITE_REFUSED, f"the fix of {record.created} was interrupted while writing, and "
+                 + ", ".join(_shown(p, root) for p in left) + " changed since: left as it is; its journal "
+                 f"{record.path} has the texts from before")
+        err.print(f"[yellow]rolled back[/] the fix of {record.created}, which was interrupted while writing: "
+                  f"{names} as before it")
+
+
+def warn_damaged(root: Path) -> None:
+    from torchmend.store import records
+
+    for path, why in records(root).damaged:
+        err.print(f"[yellow]warning:[/] skipped the damaged undo record {path}: {why}")
 
 
 @app.command(short_help='Undo the last fix of this project.')
@@ -21,24 +49,33 @@ def undo(
 ) -> None:
     """Undo the last `torchmend fix` of this project: every file it wrote goes back to its text from before,
     provided none was edited since (otherwise nothing is changed and the saved patch is named, to undo by
-    hand). Run it again to undo the fix before that."""
+    hand). Run it again to undo the fix before that. A fix whose write was interrupted (the process killed half
+    way) is rolled back first, and that is all this run does. Damaged records are named and skipped."""
     from torchmend.cli.running import project_root_for
-    from torchmend.store import WriteRefused, undo as undo_record, undo_records
+    from torchmend.store import WriteRefused, records
+    from torchmend.store import undo as undo_record
 
     root = (project or project_root_for(Path.cwd() / "x")).resolve()
-    records = undo_records(root)
+    found = records(root)
+    warn_damaged(root)
     if list_:
-        for r in records:
+        for r in found.incomplete:
+            out.print(f"{r.created}  {len(r.files)} file(s)  interrupted while writing: `torchmend undo` rolls it "
+                      f"back  {r.path}")
+        for r in found.complete:
             out.print(f"{r.created}  {len(r.files)} file(s)  {r.patch}")
-        if not records:
+        if not found.complete and not found.incomplete:
             out.print(f"no fix of {root} to undo")
         return
-    if not records:
+    if found.incomplete:
+        roll_back_incomplete(root)
+        return
+    if not found.complete:
         fail(ExitCode.NOTHING_TO_UNDO, f"no fix of {root} to undo")
-    last = records[-1]
+    last = found.complete[-1]
     try:
         undo_record(last, root)
     except WriteRefused as e:
         fail(ExitCode.WRITE_REFUSED, f"nothing was undone: {e}")
     out.print(f"[bold green]Undid the fix of {last.created}[/]: restored "
-              + ", ".join(str(Path(p).relative_to(root)) if p.startswith(str(root)) else p for p in last.files))
+              + ", ".join(_shown(p, root) for p in last.files))

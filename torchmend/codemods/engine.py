@@ -66,8 +66,10 @@ def apply(source: SourceFile, proposals: Sequence[Proposal]) -> str:
 
 def unified_diff(display: str, before: str, after: str) -> str:
     """A unified diff `git apply` and `patch -p1` accept (a/ and b/ prefixes, relative path)."""
+    # A name with a space ends with a tab, as GNU diff writes it (before the date): patch(1) reads it whole.
+    end = "\t" if any(c.isspace() for c in display) else ""
     lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                 f"a/{display}", f"b/{display}")
+                                 f"a/{display}{end}", f"b/{display}{end}")
     out = []
     for line in lines:
         out.append(line)

@@ -1,0 +1,316 @@
+"""Trust under faults and bad input (issue 19): encodings, files Python rejects, signals and SIGKILL while
+writing, an unusable state directory, damaged and racing undo records, owners, and --diff on odd names and
+broken stdouts. Real files in scratch projects; the CLI cases run the real `torchmend fix --no-verify` on tiny
+scripts (aot_eager, a few steps); the kills are real: TORCHMEND_TEST_SIGNAL_AFTER_WRITE=N:SIG makes the writing
+process send itself SIG right after replacing its N-th file (torchmend/store.py)."""
+
+from __future__ import annotations
+
+import codecs
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import torchmend
+
+from torchmend import store
+
+pytestmark = pytest.mark.faults
+
+FIX = ("--yes", "--unsafe", "--no-verify", "--steps", "3")
+# Two files, one print each (the print codemod guards each: one change per file).
+TRAIN = '''import torch
+from model import step
+
+
+def run(x):
+    print("run", x.shape[0])
+    return step(x)
+
+
+g = torch.compile(run, backend="aot_eager")
+for _ in range(3):
+    g(torch.randn(4))
+'''
+MODEL = '''def step(x):
+    print("hi", x.shape[0])
+    return x * 2
+'''
+GUARDED = '''def step(x):
+    if not torch.compiler.is_compiling():
+        print("hi", x.shape[0])
+    return x * 2
+'''
+
+
+def _train_printing(extra: str = "") -> str:
+    return f'''{extra}import torch
+
+
+def step(x):
+    print("na\xefve", x.shape[0])
+    return x * 2
+
+
+g = torch.compile(step, backend="aot_eager")
+for _ in range(3):
+    g(torch.randn(4))
+'''
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TORCHMEND_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def two_files(tmp_path: Path, state: Path) -> Path:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "train.py").write_text(TRAIN)
+    (proj / "model.py").write_text(MODEL)
+    return proj
+
+
+def _snapshot(proj: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(proj.iterdir()) if p.is_file()}
+
+
+def _leftover_temps(proj: Path) -> list[str]:
+    return [p.name for p in proj.iterdir() if p.name.endswith(".torchmend")]
+
+
+# ------------------------------------------------------------------------------------------------ encodings
+
+
+def test_latin1_file_is_fixed_and_the_other_bytes_kept(tmp_path: Path, state: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    text = _train_printing("# -*- coding: latin-1 -*-\n# caf\xe9 au lait\n")
+    (proj / "train.py").write_bytes(text.encode("latin-1"))
+    check = torchmend("fix", "train.py", "--check", "--steps", "3", cwd=proj)
+    assert check.returncode == 6, check.stderr  # a change to make, not "not UTF-8"
+    r = torchmend("fix", "train.py", *FIX, cwd=proj)
+    assert r.returncode == 0, r.stderr
+    fixed = text.replace('    print("na\xefve"', '    if not torch.compiler.is_compiling():\n        print("na\xefve"')
+    assert (proj / "train.py").read_bytes() == fixed.encode("latin-1")  # latin-1 still, the edit only
+    # The saved patch is latin-1 too: it applies to the file as it was.
+    [record] = store.undo_records(proj)
+    _assert_applies(record.patch.read_bytes(), {"train.py": text.encode("latin-1")}, tmp_path / "copy")
+
+
+def _assert_applies(patch: bytes, files: dict[str, bytes], where: Path) -> None:
+    where.mkdir()
+    for name, data in files.items():
+        (where / name).write_bytes(data)
+    (where.parent / "the.patch").write_bytes(patch)
+    for tool in (["git", "apply", "--check"], ["patch", "-p1", "--dry-run", "-i"]):
+        if shutil.which(tool[0]) is None:
+            pytest.skip(f"{tool[0]} is not installed")
+        done = subprocess.run([*tool, str(where.parent / "the.patch")], cwd=where, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_bom_is_kept(tmp_path: Path, state: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    text = _train_printing().replace("\n\n\ndef", "\ndef")  # line 1 is in the hunk's context
+    (proj / "train.py").write_bytes(codecs.BOM_UTF8 + text.encode())
+    diff = torchmend("fix", "train.py", "--diff", "--unsafe", "--steps", "3", cwd=proj)
+    assert diff.returncode == 0 and diff.stdout.count("@@ ") == 1, diff.stdout  # one hunk: no BOM hunk
+    _assert_applies(diff.stdout.encode(), {"train.py": codecs.BOM_UTF8 + text.encode()}, tmp_path / "copy")
+    r = torchmend("fix", "train.py", *FIX, cwd=proj)
+    assert r.returncode == 0, r.stderr
+    data = (proj / "train.py").read_bytes()
+    assert data.startswith(codecs.BOM_UTF8) and "is_compiling" in data.decode("utf-8-sig")
+
+
+def test_store_round_trips_encodings_byte_for_byte(tmp_path: Path, state: Path) -> None:
+    cp = tmp_path / "cp.py"
+    cp.write_bytes(b"# coding: cp1252\r\nx = '\x80'\r\n")  # CRLF and a euro sign in cp1252
+    text = store.read_source(str(cp))
+    assert text == "# coding: cp1252\r\nx = '\u20ac'\r\n"
+    record = store.write_fix({str(cp): (text, text.replace("x =", "y ="))}, tmp_path, "patch", "")
+    assert cp.read_bytes() == b"# coding: cp1252\r\ny = '\x80'\r\n"
+    store.undo(store.undo_records(tmp_path)[-1], tmp_path)
+    assert cp.read_bytes() == b"# coding: cp1252\r\nx = '\x80'\r\n" and record.complete
+    with pytest.raises(store.WriteRefused, match="cannot hold"):  # a character the encoding lacks: refused
+        store.write_fix({str(cp): (text, text + "z = '\u4e2d'\r\n")}, tmp_path, "patch", "")
+    assert cp.read_bytes() == b"# coding: cp1252\r\nx = '\x80'\r\n"
+
+
+def test_a_script_python_rejects_is_refused_before_running(tmp_path: Path, state: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    # No coding line, and the byte only in a comment: compile() of the bytes lets it pass, `python train.py` not.
+    (proj / "train.py").write_bytes(_train_printing("# caf\xe9\n").replace("na\xefve", "naive").encode("latin-1"))
+    r = torchmend("fix", "train.py", *FIX, cwd=proj)
+    assert r.returncode == 4
+    assert "byte 0xe9 on line 1" in " ".join(r.stderr.split()), r.stderr
+    assert "finding" not in r.stdout + r.stderr  # refused before the scan
+
+
+def test_a_module_python_rejects_is_refused_before_anything_is_written(two_files: Path) -> None:
+    # import accepts it (compile() of bytes skips comments), running it as a script would not.
+    (two_files / "model.py").write_bytes(MODEL.replace("x.shape[0])", "x.shape[0])  # caf\xe9").encode("latin-1"))
+    before = _snapshot(two_files)
+    r = torchmend("fix", "train.py", *FIX, cwd=two_files)
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "model.py: byte 0xe9 on line 2" in " ".join(r.stderr.split()), r.stderr
+    assert _snapshot(two_files) == before
+
+
+# --------------------------------------------------------------------------------------- signals and kills
+
+
+def test_sigkill_between_the_two_writes_is_rolled_back_by_undo(two_files: Path, state: Path) -> None:
+    before = _snapshot(two_files)
+    r = torchmend("fix", "train.py", *FIX, cwd=two_files, env={"TORCHMEND_TEST_SIGNAL_AFTER_WRITE": "1:KILL"})
+    assert r.returncode == -signal.SIGKILL
+    assert sum(_snapshot(two_files)[n] != before[n] for n in before) == 1  # killed half way: one file new
+    found = store.records(two_files)
+    assert len(found.incomplete) == 1 and not found.complete  # the journal was there before the first byte
+    listing = torchmend("undo", "--list", cwd=two_files)
+    assert "interrupted while writing" in listing.stdout
+    undone = torchmend("undo", cwd=two_files)
+    assert undone.returncode == 0 and "rolled back" in undone.stderr, undone.stderr
+    assert _snapshot(two_files) == before and not _leftover_temps(two_files)
+    assert store.records(two_files).incomplete == []
+
+
+def test_sigkill_after_the_last_write_is_rolled_back_by_the_next_fix(two_files: Path) -> None:
+    before = _snapshot(two_files)
+    r = torchmend("fix", "train.py", *FIX, cwd=two_files, env={"TORCHMEND_TEST_SIGNAL_AFTER_WRITE": "2:KILL"})
+    assert r.returncode == -signal.SIGKILL
+    assert all(_snapshot(two_files)[n] != before[n] for n in before)  # both replaced, record not yet complete
+    again = torchmend("fix", "train.py", "--yes", "--no-verify", "--steps", "3", cwd=two_files)
+    assert "rolled back" in again.stderr, again.stderr
+    assert _snapshot(two_files) == before  # rolled back first; the safe-only rerun changes nothing
+
+
+@pytest.mark.parametrize("sig, code", [("TERM", -signal.SIGTERM), ("INT", 130)])
+def test_a_signal_between_the_two_writes_waits_for_the_write_to_finish(two_files: Path, sig: str, code: int) -> None:
+    before = _snapshot(two_files)
+    r = torchmend("fix", "train.py", *FIX, cwd=two_files, env={"TORCHMEND_TEST_SIGNAL_AFTER_WRITE": f"1:{sig}"})
+    assert r.returncode == code, r.stderr
+    after = _snapshot(two_files)
+    assert all(after[n] != before[n] for n in before) and b"is_compiling" in after["model.py"]  # all, not half
+    found = store.records(two_files)
+    assert len(found.complete) == 1 and not found.incomplete and not _leftover_temps(two_files)
+    assert torchmend("undo", cwd=two_files).returncode == 0
+    assert _snapshot(two_files) == before
+
+
+# ----------------------------------------------------------------------------------------- the state dir
+
+
+def test_an_unusable_state_dir_refuses_before_anything_runs_or_is_written(two_files: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    before = _snapshot(two_files)
+    r = torchmend("fix", "train.py", *FIX, cwd=two_files, env={"TORCHMEND_STATE_DIR": str(blocker / "state")})
+    assert r.returncode == 9, r.stderr
+    assert "cannot keep undo records" in " ".join(r.stderr.split()) and "Traceback" not in r.stderr
+    assert "finding" not in r.stdout and _snapshot(two_files) == before
+    with pytest.MonkeyPatch.context() as m:  # the store itself refuses too, before the first byte
+        m.setenv("TORCHMEND_STATE_DIR", str(blocker / "state"))
+        with pytest.raises(store.WriteRefused):
+            store.write_fix({str(two_files / "model.py"): (MODEL, GUARDED)}, two_files, "", "")
+    assert _snapshot(two_files) == before
+
+
+# --------------------------------------------------------------------------------------------- records
+
+
+def test_a_damaged_record_is_named_and_skipped(tmp_path: Path, state: Path) -> None:
+    (tmp_path / "a.py").write_text("a = 1\n")
+    store.write_fix({str(tmp_path / "a.py"): ("a = 1\n", "a = 2\n")}, tmp_path, "p1", "first")
+    second = store.write_fix({str(tmp_path / "a.py"): ("a = 2\n", "a = 3\n")}, tmp_path, "p2", "second")
+    data = second.path.read_bytes()
+    second.path.write_bytes(data[: len(data) // 2])  # truncated
+    listing = torchmend("undo", "--list", "--project", str(tmp_path))
+    assert listing.returncode == 0 and "Traceback" not in listing.stderr
+    assert "damaged undo record" in listing.stderr and second.path.name in " ".join(listing.stderr.split())
+    assert listing.stdout.count("1 file(s)") == 1
+    (tmp_path / "a.py").write_text("a = 2\n")  # as the first fix left it
+    undone = torchmend("undo", "--project", str(tmp_path))
+    assert undone.returncode == 0, undone.stderr
+    assert (tmp_path / "a.py").read_text() == "a = 1\n"
+
+
+def test_records_made_in_the_same_instant_never_overwrite_each_other(tmp_path: Path, state: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # Force the race: one clock reading for all, and each random part handed out twice.
+    monkeypatch.setattr(store.time, "time_ns", lambda: 1_700_000_000_000_000_000)
+    counter = iter(range(10**6))
+    monkeypatch.setattr(store.secrets, "token_hex", lambda n=None: f"{next(counter) // 2:06x}")
+    threads = [threading.Thread(target=store.save_undo, args=({f"f{i}": ("a", "b")}, tmp_path, "", f"fix {i}"))
+               for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    summaries = {r.summary for r in store.undo_records(tmp_path)}
+    assert summaries == {f"fix {i}" for i in range(40)}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
+def test_owner_group_and_mode_are_kept(tmp_path: Path, state: Path) -> None:
+    f = tmp_path / "a.py"
+    f.write_text("a = 1\n")
+    os.chown(f, 12345, 23456)
+    f.chmod(0o640)
+    store.write_fix({str(f): ("a = 1\n", "a = 2\n")}, tmp_path, "", "")
+    st = f.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777, f.read_text()) == (12345, 23456, 0o640, "a = 2\n")
+
+
+# ------------------------------------------------------------------------------------------------- --diff
+
+
+def test_diff_of_a_name_with_a_space_applies_with_git_and_patch(tmp_path: Path, state: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "my train.py").write_text(_train_printing())
+    r = torchmend("fix", "my train.py", "--diff", "--unsafe", "--steps", "3", cwd=proj)
+    assert r.returncode == 0 and "+++ b/my train.py" in r.stdout, r.stderr
+    _assert_applies(r.stdout.encode(), {"my train.py": (proj / "my train.py").read_bytes()}, tmp_path / "copy")
+
+
+def test_diff_to_a_full_or_closed_stdout(tmp_path: Path, state: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "train.py").write_text(_train_printing())
+    env = dict(os.environ, NO_COLOR="1")
+    cmd = [sys.executable, "-m", "torchmend", "fix", "train.py", "--diff", "--unsafe", "--steps", "3"]
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(cmd, cwd=proj, env=env, stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+    assert "cannot write to stdout: No space left on device" in r.stderr
+    # A reader that is gone before the patch comes: quiet, exit 141 as with SIGPIPE.
+    p = subprocess.Popen(cmd, cwd=proj, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()  # type: ignore[union-attr]
+    err = p.stderr.read()  # type: ignore[union-attr]
+    assert p.wait(timeout=300) == 141 and "Traceback" not in err and "Error" not in err, err
+
+
+def test_a_record_that_cannot_be_finished_puts_the_files_back(tmp_path: Path, state: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.py").write_text("a = 1\n")
+    (tmp_path / "b.py").write_text("b = 1\n")
+
+    def disk_full(record: Path, patch: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store, "_write_patch", disk_full)
+    with pytest.raises(store.WriteRefused, match="No space left on device.*nothing was changed"):
+        store.write_fix({str(tmp_path / "a.py"): ("a = 1\n", "a = 2\n"), str(tmp_path / "b.py"): ("b = 1\n", "b = 2\n")},
+                        tmp_path, "patch", "")
+    assert ((tmp_path / "a.py").read_text(), (tmp_path / "b.py").read_text()) == ("a = 1\n", "b = 1\n")
+    assert store.records(tmp_path) == store.Records([], [], [])
