@@ -261,7 +261,8 @@ def verify_rounds(scan: Scan, fixes: Fixes, root: Path, *, backend: str | None =
         raise ValueError("a scan from a trace ran nothing here: there is no run to compare against")
     session = fixes.session
     before = replace(scan.spec, backend=backend, overlay=())
-    reuse = (from_outcome("before", 0, scan.outcome, root),) if scan.cold and backend == scan.spec.backend else ()
+    reuse: tuple[ArmRun, ...] = ((from_outcome("before", 0, scan.outcome, root),)
+                                 if scan.cold and backend == scan.spec.backend else ())
     for number in (1, 2):
         changes = session.changed()
         after = replace(before, overlay=tuple((p, new) for p, (_, new) in changes.items()))
@@ -301,6 +302,8 @@ def patch_bytes(fixes: Fixes) -> bytes:
     file's encoding (PEP 263 coding line, BOM), what --diff prints and the undo record keeps."""
     from torchmend.codemods.engine import unified_diff
 
-    return b"".join(store.encode_diff(lambda b, a, path=path: unified_diff(fixes.session.display(path), b, a),
-                                      before, after, store.source_encoding(path))
+    def diff_of(path: str) -> Callable[[str, str], str]:
+        return lambda b, a: unified_diff(fixes.session.display(path), b, a)
+
+    return b"".join(store.encode_diff(diff_of(path), before, after, store.source_encoding(path))
                     for path, (before, after) in fixes.changes().items())

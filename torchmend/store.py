@@ -65,7 +65,7 @@ def decode(data: bytes, path: str) -> tuple[str, Encoding]:
     try:
         codec, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as e:  # a bad coding line, or a first line that is not UTF-8: name the byte if it is that
-        bad_cookie = NotSource(f"{path}: {e.msg}")
+        bad_cookie: NotSource | None = NotSource(f"{path}: {e.msg}")
         codec = "utf-8"
     else:
         bad_cookie = None

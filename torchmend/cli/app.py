@@ -66,7 +66,7 @@ def write_stdout(data: bytes) -> None:
         raise typer.Exit(141) from None
     except OSError as e:
         _quiet_stdout()
-        fail(ExitCode.INTERNAL_ERROR, f"cannot write to stdout: {e.strerror or errno.errorcode.get(e.errno, e)}")
+        fail(ExitCode.INTERNAL_ERROR, f"cannot write to stdout: {e.strerror or errno.errorcode.get(e.errno or 0, e)}")
 
 
 def _quiet_stdout() -> None:

@@ -142,7 +142,8 @@ def fix(
                         seed=seed)
         script = spec.script
         _check_python(script, "the script")
-    root = (project or (project_root_of(Path.cwd()) if trace else project_root_for(script))).resolve()
+    # script is None exactly when the findings come from a trace
+    root = (project or (project_root_of(Path.cwd()) if script is None else project_root_for(script))).resolve()
     pr_options = PrOptions(remote=remote, base=base, api_url=api_url, token_env=token_env) if pr else None
     if pr_options is not None:
         check_pull_request(root, pr_options)
