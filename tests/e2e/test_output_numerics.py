@@ -83,6 +83,22 @@ main()
 '''
 
 
+# Inference under inference_mode, then training: once losses are seen, calls are only counted.
+INFER_THEN_TRAIN = '''\
+import torch
+from torch import nn
+
+net = torch.compile(nn.Linear(4, 2))
+with torch.inference_mode():
+    for _ in range(3):
+        net(torch.randn(3, 4))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    net(torch.randn(3, 4)).sum().backward()
+    opt.step()
+'''
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     proj = tmp_path / "proj"
@@ -105,6 +121,17 @@ def test_every_kind_of_compiled_callable_is_fingerprinted(tmp_path: Path) -> Non
     info = outcome.end["numerics"]
     assert info["output_calls_seen"] == info["output_calls_kept"] == 4 and info["errors"] == []
     assert outcome.end["losses"] == [] and outcome.end["params"] is None
+
+
+def test_inference_tensors_are_read_and_training_steps_are_only_counted(tmp_path: Path) -> None:
+    script = tmp_path / "infer.py"
+    script.write_text(INFER_THEN_TRAIN)
+    outcome = run(RunSpec(script=script, backend="aot_eager", seed=0, timeout=120))
+    assert outcome.ended_by == "finished", outcome.output_tail
+    info = outcome.end["numerics"]
+    assert (info["output_calls_seen"], info["output_calls_kept"], info["errors"]) == (6, 4, [])  # 3 + the first step
+    assert all(c["fn"] == "Linear" and "probe" in c["tensors"][0] for c in outcome.end["outputs"])
+    assert len(outcome.end["losses"]) == 3
 
 
 def test_same_seed_gives_equal_outputs_and_a_changed_number_diverges(project: Path) -> None:

@@ -198,9 +198,12 @@ class NumericsCapture:
 
     def record_output(self, name: str, result: Any) -> None:
         """Fingerprint the tensors a compiled function returned: a tensor, or the tensor leaves of tuples, lists
-        and dicts (in order; other objects are passed over). Nothing is read back until the end."""
+        and dicts (in order; other objects are passed over). Nothing is read back until the end.
+
+        Once a loss has been seen, calls are only counted: a training run's losses are its evidence (verify
+        compares outputs only when neither run has a loss), and its steps need not pay for fingerprints."""
         self.output_calls += 1
-        if len(self.outputs) >= self.output_limit:
+        if len(self.outputs) >= self.output_limit or self.seen_losses:
             return
         try:
             import torch
