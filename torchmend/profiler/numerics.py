@@ -7,7 +7,11 @@ functions), which together record
     called on, in call order, the first MAX_LOSSES of them (read where both reach autograd's engine);
   - params: a fingerprint of each trained parameter (those of the optimizers that the step post-hook saw,
     in param_groups order, deduplicated), a few float64 numbers each: no tensor leaves the child.
-Both go into the END event (`losses`, `params`, and `numerics` with the counts behind them).
+and `install_output_hooks`, which records
+  - outputs: per call of a callable that `torch.compile` returned (a compiled module or function), the first
+    MAX_OUTPUT_CALLS of them, its name and a fingerprint of each tensor it returned (the same numbers as a
+    parameter's): the evidence for scripts without backward or optimizer (sampling, inference).
+All go into the END event (`losses`, `params`, `outputs`, and `numerics` with the counts behind them).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import weakref
 from typing import Any, Callable
 
 MAX_LOSSES = 10_000
+MAX_OUTPUT_CALLS = 2_000  # calls of compiled functions whose returned tensors are fingerprinted
+MAX_OUTPUT_TENSORS = 16  # tensors fingerprinted per call (the first ones, in order)
 PROBE_SAMPLES = 1024  # values read per parameter for the position-weighted probe
 DISABLE_ENV = "TORCHMEND_NO_NUMERICS"  # set to 1 in the child's environment: no loss/parameter capture
 
@@ -63,6 +69,22 @@ def _sum_and_abs(flat: Any) -> tuple[Any, Any]:
     return total, absolute
 
 
+def _stats(tensor: Any) -> Any:
+    """A float64 tensor on the tensor's device: sum, sum of |x|, and the position-weighted probe of the values
+    at indices 0, s, 2s, ... (s = max(1, numel // PROBE_SAMPLES), at most PROBE_SAMPLES of them, the j-th
+    weighted by j + 1) with its sum of |x| weighted the same way. Call under torch.no_grad()."""
+    import torch
+
+    t = tensor.detach()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    flat = t.reshape(-1)
+    step = max(1, flat.numel() // PROBE_SAMPLES)
+    sample = flat[::step][:PROBE_SAMPLES].to(torch.float64)
+    weights = torch.arange(1, sample.numel() + 1, dtype=torch.float64, device=sample.device)
+    return torch.stack([*_sum_and_abs(flat), (sample * weights).sum(), (sample.abs() * weights).sum()])
+
+
 class _Seen:
     """One optimizer the step hook saw, held weakly; its parameters' fingerprints are taken at its death.
 
@@ -106,8 +128,12 @@ class _Seen:
 class NumericsCapture:
     """Losses and final-parameter fingerprints of one run (child side)."""
 
-    def __init__(self, limit: int = MAX_LOSSES) -> None:
+    def __init__(self, limit: int = MAX_LOSSES, output_limit: int = MAX_OUTPUT_CALLS) -> None:
         self.limit = limit
+        self.output_limit = output_limit
+        # per call of a compiled function: {"fn", "tensors": [fingerprint rows, `stats` a tensor until the end]}
+        self.outputs: list[dict[str, Any]] = []
+        self.output_calls = 0  # including those past output_limit
         self.losses: list[float | Any] = []  # floats; a detached copy for non-CPU tensors until the end
         self.seen_losses = 0  # one-element backward targets, including those past the limit
         self.skipped = 0  # one-element tensor subclasses (DTensor, ...): not read
@@ -168,6 +194,49 @@ class NumericsCapture:
 
         return backward
 
+    # -- outputs of compiled functions --
+
+    def record_output(self, name: str, result: Any) -> None:
+        """Fingerprint the tensors a compiled function returned: a tensor, or the tensor leaves of tuples, lists
+        and dicts (in order; other objects are passed over). Nothing is read back until the end.
+
+        Once a loss has been seen, calls are only counted: a training run's losses are its evidence (verify
+        compares outputs only when neither run has a loss), and its steps need not pay for fingerprints."""
+        self.output_calls += 1
+        if len(self.outputs) >= self.output_limit or self.seen_losses:
+            return
+        try:
+            import torch
+
+            leaves: list[Any] = []
+            _tensor_leaves(result, self._tensor, leaves, 0)
+            rows: list[dict[str, Any]] = []
+            with torch.no_grad():
+                for t in leaves[:MAX_OUTPUT_TENSORS]:
+                    row: dict[str, Any] = {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
+                    if type(t) in self._plain:  # a subclass (DTensor, ...) is named but not read
+                        row["stats"] = _stats(t)
+                    rows.append(row)
+            self.outputs.append({"fn": name, "tensors": rows, "more": max(0, len(leaves) - MAX_OUTPUT_TENSORS)})
+        except Exception as e:  # a capture bug must never break the user's run
+            self.error(f"output of {name}: {type(e).__name__}: {e}")
+
+    def _output_rows(self) -> list[dict[str, Any]]:
+        """The kept calls with their stats read back as numbers (one copy to the host per device)."""
+        import torch
+
+        pending: dict[Any, list[tuple[dict[str, Any], Any]]] = {}
+        for call in self.outputs:
+            for row in call["tensors"]:
+                stats = row.pop("stats", None)
+                if stats is not None:
+                    pending.setdefault(stats.device, []).append((row, stats))
+        for items in pending.values():
+            values = torch.stack([s for _, s in items]).cpu().tolist()
+            for (row, _), (total, absolute, probe, probe_abs) in zip(items, values):
+                row.update(sum=total, abs=absolute, probe=probe, probe_abs=probe_abs)
+        return self.outputs
+
     # -- parameters --
 
     def see_optimizer(self, optimizer: Any) -> None:
@@ -203,14 +272,7 @@ class NumericsCapture:
                     self.error(f"ran out of time after {i} of {len(params)} parameters")
                     break
                 try:
-                    t = p.detach()
-                    if t.is_complex():
-                        t = torch.view_as_real(t)
-                    flat = t.reshape(-1)
-                    step = max(1, flat.numel() // PROBE_SAMPLES)
-                    sample = flat[::step][:PROBE_SAMPLES].to(torch.float64)
-                    weights = torch.arange(1, sample.numel() + 1, dtype=torch.float64, device=sample.device)
-                    stats = torch.stack([*_sum_and_abs(flat), (sample * weights).sum(), (sample.abs() * weights).sum()])
+                    stats = _stats(p)
                     rows.append({"shape": list(p.shape), "dtype": str(p.dtype).removeprefix("torch.")})
                     pending.setdefault(stats.device, []).append((i, stats))
                 except Exception as e:  # a parameter we cannot read (meta, sparse, ...): say so, go on
@@ -262,17 +324,34 @@ class NumericsCapture:
                 if not isinstance(x, float):
                     by_device.setdefault(x.device, []).append(i)
             for device, where in by_device.items():  # non-CPU losses: one copy to the host per device
-                values = torch.stack([self.losses[i].to(torch.float64) for i in where]).cpu().tolist()
+                values = torch.stack([self.losses[i].to(torch.float64) for i in where]).cpu().tolist()  # type: ignore[union-attr]  # non-float by the filter above
                 for i, v in zip(where, values):
                     self.losses[i] = v
             params, note = self._params(deadline)
         except Exception as e:
             self.error(f"end: {type(e).__name__}: {e}")
             params, note = None, "could not read the parameters"
+        try:
+            outputs: list[dict[str, Any]] | None = self._output_rows()
+        except Exception as e:
+            self.error(f"outputs: {type(e).__name__}: {e}")
+            outputs = None
         losses = [x for x in self.losses if isinstance(x, float)]
         info = {"losses_seen": self.seen_losses, "losses_kept": len(losses), "losses_skipped": self.skipped,
-                "params": note, "errors": self.errors[:5]}
-        return {"losses": losses, "params": params, "numerics": info}
+                "params": note, "output_calls_seen": self.output_calls,
+                "output_calls_kept": len(outputs) if outputs is not None else 0, "errors": self.errors[:5]}
+        return {"losses": losses, "params": params, "outputs": outputs, "numerics": info}
+
+
+def _tensor_leaves(value: Any, tensor_type: type, out: list[Any], depth: int) -> None:
+    if isinstance(value, tensor_type):
+        out.append(value)
+    elif depth < 8 and isinstance(value, (tuple, list)):
+        for v in value:
+            _tensor_leaves(v, tensor_type, out, depth + 1)
+    elif depth < 8 and isinstance(value, dict):
+        for v in value.values():
+            _tensor_leaves(v, tensor_type, out, depth + 1)
 
 
 def install_backward_hooks(capture: NumericsCapture) -> None:
@@ -300,13 +379,79 @@ def install_backward_hooks(capture: NumericsCapture) -> None:
     else:
         tensor_backward = capture.wrap_backward(torch.Tensor.backward)
         autograd_backward = capture.wrap_backward(torch.autograd.backward)
-        torch.Tensor.backward = tensor_backward  # type: ignore[method-assign]
+        torch.Tensor.backward = tensor_backward
         torch.autograd.backward = autograd_backward
         codes = {tensor_backward.__code__, autograd_backward.__code__}
     try:
         from torch._dynamo.eval_frame import skip_code
 
         for code in codes | {NumericsCapture.record.__code__}:
+            skip_code(code)
+    except (ImportError, AttributeError):  # another torch: dynamo may compile the wrapper's frame
+        pass
+
+
+def _name_of(target: Any) -> str:
+    """How a verdict names a compiled callable: a module's class, a function's qualified name."""
+    owner = getattr(target, "__self__", None)
+    if owner is not None and getattr(target, "__name__", "") in ("_call_impl", "__call__"):  # module.compile()
+        return type(owner).__name__
+    return getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or type(target).__name__
+
+
+def install_output_hooks(capture: NumericsCapture) -> None:
+    """Fingerprint what each callable that `torch.compile` returns gives back, call by call.
+
+    `torch.compile` is replaced by a function that returns the same object, watched: a compiled module
+    (OptimizedModule) gets a forward hook, which runs in its `__call__` after the compiled forward has
+    returned; a compiled function is wrapped by `call_compiled`, which calls it and then records its result.
+    Dynamo sees the same thing as before: the wrapper carries the compiled function's attributes
+    (`_torchdynamo_orig_callable`, ...); recording is skipped while dynamo traces (a compiled callable
+    called inside another compiled function), and runs under torch._dynamo.disable otherwise; the
+    wrapper's and the hook's own frames are marked for dynamo to skip, as torch's are. The decorator
+    form `torch.compile(mode=...)` calls `torch.compile` again with the function, so it is watched too,
+    and so is `module.compile()`, which compiles the module's `_call_impl` through `torch.compile`.
+    """
+    import functools
+
+    import torch
+
+    original = torch.compile
+    record = torch._dynamo.disable(capture.record_output)
+    is_compiling = torch.compiler.is_compiling
+
+    def watch(compiled: Any, name: str) -> Any:
+        if isinstance(compiled, torch.nn.Module):
+            def hook(module: Any, args: Any, result: Any) -> None:
+                if not is_compiling():
+                    record(name, result)
+
+            compiled.register_forward_hook(hook)
+            return compiled
+        if not callable(compiled):
+            return compiled
+
+        @functools.wraps(compiled)
+        def call_compiled(*args: Any, **kwargs: Any) -> Any:
+            result = compiled(*args, **kwargs)
+            if not is_compiling():
+                record(name, result)
+            return result
+
+        return call_compiled
+
+    @functools.wraps(original)
+    def compile(model: Any = None, **kwargs: Any) -> Any:
+        if model is None:  # the decorator form: the function comes back through torch.compile
+            return original(**kwargs)
+        return watch(original(model, **kwargs), _name_of(model))
+
+    torch.compile = compile
+    try:
+        from torch._dynamo.eval_frame import skip_code
+
+        nested = [c for c in watch.__code__.co_consts if isinstance(c, type(watch.__code__))]  # hook, call_compiled
+        for code in [*nested, compile.__code__]:  # type: ignore[attr-defined]  # functools.wraps keeps __code__
             skip_code(code)
     except (ImportError, AttributeError):  # another torch: dynamo may compile the wrapper's frame
         pass

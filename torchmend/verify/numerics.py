@@ -1,6 +1,8 @@
 """Do two runs compute the same numbers? The parent's side of numerics (pure, no torch): `compare(before,
-after)` on two END events (or `capture_of` them), whose losses and parameter fingerprints the child
-recorded (torchmend/profiler/numerics.py), and the default tolerances.
+after)` on two END events (or `capture_of` them), whose losses, parameter fingerprints and fingerprints of
+what the compiled functions returned the child recorded (torchmend/profiler/numerics.py), and the default
+tolerances. The outputs are the evidence when neither run recorded a loss (sampling, inference): with
+losses, those (and the parameters) are what is compared.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ ATOL = 1e-6
 
 def capture_of(end: dict[str, Any]) -> dict[str, Any]:
     """The numerics part of an END event (RunOutcome.end): losses, params, numerics."""
-    return {"losses": end.get("losses"), "params": end.get("params"), "numerics": end.get("numerics")}
+    return {"losses": end.get("losses"), "params": end.get("params"), "outputs": end.get("outputs"),
+            "numerics": end.get("numerics")}
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,17 @@ class ParamDiff:
 
 
 @dataclass(frozen=True)
+class OutputDiff:
+    call: int  # index into the calls of compiled functions (0-based, both runs' calls in order)
+    fn: str | None  # the compiled function or module called (None: that run made no such call)
+    tensor: int | None  # which returned tensor (None: the call as a whole)
+    field: str  # sum | abs | probe | shape | dtype | fn | tensors | missing
+    before: Any
+    after: Any
+    rel_diff: float  # |difference| / the tensor's magnitude (inf for anything but sum/abs/probe)
+
+
+@dataclass(frozen=True)
 class Comparison:
     rtol: float
     atol: float
@@ -49,24 +63,37 @@ class Comparison:
     params_compared: int
     worst_param: ParamDiff | None  # the parameter that differs most (even when within tolerance)
     params_note: str
+    # Outputs of compiled functions, compared when neither run recorded a loss (None: not compared)
+    outputs_equal: bool | None = None
+    outputs_before: int = 0  # calls recorded
+    outputs_after: int = 0
+    outputs_compared: int = 0  # the common prefix of calls
+    output_divergence: OutputDiff | None = None  # the first call out of tolerance, or the first one run lacks
+    max_output_rel_diff: float = 0.0
+    outputs_note: str = ""
 
     @property
     def equal(self) -> bool:
-        """Losses equal, and parameters equal where both runs have them."""
-        return self.losses_equal and self.params_equal is not False
+        """Losses equal, and parameters and outputs equal where they were compared."""
+        return self.losses_equal and self.params_equal is not False and self.outputs_equal is not False
 
     @property
     def compared(self) -> bool:
-        """Whether anything was compared at all: a loss both runs recorded, or both runs' parameters."""
-        return self.steps_compared > 0 or self.params_equal is not None
+        """Whether anything was compared at all: a loss both runs recorded, both runs' parameters, or what
+        both runs' compiled functions returned."""
+        return self.steps_compared > 0 or self.params_equal is not None or self.outputs_compared > 0
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "compared": self.compared}
 
     def describe(self) -> str:
         if self.equal and not self.compared:
-            return ("numerics not compared: neither run recorded a loss or the parameters (no optimizer step "
-                    "was seen)")
+            return ("numerics not compared: neither run recorded a loss, the parameters (no optimizer step "
+                    "was seen) or an output of a compiled function")
+        if self.equal and self.steps_compared == 0 and self.outputs_compared:
+            text = f"numerics match ({self.outputs_compared} outputs of compiled functions"
+            text += f", {self.params_compared} parameters" if self.params_equal else ""
+            return text + f"; largest output difference {self.max_output_rel_diff:.2g} relative)"
         if self.equal:
             text = f"numerics match ({self.steps_compared} losses"
             text += f", {self.params_compared} parameters" if self.params_equal else f"; parameters: {self.params_note}"
@@ -82,6 +109,8 @@ class Comparison:
             w = self.worst_param
             parts.append(f"parameter {w.index} {tuple(w.shape or ())} differs ({w.field}: {w.rel_diff:.2g} relative)"
                          if math.isfinite(w.rel_diff) else f"parameters differ: {self.params_note}")
+        if self.outputs_equal is False:
+            parts.append(self.outputs_note)
         return "; ".join(parts) or "numerics differ"
 
 
@@ -104,6 +133,27 @@ def _diffs(a: float, b: float) -> tuple[float, float]:
     return diff, (diff / scale if scale else 0.0)
 
 
+def _fingerprint_diff(a: dict[str, Any], b: dict[str, Any], rtol: float, atol: float) -> tuple[bool, str, float]:
+    """Two fingerprints with the same shape and dtype: (within tolerance, the field that differs most, by how
+    much relative to the tensor's magnitude). Sums are measured against the sum of |x|, not the sum itself."""
+    equal, worst, worst_rel = True, "sum", -1.0
+    scales = {"sum": max(a["abs"], b["abs"]), "abs": max(a["abs"], b["abs"]),
+              "probe": max(a["probe_abs"], b["probe_abs"])}
+    for key, scale in scales.items():
+        x, y = a[key], b[key]
+        if math.isnan(x) or math.isnan(y) or math.isinf(x) or math.isinf(y):
+            ok = _close(x, y, rtol, atol)
+            rel = 0.0 if ok else math.inf
+        else:
+            diff = abs(x - y)
+            ok = diff <= atol + rtol * scale
+            rel = diff / scale if scale else (0.0 if diff == 0 else math.inf)
+        equal = equal and ok
+        if rel > worst_rel:
+            worst, worst_rel = key, rel
+    return equal, worst, worst_rel
+
+
 def _compare_params(before: list[Any] | None, after: list[Any] | None, rtol: float,
                     atol: float) -> tuple[bool | None, int, ParamDiff | None, str]:
     if before is None or after is None:
@@ -123,22 +173,74 @@ def _compare_params(before: list[Any] | None, after: list[Any] | None, rtol: flo
             if a.get(key) != b.get(key):
                 return False, i, ParamDiff(i, a.get("shape"), key, math.inf), \
                     f"parameter {i}: {key} {a.get(key)} before, {b.get(key)} after"
-        scales = {"sum": max(a["abs"], b["abs"]), "abs": max(a["abs"], b["abs"]),
-                  "probe": max(a["probe_abs"], b["probe_abs"])}
-        for key, scale in scales.items():
-            x, y = a[key], b[key]
-            if math.isnan(x) or math.isnan(y) or math.isinf(x) or math.isinf(y):
-                ok = _close(x, y, rtol, atol)
-                rel = 0.0 if ok else math.inf
-            else:
-                diff = abs(x - y)
-                ok = diff <= atol + rtol * scale
-                rel = diff / scale if scale else (0.0 if diff == 0 else math.inf)
-            equal = equal and ok
-            if worst is None or rel > worst.rel_diff:
-                worst = ParamDiff(i, a.get("shape"), key, rel)
+        ok, key, rel = _fingerprint_diff(a, b, rtol, atol)
+        equal = equal and ok
+        if worst is None or rel > worst.rel_diff:
+            worst = ParamDiff(i, a.get("shape"), key, rel)
     note = "equal within tolerance" if equal else f"parameter {worst.index} differs" if worst else ""
     return equal, len(before), worst, note
+
+
+def _call_diff(k: int, a: dict[str, Any], b: dict[str, Any], rtol: float,
+               atol: float) -> tuple[OutputDiff | None, float]:
+    """The first difference between two runs' k-th call of a compiled function (None: within tolerance),
+    and the largest relative difference of its tensors' numbers."""
+    fn = a.get("fn")
+    if fn != b.get("fn"):
+        return OutputDiff(k, fn, None, "fn", fn, b.get("fn"), math.inf), math.inf
+    ta, tb = a.get("tensors") or [], b.get("tensors") or []
+    if len(ta) != len(tb) or a.get("more", 0) != b.get("more", 0):
+        counts = (len(ta) + a.get("more", 0), len(tb) + b.get("more", 0))
+        return OutputDiff(k, fn, None, "tensors", counts[0], counts[1], math.inf), math.inf
+    first: OutputDiff | None = None
+    largest = 0.0
+    for i, (x, y) in enumerate(zip(ta, tb)):
+        mismatch = next((key for key in ("shape", "dtype") if x.get(key) != y.get(key)), None)
+        if mismatch is not None:
+            first = first or OutputDiff(k, fn, i, mismatch, x.get(mismatch), y.get(mismatch), math.inf)
+            continue
+        if "sum" not in x or "sum" not in y:  # a tensor subclass, not read (in both runs when shapes agree)
+            continue
+        ok, field, rel = _fingerprint_diff(x, y, rtol, atol)
+        largest = max(largest, rel)
+        if not ok and first is None:
+            first = OutputDiff(k, fn, i, field, x[field], y[field], rel)
+    return first, largest
+
+
+def _describe_output_diff(d: OutputDiff, before: int, after: int, prefix: int) -> str:
+    if d.field == "missing":
+        return (f"the runs made {before} and {after} calls to compiled functions (their outputs equal over the "
+                f"first {prefix})")
+    where = f"outputs of compiled functions diverge at call {d.call} ({d.fn})"
+    if d.field == "fn":
+        return f"{where}: {d.before} was called before, {d.after} after"
+    if d.field == "tensors":
+        return f"{where}: it returned {d.before} tensors before, {d.after} after"
+    return f"{where}: returned tensor {d.tensor} {d.field} {d.before!r} before, {d.after!r} after"
+
+
+def _compare_outputs(before: list[Any] | None, after: list[Any] | None, rtol: float,
+                     atol: float) -> tuple[bool | None, int, OutputDiff | None, float, str]:
+    if before is None or after is None:
+        which = " and ".join(n for n, o in (("before", before), ("after", after)) if o is None)
+        return None, 0, None, 0.0, f"no outputs of compiled functions recorded {which}"
+    if not before and not after:
+        return None, 0, None, 0.0, "no compiled function was called"
+    n = min(len(before), len(after))
+    first: OutputDiff | None = None
+    largest = 0.0
+    for k in range(n):
+        diff, rel = _call_diff(k, before[k], after[k], rtol, atol)
+        largest = max(largest, rel)
+        if first is None and diff is not None:
+            first = diff
+    if first is None and len(before) != len(after):
+        longer = before if len(before) > n else after
+        first = OutputDiff(n, longer[n].get("fn"), None, "missing", len(before), len(after), math.inf)
+    if first is None:
+        return True, n, None, largest, "equal within tolerance"
+    return False, n, first, largest, _describe_output_diff(first, len(before), len(after), n)
 
 
 def compare(before: dict[str, Any], after: dict[str, Any], rtol: float = RTOL, atol: float = ATOL) -> Comparison:
@@ -156,6 +258,10 @@ def compare(before: dict[str, Any], after: dict[str, Any], rtol: float = RTOL, a
 
     Different lengths (a run that stopped or crashed earlier): the common prefix is compared, and the
     losses are not equal; when the prefix agrees, first_divergence is the first step the shorter run lacks.
+
+    Outputs of compiled functions (call by call: the function called, the number of tensors, each one's
+    shape, dtype and fingerprint, like a parameter's) are compared when neither run recorded a loss; the
+    same rules for different lengths hold.
     """
     la = [float(x) for x in (before.get("losses") or [])]
     lb = [float(x) for x in (after.get("losses") or [])]
@@ -171,5 +277,11 @@ def compare(before: dict[str, Any], after: dict[str, Any], rtol: float = RTOL, a
     if first is None and len(la) != len(lb):
         first = Divergence(n, la[n] if n < len(la) else None, lb[n] if n < len(lb) else None)
     p_equal, p_count, worst, note = _compare_params(before.get("params"), after.get("params"), rtol, atol)
+    oa, ob = before.get("outputs"), after.get("outputs")
+    if la or lb:
+        o_equal, o_count, o_first, o_rel, o_note = None, 0, None, 0.0, "losses compared instead"
+    else:
+        o_equal, o_count, o_first, o_rel, o_note = _compare_outputs(oa, ob, rtol, atol)
     return Comparison(rtol, atol, first is None, len(la), len(lb), n, first, max_abs, max_rel,
-                      p_equal, p_count, worst, note)
+                      p_equal, p_count, worst, note, o_equal, len(oa or []), len(ob or []), o_count, o_first,
+                      o_rel, o_note)
