@@ -34,8 +34,19 @@ def setup() -> None:
         print("creating .venv", flush=True)
         venv.create(VENV, with_pip=True)
     print(f"installing torchmend[dev] and {TORCH_PIN} into .venv", flush=True)
-    subprocess.check_call([str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                           "-e", f"{ROOT}[dev]", TORCH_PIN])
+    subprocess.check_call(
+        [
+            str(BIN / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-e",
+            f"{ROOT}[dev]",
+            TORCH_PIN,
+        ]
+    )
     stamp.write_text(want)
 
 
@@ -53,8 +64,17 @@ def main() -> int:
         shutil.copy(ROOT / "fixtures/scan/several/train.py", scratch / "train.py")
         print(f"scratch copy of the bundled example: {scratch / 'train.py'}", flush=True)
         mode = [] if sys.stdin.isatty() or extra else ["--yes", "--unsafe"]
-        cmd = [str(BIN / "torchmend"), "fix", str(scratch / "train.py"), "--backend", "aot_eager",
-               "--verify-backend", "aot_eager", *mode, *extra]
+        cmd = [
+            str(BIN / "torchmend"),
+            "fix",
+            str(scratch / "train.py"),
+            "--backend",
+            "aot_eager",
+            "--verify-backend",
+            "aot_eager",
+            *mode,
+            *extra,
+        ]
         code = subprocess.call(cmd, cwd=scratch)
         print(f"the example's files are in {scratch}", flush=True)
         return code

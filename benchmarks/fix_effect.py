@@ -36,11 +36,13 @@ def measure(name: str, backend: str) -> str:
     def cell(b: int, a: int) -> str:
         return f"{b} → {a}"
 
-    return (f"| {name} | {', '.join(rules) or '—'} | {len(fixes.accepted)} | "
-            f"{cell(before.graph_breaks, after.graph_breaks)} | {cell(before.recompiles, after.recompiles)} | "
-            f"{cell(before.recompile_limit_hits, after.recompile_limit_hits)} | "
-            f"{before.compile_seconds:.2f} → {after.compile_seconds:.2f} | {', '.join(left) or '—'} | "
-            f"{outcome.ended_by} |")
+    return (
+        f"| {name} | {', '.join(rules) or '—'} | {len(fixes.accepted)} | "
+        f"{cell(before.graph_breaks, after.graph_breaks)} | {cell(before.recompiles, after.recompiles)} | "
+        f"{cell(before.recompile_limit_hits, after.recompile_limit_hits)} | "
+        f"{before.compile_seconds:.2f} → {after.compile_seconds:.2f} | {', '.join(left) or '—'} | "
+        f"{outcome.ended_by} |"
+    )
 
 
 def main() -> int:
@@ -48,11 +50,14 @@ def main() -> int:
     parser.add_argument("--backend", default="aot_eager")
     parser.add_argument("fixtures", nargs="*")
     args = parser.parse_args()
-    names = args.fixtures or sorted(p.name for p in FIXTURES.iterdir() if (p / "train.py").exists()
-                                    and p.name != "clean")
+    names = args.fixtures or sorted(
+        p.name for p in FIXTURES.iterdir() if (p / "train.py").exists() and p.name != "clean"
+    )
     print(f"backend {args.backend}; every proposal accepted (safe and unsafe)\n")
-    print("| fixture | rules fixed | changes | graph breaks | recompiles | limit hits | compile s | "
-          "project findings left | patched run |")
+    print(
+        "| fixture | rules fixed | changes | graph breaks | recompiles | limit hits | compile s | "
+        "project findings left | patched run |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name in names:
         print(measure(name, args.backend), flush=True)

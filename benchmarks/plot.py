@@ -39,13 +39,21 @@ def plot(data: dict[str, Any], out: Path) -> list[Path]:
         names = list(block)
         cols = min(4, len(names))
         rows = math.ceil(len(names) / cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows + 0.9), squeeze=False,
-                                 layout="constrained")
+        fig, axes = plt.subplots(
+            rows, cols, figsize=(4.2 * cols, 3.0 * rows + 0.9), squeeze=False, layout="constrained"
+        )
         for ax, name in zip(axes.flat, names):
             s = block[name]["summary"]
             for variant, (colour, ls, lw, label) in STYLE.items():
-                run = next((r for r in data["runs"] if (r["regime"], r["mode"], r["scenario"], r["variant"], r["repeat"])
-                            == (regime, mode, name, variant, 0)), None)
+                run = next(
+                    (
+                        r
+                        for r in data["runs"]
+                        if (r["regime"], r["mode"], r["scenario"], r["variant"], r["repeat"])
+                        == (regime, mode, name, variant, 0)
+                    ),
+                    None,
+                )
                 if not run or not run["step_s"]:
                     continue
                 ms = [t * 1e3 for t in run["step_s"]]
@@ -57,20 +65,27 @@ def plot(data: dict[str, Any], out: Path) -> list[Path]:
             if failed:
                 sub = f"{', '.join(failed)} failed"
             else:
-                sub = "torchmend/hand " + (f"{t_h:.2f}" if t_h else "—") + ", compiled/torchmend " + (
-                    f"{c_t:.2f}" if c_t else "—")
+                sub = (
+                    "torchmend/hand "
+                    + (f"{t_h:.2f}" if t_h else "—")
+                    + ", compiled/torchmend "
+                    + (f"{c_t:.2f}" if c_t else "—")
+                )
             ax.set_title(f"{name}\n{sub}", fontsize=9)
             ax.set_xlabel("optimizer step", fontsize=8)
             ax.set_ylabel("step time, ms (log)", fontsize=8)
             ax.tick_params(labelsize=7)
             ax.grid(True, which="major", alpha=0.3)
-        for ax in list(axes.flat)[len(names):]:
+        for ax in list(axes.flat)[len(names) :]:
             ax.axis("off")
         handles, labels = axes.flat[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8, frameon=False)
         backend = data["config"]["backend"] or "inductor"
-        fig.suptitle(f"{regime} regime, mode {mode}, backend {backend}: {meta['device_name']}, torch {meta['torch']}\n"
-                     "per-step wall time of the first repeat (step 1 counts from the script's start)", fontsize=9)
+        fig.suptitle(
+            f"{regime} regime, mode {mode}, backend {backend}: {meta['device_name']}, torch {meta['torch']}\n"
+            "per-step wall time of the first repeat (step 1 counts from the script's start)",
+            fontsize=9,
+        )
         path = out / f"{data['stem']}-{regime}-{mode}.png"
         fig.savefig(path, dpi=90)
         plt.close(fig)

@@ -78,8 +78,7 @@ def log(msg: str) -> None:
 
 
 def scenario_names() -> list[str]:
-    return sorted(p.name for p in SCENARIO_DIR.iterdir()
-                  if (p / "broken.py").is_file() and (p / "hand.py").is_file())
+    return sorted(p.name for p in SCENARIO_DIR.iterdir() if (p / "broken.py").is_file() and (p / "hand.py").is_file())
 
 
 # --- the machine ------------------------------------------------------------------------------------------
@@ -87,13 +86,15 @@ def scenario_names() -> list[str]:
 
 def probe(python: str, device: str) -> dict[str, Any]:
     """torch's version and the device's name, from a child process (this one never imports torch)."""
-    code = ("import json, sys, torch\n"
-            "d = {'torch': torch.__version__, 'python': sys.version.split()[0], 'cuda': None, 'threads': "
-            "torch.get_num_threads()}\n"
-            "if torch.cuda.is_available():\n"
-            "    d['cuda'] = torch.cuda.get_device_name(0); d['cuda_version'] = torch.version.cuda\n"
-            "try:\n    import triton; d['triton'] = triton.__version__\nexcept Exception:\n    d['triton'] = None\n"
-            "print(json.dumps(d))\n")
+    code = (
+        "import json, sys, torch\n"
+        "d = {'torch': torch.__version__, 'python': sys.version.split()[0], 'cuda': None, 'threads': "
+        "torch.get_num_threads()}\n"
+        "if torch.cuda.is_available():\n"
+        "    d['cuda'] = torch.cuda.get_device_name(0); d['cuda_version'] = torch.version.cuda\n"
+        "try:\n    import triton; d['triton'] = triton.__version__\nexcept Exception:\n    d['triton'] = None\n"
+        "print(json.dumps(d))\n"
+    )
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"cannot import torch with {python}:\n{out.stderr[-2000:]}")
@@ -130,12 +131,14 @@ def fresh_caches(scratch: Path, tag: str) -> tuple[tuple[str, str], ...]:
     return (("TORCHINDUCTOR_CACHE_DIR", str(d / "inductor")), ("TRITON_CACHE_DIR", str(d / "triton")))
 
 
-def measure(script: Path, steps: int, env: tuple[tuple[str, str], ...], backend: str | None,
-            scratch: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def measure(
+    script: Path, steps: int, env: tuple[tuple[str, str], ...], backend: str | None, scratch: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """One profiled run: (the JSON record, the numerics capture kept in memory for comparisons)."""
     caches = fresh_caches(scratch, "run")
-    spec = RunSpec(script=script, steps=steps, cwd=script.parent, backend=backend, env=(*env, *caches),
-                   timeout=RUN_TIMEOUT_S)
+    spec = RunSpec(
+        script=script, steps=steps, cwd=script.parent, backend=backend, env=(*env, *caches), timeout=RUN_TIMEOUT_S
+    )
     outcome = run(spec)
     shutil.rmtree(Path(caches[0][1]).parent, ignore_errors=True)
     findings, summary = analyse(outcome.events, script.parent, outcome.ended_by, outcome.wall_s)
@@ -143,8 +146,11 @@ def measure(script: Path, steps: int, env: tuple[tuple[str, str], ...], backend:
     step_s = ([times[0]] + [b - a for a, b in zip(times, times[1:])]) if times else []
     failed = outcome.failed or outcome.ended_by in ("no_torch", "internal_error", "interrupted", "timeout")
     rec = {k: v for k, v in summary.to_json().items() if k != "torch_version"}
-    rec.update(ok=not failed, step_s=[round(s, 6) for s in step_s],
-               findings=sorted({(f.rule, f.file, f.line) for f in findings}))
+    rec.update(
+        ok=not failed,
+        step_s=[round(s, 6) for s in step_s],
+        findings=sorted({(f.rule, f.file, f.line) for f in findings}),
+    )
     if failed:
         rec["output_tail"] = outcome.output_tail[-3000:]
     return rec, capture_of(outcome.end)
@@ -153,8 +159,7 @@ def measure(script: Path, steps: int, env: tuple[tuple[str, str], ...], backend:
 def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int, str]:
     t0 = time.monotonic()
     try:
-        out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False,
-                             timeout=RUN_TIMEOUT_S)
+        out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=RUN_TIMEOUT_S)
         rc, text = out.returncode, out.stdout + ("\n" + out.stderr if out.returncode not in (0, 6) else "")
     except subprocess.TimeoutExpired:
         rc, text = -9, "timeout"
@@ -178,25 +183,54 @@ def make_fix(name: str, device: str, scratch: Path) -> dict[str, Any]:
     script = work / "broken.py"
     before = script.read_text(encoding="utf-8")
     state = scratch / "state" / name  # torchmend's undo records: kept out of the user's ~/.local/state
-    cmd = [sys.executable, "-m", "torchmend", "fix", str(script), "--yes", "--unsafe", "--no-verify",
-           "--backend", "aot_eager", "--steps", str(FIX_STEPS)]
-    env = child_env((*bench_env("overhead", "default", device), *fresh_caches(scratch, "fix"),
-                     ("TORCHMEND_STATE_DIR", str(state)), ("TORCH_COMPILE_DISABLE", "0")))
+    cmd = [
+        sys.executable,
+        "-m",
+        "torchmend",
+        "fix",
+        str(script),
+        "--yes",
+        "--unsafe",
+        "--no-verify",
+        "--backend",
+        "aot_eager",
+        "--steps",
+        str(FIX_STEPS),
+    ]
+    env = child_env(
+        (
+            *bench_env("overhead", "default", device),
+            *fresh_caches(scratch, "fix"),
+            ("TORCHMEND_STATE_DIR", str(state)),
+            ("TORCH_COMPILE_DISABLE", "0"),
+        )
+    )
     wall, rc, output = timed(cmd, work, env)
     after = script.read_text(encoding="utf-8")
-    diff = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
-                                        f"a/{name}/broken.py", f"b/{name}/broken.py"))
+    diff = "".join(
+        difflib.unified_diff(
+            before.splitlines(True), after.splitlines(True), f"a/{name}/broken.py", f"b/{name}/broken.py"
+        )
+    )
     summary = ""
     for record in sorted(state.rglob("*.json")):
         summary = "; ".join(x for x in (summary, json.loads(record.read_text()).get("summary", "")) if x)
     rules = sorted(set(re.findall(r"TM\d{3}", summary))) if summary else []
     headline = next((line.strip() for line in output.splitlines() if re.search(r"\bfindings?\b.*proposed", line)), "")
-    changed_lines = sum(1 for line in diff.splitlines()
-                        if line[:1] in "+-" and not line.startswith(("+++", "---")))
-    return {"script": str(script), "command": shlex.join(["torchmend", *cmd[3:]]), "rc": rc,
-            "wall_s": round(wall, 2), "changed": before != after, "rules": rules, "summary": summary,
-            "headline": headline, "diff": diff, "changed_lines": changed_lines,
-            "output_tail": output[-3000:] if rc != 0 or before == after else ""}
+    changed_lines = sum(1 for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---")))
+    return {
+        "script": str(script),
+        "command": shlex.join(["torchmend", *cmd[3:]]),
+        "rc": rc,
+        "wall_s": round(wall, 2),
+        "changed": before != after,
+        "rules": rules,
+        "summary": summary,
+        "headline": headline,
+        "diff": diff,
+        "changed_lines": changed_lines,
+        "output_tail": output[-3000:] if rc != 0 or before == after else "",
+    }
 
 
 # --- tool cost --------------------------------------------------------------------------------------------
@@ -205,7 +239,7 @@ def make_fix(name: str, device: str, scratch: Path) -> dict[str, Any]:
 def scan_findings(text: str) -> list[tuple[str, str, int]] | None:
     try:
         start = text.index("{")
-        data = json.loads(text[start:text.rindex("}") + 1])
+        data = json.loads(text[start : text.rindex("}") + 1])
     except ValueError:
         return None
     return sorted({(f["rule"], f["file"], f["line"]) for f in data.get("findings", [])})
@@ -268,21 +302,30 @@ def summarise(cell: dict[str, Any], comparisons: dict[str, list[dict[str, Any]]]
     agg = {v: cell[v] for v in VARIANTS}
     st = {v: agg[v]["steady_step_s"] for v in VARIANTS}
     t_h = ratio(st["torchmend"], st["hand"])
-    counts_equal = all(agg["torchmend"][k] == agg["hand"][k] for k in COUNTS) if agg["torchmend"]["ok"] and \
-        agg["hand"]["ok"] else None
+    counts_equal = (
+        all(agg["torchmend"][k] == agg["hand"][k] for k in COUNTS)
+        if agg["torchmend"]["ok"] and agg["hand"]["ok"]
+        else None
+    )
     overlap = None
     if st["torchmend"] and st["hand"]:
         overlap = st["torchmend"]["min"] <= st["hand"]["max"] and st["hand"]["min"] <= st["torchmend"]["max"]
     failed = [v for v in VARIANTS if agg[v]["runs"] and not agg[v]["ok"]]
     fastest = (st["torchmend"]["min"] / st["hand"]["min"]) if st["torchmend"] and st["hand"] else None
-    return {"failed": failed, "torchmend_over_hand": t_h, "torchmend_over_hand_fastest": fastest, "within_target": None if t_h is None else t_h <= TARGET_RATIO,
-            "ranges_overlap": overlap, "counts_equal": counts_equal,
-            "compiled_over_torchmend": ratio(st["compiled"], st["torchmend"]),
-            "eager_over_torchmend": ratio(st["eager"], st["torchmend"]),
-            "compile_s_torchmend_over_hand": ratio(agg["torchmend"]["compile_seconds"], agg["hand"]["compile_seconds"]),
-            "numerics": {k: [c["equal"] for c in v] for k, v in comparisons.items()},
-            "numerics_loose": {k: [c["loose"] for c in v] for k, v in comparisons.items()},
-            "numerics_detail": {k: v[0]["describe"] for k, v in comparisons.items() if v}}
+    return {
+        "failed": failed,
+        "torchmend_over_hand": t_h,
+        "torchmend_over_hand_fastest": fastest,
+        "within_target": None if t_h is None else t_h <= TARGET_RATIO,
+        "ranges_overlap": overlap,
+        "counts_equal": counts_equal,
+        "compiled_over_torchmend": ratio(st["compiled"], st["torchmend"]),
+        "eager_over_torchmend": ratio(st["eager"], st["torchmend"]),
+        "compile_s_torchmend_over_hand": ratio(agg["torchmend"]["compile_seconds"], agg["hand"]["compile_seconds"]),
+        "numerics": {k: [c["equal"] for c in v] for k, v in comparisons.items()},
+        "numerics_loose": {k: [c["loose"] for c in v] for k, v in comparisons.items()},
+        "numerics_detail": {k: v[0]["describe"] for k, v in comparisons.items() if v},
+    }
 
 
 # --- Markdown ---------------------------------------------------------------------------------------------
@@ -314,37 +357,54 @@ def steady_digits(s: dict[str, float] | None) -> int:
 def markdown(data: dict[str, Any], pngs: list[str]) -> str:
     meta, cfg = data["meta"], data["config"]
     L: list[str] = []
-    L.append(f"# torchmend benchmark suite: {meta['device']} ({meta['device_name']}), torch {meta['torch']}, "
-             f"{meta['date'][:10]}")
+    L.append(
+        f"# torchmend benchmark suite: {meta['device']} ({meta['device_name']}), torch {meta['torch']}, "
+        f"{meta['date'][:10]}"
+    )
     L.append("")
-    L.append(f"> **This machine is shared and noisy** ({meta['host_note']}): absolute seconds move from run to "
-             "run and between machines. Compare only ratios taken within this same run (the four variants of a "
-             "scenario ran interleaved, each in a fresh process with fresh inductor/triton caches); read the "
-             "min–max ranges before trusting a ratio near 1.")
+    L.append(
+        f"> **This machine is shared and noisy** ({meta['host_note']}): absolute seconds move from run to "
+        "run and between machines. Compare only ratios taken within this same run (the four variants of a "
+        "scenario ran interleaved, each in a fresh process with fresh inductor/triton caches); read the "
+        "min–max ranges before trusting a ratio near 1."
+    )
     L.append("")
     if meta.get("interrupted"):
-        L.append(f"> **Interrupted**: {meta['runs_done']} of {meta['runs_planned']} runs made; the tables hold "
-                 "those alone (a scenario missing a variant has no ratio).")
+        L.append(
+            f"> **Interrupted**: {meta['runs_done']} of {meta['runs_planned']} runs made; the tables hold "
+            "those alone (a scenario missing a variant has no ratio)."
+        )
         L.append("")
-    L.append(f"- device: {meta['device']}: {meta['device_name']}" + (f"; host CPU {meta['cpu']}" if meta["device"] == "cuda" else ""))
-    L.append(f"- torch {meta['torch']}" + (f", CUDA {meta['cuda_version']}" if meta.get("cuda_version") else "")
-             + (f", triton {meta['triton']}" if meta.get("triton") else "") + f"; python {meta['python']}; "
-             f"torch threads {meta['threads']}")
+    L.append(
+        f"- device: {meta['device']}: {meta['device_name']}"
+        + (f"; host CPU {meta['cpu']}" if meta["device"] == "cuda" else "")
+    )
+    L.append(
+        f"- torch {meta['torch']}"
+        + (f", CUDA {meta['cuda_version']}" if meta.get("cuda_version") else "")
+        + (f", triton {meta['triton']}" if meta.get("triton") else "")
+        + f"; python {meta['python']}; "
+        f"torch threads {meta['threads']}"
+    )
     L.append(f"- date: {meta['date']}; total wall time {meta['total_wall_s'] / 60:.1f} min")
     L.append(f"- command: `{meta['command']}`")
     steps = ", ".join(f"{r} {cfg['steps'][r]}" for r in cfg["regimes"])
-    L.append(f"- repeat {cfg['repeat']} per variant; optimizer steps per run: {steps}; backend: "
-             f"{cfg['backend'] or 'the scripts’ own (inductor)'}; modes: {', '.join(cfg['modes'])}")
+    L.append(
+        f"- repeat {cfg['repeat']} per variant; optimizer steps per run: {steps}; backend: "
+        f"{cfg['backend'] or 'the scripts’ own (inductor)'}; modes: {', '.join(cfg['modes'])}"
+    )
     for note in cfg.get("notes", []):
         L.append(f"- note: {note}")
     L.append("")
-    L.append("Variants: **eager** = broken.py with `TORCH_COMPILE_DISABLE=1`; **compiled** = broken.py as written; "
-             "**torchmend** = broken.py after `torchmend fix --yes --unsafe --no-verify --backend aot_eager` "
-             f"(a scratch copy, fixed once per scenario with the overhead regime, {FIX_STEPS} steps); "
-             "**hand** = hand.py. Steady step = median step time over the second half of a run's steps "
-             "(median over the repeats, min–max in brackets); first step counts from the script's start "
-             "(imports and compiles included). Counts are per run (they do not vary between repeats unless "
-             "marked).")
+    L.append(
+        "Variants: **eager** = broken.py with `TORCH_COMPILE_DISABLE=1`; **compiled** = broken.py as written; "
+        "**torchmend** = broken.py after `torchmend fix --yes --unsafe --no-verify --backend aot_eager` "
+        f"(a scratch copy, fixed once per scenario with the overhead regime, {FIX_STEPS} steps); "
+        "**hand** = hand.py. Steady step = median step time over the second half of a run's steps "
+        "(median over the repeats, min–max in brackets); first step counts from the script's start "
+        "(imports and compiles included). Counts are per run (they do not vary between repeats unless "
+        "marked)."
+    )
     L.append("")
 
     L.append("## What `torchmend fix` changed")
@@ -353,27 +413,37 @@ def markdown(data: dict[str, Any], pngs: list[str]) -> str:
     L.append("|---|---|---|---|---|")
     for name, fx in data["fixes"].items():
         rules = ", ".join(fx["rules"]) if fx["changed"] else "**nothing fixed**"
-        L.append(f"| {name} | {rules} | {fx['changed_lines']} | {fmt(fx['wall_s'], 1)} | {fx['headline'] or '—'}"
-                 + (f" (exit {fx['rc']})" if fx["rc"] else "") + " |")
+        L.append(
+            f"| {name} | {rules} | {fx['changed_lines']} | {fmt(fx['wall_s'], 1)} | {fx['headline'] or '—'}"
+            + (f" (exit {fx['rc']})" if fx["rc"] else "")
+            + " |"
+        )
     L.append("")
 
     for key, block in data["cells"].items():
         regime, mode = key.split("/")
         L.append(f"## {regime} regime, mode {mode}: torchmend against the hand fix")
         L.append("")
-        L.append(f"torchmend/hand is the ratio of the median steady steps (target ≤ {TARGET_RATIO}; \"ranges overlap\": "
-                 "the two min–max ranges over the repeats overlap, so the difference is within this machine's "
-                 "noise); *fastest* is the ratio of the fastest repeats, less sensitive to a burst of load on a "
-                 "shared machine. compiled/torchmend and eager/torchmend say what the fix buys over the script "
-                 "as written and over no compile at all.")
+        L.append(
+            f'torchmend/hand is the ratio of the median steady steps (target ≤ {TARGET_RATIO}; "ranges overlap": '
+            "the two min–max ranges over the repeats overlap, so the difference is within this machine's "
+            "noise); *fastest* is the ratio of the fastest repeats, less sensitive to a burst of load on a "
+            "shared machine. compiled/torchmend and eager/torchmend say what the fix buys over the script "
+            "as written and over no compile at all."
+        )
         L.append("")
-        L.append("| scenario | torchmend/hand steady | ≤ 1.03 | fastest | counts torchmend = hand | compiled/torchmend | "
-                 "eager/torchmend | compile s torchmend/hand | numerics torchmend vs hand |")
+        L.append(
+            "| scenario | torchmend/hand steady | ≤ 1.03 | fastest | counts torchmend = hand | compiled/torchmend | "
+            "eager/torchmend | compile s torchmend/hand | numerics torchmend vs hand |"
+        )
         L.append("|---|---|---|---|---|---|---|---|---|")
         for name, cell in block.items():
             s = cell["summary"]
-            target = "—" if s["within_target"] is None else ("yes" if s["within_target"] else
-                                                               ("no (ranges overlap)" if s["ranges_overlap"] else "**no**"))
+            target = (
+                "—"
+                if s["within_target"] is None
+                else ("yes" if s["within_target"] else ("no (ranges overlap)" if s["ranges_overlap"] else "**no**"))
+            )
             counts = "—" if s["counts_equal"] is None else ("yes" if s["counts_equal"] else "**no**")
             num = s["numerics"].get("torchmend_vs_hand") or []
             detail = s["numerics_detail"].get("torchmend_vs_hand", "")
@@ -386,50 +456,64 @@ def markdown(data: dict[str, Any], pngs: list[str]) -> str:
             else:
                 numerics = f"**differ** ({detail})"
             if s.get("failed"):
-                L.append(f"| {name} | **{', '.join(s['failed'])} failed** (see Failed runs) | — | — | — | "
-                         f"{fmt(s['compiled_over_torchmend'])} | {fmt(s['eager_over_torchmend'])} | — | — |")
+                L.append(
+                    f"| {name} | **{', '.join(s['failed'])} failed** (see Failed runs) | — | — | — | "
+                    f"{fmt(s['compiled_over_torchmend'])} | {fmt(s['eager_over_torchmend'])} | — | — |"
+                )
                 continue
-            L.append(f"| {name} | {fmt(s['torchmend_over_hand'], 3)} | {target} | "
-                     f"{fmt(s.get('torchmend_over_hand_fastest'), 3)} | {counts} | "
-                     f"{fmt(s['compiled_over_torchmend'])} | {fmt(s['eager_over_torchmend'])} | "
-                     f"{fmt(s['compile_s_torchmend_over_hand'])} | {numerics} |")
+            L.append(
+                f"| {name} | {fmt(s['torchmend_over_hand'], 3)} | {target} | "
+                f"{fmt(s.get('torchmend_over_hand_fastest'), 3)} | {counts} | "
+                f"{fmt(s['compiled_over_torchmend'])} | {fmt(s['eager_over_torchmend'])} | "
+                f"{fmt(s['compile_s_torchmend_over_hand'])} | {numerics} |"
+            )
         L.append("")
         L.append(f"### {regime} / {mode}: every variant")
         L.append("")
-        L.append("| scenario | variant | graphs | breaks | recompiles | limit hits | compile s | first step s | "
-                 "steady step ms | ended |")
+        L.append(
+            "| scenario | variant | graphs | breaks | recompiles | limit hits | compile s | first step s | "
+            "steady step ms | ended |"
+        )
         L.append("|---|---|---|---|---|---|---|---|---|---|")
         for name, cell in block.items():
             digits = steady_digits(cell["hand"]["steady_step_s"])
             for v in VARIANTS:
                 a = cell[v]
                 ended = ", ".join(a["ended_by"]) + ("" if a["ok"] == a["runs"] else f" ({a['runs'] - a['ok']} failed)")
-                L.append(f"| {name} | {v} | {fmt_count(a['graphs'])} | {fmt_count(a['graph_breaks'])} | "
-                         f"{fmt_count(a['recompiles'])} | {fmt_count(a['recompile_limit_hits'])} | "
-                         f"{fmt_spread(a['compile_seconds'], show_range=False)} | "
-                         f"{fmt_spread(a['first_step_s'], show_range=False)} | "
-                         f"{fmt_spread(a['steady_step_s'], 1e3, digits)} | {ended} |")
+                L.append(
+                    f"| {name} | {v} | {fmt_count(a['graphs'])} | {fmt_count(a['graph_breaks'])} | "
+                    f"{fmt_count(a['recompiles'])} | {fmt_count(a['recompile_limit_hits'])} | "
+                    f"{fmt_spread(a['compile_seconds'], show_range=False)} | "
+                    f"{fmt_spread(a['first_step_s'], show_range=False)} | "
+                    f"{fmt_spread(a['steady_step_s'], 1e3, digits)} | {ended} |"
+                )
         L.append("")
 
     if data.get("cost"):
         c = data["cost"]
         L.append("## What the tool costs")
         L.append("")
-        L.append(f"Overhead regime, mode default, {c['steps']} optimizer steps, {c['repeat']} interleaved repeats "
-                 "(plain, scan aot_eager, scan inductor), medians of wall seconds. *plain* is `python broken.py` "
-                 "with the same step budget and the script's own backend (inductor): what the user pays "
-                 "without torchmend. *scan aot_eager* is `torchmend scan --backend aot_eager`; *scan inductor* "
-                 "is `torchmend scan` with the script's own backend. Same findings = the same (rule, file, line) set.")
+        L.append(
+            f"Overhead regime, mode default, {c['steps']} optimizer steps, {c['repeat']} interleaved repeats "
+            "(plain, scan aot_eager, scan inductor), medians of wall seconds. *plain* is `python broken.py` "
+            "with the same step budget and the script's own backend (inductor): what the user pays "
+            "without torchmend. *scan aot_eager* is `torchmend scan --backend aot_eager`; *scan inductor* "
+            "is `torchmend scan` with the script's own backend. Same findings = the same (rule, file, line) set."
+        )
         L.append("")
-        L.append("| scenario | plain s | scan aot_eager s | scan inductor s | scan aot_eager / plain | "
-                 "scan aot_eager / scan inductor | same findings | findings (aot_eager) |")
+        L.append(
+            "| scenario | plain s | scan aot_eager s | scan inductor s | scan aot_eager / plain | "
+            "scan aot_eager / scan inductor | same findings | findings (aot_eager) |"
+        )
         L.append("|---|---|---|---|---|---|---|---|")
         for name, row in c["scenarios"].items():
             same = row["same_findings"]
-            L.append(f"| {name} | {fmt(row['plain_s'], 1)} | {fmt(row['scan_aot_eager_s'], 1)} | "
-                     f"{fmt(row['scan_inductor_s'], 1)} | {fmt(row['aot_over_plain'])} | "
-                     f"{fmt(row['aot_over_inductor'])} | {'—' if same is None else ('yes' if same else '**no**')} | "
-                     f"{', '.join(f'{r} {f}:{ln}' for r, f, ln in row['findings_aot_eager'] or []) or '—'} |")
+            L.append(
+                f"| {name} | {fmt(row['plain_s'], 1)} | {fmt(row['scan_aot_eager_s'], 1)} | "
+                f"{fmt(row['scan_inductor_s'], 1)} | {fmt(row['aot_over_plain'])} | "
+                f"{fmt(row['aot_over_inductor'])} | {'—' if same is None else ('yes' if same else '**no**')} | "
+                f"{', '.join(f'{r} {f}:{ln}' for r, f, ln in row['findings_aot_eager'] or []) or '—'} |"
+            )
         L.append("")
         if any(not r["same_findings"] for r in c["scenarios"].values() if r["same_findings"] is not None):
             L.append("Where the findings differ:")
@@ -442,8 +526,10 @@ def markdown(data: dict[str, Any], pngs: list[str]) -> str:
     if pngs:
         L.append("## Step times")
         L.append("")
-        L.append("Per-step wall time of the first repeat (ms, log scale): compiled as written against the "
-                 "torchmend-fixed and hand-fixed scripts; recompiles show as spikes.")
+        L.append(
+            "Per-step wall time of the first repeat (ms, log scale): compiled as written against the "
+            "torchmend-fixed and hand-fixed scripts; recompiles show as spikes."
+        )
         L.append("")
         for p in pngs:
             L.append(f"![{p}]({p})")
@@ -465,10 +551,13 @@ def markdown(data: dict[str, Any], pngs: list[str]) -> str:
         L.append("")
         for r in failures:
             lines = [ln for ln in (r.get("output_tail") or "").splitlines() if ln.strip()]
-            last = next((ln for ln in reversed(lines) if re.match(r"[\w.]*(Error|Exception)\b", ln)),
-                        lines[-1] if lines else "")
-            L.append(f"- {r['regime']}/{r['mode']} {r['scenario']} {r['variant']} repeat {r['repeat']}: "
-                     f"ended by {r['ended_by']}: `{last.strip()[:300]}`")
+            last = next(
+                (ln for ln in reversed(lines) if re.match(r"[\w.]*(Error|Exception)\b", ln)), lines[-1] if lines else ""
+            )
+            L.append(
+                f"- {r['regime']}/{r['mode']} {r['scenario']} {r['variant']} repeat {r['repeat']}: "
+                f"ended by {r['ended_by']}: `{last.strip()[:300]}`"
+            )
             L.append("")
             L.append("```")
             L.append((r.get("output_tail") or "").strip()[-1500:])
@@ -481,28 +570,48 @@ def markdown(data: dict[str, Any], pngs: list[str]) -> str:
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", type=Path, default=HERE / "results", help="output directory (default benchmarks/results)")
     p.add_argument("--repeat", type=int, default=3, help="runs per variant, interleaved (default 3)")
-    p.add_argument("--steps", type=int, default=None,
-                   help="optimizer steps per run, all regimes (default: cpu overhead 300, compute 60; "
-                        "cuda overhead 500, compute 200)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="optimizer steps per run, all regimes (default: cpu overhead 300, compute 60; "
+        "cuda overhead 500, compute 200)",
+    )
     p.add_argument("--regimes", nargs="+", choices=REGIMES, default=list(REGIMES))
-    p.add_argument("--modes", nargs="+", choices=MODES, default=["default"],
-                   help="torch.compile modes; reduce-overhead (CUDA graphs) runs on cuda only")
+    p.add_argument(
+        "--modes",
+        nargs="+",
+        choices=MODES,
+        default=["default"],
+        help="torch.compile modes; reduce-overhead (CUDA graphs) runs on cuda only",
+    )
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--backend", default=None,
-                   help="override every torch.compile backend in the measured runs (aot_eager: quick). "
-                        "Default: the scripts' own (inductor)")
+    p.add_argument(
+        "--backend",
+        default=None,
+        help="override every torch.compile backend in the measured runs (aot_eager: quick). "
+        "Default: the scripts' own (inductor)",
+    )
     p.add_argument("--scenarios", nargs="+", default=None, help=f"default: all ({', '.join(scenario_names())})")
-    p.add_argument("--cost-scenarios", nargs="*", default=None,
-                   help=f"scenarios for the tool-cost runs (default {' '.join(COST_SCENARIOS)}; 'all'; none: skip)")
+    p.add_argument(
+        "--cost-scenarios",
+        nargs="*",
+        default=None,
+        help=f"scenarios for the tool-cost runs (default {' '.join(COST_SCENARIOS)}; 'all'; none: skip)",
+    )
     p.add_argument("--no-cost", action="store_true", help="skip the tool-cost runs")
     p.add_argument("--no-plot", action="store_true", help="write no PNG")
-    p.add_argument("--smoke", action="store_true",
-                   help=f"quick check: {', '.join(SMOKE_SCENARIOS)}, overhead regime, aot_eager, repeat 1, "
-                        f"{SMOKE_STEPS} steps, tool cost on {SMOKE_SCENARIOS[0]}")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"quick check: {', '.join(SMOKE_SCENARIOS)}, overhead regime, aot_eager, repeat 1, "
+        f"{SMOKE_STEPS} steps, tool cost on {SMOKE_SCENARIOS[0]}",
+    )
     args = p.parse_args(argv)
     if args.smoke:
         args.scenarios = args.scenarios or list(SMOKE_SCENARIOS)
@@ -561,18 +670,45 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     exe = Path(sys.executable)
     exe_shown = os.path.relpath(exe, Path.cwd()) if Path.cwd() in exe.parents else "python"
-    command = shlex.join([exe_shown, os.path.relpath(__file__, Path.cwd()), *(argv if argv is not None else sys.argv[1:])])
-    host_note = (f"{info['cpu']}; no other load controlled" if args.device == "cpu"
-                 else f"a lent GPU machine, host {info['cpu']}")
-    meta = {"device": args.device, "device_name": info["device_name"], "cpu": info["cpu"], "torch": info["torch"],
-            "cuda_version": info.get("cuda_version"), "triton": info.get("triton"), "python": info["python"],
-            "threads": info["threads"], "host_note": host_note, "command": command,
-            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "platform": platform.platform()}
-    config = {"scenarios": args.scenarios, "regimes": args.regimes, "modes": modes, "repeat": args.repeat,
-              "steps": steps, "backend": args.backend, "fix_steps": FIX_STEPS, "smoke": args.smoke,
-              "cost_scenarios": args.cost_scenarios, "notes": notes, "target_ratio": TARGET_RATIO}
-    log(f"{stem}: {len(args.scenarios)} scenarios x {len(args.regimes)} regimes x {len(modes)} modes x "
-        f"{len(VARIANTS)} variants x {args.repeat} repeats; steps {steps}; backend {args.backend or 'own'}")
+    command = shlex.join(
+        [exe_shown, os.path.relpath(__file__, Path.cwd()), *(argv if argv is not None else sys.argv[1:])]
+    )
+    host_note = (
+        f"{info['cpu']}; no other load controlled"
+        if args.device == "cpu"
+        else f"a lent GPU machine, host {info['cpu']}"
+    )
+    meta = {
+        "device": args.device,
+        "device_name": info["device_name"],
+        "cpu": info["cpu"],
+        "torch": info["torch"],
+        "cuda_version": info.get("cuda_version"),
+        "triton": info.get("triton"),
+        "python": info["python"],
+        "threads": info["threads"],
+        "host_note": host_note,
+        "command": command,
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "platform": platform.platform(),
+    }
+    config = {
+        "scenarios": args.scenarios,
+        "regimes": args.regimes,
+        "modes": modes,
+        "repeat": args.repeat,
+        "steps": steps,
+        "backend": args.backend,
+        "fix_steps": FIX_STEPS,
+        "smoke": args.smoke,
+        "cost_scenarios": args.cost_scenarios,
+        "notes": notes,
+        "target_ratio": TARGET_RATIO,
+    }
+    log(
+        f"{stem}: {len(args.scenarios)} scenarios x {len(args.regimes)} regimes x {len(modes)} modes x "
+        f"{len(VARIANTS)} variants x {args.repeat} repeats; steps {steps}; backend {args.backend or 'own'}"
+    )
 
     scratch = Path(tempfile.mkdtemp(prefix="torchmend-suite-"))
     try:
@@ -590,8 +726,14 @@ def main(argv: list[str] | None = None) -> int:
         scripts.update({(n, "hand"): SCENARIO_DIR / n / "hand.py" for n in args.scenarios})
         runs: list[dict[str, Any]] = []
         captures: dict[tuple[str, str, str, str, int], dict[str, Any]] = {}
-        plan = [(regime, mode, rep, name, variant) for regime in args.regimes for mode in modes
-                for rep in range(args.repeat) for name in args.scenarios for variant in VARIANTS]
+        plan = [
+            (regime, mode, rep, name, variant)
+            for regime in args.regimes
+            for mode in modes
+            for rep in range(args.repeat)
+            for name in args.scenarios
+            for variant in VARIANTS
+        ]
         for done, (regime, mode, rep, name, variant) in enumerate(plan, 1):
             env = (*bench_env(regime, mode, args.device), ("TORCH_COMPILE_DISABLE", "1" if variant == "eager" else "0"))
             try:
@@ -606,11 +748,13 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(rec)
             captures[regime, mode, name, variant, rep] = cap
             st = rec["steady_step_s"]
-            log(f"[{done}/{len(plan)} {(time.monotonic() - t_start) / 60:.1f} min] {regime}/{mode} {name} {variant} "
+            log(
+                f"[{done}/{len(plan)} {(time.monotonic() - t_start) / 60:.1f} min] {regime}/{mode} {name} {variant} "
                 f"#{rep}: {rec['wall_seconds']:.1f} s, graphs {rec['graphs']} breaks {rec['graph_breaks']} "
                 f"recompiles {rec['recompiles']} limit {rec['recompile_limit_hits']}, steady "
                 f"{'—' if st is None else f'{st * 1e3:.3f} ms'}, {rec['ended_by']}"
-                + ("" if rec["ok"] else f"\n{rec.get('output_tail', '')[-1500:]}"))
+                + ("" if rec["ok"] else f"\n{rec.get('output_tail', '')[-1500:]}")
+            )
 
         cells: dict[str, dict[str, Any]] = {}
         for regime in args.regimes:
@@ -619,21 +763,36 @@ def main(argv: list[str] | None = None) -> int:
                 for name in args.scenarios:
                     if not any((r["regime"], r["mode"], r["scenario"]) == (regime, mode, name) for r in runs):
                         continue
-                    cell = {v: aggregate([r for r in runs if (r["regime"], r["mode"], r["scenario"], r["variant"])
-                                          == (regime, mode, name, v)]) for v in VARIANTS}
+                    cell = {
+                        v: aggregate(
+                            [
+                                r
+                                for r in runs
+                                if (r["regime"], r["mode"], r["scenario"], r["variant"]) == (regime, mode, name, v)
+                            ]
+                        )
+                        for v in VARIANTS
+                    }
                     comps: dict[str, list[dict[str, Any]]] = {}
-                    for label, a, b in (("torchmend_vs_hand", "torchmend", "hand"),
-                                        ("compiled_vs_torchmend", "compiled", "torchmend")):
+                    for label, a, b in (
+                        ("torchmend_vs_hand", "torchmend", "hand"),
+                        ("compiled_vs_torchmend", "compiled", "torchmend"),
+                    ):
                         for rep in range(args.repeat):
                             ca = captures.get((regime, mode, name, a, rep)) or {}
                             cb = captures.get((regime, mode, name, b, rep)) or {}
-                            ok = {r["variant"] for r in runs if (r["regime"], r["mode"], r["scenario"], r["repeat"])
-                                  == (regime, mode, name, rep) and r["ok"]}
+                            ok = {
+                                r["variant"]
+                                for r in runs
+                                if (r["regime"], r["mode"], r["scenario"], r["repeat"]) == (regime, mode, name, rep)
+                                and r["ok"]
+                            }
                             if {a, b} <= ok and ca.get("losses") and cb.get("losses"):
                                 c = compare(ca, cb)
                                 loose = c.equal or compare(ca, cb, rtol=LOOSE_RTOL).equal
-                                comps.setdefault(label, []).append({"equal": c.equal, "loose": loose,
-                                                                    "describe": c.describe()})
+                                comps.setdefault(label, []).append(
+                                    {"equal": c.equal, "loose": loose, "describe": c.describe()}
+                                )
                     cell["summary"] = summarise(cell, comps)
                     block[name] = cell
                 if not block:
@@ -646,8 +805,7 @@ def main(argv: list[str] | None = None) -> int:
             cost_kinds = ("plain", "scan_aot_eager") if args.smoke else ("plain", "scan_aot_eager", "scan_inductor")
             if args.smoke:
                 notes.append("smoke: the tool cost leaves out the inductor scan (about 17 s here); full runs have it")
-            cost = {"steps": cost_steps, "repeat": args.repeat, "kinds": list(cost_kinds), "runs": [],
-                    "scenarios": {}}
+            cost = {"steps": cost_steps, "repeat": args.repeat, "kinds": list(cost_kinds), "runs": [], "scenarios": {}}
             for rep in range(args.repeat):
                 for name in args.cost_scenarios:
                     for kind in cost_kinds:
@@ -660,22 +818,34 @@ def main(argv: list[str] | None = None) -> int:
                             break
                         rec.update(scenario=name, repeat=rep)
                         cost["runs"].append(rec)
-                        log(f"[cost {time.monotonic() - t_start:.0f} s] {name} {kind} #{rep}: {rec['wall_s']:.1f} s"
-                            + ("" if rec["ok"] else f" (exit {rec['rc']})"))
+                        log(
+                            f"[cost {time.monotonic() - t_start:.0f} s] {name} {kind} #{rep}: {rec['wall_s']:.1f} s"
+                            + ("" if rec["ok"] else f" (exit {rec['rc']})")
+                        )
             for name in args.cost_scenarios:
                 rs = [r for r in cost["runs"] if r["scenario"] == name and r["ok"]]
-                wall = {k: med([r["wall_s"] for r in rs if r["kind"] == k]) for k in ("plain", "scan_aot_eager",
-                                                                                     "scan_inductor")}
+                wall = {
+                    k: med([r["wall_s"] for r in rs if r["kind"] == k])
+                    for k in ("plain", "scan_aot_eager", "scan_inductor")
+                }
                 fa = next((r["findings"] for r in rs if r["kind"] == "scan_aot_eager"), None)
                 fi = next((r["findings"] for r in rs if r["kind"] == "scan_inductor"), None)
                 cost["scenarios"][name] = {
-                    "plain_s": wall["plain"], "scan_aot_eager_s": wall["scan_aot_eager"],
+                    "plain_s": wall["plain"],
+                    "scan_aot_eager_s": wall["scan_aot_eager"],
                     "scan_inductor_s": wall["scan_inductor"],
-                    "aot_over_plain": wall["scan_aot_eager"] / wall["plain"] if wall["plain"] and wall["scan_aot_eager"] else None,
-                    "aot_over_inductor": (wall["scan_aot_eager"] / wall["scan_inductor"]
-                                          if wall["scan_inductor"] and wall["scan_aot_eager"] else None),
+                    "aot_over_plain": wall["scan_aot_eager"] / wall["plain"]
+                    if wall["plain"] and wall["scan_aot_eager"]
+                    else None,
+                    "aot_over_inductor": (
+                        wall["scan_aot_eager"] / wall["scan_inductor"]
+                        if wall["scan_inductor"] and wall["scan_aot_eager"]
+                        else None
+                    ),
                     "same_findings": None if fa is None or fi is None else fa == fi,
-                    "findings_aot_eager": fa, "findings_inductor": fi}
+                    "findings_aot_eager": fa,
+                    "findings_inductor": fi,
+                }
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -684,8 +854,16 @@ def main(argv: list[str] | None = None) -> int:
     meta["runs_done"], meta["runs_planned"] = len(runs), len(plan)
     for fx in fixes.values():  # the scratch copy is gone: keep its name relative to the scratch root
         fx["script"] = f"<scratch>/{Path(fx['script']).parent.name}/broken.py"
-    data = {"schema": "torchmend.bench-suite/1", "stem": stem, "meta": meta, "config": config, "fixes": fixes,
-            "cells": cells, "runs": runs, "cost": cost}
+    data = {
+        "schema": "torchmend.bench-suite/1",
+        "stem": stem,
+        "meta": meta,
+        "config": config,
+        "fixes": fixes,
+        "cells": cells,
+        "runs": runs,
+        "cost": cost,
+    }
     json_path = args.out / f"{stem}.json"
     json_path.write_text(json.dumps(data, indent=1), encoding="utf-8")
 
@@ -697,12 +875,16 @@ def main(argv: list[str] | None = None) -> int:
 
             pngs = [p.name for p in plot.plot(data, args.out)]
         except ImportError as e:
-            log(f"no plots ({e}); plot later, where matplotlib is installed:\n"
-                f"    python benchmarks/plot.py {json_path}")
+            log(
+                f"no plots ({e}); plot later, where matplotlib is installed:\n    python benchmarks/plot.py {json_path}"
+            )
     md_path = args.out / f"{stem}.md"
     md_path.write_text(markdown(data, pngs), encoding="utf-8")
-    log(f"wrote {md_path}, {json_path}" + "".join(f", {args.out / p}" for p in pngs)
-        + f" in {meta['total_wall_s'] / 60:.1f} min")
+    log(
+        f"wrote {md_path}, {json_path}"
+        + "".join(f", {args.out / p}" for p in pngs)
+        + f" in {meta['total_wall_s'] / 60:.1f} min"
+    )
     return 130 if STOP else 0
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,11 +29,19 @@ class CliResult:
         return json.loads(self.stdout)
 
 
-def torchmend(*args: str, cwd: Path | None = None, timeout: float = 600,
-              env: dict[str, str] | None = None) -> CliResult:
+def torchmend(
+    *args: str, cwd: Path | None = None, timeout: float = 600, env: dict[str, str] | None = None
+) -> CliResult:
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1", **(env or {}))
-    proc = subprocess.run([sys.executable, "-m", "torchmend", *args], cwd=cwd or ROOT, env=env,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchmend", *args],
+        cwd=cwd or ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -93,8 +101,19 @@ def scan_json(script: Path, *extra: str) -> CliResult:
             if saved.exists():
                 _SCANS[key] = CliResult(**json.loads(saved.read_text()))
             else:
-                result = torchmend("scan", str(script), "--backend", "aot_eager", "--format", "json",
-                                   "--timeout", "300", "--keep-events", str(folder), *extra)
+                result = torchmend(
+                    "scan",
+                    str(script),
+                    "--backend",
+                    "aot_eager",
+                    "--format",
+                    "json",
+                    "--timeout",
+                    "300",
+                    "--keep-events",
+                    str(folder),
+                    *extra,
+                )
                 saved.write_text(json.dumps(result.__dict__))
                 _SCANS[key] = result
     return _SCANS[key]

@@ -16,6 +16,7 @@ from typing import Any
 if sys.version_info >= (3, 11):
     from enum import StrEnum
 else:  # pragma: no cover - Python 3.10
+
     class StrEnum(str, enum.Enum):
         def __str__(self) -> str:
             return str(self.value)
@@ -23,6 +24,7 @@ else:  # pragma: no cover - Python 3.10
 
 class Kind(StrEnum):
     """What PyTorch did."""
+
     GRAPH_BREAK = "graph_break"
     RECOMPILE = "recompile"
     RECOMPILE_LIMIT = "recompile_limit"
@@ -31,6 +33,7 @@ class Kind(StrEnum):
 
 class Where(StrEnum):
     """Whose file a finding is in."""
+
     PROJECT = "project"  # under the project root: torchmend may edit it
     LIBRARY = "library"  # site-packages, the torch install, <string>, ...: never edited
     OUTSIDE = "outside"  # neither: never edited
@@ -44,6 +47,7 @@ class Severity(StrEnum):
 
 class Pattern(StrEnum):
     """How a recompile repeated."""
+
     ONCE = "once"
     STORM = "storm"  # more than once
     LIMIT = "limit"  # until the recompile limit: the function now runs eagerly
@@ -51,6 +55,7 @@ class Pattern(StrEnum):
 
 class EndedBy(StrEnum):
     """Why a profiled run stopped."""
+
     FINISHED = "finished"  # the script returned
     STEPS = "steps"  # the step budget was reached
     TIMEOUT = "timeout"  # the time budget was reached
@@ -115,7 +120,7 @@ class Finding:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Finding":
+    def from_json(cls, data: dict[str, Any]) -> Finding:
         """The inverse of to_json (a `scan --format json` finding back into a record)."""
         known = cls.__dataclass_fields__
         fields = {k: v for k, v in data.items() if k in known}

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, Sequence, Union
+from typing import TYPE_CHECKING, Union
 
 from torchmend import store
 from torchmend.model import Finding, Summary
@@ -66,8 +67,14 @@ class Scan:
         return self.summary.compiles > 0 or self.summary.recompile_limit_hits > 0
 
 
-def scan(spec: RunSpec, root: Path, *, on_progress: Callable[[Progress], None] | None = None,
-         keep_events: Path | None = None, own_caches: bool = True) -> Scan:
+def scan(
+    spec: RunSpec,
+    root: Path,
+    *,
+    on_progress: Callable[[Progress], None] | None = None,
+    keep_events: Path | None = None,
+    own_caches: bool = True,
+) -> Scan:
     """Run the script under the collector and analyse what it did. `root` is the project: findings in files
     under it are the user's to fix. With `own_caches` (the default) the run compiles with empty inductor and
     triton caches of its own, so verify_rounds() can use it as its first before-run (a warm cache would make
@@ -76,8 +83,18 @@ def scan(spec: RunSpec, root: Path, *, on_progress: Callable[[Progress], None] |
     from torchmend.profiler.runner import run
 
     caches = Path(tempfile.mkdtemp(prefix="torchmend-scan-cache-")) if own_caches else None
-    run_spec = spec if caches is None else replace(spec, env=(
-        *spec.env, ("TORCHINDUCTOR_CACHE_DIR", str(caches / "inductor")), ("TRITON_CACHE_DIR", str(caches / "triton"))))
+    run_spec = (
+        spec
+        if caches is None
+        else replace(
+            spec,
+            env=(
+                *spec.env,
+                ("TORCHINDUCTOR_CACHE_DIR", str(caches / "inductor")),
+                ("TRITON_CACHE_DIR", str(caches / "triton")),
+            ),
+        )
+    )
     try:
         outcome = run(run_spec, on_progress=on_progress, keep_dir=keep_events)
     finally:
@@ -104,8 +121,15 @@ def scan_trace(trace_dir: Path, root: Path, path_maps: Sequence[Mapping] = ()) -
     missing = pathmap.unmapped(recorded, maps)
     events = pathmap.apply(events, maps)
     findings, summary = analyse(events, root, "trace", 0.0)
-    return Scan(findings, summary, RunOutcome(events, "trace", None, 0.0, "", {}), trace=trace,
-                path_maps=tuple(maps), guessed=tuple(guessed), unmapped=tuple(missing))
+    return Scan(
+        findings,
+        summary,
+        RunOutcome(events, "trace", None, 0.0, "", {}),
+        trace=trace,
+        path_maps=tuple(maps),
+        guessed=tuple(guessed),
+        unmapped=tuple(missing),
+    )
 
 
 # --------------------------------------------------------------------------------------------------- propose
@@ -138,12 +162,18 @@ class Fixes:
         """One unified diff of the accepted changes (applies with `git apply` from the project root)."""
         from torchmend.codemods.engine import unified_diff
 
-        return "".join(unified_diff(self.session.display(path), before, after)
-                       for path, (before, after) in self.changes().items())
+        return "".join(
+            unified_diff(self.session.display(path), before, after) for path, (before, after) in self.changes().items()
+        )
 
 
-def propose(findings: Iterable[Finding], root: Path, select: list[str] | None = None,
-            ignore: list[str] | None = None, read: Callable[[str], str] = store.read_source) -> Fixes:
+def propose(
+    findings: Iterable[Finding],
+    root: Path,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    read: Callable[[str], str] = store.read_source,
+) -> Fixes:
     """A proposal (or a NoFix with the reason) for every finding; nothing is accepted yet."""
     from torchmend.codemods.base import NoFix, Proposal
     from torchmend.codemods.engine import Session, span
@@ -151,8 +181,9 @@ def propose(findings: Iterable[Finding], root: Path, select: list[str] | None = 
 
     session = Session(Context(str(root), read))
     results = session.propose(findings, select, ignore)
-    proposals = sorted((r for r in results if isinstance(r, Proposal)),
-                       key=lambda p: (p.path, span(session.ctx.file(p.path), p)))
+    proposals = sorted(
+        (r for r in results if isinstance(r, Proposal)), key=lambda p: (p.path, span(session.ctx.file(p.path), p))
+    )
     unfixed = [r for r in results if isinstance(r, NoFix) and not r.skipped]
     return Fixes(session, proposals, unfixed)
 
@@ -189,9 +220,16 @@ class RunStarted:
     total: int
 
 
-def verify(before: RunSpec, after: RunSpec, root: Path, repeat: int = 1, rtol: float = RTOL, atol: float = ATOL,
-           reuse_before: tuple[ArmRun, ...] = (), on_run: Callable[[RunStarted], None] | None = None,
-           ) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
+def verify(
+    before: RunSpec,
+    after: RunSpec,
+    root: Path,
+    repeat: int = 1,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    reuse_before: tuple[ArmRun, ...] = (),
+    on_run: Callable[[RunStarted], None] | None = None,
+) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
     """Run both arms `repeat` times, interleaved, and judge: (verdict, before-runs, after-runs).
     `reuse_before` stands in for the first before-runs (runs already made with the same spec)."""
     from torchmend.verify.compare import judge
@@ -245,9 +283,17 @@ class Verified:
 Event = Union[Round, Retry, Verified]
 
 
-def verify_rounds(scan: Scan, fixes: Fixes, root: Path, *, backend: str | None = None, repeat: int = 1,
-                  rtol: float = RTOL, atol: float = ATOL, on_run: Callable[[RunStarted], None] | None = None,
-                  ) -> Iterator[Event]:
+def verify_rounds(
+    scan: Scan,
+    fixes: Fixes,
+    root: Path,
+    *,
+    backend: str | None = None,
+    repeat: int = 1,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    on_run: Callable[[RunStarted], None] | None = None,
+) -> Iterator[Event]:
     """Run the original and the patched sources (served from memory: nothing is written) and judge, in up to
     two rounds. A change whose targeted findings are all still there after the patch did not help: it is
     withdrawn from the session and the rest verified again, once. Yields a Round per round, a Retry before
@@ -261,8 +307,9 @@ def verify_rounds(scan: Scan, fixes: Fixes, root: Path, *, backend: str | None =
         raise ValueError("a scan from a trace ran nothing here: there is no run to compare against")
     session = fixes.session
     before = replace(scan.spec, backend=backend, overlay=())
-    reuse: tuple[ArmRun, ...] = ((from_outcome("before", 0, scan.outcome, root),)
-                                 if scan.cold and backend == scan.spec.backend else ())
+    reuse: tuple[ArmRun, ...] = (
+        (from_outcome("before", 0, scan.outcome, root),) if scan.cold and backend == scan.spec.backend else ()
+    )
     for number in (1, 2):
         changes = session.changed()
         after = replace(before, overlay=tuple((p, new) for p, (_, new) in changes.items()))
@@ -305,5 +352,7 @@ def patch_bytes(fixes: Fixes) -> bytes:
     def diff_of(path: str) -> Callable[[str, str], str]:
         return lambda b, a: unified_diff(fixes.session.display(path), b, a)
 
-    return b"".join(store.encode_diff(diff_of(path), before, after, store.source_encoding(path))
-                    for path, (before, after) in fixes.changes().items())
+    return b"".join(
+        store.encode_diff(diff_of(path), before, after, store.source_encoding(path))
+        for path, (before, after) in fixes.changes().items()
+    )

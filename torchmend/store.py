@@ -70,7 +70,7 @@ def decode(data: bytes, path: str) -> tuple[str, Encoding]:
     else:
         bad_cookie = None
     bom = data.startswith(codecs.BOM_UTF8)
-    body = data[len(codecs.BOM_UTF8):] if bom else data
+    body = data[len(codecs.BOM_UTF8) :] if bom else data
     codec = "utf-8" if codec == "utf-8-sig" else codec
     try:
         text = body.decode(codec)
@@ -78,8 +78,9 @@ def decode(data: bytes, path: str) -> tuple[str, Encoding]:
         start = e.start + (len(codecs.BOM_UTF8) if bom else 0)
         line = data.count(b"\n", 0, start) + 1
         why = "no coding line (PEP 263) declares another encoding" if codec == "utf-8" else "its coding line says so"
-        raise NotSource(f"{path}: byte 0x{data[start]:02x} on line {line} (offset {start}) is not valid {codec}, "
-                        f"and {why}") from e
+        raise NotSource(
+            f"{path}: byte 0x{data[start]:02x} on line {line} (offset {start}) is not valid {codec}, and {why}"
+        ) from e
     if bad_cookie is not None:
         raise bad_cookie
     return text, Encoding(codec, bom)
@@ -148,8 +149,9 @@ def check_state_dir(project: Path) -> Path:
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise WriteRefused(f"cannot keep undo records in {folder} ({e.strerror or e}); set TORCHMEND_STATE_DIR "
-                           "to a writable folder") from e
+        raise WriteRefused(
+            f"cannot keep undo records in {folder} ({e.strerror or e}); set TORCHMEND_STATE_DIR to a writable folder"
+        ) from e
     return folder
 
 
@@ -172,8 +174,9 @@ def _check(path: str, expected: str, after: str, project: Path, stale: str) -> E
     try:
         encoding.encode(after)
     except UnicodeEncodeError as e:
-        raise WriteRefused(f"the new text of {path} has {after[e.start:e.end]!r}, which its encoding "
-                           f"({encoding.codec}) cannot hold") from e
+        raise WriteRefused(
+            f"the new text of {path} has {after[e.start : e.end]!r}, which its encoding ({encoding.codec}) cannot hold"
+        ) from e
     # The owner's write bit too: root may write anywhere, but a file marked read-only was marked so on purpose.
     if not os.access(path, os.W_OK) or not os.stat(real).st_mode & stat.S_IWUSR:
         raise WriteRefused(f"{path} is read-only; make it writable (chmod u+w) or leave it out with --ignore")
@@ -333,12 +336,30 @@ def _write_json(path: Path, record: dict, exclusive: bool, lock: bool = False) -
         raise
 
 
-def _record_json(changes: dict[str, tuple[str, str]], encodings: dict[str, Encoding], project: Path,
-                 summary: str, report: str | None, state: str) -> dict:
-    record = {"project": str(project.resolve()), "created": time.strftime("%Y-%m-%d %H:%M:%S"), "summary": summary,
-              "state": state, "pid": os.getpid(),
-              "files": {p: {"before": b, "after": a, "encoding": encodings.get(p, Encoding()).codec,
-                            "bom": encodings.get(p, Encoding()).bom} for p, (b, a) in changes.items()}}
+def _record_json(
+    changes: dict[str, tuple[str, str]],
+    encodings: dict[str, Encoding],
+    project: Path,
+    summary: str,
+    report: str | None,
+    state: str,
+) -> dict:
+    record = {
+        "project": str(project.resolve()),
+        "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "summary": summary,
+        "state": state,
+        "pid": os.getpid(),
+        "files": {
+            p: {
+                "before": b,
+                "after": a,
+                "encoding": encodings.get(p, Encoding()).codec,
+                "bom": encodings.get(p, Encoding()).bom,
+            }
+            for p, (b, a) in changes.items()
+        },
+    }
     if report is not None:
         record["report"] = report
     return record
@@ -356,12 +377,21 @@ def _create_record(folder: Path, record: dict, lock: bool = False) -> tuple[Path
 def _to_record(path: Path, data: dict) -> UndoRecord:
     files = {p: (f["before"], f["after"]) for p, f in data["files"].items()}
     encodings = {p: Encoding(f.get("encoding", "utf-8"), bool(f.get("bom", False))) for p, f in data["files"].items()}
-    return UndoRecord(path, data["project"], data["created"], files, data.get("summary", ""), data.get("report"),
-                      encodings, data.get("state", "complete") == "complete")
+    return UndoRecord(
+        path,
+        data["project"],
+        data["created"],
+        files,
+        data.get("summary", ""),
+        data.get("report"),
+        encodings,
+        data.get("state", "complete") == "complete",
+    )
 
 
-def save_undo(changes: dict[str, tuple[str, str]], project: Path, patch: str, summary: str,
-              report: str | None = None) -> UndoRecord:
+def save_undo(
+    changes: dict[str, tuple[str, str]], project: Path, patch: str, summary: str, report: str | None = None
+) -> UndoRecord:
     """Save the undo record of a write already made (write_fix() journals it before writing instead). `report`
     (optional, Markdown from torchmend.vcs.body.fix_report) is what `torchmend pr` puts in the pull request."""
     folder = check_state_dir(project)
@@ -377,8 +407,9 @@ def _write_patch(record: Path, patch: str | bytes) -> None:
     os.replace(tmp, record.with_suffix(".patch"))
 
 
-def write_fix(changes: dict[str, tuple[str, str]], project: Path, patch: str | bytes, summary: str,
-              report: str | None = None) -> UndoRecord:
+def write_fix(
+    changes: dict[str, tuple[str, str]], project: Path, patch: str | bytes, summary: str, report: str | None = None
+) -> UndoRecord:
     """Write every (before, after) change, or none, journaled: the undo record exists (state pending, fsynced)
     before the first file is replaced and is marked complete after the last. Raises WriteRefused (nothing was
     written, and no record is left)."""
@@ -406,8 +437,10 @@ def write_fix(changes: dict[str, tuple[str, str]], project: Path, patch: str | b
             except OSError as e:  # the record cannot be finished (a full disk?): put the files back
                 _replace_all({p: (a, b) for p, (b, a) in both.items()})
                 _discard(path)
-                raise WriteRefused(f"cannot finish the undo record {path} ({e.strerror or e}); the files were put "
-                                   "back, nothing was changed") from e
+                raise WriteRefused(
+                    f"cannot finish the undo record {path} ({e.strerror or e}); the files were put "
+                    "back, nothing was changed"
+                ) from e
         finally:
             os.close(lock)
     return _to_record(path, data)

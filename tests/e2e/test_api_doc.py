@@ -27,8 +27,9 @@ def test_the_documented_example_runs(tmp_path: Path) -> None:
     original = (project / "train.py").read_text()
     state = tmp_path / "state"
     env = dict(os.environ, TORCHMEND_STATE_DIR=str(state))
-    proc = subprocess.run([sys.executable, "-c", _example()], cwd=project, env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", _example()], cwd=project, env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert re.search(r"^\d+ findings; \d+ recompiles; ended by steps$", proc.stdout, re.M), proc.stdout
     assert re.search(r"^train\.py:18 TM202 \((?:un)?safe\): ", proc.stdout, re.M), proc.stdout
@@ -39,8 +40,10 @@ def test_the_documented_example_runs(tmp_path: Path) -> None:
 
 
 def test_importing_the_pipeline_stays_light() -> None:
-    code = ("import sys, torchmend.pipeline\n"
-            "heavy = [m for m in ('torch', 'libcst') if m in sys.modules]\n"
-            "assert not heavy, heavy")
+    code = (
+        "import sys, torchmend.pipeline\n"
+        "heavy = [m for m in ('torch', 'libcst') if m in sys.modules]\n"
+        "assert not heavy, heavy"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -15,15 +15,27 @@ pytestmark = pytest.mark.xdist_group("benchmarks_smoke")
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = ("eager", "compiled", "torchmend", "hand")
-NUMBERS = ("graphs", "graph_breaks", "recompiles", "recompile_limit_hits", "compile_seconds", "first_step_s",
-           "steady_step_s")
+NUMBERS = (
+    "graphs",
+    "graph_breaks",
+    "recompiles",
+    "recompile_limit_hits",
+    "compile_seconds",
+    "first_step_s",
+    "steady_step_s",
+)
 
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("suite")
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--smoke", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--smoke", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     jsons = list(out.glob("suite-cpu-torch*-smoke.json"))
     assert len(jsons) == 1, sorted(p.name for p in out.iterdir())

@@ -9,8 +9,8 @@ verify says improved with the losses and final weights unchanged.
 from __future__ import annotations
 
 import pytest
-
 from conftest import ROOT, SCAN_FIXTURES, scan_events, scan_json, torch_minor
+
 from torchmend.codemods.base import Proposal
 from torchmend.codemods.engine import Session
 from torchmend.codemods.source import Context
@@ -24,15 +24,21 @@ from torchmend.verify.runs import from_outcome
 
 # fixture -> (the line of the cache's `if`, the first line it becomes, whether the library mask check breaks before)
 CASES = {
-    "cached_causal_mask": (37, "src_mask = nn.Transformer.generate_square_subsequent_mask(len(src)).to(src.device)",
-                           True),
+    "cached_causal_mask": (
+        37,
+        "src_mask = nn.Transformer.generate_square_subsequent_mask(len(src)).to(src.device)",
+        True,
+    ),
     "cached_pos_table": (16, "t = torch.arange(n, dtype=torch.float32)", False),
 }
 
 
 def _transformer_breaks(findings) -> list:
-    return [f for f in findings if f.rule == "TM104" and f.where == "library"
-            and f.path.endswith("torch/nn/modules/transformer.py")]
+    return [
+        f
+        for f in findings
+        if f.rule == "TM104" and f.where == "library" and f.path.endswith("torch/nn/modules/transformer.py")
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -60,13 +66,14 @@ def test_cached_tensor_scan_fix_verify(name: str) -> None:
     assert len(accepted) == 1, results
     session.accept(accepted[0])
     changes = session.changed()
-    (path, (_, text)), = changes.items()
+    ((path, (_, text)),) = changes.items()
     lines = [t.strip() for t in text.splitlines()]
     assert new_code in lines and not any(t.startswith("if self.") for t in lines)
     assert ("is_causal=True" in text) == library_break
 
-    after = from_outcome("after", 0, run(RunSpec(script=script, backend="aot_eager", cwd=ROOT,
-                                                 overlay=((path, text),))), ROOT)
+    after = from_outcome(
+        "after", 0, run(RunSpec(script=script, backend="aot_eager", cwd=ROOT, overlay=((path, text),))), ROOT
+    )
     assert after.summary.ended_by == "finished"
     assert not [f for f in after.findings if f.rule == "TM208"]
     assert not _transformer_breaks(after.findings)

@@ -5,13 +5,13 @@ nothing got worse, and the losses and final weights are unchanged."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import ROOT, SCAN_FIXTURES, scan_events, scan_json
+
 from torchmend.codemods.base import Proposal
 from torchmend.codemods.engine import Session
 from torchmend.codemods.source import Context
-from torchmend.profiler.events import END
 from torchmend.model import Finding
+from torchmend.profiler.events import END
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
 from torchmend.store import read_source
 from torchmend.verify.attribution import attribute
@@ -54,8 +54,7 @@ def test_rewrite_removes_what_it_targets(name: str) -> None:
 
     changes = session.changed()
     overlay = tuple((path, new) for path, (_, new) in changes.items())
-    after = from_outcome("after", 0, run(RunSpec(script=script, backend="aot_eager", cwd=ROOT,
-                                                 overlay=overlay)), ROOT)
+    after = from_outcome("after", 0, run(RunSpec(script=script, backend="aot_eager", cwd=ROOT, overlay=overlay)), ROOT)
     left = {f.rule for f in after.findings if f.where == "project"}
     assert not (left & TARGETS[name]), f"still there after the rewrite: {sorted(left & TARGETS[name])}"
     assert all(e.helped for e in attribute(accepted, after.findings, changes))

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, torchmend
 
 # One worker runs this whole file under pytest-xdist: its module-scoped runs are shared by its tests.
@@ -46,8 +45,9 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def ranked(checkout: Path):
     """`torchmend scan --nproc-per-node 2 train.py`: both ranks, json."""
-    r = torchmend("scan", "--nproc-per-node", "2", "train.py", "--format", "json", "--timeout", "300",
-                  cwd=checkout, env=FAST)
+    r = torchmend(
+        "scan", "--nproc-per-node", "2", "train.py", "--format", "json", "--timeout", "300", cwd=checkout, env=FAST
+    )
     assert r.returncode == 0, r.stderr
     return r.json
 
@@ -62,8 +62,14 @@ def trace_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     logs = elsewhere.parent / "logs"
     tmp = tmp_path_factory.mktemp("torchrun-tmp")  # torchrun leaves torchelastic_* directories in TMPDIR
     env = dict(os.environ, TORCH_TRACE=str(logs), TMPDIR=str(tmp), **FAST)
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
-                           "train.py"], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone", "train.py"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     shutil.rmtree(elsewhere)  # as on another machine: the recorded paths do not exist here
     return logs
@@ -96,8 +102,14 @@ def test_same_findings_as_a_single_process_run(checkout: Path, ranked: dict) -> 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**FAST, "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-           "DIVERGENT_RANK": "0"}
+    env = {
+        **FAST,
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "DIVERGENT_RANK": "0",
+    }
     single = torchmend("scan", "train.py", "--format", "json", "--timeout", "300", cwd=checkout, env=env)
     assert single.returncode == 0, single.stderr
     assert {_key(f) for f in single.json["findings"]} == {_key(f) for f in ranked["findings"]}
@@ -106,11 +118,23 @@ def test_same_findings_as_a_single_process_run(checkout: Path, ranked: dict) -> 
 
 
 def test_torchrun_command_line_form(checkout: Path, ranked: dict) -> None:
-    r = torchmend("scan", "--format", "json", "--timeout", "240", "--", "torchrun", "--nproc-per-node=2", "train.py", cwd=checkout,
-                  env=FAST)
+    r = torchmend(
+        "scan",
+        "--format",
+        "json",
+        "--timeout",
+        "240",
+        "--",
+        "torchrun",
+        "--nproc-per-node=2",
+        "train.py",
+        cwd=checkout,
+        env=FAST,
+    )
     assert r.returncode == 0, r.stderr
-    assert [(_key(f), _ranks(f), f["divergent"]) for f in r.json["findings"]] == \
-        [(_key(f), _ranks(f), f["divergent"]) for f in ranked["findings"]]
+    assert [(_key(f), _ranks(f), f["divergent"]) for f in r.json["findings"]] == [
+        (_key(f), _ranks(f), f["divergent"]) for f in ranked["findings"]
+    ]
 
 
 def test_table_names_ranks_and_divergence(checkout: Path, trace_dir: Path) -> None:
@@ -130,20 +154,32 @@ def test_from_trace_gives_the_same_findings_with_paths_mapped(checkout: Path, ra
     assert report["script"] is None and report["summary"]["ended_by"] == "trace"
     assert sorted(Path(p).name.split("_")[5] for p in report["trace"]["files"]) == ["0", "1"]  # rank_N_
     assert report["trace"]["path_map"] == [{"old": old, "new": str(checkout), "guessed": True}]
-    assert [(_key(f), _ranks(f), f["divergent"]) for f in report["findings"]] == \
-        [(_key(f), _ranks(f), f["divergent"]) for f in ranked["findings"]]
+    assert [(_key(f), _ranks(f), f["divergent"]) for f in report["findings"]] == [
+        (_key(f), _ranks(f), f["divergent"]) for f in ranked["findings"]
+    ]
     assert _by_rule(report)["TM202"]["path"] == str(checkout / "train.py")
 
 
 def test_explicit_path_map(checkout: Path, trace_dir: Path) -> None:
     old = trace_dir.parent / "proj"
-    r = torchmend("scan", "--from-trace", str(trace_dir), "--path-map", f"{old}={checkout}", "--format", "json",
-                  cwd=ROOT)  # run from elsewhere: the project is what --project says
+    r = torchmend(
+        "scan", "--from-trace", str(trace_dir), "--path-map", f"{old}={checkout}", "--format", "json", cwd=ROOT
+    )  # run from elsewhere: the project is what --project says
     assert r.returncode == 0, r.stderr
     assert "guessed" not in r.stderr
     assert {f["rule"] for f in r.json["findings"] if f["where"] == "project"} == set()  # ROOT is the project
-    r = torchmend("scan", "--from-trace", str(trace_dir), "--path-map", f"{old}={checkout}", "--project",
-                  str(checkout), "--format", "json", cwd=ROOT)
+    r = torchmend(
+        "scan",
+        "--from-trace",
+        str(trace_dir),
+        "--path-map",
+        f"{old}={checkout}",
+        "--project",
+        str(checkout),
+        "--format",
+        "json",
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr
     assert {f["rule"] for f in r.json["findings"] if f["where"] == "project"} == {"TM101", "TM202"}
 
@@ -163,9 +199,20 @@ def test_fix_from_trace_proposes_without_running(checkout: Path, trace_dir: Path
 
 def test_fix_with_ranks_verifies_on_both_ranks(tmp_path: Path) -> None:
     shutil.copy(FIXTURE, tmp_path / "train.py")
-    r = torchmend("fix", "--nproc-per-node", "2", "train.py", "--yes", "--unsafe", "--verify-backend", "aot_eager",
-                  "--timeout", "240",
-                  cwd=tmp_path, env=FAST)
+    r = torchmend(
+        "fix",
+        "--nproc-per-node",
+        "2",
+        "train.py",
+        "--yes",
+        "--unsafe",
+        "--verify-backend",
+        "aot_eager",
+        "--timeout",
+        "240",
+        cwd=tmp_path,
+        env=FAST,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "verdict: improved" in r.stdout
     assert "numerics match" in r.stdout
@@ -174,8 +221,18 @@ def test_fix_with_ranks_verifies_on_both_ranks(tmp_path: Path) -> None:
 
 
 def test_a_failing_rank_is_reported(checkout: Path) -> None:
-    r = torchmend("scan", "--nproc-per-node", "2", "train.py", "--format", "json", "--timeout", "240",
-                  cwd=checkout, env={**FAST, "CRASH_RANK": "1"})
+    r = torchmend(
+        "scan",
+        "--nproc-per-node",
+        "2",
+        "train.py",
+        "--format",
+        "json",
+        "--timeout",
+        "240",
+        cwd=checkout,
+        env={**FAST, "CRASH_RANK": "1"},
+    )
     assert r.returncode == 8, r.stderr  # failed after compiling: the report shows what was seen
     assert r.json["error"] == "RuntimeError: rank 1 gave up at step 3"  # the first to fail, not rank 0's echo
     assert r.json["error_rank"] == 1
@@ -183,31 +240,50 @@ def test_a_failing_rank_is_reported(checkout: Path) -> None:
 
 
 def test_a_hung_rank_is_stopped_at_the_timeout_with_every_worker(checkout: Path) -> None:
-    r = torchmend("scan", "--nproc-per-node", "2", "train.py", "--format", "json", "--timeout", "20",
-                  "--keep-events", str(checkout / "events"), cwd=checkout, env={**FAST, "HANG_RANK": "1"})
+    r = torchmend(
+        "scan",
+        "--nproc-per-node",
+        "2",
+        "train.py",
+        "--format",
+        "json",
+        "--timeout",
+        "20",
+        "--keep-events",
+        str(checkout / "events"),
+        cwd=checkout,
+        env={**FAST, "HANG_RANK": "1"},
+    )
     assert r.returncode == 0, r.stderr
     assert r.json["summary"]["ended_by"] == "timeout"
     from torchmend.profiler.events import read_events
 
-    pids = [e["pid"] for p in (checkout / "events").glob("events.rank*.jsonl") for e in read_events(p)
-            if e.get("ev") == "start"]
+    pids = [
+        e["pid"]
+        for p in (checkout / "events").glob("events.rank*.jsonl")
+        for e in read_events(p)
+        if e.get("ev") == "start"
+    ]
     assert len(pids) == 2
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
 
 
-@pytest.mark.parametrize("args, code, message", [
-    (("scan", "--from-trace", "."), 22, "holds no trace logs"),
-    (("scan", "--from-trace", "nowhere"), 22, "no such file or directory"),
-    (("scan", "--from-trace", ".", "--path-map", "oops"), 2, "--path-map wants OLD=NEW"),
-    (("scan", "train.py", "--from-trace", "."), 2, "give no script with it"),
-    (("scan", "--", "torchrun", "--nnodes", "2", "train.py"), 2, "--nnodes 2"),
-    (("scan", "--", "torchrun", "-m", "pkg.train"), 2, "runs a module"),
-    (("scan", "--nproc-per-node", "2", "--", "torchrun", "train.py"), 2, "goes in the torchrun command"),
-    (("scan",), 2, "give a training script"),
-    (("scan", "train.py", "--path-map", "a=b"), 2, "--path-map goes with --from-trace"),
-])
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (("scan", "--from-trace", "."), 22, "holds no trace logs"),
+        (("scan", "--from-trace", "nowhere"), 22, "no such file or directory"),
+        (("scan", "--from-trace", ".", "--path-map", "oops"), 2, "--path-map wants OLD=NEW"),
+        (("scan", "train.py", "--from-trace", "."), 2, "give no script with it"),
+        (("scan", "--", "torchrun", "--nnodes", "2", "train.py"), 2, "--nnodes 2"),
+        (("scan", "--", "torchrun", "-m", "pkg.train"), 2, "runs a module"),
+        (("scan", "--nproc-per-node", "2", "--", "torchrun", "train.py"), 2, "goes in the torchrun command"),
+        (("scan",), 2, "give a training script"),
+        (("scan", "train.py", "--path-map", "a=b"), 2, "--path-map goes with --from-trace"),
+    ],
+)
 def test_bad_input(checkout: Path, tmp_path: Path, args: tuple, code: int, message: str) -> None:
     r = torchmend(*args, cwd=checkout)
     assert r.returncode == code, r.stdout + r.stderr

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.faults
 
 FIX = ("--yes", "--unsafe", "--no-verify", "--steps", "3")
 # Two files, one print each (the print codemod guards each: one change per file).
-TRAIN = '''import torch
+TRAIN = """import torch
 from model import step
 
 
@@ -36,20 +36,20 @@ def run(x):
 g = torch.compile(run, backend="aot_eager")
 for _ in range(3):
     g(torch.randn(4))
-'''
-MODEL = '''def step(x):
+"""
+MODEL = """def step(x):
     print("hi", x.shape[0])
     return x * 2
-'''
-GUARDED = '''def step(x):
+"""
+GUARDED = """def step(x):
     if not torch.compiler.is_compiling():
         print("hi", x.shape[0])
     return x * 2
-'''
+"""
 
 
 def _train_printing(extra: str = "") -> str:
-    return f'''{extra}import torch
+    return f"""{extra}import torch
 
 
 def step(x):
@@ -60,7 +60,7 @@ def step(x):
 g = torch.compile(step, backend="aot_eager")
 for _ in range(3):
     g(torch.randn(4))
-'''
+"""
 
 
 @pytest.fixture
@@ -244,14 +244,17 @@ def test_a_damaged_record_is_named_and_skipped(tmp_path: Path, state: Path) -> N
     assert (tmp_path / "a.py").read_text() == "a = 1\n"
 
 
-def test_records_made_in_the_same_instant_never_overwrite_each_other(tmp_path: Path, state: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_records_made_in_the_same_instant_never_overwrite_each_other(
+    tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Force the race: one clock reading for all, and each random part handed out twice.
     monkeypatch.setattr(store.time, "time_ns", lambda: 1_700_000_000_000_000_000)
     counter = iter(range(10**6))
     monkeypatch.setattr(store.secrets, "token_hex", lambda n=None: f"{next(counter) // 2:06x}")
-    threads = [threading.Thread(target=store.save_undo, args=({f"f{i}": ("a", "b")}, tmp_path, "", f"fix {i}"))
-               for i in range(40)]
+    threads = [
+        threading.Thread(target=store.save_undo, args=({f"f{i}": ("a", "b")}, tmp_path, "", f"fix {i}"))
+        for i in range(40)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -300,8 +303,9 @@ def test_diff_to_a_full_or_closed_stdout(tmp_path: Path, state: Path) -> None:
     assert p.wait(timeout=300) == 141 and "Traceback" not in err and "Error" not in err, err
 
 
-def test_a_record_that_cannot_be_finished_puts_the_files_back(tmp_path: Path, state: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_record_that_cannot_be_finished_puts_the_files_back(
+    tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "a.py").write_text("a = 1\n")
     (tmp_path / "b.py").write_text("b = 1\n")
 
@@ -310,7 +314,11 @@ def test_a_record_that_cannot_be_finished_puts_the_files_back(tmp_path: Path, st
 
     monkeypatch.setattr(store, "_write_patch", disk_full)
     with pytest.raises(store.WriteRefused, match="No space left on device.*nothing was changed"):
-        store.write_fix({str(tmp_path / "a.py"): ("a = 1\n", "a = 2\n"), str(tmp_path / "b.py"): ("b = 1\n", "b = 2\n")},
-                        tmp_path, "patch", "")
+        store.write_fix(
+            {str(tmp_path / "a.py"): ("a = 1\n", "a = 2\n"), str(tmp_path / "b.py"): ("b = 1\n", "b = 2\n")},
+            tmp_path,
+            "patch",
+            "",
+        )
     assert ((tmp_path / "a.py").read_text(), (tmp_path / "b.py").read_text()) == ("a = 1\n", "b = 1\n")
     assert store.records(tmp_path) == store.Records([], [], [])

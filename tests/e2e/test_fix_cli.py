@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pexpect
 import pytest
-
 from conftest import SCAN_FIXTURES, torchmend
 
 # Three changes in one file, from the print and logging codemods: the order they are asked in is the
 # order of the file.
-THREE_CHANGES = '''import logging
+THREE_CHANGES = """import logging
 
 import torch
 from torch import nn
@@ -53,7 +52,7 @@ def main():
 
 if __name__ == "__main__":
     main()
-'''
+"""
 PROMPT = re.compile(r"Apply this change \[y,n,a,d,q,\?\]\?(?:\x1b\[[0-9;]*m)* ")  # a real TERM gets bold
 
 
@@ -72,9 +71,16 @@ def _spawn(cwd: Path, *args: str, term: str = "dumb") -> pexpect.spawn:
     env = dict(os.environ, NO_COLOR="1", COLUMNS="160", TERM=term)
     # A test run started in the background by a non-interactive shell inherits SIGINT ignored, and Python then
     # installs no KeyboardInterrupt handler: restore the default so Ctrl-C reaches the child as at a terminal.
-    child = pexpect.spawn(sys.executable, ["-m", "torchmend", "fix", *args, "--verify-backend", "aot_eager"],
-                          cwd=str(cwd), env=env, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-                          encoding="utf-8", timeout=150, dimensions=(50, 160))
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "torchmend", "fix", *args, "--verify-backend", "aot_eager"],
+        cwd=str(cwd),
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        encoding="utf-8",
+        timeout=150,
+        dimensions=(50, 160),
+    )
     return child
 
 
@@ -166,7 +172,9 @@ def test_ctrl_c_at_a_single_key_prompt_writes_nothing(project: Path) -> None:
 
 
 def test_file_edited_between_scan_and_write(project: Path) -> None:
-    child = _spawn(project, "train.py", "--backend", "aot_eager", "--no-verify")  # the write check, not verify, is tested
+    child = _spawn(
+        project, "train.py", "--backend", "aot_eager", "--no-verify"
+    )  # the write check, not verify, is tested
     child.expect(PROMPT)
     edited = THREE_CHANGES.replace("range(6)", "range(7)")
     (project / "train.py").write_text(edited)  # the user saves the file while torchmend waits
@@ -181,8 +189,7 @@ def test_file_edited_between_scan_and_write(project: Path) -> None:
 def test_read_only_file_is_refused_whole(project: Path) -> None:
     target = project / "train.py"
     target.chmod(0o444)
-    result = torchmend("fix", str(target), "--backend", "aot_eager", "--yes", "--unsafe", "--no-verify",
-                       cwd=project)
+    result = torchmend("fix", str(target), "--backend", "aot_eager", "--yes", "--unsafe", "--no-verify", cwd=project)
     assert result.returncode == 9, result.stderr
     assert "read-only" in result.stderr
     assert target.read_text() == THREE_CHANGES
@@ -197,8 +204,9 @@ def test_yes_applies_safe_only_and_undo_puts_it_back(project: Path) -> None:
     assert "No change accepted" in result.stdout
 
     mode = target.stat().st_mode
-    result = torchmend("fix", str(target), "--backend", "aot_eager", "--verify-backend", "aot_eager", "--yes",
-                       "--unsafe", cwd=project)
+    result = torchmend(
+        "fix", str(target), "--backend", "aot_eager", "--verify-backend", "aot_eager", "--yes", "--unsafe", cwd=project
+    )
     assert result.returncode == 0, result.stderr
     assert target.read_text().count("is_compiling") == 3
     assert target.stat().st_mode == mode
@@ -215,8 +223,12 @@ def test_yes_applies_safe_only_and_undo_puts_it_back(project: Path) -> None:
 
 def test_undo_refuses_after_an_edit(project: Path) -> None:
     target = project / "train.py"
-    assert torchmend("fix", str(target), "--backend", "aot_eager", "--yes", "--unsafe", "--no-verify",
-                     cwd=project).returncode == 0
+    assert (
+        torchmend(
+            "fix", str(target), "--backend", "aot_eager", "--yes", "--unsafe", "--no-verify", cwd=project
+        ).returncode
+        == 0
+    )
     target.write_text(target.read_text() + "# my edit\n")
     undo = torchmend("undo", cwd=project)
     assert undo.returncode == 9
@@ -234,8 +246,9 @@ def test_diff_applies_with_git_apply(tmp_path: Path) -> None:
     result = torchmend("fix", "train.py", "--backend", "aot_eager", "--diff", "--unsafe", cwd=repo)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("--- a/train.py\n+++ b/train.py\n")
-    assert subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True,
-                          text=True).stdout == ""  # --diff writes nothing
+    assert (
+        subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout == ""
+    )  # --diff writes nothing
     (tmp_path / "p.patch").write_text(result.stdout)
     subprocess.run(["git", "apply", str(tmp_path / "p.patch")], cwd=repo, check=True)
     assert "is_compiling" in (repo / "train.py").read_text()

@@ -17,7 +17,7 @@ from torchmend.verify.numerics import ATOL, RTOL, capture_of, compare
 pytestmark = pytest.mark.xdist_group("numerics")
 
 # Seeds nothing itself: RunSpec(seed=...) must make two runs alike.
-TRAIN = '''\
+TRAIN = """\
 import argparse
 import torch
 from torch import nn
@@ -43,10 +43,11 @@ def main():
 
 if __name__ == "__main__":
     main()
-'''
+"""
 
-CHANGED = TRAIN.replace("        loss.backward()\n",
-                        "        if step >= 5:\n            loss = loss * 1.01\n        loss.backward()\n")
+CHANGED = TRAIN.replace(
+    "        loss.backward()\n", "        if step >= 5:\n            loss = loss * 1.01\n        loss.backward()\n"
+)
 
 
 def _run(script: Path, **kw) -> RunOutcome:
@@ -119,10 +120,12 @@ def test_crash_keeps_losses_and_params(script, baseline):
 
 def test_no_optimizer_means_no_params_and_every_backward_is_seen(tmp_path):
     path = tmp_path / "eval_only.py"
-    path.write_text("import random\nimport torch\nw = torch.ones(3, requires_grad=True)\n"
-                    "(w * 2).sum().backward()\ntorch.autograd.backward([(w * 3).sum(), (w * 4).sum()])\n"
-                    "w.sum().backward(inputs=[w])\ntorch.autograd.grad((w * 5).sum(), w)\n"
-                    "torch.Tensor.backward((w * random.random()).sum())\n")
+    path.write_text(
+        "import random\nimport torch\nw = torch.ones(3, requires_grad=True)\n"
+        "(w * 2).sum().backward()\ntorch.autograd.backward([(w * 3).sum(), (w * 4).sum()])\n"
+        "w.sum().backward(inputs=[w])\ntorch.autograd.grad((w * 5).sum(), w)\n"
+        "torch.Tensor.backward((w * random.random()).sum())\n"
+    )
     outcome = run(RunSpec(script=path, timeout=60, seed=7))
     assert outcome.ended_by == "finished"
     random.seed(7)  # RunSpec.seed seeds `random` too
@@ -185,7 +188,9 @@ def test_compare_params():
     same = compare({"params": [_p(), _p(shape=(2,))]}, {"params": [_p(), _p(shape=(2,))]})
     assert same.params_equal and same.params_compared == 2
     # a sum that cancels to ~0 is judged against the parameter's magnitude, not against itself
-    assert compare({"params": [_p(total=1e-9, absolute=10.0)]}, {"params": [_p(total=2e-9, absolute=10.0)]}).params_equal
+    assert compare(
+        {"params": [_p(total=1e-9, absolute=10.0)]}, {"params": [_p(total=2e-9, absolute=10.0)]}
+    ).params_equal
     worst = compare({"params": [_p(), _p(probe=3.0)]}, {"params": [_p(), _p(probe=3.1)]})
     assert worst.params_equal is False and worst.equal is False
     assert (worst.worst_param.index, worst.worst_param.field, worst.worst_param.shape) == (1, "probe", [2, 2])

@@ -46,7 +46,7 @@ if __name__ == "__main__":
 
 # Every way to get a compiled callable: a decorated function returning a tuple and a dict, torch.compile(module),
 # module.compile(), the decorator with arguments; and a compiled function calling another one.
-SHAPES = '''\
+SHAPES = """\
 import torch
 from torch import nn
 
@@ -80,11 +80,11 @@ def main():
 
 
 main()
-'''
+"""
 
 
 # Inference under inference_mode, then training: once losses are seen, calls are only counted.
-INFER_THEN_TRAIN = '''\
+INFER_THEN_TRAIN = """\
 import torch
 from torch import nn
 
@@ -96,7 +96,7 @@ opt = torch.optim.SGD(net.parameters(), lr=0.1)
 for _ in range(3):
     net(torch.randn(3, 4)).sum().backward()
     opt.step()
-'''
+"""
 
 
 @pytest.fixture
@@ -150,8 +150,9 @@ def test_scan_fix_verify_compares_the_outputs(project: Path) -> None:
     scan = torchmend("scan", "sample.py", "--backend", "aot_eager", "--format", "json", cwd=project)
     assert scan.returncode == 0, scan.stderr
     assert [(f["rule"], f["line"], f["where"]) for f in scan.json["findings"]] == [("TM202", 10, "project")]
-    fix = torchmend("fix", "sample.py", "--backend", "aot_eager", "--verify-backend", "aot_eager", "--yes",
-                    "--unsafe", cwd=project)
+    fix = torchmend(
+        "fix", "sample.py", "--backend", "aot_eager", "--verify-backend", "aot_eager", "--yes", "--unsafe", cwd=project
+    )
     assert fix.returncode == 0, fix.stdout + fix.stderr
     assert "numerics match (16 outputs of compiled functions" in fix.stdout.replace("\n", " "), fix.stdout
     assert "verdict: improved" in fix.stdout
@@ -164,14 +165,26 @@ def test_a_patch_that_changes_the_math_is_refused_naming_the_call(project: Path,
     wrong = fixed.replace(") / temperature", ") / temperature * 1.01")
     patch = tmp_path / "change.patch"
     patch.write_text(unified_diff("sample.py", script.read_text(), wrong))
-    result = torchmend("verify", "sample.py", "--backend", "aot_eager", "--repeat", "1", "--patch", str(patch),
-                       "--format", "json", cwd=project)
+    result = torchmend(
+        "verify",
+        "sample.py",
+        "--backend",
+        "aot_eager",
+        "--repeat",
+        "1",
+        "--patch",
+        str(patch),
+        "--format",
+        "json",
+        cwd=project,
+    )
     assert result.returncode == 10, result.stdout + result.stderr
     report = result.json
     assert report["verdict"] == "refused"
     numerics = report["numerics"]
     assert numerics["compared"] and numerics["outputs_equal"] is False
     assert (numerics["output_divergence"]["call"], numerics["output_divergence"]["fn"]) == (0, "next_logits")
-    assert any("outputs of compiled functions diverge at call 0 (next_logits)" in r for r in report["reasons"]), \
+    assert any("outputs of compiled functions diverge at call 0 (next_logits)" in r for r in report["reasons"]), (
         json.dumps(report["reasons"])
+    )
     assert script.read_text() == SAMPLE

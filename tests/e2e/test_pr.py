@@ -23,8 +23,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import CliResult, torchmend
+
 from torchmend.model import Finding
 from torchmend.store import save_undo
 from torchmend.vcs import ship
@@ -37,21 +37,21 @@ TOKEN = "ghp_TORCHMENDtestTOKEN0123456789abcdefXYZ"
 OWNER, NAME = "acme", "trainer"
 HTTPS_URL = f"https://github.com/{OWNER}/{NAME}.git"
 
-BEFORE = '''import torch
+BEFORE = """import torch
 
 
 def forward(x):
     print("mean", x.mean())
     return x * 2
-'''
-AFTER = '''import torch
+"""
+AFTER = """import torch
 
 
 def forward(x):
     if not torch.compiler.is_compiling():
         print("mean", x.mean())
     return x * 2
-'''
+"""
 SUMMARY = "TM101 train.py:5"
 
 
@@ -87,9 +87,15 @@ class FakeGitHub:
                 url = urllib.parse.urlsplit(self.path)
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                req = {"method": self.command, "path": url.path, "query": urllib.parse.parse_qs(url.query),
-                       "auth": self.headers.get("Authorization"), "accept": self.headers.get("Accept"),
-                       "json": json.loads(raw) if raw else None, "raw": raw.decode()}
+                req = {
+                    "method": self.command,
+                    "path": url.path,
+                    "query": urllib.parse.parse_qs(url.query),
+                    "auth": self.headers.get("Authorization"),
+                    "accept": self.headers.get("Accept"),
+                    "json": json.loads(raw) if raw else None,
+                    "raw": raw.decode(),
+                }
                 fake.requests.append(req)
                 self._answer(*fake.answer(req))
 
@@ -105,8 +111,13 @@ class FakeGitHub:
         self.server.server_close()
 
     def _branch_exists(self, name: str) -> bool:
-        return subprocess.run(["git", "--git-dir", str(self.bare), "rev-parse", "--verify", "-q",
-                               f"refs/heads/{name}"], capture_output=True).returncode == 0
+        return (
+            subprocess.run(
+                ["git", "--git-dir", str(self.bare), "rev-parse", "--verify", "-q", f"refs/heads/{name}"],
+                capture_output=True,
+            ).returncode
+            == 0
+        )
 
     def answer(self, req: dict) -> tuple[int, object]:
         if self.redirect_to:
@@ -131,19 +142,31 @@ class FakeGitHub:
             if not all(isinstance(data.get(k), str) and data[k] for k in ("title", "head", "base", "body")):
                 return 422, {"message": "Validation Failed", "errors": [{"code": "missing_field"}]}
             if not self._branch_exists(data["head"]):
-                return 422, {"message": "Validation Failed",
-                             "errors": [{"resource": "PullRequest", "field": "head", "code": "invalid"}]}
+                return 422, {
+                    "message": "Validation Failed",
+                    "errors": [{"resource": "PullRequest", "field": "head", "code": "invalid"}],
+                }
             if not self._branch_exists(data["base"]):
-                return 422, {"message": "Validation Failed",
-                             "errors": [{"resource": "PullRequest", "field": "base", "code": "invalid"}]}
+                return 422, {
+                    "message": "Validation Failed",
+                    "errors": [{"resource": "PullRequest", "field": "base", "code": "invalid"}],
+                }
             label = f"{OWNER}:{data['head']}"
             if any(p["head"]["label"] == label and p["state"] == "open" for p in self.pulls.values()):
-                return 422, {"message": "Validation Failed",
-                             "errors": [{"message": f"A pull request already exists for {label}."}]}
+                return 422, {
+                    "message": "Validation Failed",
+                    "errors": [{"message": f"A pull request already exists for {label}."}],
+                }
             n = len(self.pulls) + 1
-            self.pulls[n] = {"number": n, "state": "open", "title": data["title"], "body": data["body"],
-                             "html_url": f"https://github.com/{OWNER}/{NAME}/pull/{n}",
-                             "head": {"ref": data["head"], "label": label}, "base": {"ref": data["base"]}}
+            self.pulls[n] = {
+                "number": n,
+                "state": "open",
+                "title": data["title"],
+                "body": data["body"],
+                "html_url": f"https://github.com/{OWNER}/{NAME}/pull/{n}",
+                "head": {"ref": data["head"], "label": label},
+                "base": {"ref": data["base"]},
+            }
             return 201, self.pulls[n]
         if req["method"] == "PATCH" and number in self.pulls:
             self.pulls[number].update({k: v for k, v in req["json"].items() if k in ("title", "body")})
@@ -176,8 +199,13 @@ class World(SimpleNamespace):
         self.results.append(result)
         return result
 
-    def record(self, files: dict[str, tuple[str, str]] | None = None, summary: str = SUMMARY,
-               report: str | None = None, project: Path | None = None) -> None:
+    def record(
+        self,
+        files: dict[str, tuple[str, str]] | None = None,
+        summary: str = SUMMARY,
+        report: str | None = None,
+        project: Path | None = None,
+    ) -> None:
         """What `fix` leaves: the new texts on disk and an undo record."""
         project = project or self.proj
         files = files or {"train.py": (BEFORE, AFTER)}
@@ -197,9 +225,14 @@ class World(SimpleNamespace):
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     gitconfig = tmp_path / "gitconfig"
     gitconfig.write_text("[user]\n\tname = Test User\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n")
-    for key, value in {"GIT_CONFIG_GLOBAL": str(gitconfig), "GIT_CONFIG_NOSYSTEM": "1",
-                       "GIT_CEILING_DIRECTORIES": str(tmp_path), "TORCHMEND_STATE_DIR": str(tmp_path / "state"),
-                       "GITHUB_TOKEN": TOKEN, "NO_PROXY": "127.0.0.1,localhost"}.items():
+    for key, value in {
+        "GIT_CONFIG_GLOBAL": str(gitconfig),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CEILING_DIRECTORIES": str(tmp_path),
+        "TORCHMEND_STATE_DIR": str(tmp_path / "state"),
+        "GITHUB_TOKEN": TOKEN,
+        "NO_PROXY": "127.0.0.1,localhost",
+    }.items():
         monkeypatch.setenv(key, value)
     bare = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", str(bare))
@@ -223,8 +256,9 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     for place in (proj / ".git" / "config", bare / "config"):
         assert TOKEN not in place.read_text()
     for repo_args in (("-C", str(proj)), ("--git-dir", str(bare))):
-        history = subprocess.run(["git", *repo_args, "log", "--all", "-p", "--format=%H %B"], capture_output=True,
-                                 text=True).stdout
+        history = subprocess.run(
+            ["git", *repo_args, "log", "--all", "-p", "--format=%H %B"], capture_output=True, text=True
+        ).stdout
         assert TOKEN not in history
     assert TOKEN not in git(proj, "reflog", "--all", check=False)
     for req in gh.requests:
@@ -239,40 +273,62 @@ def _untouched(w: World, status: str) -> None:
 
 
 def _report() -> str:
-    f = Finding(rule="TM101", kind="graph_break", title="print() inside compiled code", file="train.py", line=5,
-                function="forward", path="/x/train.py", where="project",
-                reason="GB0170 Unsupported builtin print: <script>alert(1)</script> | @octocat `x`", count=6,
-                severity="fix", gb_id="GB0170",
-                docs_url="https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0170.html")
-    p = SimpleNamespace(findings=(f,), finding=f, rule="TM101", safety="unsafe",
-                        why="gate the print behind torch.compiler.is_compiling()",
-                        note="the message is no longer printed under compile")
-    v = Verification(repeat=1, counts=[Metric("graph_breaks", Stat(1, 1, 1), Stat(0, 0, 0))],
-                     times=[Metric("compile_seconds", Stat(2.0, 2.0, 2.0), Stat(1.5, 1.5, 1.5))], numerics=None,
-                     verdict="improved")
+    f = Finding(
+        rule="TM101",
+        kind="graph_break",
+        title="print() inside compiled code",
+        file="train.py",
+        line=5,
+        function="forward",
+        path="/x/train.py",
+        where="project",
+        reason="GB0170 Unsupported builtin print: <script>alert(1)</script> | @octocat `x`",
+        count=6,
+        severity="fix",
+        gb_id="GB0170",
+        docs_url="https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0170.html",
+    )
+    p = SimpleNamespace(
+        findings=(f,),
+        finding=f,
+        rule="TM101",
+        safety="unsafe",
+        why="gate the print behind torch.compiler.is_compiling()",
+        note="the message is no longer printed under compile",
+    )
+    v = Verification(
+        repeat=1,
+        counts=[Metric("graph_breaks", Stat(1, 1, 1), Stat(0, 0, 0))],
+        times=[Metric("compile_seconds", Stat(2.0, 2.0, 2.0), Stat(1.5, 1.5, 1.5))],
+        numerics=None,
+        verdict="improved",
+    )
     return fix_report([p], v, "torchmend verify train.py --patch fix.patch --backend aot_eager")
 
 
 # -- unit: remote URLs and Markdown ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("url, expected", [
-    ("https://github.com/acme/trainer.git", ("github.com", "acme", "trainer")),
-    ("https://github.com/acme/trainer", ("github.com", "acme", "trainer")),
-    ("https://github.com/acme/trainer/", ("github.com", "acme", "trainer")),
-    ("https://x-access:secret@GitHub.com:443/acme/my.repo.git", ("github.com", "acme", "my.repo")),
-    ("git@github.com:acme/trainer.git", ("github.com", "acme", "trainer")),
-    ("git@github.com:acme/trainer", ("github.com", "acme", "trainer")),
-    ("github.com:acme/trainer", ("github.com", "acme", "trainer")),
-    ("ssh://git@github.com/acme/trainer.git", ("github.com", "acme", "trainer")),
-    ("ssh://git@ghe.example.com:2222/acme/trainer", ("ghe.example.com", "acme", "trainer")),
-    ("git://github.com/acme/trainer.git", ("github.com", "acme", "trainer")),
-    ("/srv/git/trainer.git", None),
-    ("file:///srv/git/acme/trainer.git", None),
-    ("../trainer", None),
-    ("https://github.com/acme", None),
-    ("https://github.com/acme/trainer/extra", None),
-])
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        ("https://github.com/acme/trainer.git", ("github.com", "acme", "trainer")),
+        ("https://github.com/acme/trainer", ("github.com", "acme", "trainer")),
+        ("https://github.com/acme/trainer/", ("github.com", "acme", "trainer")),
+        ("https://x-access:secret@GitHub.com:443/acme/my.repo.git", ("github.com", "acme", "my.repo")),
+        ("git@github.com:acme/trainer.git", ("github.com", "acme", "trainer")),
+        ("git@github.com:acme/trainer", ("github.com", "acme", "trainer")),
+        ("github.com:acme/trainer", ("github.com", "acme", "trainer")),
+        ("ssh://git@github.com/acme/trainer.git", ("github.com", "acme", "trainer")),
+        ("ssh://git@ghe.example.com:2222/acme/trainer", ("ghe.example.com", "acme", "trainer")),
+        ("git://github.com/acme/trainer.git", ("github.com", "acme", "trainer")),
+        ("/srv/git/trainer.git", None),
+        ("file:///srv/git/acme/trainer.git", None),
+        ("../trainer", None),
+        ("https://github.com/acme", None),
+        ("https://github.com/acme/trainer/extra", None),
+    ],
+)
 def test_remote_url_forms(url: str, expected: tuple[str, str, str] | None) -> None:
     assert parse_remote_url(url) == (RepoRef(*expected) if expected else None)
 
@@ -283,8 +339,7 @@ def test_display_url_drops_credentials() -> None:
 
 
 def test_markdown_escapes_text_from_the_users_code() -> None:
-    assert md_text("<img src=x> *bold* [l](u) @octocat") == \
-        "&lt;img src=x&gt; \\*bold\\* \\[l\\]\\(u\\) @\u200boctocat"
+    assert md_text("<img src=x> *bold* [l](u) @octocat") == "&lt;img src=x&gt; \\*bold\\* \\[l\\]\\(u\\) @\u200boctocat"
     assert md_code("a | b", table=True) == "`a \\| b`"
     assert md_code("x `y` z") == "``x `y` z``"
     assert md_fence("```\ninside\n").startswith("````\n")
@@ -381,9 +436,20 @@ def test_first_run_opens_one_pr_and_a_second_run_updates_it(world: World, monkey
     sent = world.gh.requests[1]["json"]
     assert (sent["head"], sent["base"]) == (branch, "main")
     body = sent["body"]
-    for part in ("### Findings fixed", "`train.py:5`", "gb0170.html", "### Changes", "#### `train.py`", "```diff",
-                 "+    if not torch.compiler.is_compiling():", "### Unsafe changes", "### Verification",
-                 "| graph breaks | 1 | 0 |", "Reproduce:", "torchmend verify train.py --patch fix.patch"):
+    for part in (
+        "### Findings fixed",
+        "`train.py:5`",
+        "gb0170.html",
+        "### Changes",
+        "#### `train.py`",
+        "```diff",
+        "+    if not torch.compiler.is_compiling():",
+        "### Unsafe changes",
+        "### Verification",
+        "| graph breaks | 1 | 0 |",
+        "Reproduce:",
+        "torchmend verify train.py --patch fix.patch",
+    ):
         assert part in body, part
     assert body.index("### Findings fixed") < body.index("```diff") < body.index("### Verification")
     assert "<script>" not in re.sub(r"``.*?``", "", body)
@@ -396,8 +462,10 @@ def test_first_run_opens_one_pr_and_a_second_run_updates_it(world: World, monkey
     assert again.returncode == 0, again.stderr
     assert "Updated pull request #1" in again.stdout and "reusing it" in again.stdout
     assert world.branches() == [branch] and git(world.proj, "rev-parse", branch) == commit
-    assert world.gh.calls()[2:] == [f"GET /api/v3/repos/{OWNER}/{NAME}/pulls",
-                                    f"PATCH /api/v3/repos/{OWNER}/{NAME}/pulls/1"]
+    assert world.gh.calls()[2:] == [
+        f"GET /api/v3/repos/{OWNER}/{NAME}/pulls",
+        f"PATCH /api/v3/repos/{OWNER}/{NAME}/pulls/1",
+    ]
     assert len(world.gh.pulls) == 1 and world.gh.pulls[1]["title"] == "torch.compile fixes"
     assert world.gh.pulls[1]["body"] == body
     _untouched(world, "M train.py")
@@ -430,8 +498,11 @@ def test_refuses_a_dirty_tree_and_does_nothing(world: World, case: str) -> None:
         world.record({"train.py": (BEFORE + "# mine\n", AFTER + "# mine\n")})
     result = world.pr()
     assert result.returncode == 15, result.stderr
-    expected = {"other_file": "[red]notes.txt (A), data.py (M)", "edited_after_fix": "train.py was edited after the fix",
-                "uncommitted_before_fix": "train.py had changes of yours that were not committed"}[case]
+    expected = {
+        "other_file": "[red]notes.txt (A), data.py (M)",
+        "edited_after_fix": "train.py was edited after the fix",
+        "uncommitted_before_fix": "train.py had changes of yours that were not committed",
+    }[case]
     assert expected in result.stderr.replace("\n", " ")
     assert world.branches() == [] and world.remote_branches() == [] and world.gh.requests == []
 
@@ -490,14 +561,18 @@ def test_push_rejected_keeps_the_local_branch_and_a_retry_works(world: World) ->
     assert len(world.gh.pulls) == 1
 
 
-@pytest.mark.parametrize("case, code, says", [
-    ("401", 18, "refused the token in $GITHUB_TOKEN (401)"),
-    ("403", 18, "may not do this on acme/trainer"),
-    ("404", 19, "was not found (404)"),
-    ("unreachable", 21, "could not be reached"),
-])
-def test_api_errors_before_anything_is_created(world: World, monkeypatch: pytest.MonkeyPatch, case: str, code: int,
-                                               says: str) -> None:
+@pytest.mark.parametrize(
+    "case, code, says",
+    [
+        ("401", 18, "refused the token in $GITHUB_TOKEN (401)"),
+        ("403", 18, "may not do this on acme/trainer"),
+        ("404", 19, "was not found (404)"),
+        ("unreachable", 21, "could not be reached"),
+    ],
+)
+def test_api_errors_before_anything_is_created(
+    world: World, monkeypatch: pytest.MonkeyPatch, case: str, code: int, says: str
+) -> None:
     world.record()
     args: tuple[str, ...] = ()
     if case == "401":
@@ -551,10 +626,23 @@ def test_plain_http_api_is_refused_off_localhost(world: World) -> None:
 def test_real_fix_then_pr(world: World) -> None:
     """A real `torchmend fix` run (its record has no report yet) shipped by `torchmend pr`."""
     script = world.proj / "train.py"
-    script.write_text((Path(__file__).resolve().parents[2] / "fixtures" / "scan" / "print_in_forward" / "train.py").read_text())
+    script.write_text(
+        (Path(__file__).resolve().parents[2] / "fixtures" / "scan" / "print_in_forward" / "train.py").read_text()
+    )
     git(world.proj, "commit", "-q", "-am", "a trainer")
-    fixed = torchmend("fix", "train.py", "--yes", "--unsafe", "--no-verify", "--backend", "aot_eager", "--steps", "3",
-                      cwd=world.proj, timeout=300)
+    fixed = torchmend(
+        "fix",
+        "train.py",
+        "--yes",
+        "--unsafe",
+        "--no-verify",
+        "--backend",
+        "aot_eager",
+        "--steps",
+        "3",
+        cwd=world.proj,
+        timeout=300,
+    )
     world.results.append(fixed)
     assert fixed.returncode == 0, fixed.stderr
     result = world.pr()
@@ -570,10 +658,25 @@ def test_fix_with_pr_ships_the_verification(world: World) -> None:
     """`torchmend fix --pr` in one step: verified changes written, then one PR whose body has the findings,
     the diff and the before/after table."""
     script = world.proj / "train.py"
-    script.write_text((Path(__file__).resolve().parents[2] / "fixtures" / "scan" / "print_in_forward" / "train.py").read_text())
+    script.write_text(
+        (Path(__file__).resolve().parents[2] / "fixtures" / "scan" / "print_in_forward" / "train.py").read_text()
+    )
     git(world.proj, "commit", "-q", "-am", "a trainer")
-    fixed = torchmend("fix", "train.py", "--yes", "--unsafe", "--backend", "aot_eager", "--verify-backend",
-                      "aot_eager", "--pr", "--api-url", world.gh.api_url, cwd=world.proj, timeout=300)
+    fixed = torchmend(
+        "fix",
+        "train.py",
+        "--yes",
+        "--unsafe",
+        "--backend",
+        "aot_eager",
+        "--verify-backend",
+        "aot_eager",
+        "--pr",
+        "--api-url",
+        world.gh.api_url,
+        cwd=world.proj,
+        timeout=300,
+    )
     world.results.append(fixed)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     [branch] = world.branches()

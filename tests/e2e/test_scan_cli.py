@@ -21,10 +21,12 @@ for i in range({n}):
 
 
 def test_help_does_not_import_torch():
-    code = ("import sys, runpy; sys.argv=['torchmend','--help']\n"
-            "try: runpy.run_module('torchmend', run_name='__main__')\n"
-            "except SystemExit: pass\n"
-            "assert 'torch' not in sys.modules, 'the CLI imported torch'")
+    code = (
+        "import sys, runpy; sys.argv=['torchmend','--help']\n"
+        "try: runpy.run_module('torchmend', run_name='__main__')\n"
+        "except SystemExit: pass\n"
+        "assert 'torch' not in sys.modules, 'the CLI imported torch'"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "scan" in proc.stdout
@@ -128,15 +130,19 @@ def test_script_sees_argv_path_cwd_and_main_as_plain_python(tmp_path, write_scri
     (tmp_path / "helper.py").write_text("VALUE = 42\n")
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
-    script = write_script("fidelity.py", f"""
+    script = write_script(
+        "fidelity.py",
+        f"""
 import os, sys
 import helper  # importable because the script's directory comes first on sys.path
 assert __name__ == "__main__", __name__
-assert sys.argv == [{str(tmp_path / 'fidelity.py')!r}, "--lr", "0.1", "pos"], sys.argv
+assert sys.argv == [{str(tmp_path / "fidelity.py")!r}, "--lr", "0.1", "pos"], sys.argv
 assert sys.path[0] == {str(tmp_path)!r}, sys.path[0]
 assert os.getcwd() == {str(cwd)!r}, os.getcwd()
 assert helper.VALUE == 42
-""" + LOOP.format(backend="aot_eager", n=1))
+"""
+        + LOOP.format(backend="aot_eager", n=1),
+    )
     r = torchmend("scan", str(script), "--format", "json", "--", "--lr", "0.1", "pos", cwd=cwd)
     assert r.returncode == 0, r.stderr
 
@@ -152,13 +158,17 @@ def test_table_output_groups_by_file_and_summarises():
 
 
 def test_set_logs_in_the_script_does_not_blind_the_collector(write_script):
-    script = write_script("logs.py", "import torch\ntorch._logging.set_logs(recompiles=True)\n" + """
+    script = write_script(
+        "logs.py",
+        "import torch\ntorch._logging.set_logs(recompiles=True)\n"
+        + """
 @torch.compile(backend="aot_eager")
 def f(x, scale):
     return x * scale
 for s in [1.0, 2.0, 3.0]:
     f(torch.ones(2), s)
-""")
+""",
+    )
     r = torchmend("scan", str(script), "--format", "json")
     assert r.returncode == 0, r.stderr
     assert [f["rule"] for f in r.json["findings"]] == ["TM202"]

@@ -7,10 +7,8 @@ dynamo reports differs between releases; a version without a recording is skippe
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-
 from conftest import SCAN_FIXTURES, observed, scan_json, torch_minor
 
 FIXTURES = sorted(p.name for p in SCAN_FIXTURES.iterdir() if (p / "expected.json").exists())

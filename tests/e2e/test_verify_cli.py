@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import SCAN_FIXTURES, torchmend
+
 from torchmend.codemods.engine import unified_diff
 from torchmend.verify.patch import PatchError, apply_patch
 
@@ -68,8 +68,19 @@ def test_patched_directory_with_repeats_as_markdown(project: Path, tmp_path: Pat
     patched = tmp_path / "patched"
     patched.mkdir()
     (patched / "train.py").write_text((project / "train.py").read_text().replace(IF, WHERE))
-    result = torchmend("verify", "train.py", "--backend", "aot_eager", "--patched-dir", str(patched),
-                       "--repeat", "2", "--format", "markdown", cwd=project)
+    result = torchmend(
+        "verify",
+        "train.py",
+        "--backend",
+        "aot_eager",
+        "--patched-dir",
+        str(patched),
+        "--repeat",
+        "2",
+        "--format",
+        "markdown",
+        cwd=project,
+    )
     # Counts and numerics are deterministic; speed is not on a shared 2-core machine, where a whole run can
     # land in a slow mode. With two runs per arm a timing refusal is then legitimate: accept only that one.
     if result.returncode == 10:

@@ -61,12 +61,30 @@ def f(x, n):
 """
 
 
-@pytest.mark.parametrize("code, kind", [
-    ("a", Kind.INT), ("b", Kind.FLOAT), ("c", Kind.TENSOR), ("d", Kind.TENSOR), ("e", Kind.INT),
-    ("g", Kind.TENSOR), ("h", Kind.NONE), ("k", Kind.INT), ("m", Kind.INT), ("p", Kind.UNKNOWN),
-    ("q", Kind.INT), ("r", Kind.UNKNOWN), ("n", Kind.UNKNOWN), ("h2", Kind.UNKNOWN), ("a / 3", Kind.FLOAT),
-    ("x.float()", Kind.TENSOR), ("not n", Kind.BOOL), ("float(n)", Kind.FLOAT), ("x.training", Kind.BOOL),
-])
+@pytest.mark.parametrize(
+    "code, kind",
+    [
+        ("a", Kind.INT),
+        ("b", Kind.FLOAT),
+        ("c", Kind.TENSOR),
+        ("d", Kind.TENSOR),
+        ("e", Kind.INT),
+        ("g", Kind.TENSOR),
+        ("h", Kind.NONE),
+        ("k", Kind.INT),
+        ("m", Kind.INT),
+        ("p", Kind.UNKNOWN),
+        ("q", Kind.INT),
+        ("r", Kind.UNKNOWN),
+        ("n", Kind.UNKNOWN),
+        ("h2", Kind.UNKNOWN),
+        ("a / 3", Kind.FLOAT),
+        ("x.float()", Kind.TENSOR),
+        ("not n", Kind.BOOL),
+        ("float(n)", Kind.FLOAT),
+        ("x.training", Kind.BOOL),
+    ],
+)
 def test_value_kinds(code: str, kind: Kind) -> None:
     src = _src(KINDS)
     assert values(src).kind(_expr(src, code)) is kind
@@ -100,8 +118,9 @@ def test_plain_python_tests() -> None:
             return x is None, mode == "train", x.dim() > 2, x.sum() > 0, flag, len(x) > 3 and x.ndim == 2
         """)
     kinds = values(src)
-    assert [kinds.is_python(e.value) for e in _expr(src, src.code(src.nodes_in(src.module, cst.Tuple)[0])).elements] \
-        == [True, True, True, False, False, True]  # type: ignore[attr-defined]
+    assert [
+        kinds.is_python(e.value) for e in _expr(src, src.code(src.nodes_in(src.module, cst.Tuple)[0])).elements
+    ] == [True, True, True, False, False, True]  # type: ignore[attr-defined]
 
 
 COMPILED = """
@@ -180,28 +199,42 @@ def _bound(call: str, params: str) -> dict[str, str]:
     out = {name: src.code(arg.value) for name, arg in binding.args.items()}
     out.update({name: f"default {src.code(v)}" for name, v in binding.defaults.items()})
     out.update({name: f"? {why}" for name, why in binding.unknown.items()})
-    shown = {name: [f"{a.keyword.value}={src.code(a.value)}" if a.keyword else src.code(a.value) for a in args]
-             for name, args in binding.packed.items() if args}
+    shown = {
+        name: [f"{a.keyword.value}={src.code(a.value)}" if a.keyword else src.code(a.value) for a in args]
+        for name, args in binding.packed.items()
+        if args
+    }
     out.update({name: "packed " + ", ".join(args) for name, args in shown.items()})
     if binding.error:
         out["error"] = binding.error
     return out
 
 
-@pytest.mark.parametrize("call, params, method, expected", [
-    ("f(1, 2)", "a, b", False, {"a": "1", "b": "2"}),
-    ("f(1, b=2)", "a, b, c=3", False, {"a": "1", "b": "2", "c": "default 3"}),
-    ("model(data)", "self, src", True, {"src": "data"}),
-    ("f(b=2, a=1)", "a, b", False, {"a": "1", "b": "2"}),
-    ("f(1, 2, 3, k=4)", "a, *rest, **kw", False, {"a": "1", "rest": "packed 2, 3", "kw": "packed k=4"}),
-    ("f(*xs)", "a, b", False, {"a": "? it is passed through *args", "b": "? it is passed through *args"}),
-    ("f(1, **kw)", "a, b, *, c", False, {"a": "1", "b": "? it is passed through **kwargs",
-                                         "c": "? it is passed through **kwargs"}),
-    ("f(1, 2, 3)", "a, b", False, {"a": "1", "b": "2", "error": "f() takes 2 positional arguments, the call passes "
-                                                                "more"}),
-    ("f(1, z=2)", "a, /, b=0", False, {"a": "1", "b": "default 0", "error": "f() has no parameter `z`"}),
-    ("f(a=1)", "a, /", False, {"error": "f() has no parameter `a`"}),
-])
+@pytest.mark.parametrize(
+    "call, params, method, expected",
+    [
+        ("f(1, 2)", "a, b", False, {"a": "1", "b": "2"}),
+        ("f(1, b=2)", "a, b, c=3", False, {"a": "1", "b": "2", "c": "default 3"}),
+        ("model(data)", "self, src", True, {"src": "data"}),
+        ("f(b=2, a=1)", "a, b", False, {"a": "1", "b": "2"}),
+        ("f(1, 2, 3, k=4)", "a, *rest, **kw", False, {"a": "1", "rest": "packed 2, 3", "kw": "packed k=4"}),
+        ("f(*xs)", "a, b", False, {"a": "? it is passed through *args", "b": "? it is passed through *args"}),
+        (
+            "f(1, **kw)",
+            "a, b, *, c",
+            False,
+            {"a": "1", "b": "? it is passed through **kwargs", "c": "? it is passed through **kwargs"},
+        ),
+        (
+            "f(1, 2, 3)",
+            "a, b",
+            False,
+            {"a": "1", "b": "2", "error": "f() takes 2 positional arguments, the call passes more"},
+        ),
+        ("f(1, z=2)", "a, /, b=0", False, {"a": "1", "b": "default 0", "error": "f() has no parameter `z`"}),
+        ("f(a=1)", "a, /", False, {"error": "f() has no parameter `a`"}),
+    ],
+)
 def test_binding_is_how_python_binds(call: str, params: str, method: bool, expected: dict[str, str]) -> None:
     if method:  # `model(data)` -> forward(self, src)
         src = _src(f"class M:\n    def f({params}):\n        pass\n\n{call}\n")

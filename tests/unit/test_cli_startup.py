@@ -21,8 +21,10 @@ finally:
 """
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["rules"], ["fix", "--help"], ["scan", "--help"],
-                                  ["verify", "--help"], ["fix", "--no-such-option"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["rules"], ["fix", "--help"], ["scan", "--help"], ["verify", "--help"], ["fix", "--no-such-option"]],
+)
 def test_startup_imports_neither_torch_nor_libcst(argv: list[str]) -> None:
     proc = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=60)
     heavy = [line for line in proc.stderr.splitlines() if line.startswith("HEAVY=")]

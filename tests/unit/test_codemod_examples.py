@@ -8,8 +8,11 @@ import pytest
 from torchmend.codemods.examples import fix_text, proposals
 from torchmend.codemods.registry import codemods
 
-INVALID = [pytest.param(ex.code, ex.expected, id=f"{type(cm).__name__}-{i}")
-           for cm in codemods() for i, ex in enumerate(cm.INVALID)]
+INVALID = [
+    pytest.param(ex.code, ex.expected, id=f"{type(cm).__name__}-{i}")
+    for cm in codemods()
+    for i, ex in enumerate(cm.INVALID)
+]
 VALID = [pytest.param(ex.code, id=f"{type(cm).__name__}-{i}") for cm in codemods() for i, ex in enumerate(cm.VALID)]
 
 

@@ -11,7 +11,7 @@ from torchmend.codemods.engine import Session
 from torchmend.codemods.examples import findings_from_markers
 from torchmend.codemods.source import Context
 
-TEACHER = '''import torch
+TEACHER = """import torch
 from torch import nn
 
 
@@ -33,9 +33,9 @@ class Encoder(nn.Module):
 
     def forward(self, src, mask=None):
         return self.proj(src)
-'''
+"""
 
-TRAIN = '''import torch
+TRAIN = """import torch
 from mypkg import Encoder, Teacher
 
 
@@ -46,7 +46,7 @@ def main(batches):
     for x in batches:
         fast_update(x)  # tm: TM201 variable=fn.__self__.updates where=library
         model(mask=None, src=x)  # tm: TM204 variable=L['src'] guard=size_mismatch_at_index_0
-'''
+"""
 
 
 def _propose(root: Path, train: str = TRAIN) -> tuple[Session, list]:
@@ -63,7 +63,7 @@ def test_a_compiled_bound_method_gets_its_buffer_in_the_class_of_another_file(tm
     (buffer,) = [r for r in results if isinstance(r, Proposal) and r.rule == "TM201"]
     assert buffer.path.endswith("models.py")
     session.accept(buffer)
-    (path, (before, after)), = session.changed().items()
+    ((path, (before, after)),) = session.changed().items()
     assert path.endswith("models.py")
     assert 'self.register_buffer("updates", torch.tensor(0), persistent=False)' in after
     assert "self.updates.add_(1)" in after
@@ -73,7 +73,7 @@ def test_a_forward_defined_in_another_file_binds_the_keyword_argument(tmp_path: 
     session, results = _propose(tmp_path)
     (mark,) = [r for r in results if isinstance(r, Proposal) and r.rule == "TM204"]
     session.accept(mark)
-    (path, (before, after)), = session.changed().items()
+    ((path, (before, after)),) = session.changed().items()
     assert path.endswith("train.py")
     assert "        torch._dynamo.maybe_mark_dynamic(x, 0)\n        model(mask=None, src=x)" in after
 

@@ -19,8 +19,13 @@ from torchmend.codemods.source import Context, SourceError
 from torchmend.model import Finding, Location, Pattern, Severity, Where
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = sorted([*ROOT.glob("fixtures/scan/*/*.py"), *ROOT.glob("fixtures/awkward/*.py"),
-                  *ROOT.glob("fixtures/codemods/*/noop*.in.py")])
+SOURCES = sorted(
+    [
+        *ROOT.glob("fixtures/scan/*/*.py"),
+        *ROOT.glob("fixtures/awkward/*.py"),
+        *ROOT.glob("fixtures/codemods/*/noop*.in.py"),
+    ]
+)
 LIBRARY_FILE = "/usr/lib/python3/site-packages/torch/optim/optimizer.py"
 _NAME = re.compile(r"\b([A-Za-z_]\w*)\b")
 _ATTR = re.compile(r"\bself\.(\w+)")
@@ -60,23 +65,41 @@ def _findings(path: Path, text: str) -> list[Finding]:
             if rule.informational:
                 continue
             for variable in _variables(rule.code, code):
-                base = dict(rule=rule.code, kind=rule.kind, title=rule.title, reason="(synthetic)", count=3,
-                            severity=Severity.FIX, pattern=None if rule.kind == rules.GRAPH_BREAK else Pattern.STORM,
-                            variable=variable, guard=f"{variable} == 1.0" if variable else None, code=code,
-                            call_site=here, compiled_function=compiled,
-                            cause="TM203" if rule.code == "TM250" and variable and "param_groups" in variable
-                            else None)
+                base = dict(
+                    rule=rule.code,
+                    kind=rule.kind,
+                    title=rule.title,
+                    reason="(synthetic)",
+                    count=3,
+                    severity=Severity.FIX,
+                    pattern=None if rule.kind == rules.GRAPH_BREAK else Pattern.STORM,
+                    variable=variable,
+                    guard=f"{variable} == 1.0" if variable else None,
+                    code=code,
+                    call_site=here,
+                    compiled_function=compiled,
+                    cause="TM203" if rule.code == "TM250" and variable and "param_groups" in variable else None,
+                )
                 found.append(Finding(file=rel, line=i, function=fn_name, path=str(path), where=Where.PROJECT, **base))
                 if variable is None or rule.code == "TM203":
-                    found.append(Finding(file=LIBRARY_FILE, line=1, function="step", path=LIBRARY_FILE,
-                                         where=Where.LIBRARY, user_frame=here, **base))
+                    found.append(
+                        Finding(
+                            file=LIBRARY_FILE,
+                            line=1,
+                            function="step",
+                            path=LIBRARY_FILE,
+                            where=Where.LIBRARY,
+                            user_frame=here,
+                            **base,
+                        )
+                    )
     return found
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=[str(p.relative_to(ROOT)) for p in SOURCES])
 def test_no_codemod_raises(path: Path) -> None:
     text = path.read_text()
-    ctx = Context(str(path.parent), lambda p: (path.read_text() if p == str(path) else Path(p).read_text()))
+    ctx = Context(str(path.parent), lambda p: path.read_text() if p == str(path) else Path(p).read_text())
     by_rule = {code: cm for cm in codemods() for code in cm.rules}
     failures = []
     for finding in _findings(path, text):
@@ -88,15 +111,21 @@ def test_no_codemod_raises(path: Path) -> None:
         except SourceError:
             continue  # a file the codemod reports it cannot read: a clean refusal
         except Exception as e:  # noqa: BLE001 - the point of the test
-            failures.append(f"{codemod.name} on {finding.rule} at line {finding.line} "
-                            f"(variable={finding.variable!r}, where={finding.where}): {type(e).__name__}: {e}")
+            failures.append(
+                f"{codemod.name} on {finding.rule} at line {finding.line} "
+                f"(variable={finding.variable!r}, where={finding.where}): {type(e).__name__}: {e}"
+            )
             continue
         assert isinstance(result, (Proposal, NoFix))
         if isinstance(result, Proposal):
             for node in result.replace.values():  # the replacement renders
                 if isinstance(node, cst.CSTNode):
                     cst.Module([]).code_for_node(node)
-    failures = sorted(set(f.split(" (variable")[0].split(" on ")[0] + ": " + f.split("): ", 1)[1] for f in failures)) if failures else failures
+    failures = (
+        sorted(set(f.split(" (variable")[0].split(" on ")[0] + ": " + f.split("): ", 1)[1] for f in failures))
+        if failures
+        else failures
+    )
     assert not failures, "\n".join(failures[:20]) + (f"\n... {len(failures)} in all" if len(failures) > 20 else "")
 
 
@@ -108,8 +137,10 @@ def test_an_exception_in_one_codemod_costs_only_its_finding(monkeypatch: pytest.
         raise ZeroDivisionError("planted")
 
     monkeypatch.setattr(GatePrint, "propose", boom)
-    source = ("import logging\nimport torch\nlog = logging.getLogger(__name__)\n\n"
-              "def f(x):\n    print(x)  # tm: TM101\n    log.info('x')  # tm: TM102\n    return x\n")
+    source = (
+        "import logging\nimport torch\nlog = logging.getLogger(__name__)\n\n"
+        "def f(x):\n    print(x)  # tm: TM101\n    log.info('x')  # tm: TM102\n    return x\n"
+    )
     text, results = fix_text(source)
     broken = [r for r in results if isinstance(r, NoFix) and r.finding.rule == "TM101"]
     assert broken and broken[0].reason.startswith("internal error in gate-print: ZeroDivisionError: planted")

@@ -20,8 +20,19 @@ SOURCE = "a = 1\nb = 2\nprint(a, b)\n"
 
 
 def finding(path: Path, line: int, rule: str = "TM101") -> Finding:
-    return Finding(rule=rule, kind=Kind.GRAPH_BREAK, title="t", file=path.name, line=line, function="<module>",
-                   path=str(path), where=Where.PROJECT, reason="r", count=1, severity=Severity.FIX)
+    return Finding(
+        rule=rule,
+        kind=Kind.GRAPH_BREAK,
+        title="t",
+        file=path.name,
+        line=line,
+        function="<module>",
+        path=str(path),
+        where=Where.PROJECT,
+        reason="r",
+        count=1,
+        severity=Severity.FIX,
+    )
 
 
 @pytest.fixture
@@ -40,22 +51,37 @@ def stmt(session: Session, path: Path, line: int) -> cst.SimpleStatementLine:
 
 def replace_line(session: Session, path: Path, line: int, code: str, rule: str = "TM101") -> Proposal:
     node = stmt(session, path, line)
-    return Proposal(findings=(finding(path, line, rule),), rule=rule, path=str(path), why="w",
-                    replace={node: cst.parse_statement(code)})
+    return Proposal(
+        findings=(finding(path, line, rule),),
+        rule=rule,
+        path=str(path),
+        why="w",
+        replace={node: cst.parse_statement(code)},
+    )
 
 
 def insert_before(session: Session, path: Path, line: int, code: str) -> Proposal:
     node = stmt(session, path, line)
-    return Proposal(findings=(finding(path, line),), rule="TM101", path=str(path), why="w",
-                    insert_before={node: [cst.parse_statement(code)]})
+    return Proposal(
+        findings=(finding(path, line),),
+        rule="TM101",
+        path=str(path),
+        why="w",
+        insert_before={node: [cst.parse_statement(code)]},
+    )
 
 
 def replace_value(session: Session, path: Path, line: int, code: str) -> Proposal:
     """A replacement inside the statement at `line` (its assigned value): a descendant of the statement."""
     assign = stmt(session, path, line).body[0]
     assert isinstance(assign, cst.Assign)
-    return Proposal(findings=(finding(path, line),), rule="TM202", path=str(path), why="w",
-                    replace={assign.value: cst.parse_expression(code)})
+    return Proposal(
+        findings=(finding(path, line),),
+        rule="TM202",
+        path=str(path),
+        why="w",
+        replace={assign.value: cst.parse_expression(code)},
+    )
 
 
 def test_preview_is_what_gets_written(project):
@@ -123,8 +149,12 @@ def _drive(session: Session, proposals: list[Proposal], keys: str) -> tuple[list
 
 
 def four(session: Session, one: Path, two: Path) -> list[Proposal]:
-    return [replace_line(session, one, 1, "a = 10"), replace_line(session, one, 2, "b = 20"),
-            replace_line(session, two, 1, "a = 30"), replace_line(session, two, 2, "b = 40")]
+    return [
+        replace_line(session, one, 1, "a = 10"),
+        replace_line(session, one, 2, "b = 20"),
+        replace_line(session, two, 1, "a = 30"),
+        replace_line(session, two, 2, "b = 40"),
+    ]
 
 
 def test_review_y_and_n(project):
@@ -169,8 +199,14 @@ def test_review_refuses_an_unknown_key(project):
 def test_accept_all_leaves_unsafe_changes_out_unless_asked(project):
     session, one, two = project
     safe = replace_line(session, one, 1, "a = 10")
-    unsafe = Proposal(findings=safe.findings, rule="TM103", path=str(one), why="w", safety="unsafe",
-                      replace={stmt(session, one, 2): cst.parse_statement("b = 20")})
+    unsafe = Proposal(
+        findings=safe.findings,
+        rule="TM103",
+        path=str(one),
+        why="w",
+        safety="unsafe",
+        replace={stmt(session, one, 2): cst.parse_statement("b = 20")},
+    )
     outcomes = [d.outcome for d in accept_all(session, [safe, unsafe], unsafe=False)]
     assert outcomes == [ACCEPTED, REJECTED]
     session2 = Session(session.ctx)

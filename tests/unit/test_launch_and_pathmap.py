@@ -12,30 +12,60 @@ from torchmend.profiler.launch import LaunchError, resolve
 from torchmend.profiler.tracedir import TraceError, read_trace
 
 
-@pytest.mark.parametrize("program, args, nproc, script, script_args, launcher", [
-    ("train.py", ["--lr", "3"], None, "train.py", ("--lr", "3"), ()),
-    ("train.py", [], 2, "train.py", (), ("--nproc-per-node", "2", "--standalone")),
-    ("torchrun", ["--nproc-per-node", "2", "train.py", "--lr", "3"], None, "train.py", ("--lr", "3"),
-     ("--nproc-per-node", "2", "--standalone")),
-    ("/usr/bin/torchrun", ["--nproc_per_node=4", "--master-port", "29600", "t.py", "-x"], None, "t.py", ("-x",),
-     ("--nproc_per_node=4", "--master-port", "29600")),  # a rendezvous given: no --standalone added
-    ("python3", ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "t.py"], None, "t.py", (),
-     ("--standalone", "--nproc-per-node", "2")),
-    ("torchrun", ["--nnodes", "1", "--", "t.py", "--flag"], None, "t.py", ("--flag",),
-     ("--nnodes", "1", "--standalone")),
-])
+@pytest.mark.parametrize(
+    "program, args, nproc, script, script_args, launcher",
+    [
+        ("train.py", ["--lr", "3"], None, "train.py", ("--lr", "3"), ()),
+        ("train.py", [], 2, "train.py", (), ("--nproc-per-node", "2", "--standalone")),
+        (
+            "torchrun",
+            ["--nproc-per-node", "2", "train.py", "--lr", "3"],
+            None,
+            "train.py",
+            ("--lr", "3"),
+            ("--nproc-per-node", "2", "--standalone"),
+        ),
+        (
+            "/usr/bin/torchrun",
+            ["--nproc_per_node=4", "--master-port", "29600", "t.py", "-x"],
+            None,
+            "t.py",
+            ("-x",),
+            ("--nproc_per_node=4", "--master-port", "29600"),
+        ),  # a rendezvous given: no --standalone added
+        (
+            "python3",
+            ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "t.py"],
+            None,
+            "t.py",
+            (),
+            ("--standalone", "--nproc-per-node", "2"),
+        ),
+        (
+            "torchrun",
+            ["--nnodes", "1", "--", "t.py", "--flag"],
+            None,
+            "t.py",
+            ("--flag",),
+            ("--nnodes", "1", "--standalone"),
+        ),
+    ],
+)
 def test_resolve(program, args, nproc, script, script_args, launcher) -> None:
     launch = resolve(program, args, nproc)
     assert (launch.script, launch.args, launch.launcher) == (script, script_args, launcher)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--nnodes=2", "t.py"], "--nnodes 2"),
-    (["--module", "pkg"], "runs a module"),
-    (["--no-python", "bash"], "non-Python"),
-    (["--nproc-per-node"], "needs a value"),
-    (["--standalone"], "names no training script"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--nnodes=2", "t.py"], "--nnodes 2"),
+        (["--module", "pkg"], "runs a module"),
+        (["--no-python", "bash"], "non-Python"),
+        (["--nproc-per-node"], "needs a value"),
+        (["--standalone"], "names no training script"),
+    ],
+)
 def test_resolve_refuses(args, message) -> None:
     with pytest.raises(LaunchError, match=message):
         resolve("torchrun", args, None)
@@ -45,9 +75,14 @@ def test_guess_maps_the_longest_tail_found_under_the_root(tmp_path: Path) -> Non
     (tmp_path / "src" / "pkg").mkdir(parents=True)
     (tmp_path / "src" / "pkg" / "model.py").write_text("")
     (tmp_path / "train.py").write_text("")
-    recorded = ["/home/alice/proj/src/pkg/model.py", "/home/alice/proj/train.py",
-                "/opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py",
-                "/opt/conda/lib/python3.10/contextlib.py", "/home/alice/proj/gone.py", "<eval_with_key>.3"]
+    recorded = [
+        "/home/alice/proj/src/pkg/model.py",
+        "/home/alice/proj/train.py",
+        "/opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py",
+        "/opt/conda/lib/python3.10/contextlib.py",
+        "/home/alice/proj/gone.py",
+        "<eval_with_key>.3",
+    ]
     maps = pathmap.guess(recorded, tmp_path)
     assert [(m.old, m.new, m.files) for m in maps] == [("/home/alice/proj", str(tmp_path), 2)]
     assert pathmap.unmapped(recorded, maps) == ["/home/alice/proj/gone.py"]
@@ -57,10 +92,10 @@ def test_guess_maps_the_longest_tail_found_under_the_root(tmp_path: Path) -> Non
 
 def test_apply_rewrites_prefixes_in_texts_once_and_only_at_a_path_boundary(tmp_path: Path) -> None:
     maps = [pathmap.Mapping("/home/alice/proj", "/work/co"), pathmap.Mapping("/home/alice/proj/vendored", "/v")]
-    text = ('File "/home/alice/proj/train.py", line 3\n  at /home/alice/proj/vendored/x.py:4 '
-            '/home/alice/project2/y.py')
-    assert pathmap.apply({"t": [text]}, maps) == {"t": [
-        'File "/work/co/train.py", line 3\n  at /v/x.py:4 /home/alice/project2/y.py']}
+    text = 'File "/home/alice/proj/train.py", line 3\n  at /home/alice/proj/vendored/x.py:4 /home/alice/project2/y.py'
+    assert pathmap.apply({"t": [text]}, maps) == {
+        "t": ['File "/work/co/train.py", line 3\n  at /v/x.py:4 /home/alice/project2/y.py']
+    }
 
 
 @pytest.mark.parametrize("item", ["nothing", "=new", "old="])
@@ -77,16 +112,30 @@ def _record(md: dict, payload: str | None = None, rank: int | None = None) -> st
 
 
 def test_trace_files_newest_per_rank_and_records(tmp_path: Path) -> None:
-    body = (_record({"str": ["/home/alice/proj/train.py", 0]})
-            + _record({"artifact": {"name": "torch_version", "encoding": "json"}}, '{"pytorch_version": "2.11.0"}')
-            + _record({"chromium_event": {}}, "{\n\"ignored\": 1\n}")
-            + _record({"dynamo_start": {"stack": [{"line": 9, "name": "forward", "filename": 0}]},
-                       "frame_id": 0, "frame_compile_id": 0})
-            + _record({"artifact": {"name": "dynamo_graph_break_reason", "encoding": "string"}, "frame_id": 0,
-                       "frame_compile_id": 0}, "Graph Break Reason: x\nsecond line"))
+    body = (
+        _record({"str": ["/home/alice/proj/train.py", 0]})
+        + _record({"artifact": {"name": "torch_version", "encoding": "json"}}, '{"pytorch_version": "2.11.0"}')
+        + _record({"chromium_event": {}}, '{\n"ignored": 1\n}')
+        + _record(
+            {
+                "dynamo_start": {"stack": [{"line": 9, "name": "forward", "filename": 0}]},
+                "frame_id": 0,
+                "frame_compile_id": 0,
+            }
+        )
+        + _record(
+            {
+                "artifact": {"name": "dynamo_graph_break_reason", "encoding": "string"},
+                "frame_id": 0,
+                "frame_compile_id": 0,
+            },
+            "Graph Break Reason: x\nsecond line",
+        )
+    )
     old = tmp_path / "dedicated_log_torch_trace_rank_1_aaa.log"
     old.write_text(_record({"str": ["/x.py", 0]}, rank=1))
     import os
+
     os.utime(old, (1, 1))
     (tmp_path / "dedicated_log_torch_trace_rank_1_bbb.log").write_text(body.replace("] {", "] {", 1))
     (tmp_path / "dedicated_log_torch_trace_rank_0_ccc.log").write_text(body)

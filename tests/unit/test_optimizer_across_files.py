@@ -11,7 +11,7 @@ from torchmend.codemods.engine import Session
 from torchmend.codemods.examples import findings_from_markers
 from torchmend.codemods.source import Context
 
-OPTIM = '''import torch
+OPTIM = """import torch
 from torch.optim.optimizer import Optimizer
 
 
@@ -30,9 +30,9 @@ class SignLion(Optimizer):
             for p in group["params"]:
                 buf = self.state[p].setdefault("buf", torch.zeros_like(p))
                 update_fn(p, p.grad, buf, group["lr"], group["beta"])
-'''
+"""
 
-TRAIN = '''import torch
+TRAIN = """import torch
 from mypkg import SignLion
 
 
@@ -44,7 +44,7 @@ def train(model, batches):
             g["lr"] = 3e-4 * min(1.0, (i + 1) / 10)
         model(batch).sum().backward()
         step()  # tm: TM203 variable=self.param_groups[0]['lr']
-'''
+"""
 
 
 def _propose(root: Path, optim: str) -> tuple[Session, list]:
@@ -61,16 +61,17 @@ def test_a_project_optimizer_imported_from_another_file_gets_the_tensor_lr(tmp_p
     proposals = [r for r in results if isinstance(r, Proposal)]
     assert len(proposals) == 1, [getattr(r, "reason", r) for r in results]
     session.accept(proposals[0])
-    (path, (before, after)), = session.changed().items()
+    ((path, (before, after)),) = session.changed().items()
     assert path.endswith("train.py")
     assert "opt = SignLion(model.parameters(), lr=torch.tensor(3e-4))" in after
     assert 'g["lr"].fill_(3e-4 * min(1.0, (i + 1) / 10))' in after
 
 
 def test_a_float_lr_need_in_the_other_file_is_named(tmp_path: Path) -> None:
-    needs_float = OPTIM.replace('            for p in group["params"]:',
-                                '            if group["lr"] <= 0:\n                continue\n'
-                                '            for p in group["params"]:')
+    needs_float = OPTIM.replace(
+        '            for p in group["params"]:',
+        '            if group["lr"] <= 0:\n                continue\n            for p in group["params"]:',
+    )
     _, results = _propose(tmp_path, needs_float)
     (nofix,) = [r for r in results if isinstance(r, NoFix)]
     assert "line 17 (mypkg/optim.py)" in nofix.reason and "branches on the lr" in nofix.reason

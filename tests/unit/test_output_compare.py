@@ -13,8 +13,14 @@ from torchmend.verify.runs import ArmRun
 
 
 def _fp(total: float = 1.0, scale: float = 1.0, shape=(4, 8), dtype: str = "float32") -> dict:
-    return {"shape": list(shape), "dtype": dtype, "sum": total * scale, "abs": 2.0 * scale,
-            "probe": 3.0 * scale, "probe_abs": 4.0 * scale}
+    return {
+        "shape": list(shape),
+        "dtype": dtype,
+        "sum": total * scale,
+        "abs": 2.0 * scale,
+        "probe": 3.0 * scale,
+        "probe_abs": 4.0 * scale,
+    }
 
 
 def _calls(n: int, fn: str = "next_logits", **changed: dict) -> list[dict]:
@@ -56,8 +62,9 @@ def test_different_numbers_of_calls_are_not_equal():
     assert not result.equal and result.outputs_compared == 5
     d = result.output_divergence
     assert (d.call, d.field, d.before, d.after) == (5, "missing", 8, 5)
-    assert "the runs made 8 and 5 calls to compiled functions (their outputs equal over the first 5)" \
-        in result.describe()
+    assert (
+        "the runs made 8 and 5 calls to compiled functions (their outputs equal over the first 5)" in result.describe()
+    )
     assert not compare(_capture([]), _capture(_calls(1))).equal  # one run never called its compiled function
 
 
@@ -96,10 +103,21 @@ def test_with_losses_the_losses_are_compared_not_the_outputs():
 
 
 def _arm(arm: str, outputs: list[dict], recompiles: int) -> ArmRun:
-    summary = Summary(frames_compiled=1, compiles=1 + recompiles, graphs=1 + recompiles, graph_breaks=0,
-                      recompiles=recompiles, recompile_limit_hits=0, compile_seconds=1.0, steps=0,
-                      ended_by="finished", wall_seconds=5.0, torch_version="2.13", first_step_s=None,
-                      steady_step_s=None)
+    summary = Summary(
+        frames_compiled=1,
+        compiles=1 + recompiles,
+        graphs=1 + recompiles,
+        graph_breaks=0,
+        recompiles=recompiles,
+        recompile_limit_hits=0,
+        compile_seconds=1.0,
+        steps=0,
+        ended_by="finished",
+        wall_seconds=5.0,
+        torch_version="2.13",
+        first_step_s=None,
+        steady_step_s=None,
+    )
     end = {"ev": "end", "reason": "finished", "losses": [], "params": None, "outputs": outputs}
     return ArmRun(arm, 0, [], summary, RunOutcome([], "finished", 0, 5.0, "", end))
 

@@ -8,8 +8,8 @@ where that print now stands in the patched text, as a real run would report it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -19,7 +19,7 @@ from torchmend.profiler.runner import RunOutcome, RunSpec
 from torchmend.verify import runs
 from torchmend.verify.runs import ArmRun
 
-SCRIPT = '''import torch
+SCRIPT = """import torch
 
 
 @torch.compile
@@ -30,21 +30,42 @@ def step(x):
     h = h + 1
     print("three", h.sum())
     return h
-'''
+"""
 PRINTS = {"one": 6, "two": 8, "three": 10}  # the line of each print in SCRIPT
 
 
 def _finding(root: Path, name: str, line: int) -> Finding:
-    return Finding(rule="TM101", kind=Kind.GRAPH_BREAK, title="print", file="train.py", line=line,
-                   function="step", path=str(root / "train.py"), where=Where.PROJECT, reason=f"print {name}",
-                   count=1, severity=Severity.FIX)
+    return Finding(
+        rule="TM101",
+        kind=Kind.GRAPH_BREAK,
+        title="print",
+        file="train.py",
+        line=line,
+        function="step",
+        path=str(root / "train.py"),
+        where=Where.PROJECT,
+        reason=f"print {name}",
+        count=1,
+        severity=Severity.FIX,
+    )
 
 
 def _run(arm: str, findings: list[Finding], failed: bool = False) -> ArmRun:
-    summary = Summary(frames_compiled=1, compiles=1, graphs=len(findings) + 1, graph_breaks=len(findings),
-                      recompiles=0, recompile_limit_hits=0, compile_seconds=1.0, steps=5,
-                      ended_by="error" if failed else "steps", wall_seconds=2.0, torch_version="2.13",
-                      first_step_s=0.5, steady_step_s=0.01)
+    summary = Summary(
+        frames_compiled=1,
+        compiles=1,
+        graphs=len(findings) + 1,
+        graph_breaks=len(findings),
+        recompiles=0,
+        recompile_limit_hits=0,
+        compile_seconds=1.0,
+        steps=5,
+        ended_by="error" if failed else "steps",
+        wall_seconds=2.0,
+        torch_version="2.13",
+        first_step_s=0.5,
+        steady_step_s=0.01,
+    )
     end = {"losses": [1.0, 0.5, 0.25], "params": None}
     outcome = RunOutcome([], "error" if failed else "steps", 1 if failed else 0, 2.0, "RuntimeError: boom", end)
     return ArmRun(arm, 0, findings, summary, outcome)
@@ -60,19 +81,27 @@ class FakeArms:
         self.fail_round = fail_round
         self.calls: list[tuple[int, str]] = []  # (len(reuse_before), the patched text) per round
 
-    def __call__(self, before: RunSpec, after: RunSpec, root: Path, repeat: int,
-                 on_run: Callable[[str, int], None] | None = None,
-                 reuse_before: tuple[ArmRun, ...] = ()) -> tuple[list[ArmRun], list[ArmRun]]:
+    def __call__(
+        self,
+        before: RunSpec,
+        after: RunSpec,
+        root: Path,
+        repeat: int,
+        on_run: Callable[[str, int], None] | None = None,
+        reuse_before: tuple[ArmRun, ...] = (),
+    ) -> tuple[list[ArmRun], list[ArmRun]]:
         assert before.overlay == () and len(after.overlay) == 1
         text = after.overlay[0][1]
         self.calls.append((len(reuse_before), text))
         number = len(self.calls)
-        for arm in ("before", "after")[len(reuse_before):]:
+        for arm in ("before", "after")[len(reuse_before) :]:
             if on_run:
                 on_run(arm, 0)
         lines = text.splitlines()
-        left = [_finding(self.root, name, next(i for i, t in enumerate(lines, 1) if f'print("{name}"' in t))
-                for name in sorted(self.useless[number - 1])]
+        left = [
+            _finding(self.root, name, next(i for i, t in enumerate(lines, 1) if f'print("{name}"' in t))
+            for name in sorted(self.useless[number - 1])
+        ]
         original = [_finding(self.root, n, line) for n, line in PRINTS.items()]
         return [_run("before", original)], [_run("after", left, failed=number == self.fail_round)]
 
@@ -93,8 +122,13 @@ def _scan(root: Path, cold: bool) -> pipeline.Scan:
     return pipeline.Scan(findings, ran.summary, ran.outcome, spec=RunSpec(script=root / "train.py"), cold=cold)
 
 
-def _rounds(monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes, arms: FakeArms, cold: bool = False,
-            backend: str | None = None) -> list[pipeline.Event]:
+def _rounds(
+    monkeypatch: pytest.MonkeyPatch,
+    fixes: pipeline.Fixes,
+    arms: FakeArms,
+    cold: bool = False,
+    backend: str | None = None,
+) -> list[pipeline.Event]:
     monkeypatch.setattr(runs, "run_arms", arms)
     root = Path(fixes.session.ctx.project_root)
     started: list[pipeline.RunStarted] = []
@@ -117,8 +151,7 @@ def test_every_change_helped(monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fi
     assert arms.calls[0][0] == 1  # the cold scan stood in for the first before-run
 
 
-def test_a_warm_scan_or_another_backend_is_not_reused(monkeypatch: pytest.MonkeyPatch,
-                                                      fixes: pipeline.Fixes) -> None:
+def test_a_warm_scan_or_another_backend_is_not_reused(monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes) -> None:
     arms = FakeArms(Path(fixes.session.ctx.project_root), [set()])
     _rounds(monkeypatch, fixes, arms, cold=False)
     arms2 = FakeArms(Path(fixes.session.ctx.project_root), [set()])
@@ -126,8 +159,9 @@ def test_a_warm_scan_or_another_backend_is_not_reused(monkeypatch: pytest.Monkey
     assert arms.calls[0][0] == 0 and arms2.calls[0][0] == 0
 
 
-def test_a_change_that_did_not_help_is_withdrawn_and_the_rest_verified_again(monkeypatch: pytest.MonkeyPatch,
-                                                                            fixes: pipeline.Fixes) -> None:
+def test_a_change_that_did_not_help_is_withdrawn_and_the_rest_verified_again(
+    monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes
+) -> None:
     arms = FakeArms(Path(fixes.session.ctx.project_root), [{"two"}, set()])
     events = _rounds(monkeypatch, fixes, arms)
     assert [type(e) for e in events] == [pipeline.Round, pipeline.Retry, pipeline.Round, pipeline.Verified]
@@ -159,8 +193,7 @@ def test_still_unhelpful_after_the_second_round(monkeypatch: pytest.MonkeyPatch,
     assert [p.findings[0].line for p in done.accepted] == [6]
 
 
-def test_a_refusal_ends_the_rounds_without_attribution(monkeypatch: pytest.MonkeyPatch,
-                                                        fixes: pipeline.Fixes) -> None:
+def test_a_refusal_ends_the_rounds_without_attribution(monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes) -> None:
     arms = FakeArms(Path(fixes.session.ctx.project_root), [set()], fail_round=1)
     events = _rounds(monkeypatch, fixes, arms)
     assert [type(e) for e in events] == [pipeline.Round, pipeline.Verified]

@@ -7,11 +7,10 @@ from regressing."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, SCAN_FIXTURES, observed
+
 from torchmend.profiler import pathmap
 from torchmend.profiler.events import read_events
 from torchmend.profiler.findings import analyse
@@ -38,4 +37,5 @@ def test_recorded_run_gives_the_expected_findings(version: str, name: str):
     end = next(e for e in reversed(events) if e.get("ev") == "end")
     findings, _ = analyse(events, fixture_dir, end["reason"])
     assert observed([f.to_json() for f in findings], fixture_dir) == sorted(
-        expected, key=lambda d: json.dumps(d, sort_keys=True))
+        expected, key=lambda d: json.dumps(d, sort_keys=True)
+    )

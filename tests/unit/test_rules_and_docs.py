@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from torchmend import rules
 from torchmend.cli.exitcodes import DESCRIPTIONS, ExitCode
 

@@ -50,8 +50,7 @@ def test_failure_on_the_second_file_puts_the_first_back(project: Path, monkeypat
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
-def test_a_directory_made_read_only_after_the_check_rolls_back(project: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_directory_made_read_only_after_the_check_rolls_back(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The checks pass; then (as if another process did it) pkg/ becomes read-only before b.py is replaced.
     real_replace = os.replace
     pkg = project / "pkg"
@@ -90,15 +89,20 @@ def test_undo_record_round_trip(project: Path, monkeypatch: pytest.MonkeyPatch, 
     assert store.undo_records(project) == []
 
 
-def test_a_record_from_before_the_journal_still_loads_and_undoes(project: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                 tmp_path_factory) -> None:
+def test_a_record_from_before_the_journal_still_loads_and_undoes(
+    project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory
+) -> None:
     # Records written by earlier versions have no "state", "encoding" or "bom": complete, UTF-8, no BOM.
     monkeypatch.setenv("TORCHMEND_STATE_DIR", str(tmp_path_factory.mktemp("state")))
     folder = store.undo_dir(project)
     folder.mkdir(parents=True)
     (project / "a.py").write_text("a = 2\n")
-    old = {"project": str(project.resolve()), "created": "2026-01-01 00:00:00", "summary": "TM101 a.py:1",
-           "files": {str(project / "a.py"): {"before": "a = 1\n", "after": "a = 2\n"}}}
+    old = {
+        "project": str(project.resolve()),
+        "created": "2026-01-01 00:00:00",
+        "summary": "TM101 a.py:1",
+        "files": {str(project / "a.py"): {"before": "a = 1\n", "after": "a = 2\n"}},
+    }
     (folder / "20260101-000000-000.json").write_text(json.dumps(old))
     [record] = store.undo_records(project)
     assert record.complete and record.encoding(str(project / "a.py")) == store.Encoding("utf-8", False)
@@ -107,7 +111,8 @@ def test_a_record_from_before_the_journal_still_loads_and_undoes(project: Path, 
 
 
 def test_a_pending_record_held_by_a_live_writer_is_not_taken_for_an_interrupted_one(
-        project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory) -> None:
+    project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory
+) -> None:
     monkeypatch.setenv("TORCHMEND_STATE_DIR", str(tmp_path_factory.mktemp("state")))
     seen: list[store.Records] = []
     real = store._replace_all

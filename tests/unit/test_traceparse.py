@@ -2,7 +2,7 @@
 
 from torchmend.profiler.traceparse import guard_variable, parse_graph_break, parse_recompile_reason
 
-GB_TEXT = '''Graph break in user code at /p/train.py:9
+GB_TEXT = """Graph break in user code at /p/train.py:9
 Graph Break Reason: Data-dependent branching
   Explanation: Detected data-dependent branching (e.g. `if my_tensor.sum() > 0:`). Dynamo does not support tracing dynamic control flow.
 
@@ -17,15 +17,17 @@ User code traceback:
        ^^^^^^^^^^^^
 
 NoneType: None
-'''
+"""
 
 
 def test_graph_break_text():
     gb = parse_graph_break(GB_TEXT)
     assert (gb.file, gb.line, gb.gb_id, gb.gb_type) == ("/p/train.py", 9, "GB0170", "Data-dependent branching")
     assert gb.docs_url.endswith("gb0170.html")
-    assert [(f.line, f.function, f.code) for f in gb.user_stack] == [(15, "<module>", "loss=cm(x)"),
-                                                                    (9, "forward", "if y.sum() > 0:")]
+    assert [(f.line, f.function, f.code) for f in gb.user_stack] == [
+        (15, "<module>", "loss=cm(x)"),
+        (9, "forward", "if y.sum() > 0:"),
+    ]
 
 
 def test_graph_break_text_without_header_is_ignored():
@@ -33,9 +35,11 @@ def test_graph_break_text_without_header_is_ignored():
 
 
 def test_recompile_reason_with_user_line_and_hint():
-    text = ("0/1: self.calls == 1      # self.calls += 1  # t.py:6 in forward (HINT: torch.compile considers "
-            "integer attributes of the nn.Module to be static.)\nUser stack trace:\n"
-            '  File "/p/t.py", line 6, in torch_dynamo_resume_in_forward_at_4\n    self.calls += 1')
+    text = (
+        "0/1: self.calls == 1      # self.calls += 1  # t.py:6 in forward (HINT: torch.compile considers "
+        "integer attributes of the nn.Module to be static.)\nUser stack trace:\n"
+        '  File "/p/t.py", line 6, in torch_dynamo_resume_in_forward_at_4\n    self.calls += 1'
+    )
     g = parse_recompile_reason(text)
     assert (g.compile_id, g.guard, g.variable) == ("0/1", "self.calls == 1", "self.calls")
     assert (g.site.file, g.site.line, g.site.function) == ("/p/t.py", 6, "forward")
@@ -55,8 +59,10 @@ def test_guard_variables():
 
 def test_recompile_reason_with_the_torch_frame_that_made_the_guard():
     # torch 2.13 appends the torch frame after the user's line (and shortens the user's path)
-    g = parse_recompile_reason("0/3: timestep.item() == 600  # alpha_prod_t = self.alphas_cumprod[timestep]  "
-                               "# proj/sched.py:40 in step (_dynamo/utils.py:4231 in run_node)")
+    g = parse_recompile_reason(
+        "0/3: timestep.item() == 600  # alpha_prod_t = self.alphas_cumprod[timestep]  "
+        "# proj/sched.py:40 in step (_dynamo/utils.py:4231 in run_node)"
+    )
     assert (g.guard, g.variable) == ("timestep.item() == 600", "timestep")
     assert (g.site.file, g.site.line, g.site.function) == ("proj/sched.py", 40, "step")
 

@@ -11,12 +11,29 @@ from torchmend.verify.compare import IMPROVED, NO_CHANGE, REFUSED, judge
 from torchmend.verify.runs import ArmRun
 
 
-def _run(arm: str, breaks: int = 0, recompiles: int = 0, steady: float = 0.01, losses=(1.0, 0.9, 0.8),
-         ended_by: str = "finished") -> ArmRun:
-    summary = Summary(frames_compiled=1, compiles=1 + recompiles, graphs=1 + breaks, graph_breaks=breaks,
-                      recompiles=recompiles, recompile_limit_hits=0, compile_seconds=1.0, steps=len(losses),
-                      ended_by=ended_by, wall_seconds=5.0, torch_version="2.13", first_step_s=1.0,
-                      steady_step_s=steady)
+def _run(
+    arm: str,
+    breaks: int = 0,
+    recompiles: int = 0,
+    steady: float = 0.01,
+    losses=(1.0, 0.9, 0.8),
+    ended_by: str = "finished",
+) -> ArmRun:
+    summary = Summary(
+        frames_compiled=1,
+        compiles=1 + recompiles,
+        graphs=1 + breaks,
+        graph_breaks=breaks,
+        recompiles=recompiles,
+        recompile_limit_hits=0,
+        compile_seconds=1.0,
+        steps=len(losses),
+        ended_by=ended_by,
+        wall_seconds=5.0,
+        torch_version="2.13",
+        first_step_s=1.0,
+        steady_step_s=steady,
+    )
     end = {"ev": "end", "reason": ended_by, "losses": list(losses), "params": None}
     return ArmRun(arm, 0, [], summary, RunOutcome([], ended_by, 0, 5.0, "Traceback ...\nValueError: boom", end))
 
@@ -52,8 +69,19 @@ def test_slower_only_counts_beyond_noise() -> None:
 
 
 def _finding(rule: str, line: int) -> Finding:
-    return Finding(rule=rule, kind="graph_break", title="t", file="m.py", line=line, function="f", path="/p/m.py",
-                   where="project", reason="r", count=1, severity="fix")
+    return Finding(
+        rule=rule,
+        kind="graph_break",
+        title="t",
+        file="m.py",
+        line=line,
+        function="f",
+        path="/p/m.py",
+        where="project",
+        reason="r",
+        count=1,
+        severity="fix",
+    )
 
 
 def test_attribution_maps_lines_through_the_rewrite() -> None:
@@ -78,7 +106,7 @@ def test_attribution_tells_adjacent_changes_apart() -> None:
     p_first = Proposal((first,), "TM101", "/p/m.py", "why", replace={node: node})
     p_second = Proposal((second,), "TM101", "/p/m.py", "why", replace={node: node})
     old = "def f():\n    print(1)\n    print(2)\n    return 0\n"
-    new = ("def f():\n    if not c():\n        print(1)\n    if not c():\n        print(2)\n    return 0\n")
+    new = "def f():\n    if not c():\n        print(1)\n    if not c():\n        print(2)\n    return 0\n"
     after = [_finding("TM101", 5)]  # the second print still breaks; both gates are one changed block
     effects = attribute([p_first, p_second], after, {"/p/m.py": (old, new)})
     assert [e.helped for e in effects] == [True, False]
@@ -87,10 +115,12 @@ def test_attribution_tells_adjacent_changes_apart() -> None:
 def test_a_failed_patched_run_shows_its_exception_not_pytorchs_hint() -> None:
     from torchmend.verify.compare import failure_line
 
-    tail = ("Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
-            "torch._dynamo.exc.Unsupported: Data-dependent branching\n\n"
-            "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're "
-            "reporting a bug to PyTorch).\n")
+    tail = (
+        'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n'
+        "torch._dynamo.exc.Unsupported: Data-dependent branching\n\n"
+        "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're "
+        "reporting a bug to PyTorch).\n"
+    )
     outcome = RunOutcome([], "error", 1, 1.0, tail, {"ev": "end", "reason": "error"})
     assert failure_line(outcome) == "torch._dynamo.exc.Unsupported: Data-dependent branching"
     recorded = RunOutcome([], "error", 1, 1.0, tail, {"ev": "end", "error": "ValueError: boom"})

@@ -41,8 +41,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True,
-                                                    help="Print the version and exit.")] = None,
+    version: Annotated[
+        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = None,
 ) -> None:
     """torchmend: graph breaks and recompilations, found at your source line and fixed there."""
 

@@ -45,14 +45,17 @@ def _interactive(fixes: Fixes) -> list[Decision]:
         while True:
             path = ask.proposal.path
             line = span(session.ctx.file(path), ask.proposal)[0]
-            out.print(change_panel(ask.proposal, session.display(path), line, ask.before, ask.after, ask.index,
-                                   ask.total))
+            out.print(
+                change_panel(ask.proposal, session.display(path), line, ask.before, ask.after, ask.index, ask.total)
+            )
             ask = loop.send(_ask(ask.index, ask.total))
     except StopIteration as done:
         return done.value
 
 
-@app.command(short_help='Fix graph breaks and recompiles in your source: review each change as a diff, re-run, write safely.')
+@app.command(
+    short_help="Fix graph breaks and recompiles in your source: review each change as a diff, re-run, write safely."
+)
 def fix(
     script: o.MaybeScript = None,
     args: o.ScriptArgs = None,
@@ -60,43 +63,78 @@ def fix(
     timeout: o.Timeout = None,
     backend: o.Backend = None,
     nproc_per_node: o.NprocPerNode = None,
-    from_trace: Annotated[Optional[Path], typer.Option("--from-trace", help="Propose changes from a TORCH_TRACE "
-                                                       "directory written by a run elsewhere, without running "
-                                                       "anything (the changes are not verified).",
-                                                       show_default=False)] = None,
+    from_trace: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--from-trace",
+            help="Propose changes from a TORCH_TRACE "
+            "directory written by a run elsewhere, without running "
+            "anything (the changes are not verified).",
+            show_default=False,
+        ),
+    ] = None,
     path_map: o.PathMap = None,
     project: o.Project = None,
     select: o.Select = None,
     ignore: o.Ignore = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply every safe change without asking.")] = False,
-    unsafe: Annotated[bool, typer.Option("--unsafe", help="With --yes or --diff: include the unsafe changes "
-                                         "(they can change output or numerics; each says how).")] = False,
-    diff: Annotated[bool, typer.Option("--diff", help="Print one unified diff of the changes (safe ones; "
-                                       "--unsafe for all) to stdout and write nothing. It applies with "
-                                       "`git apply` or `patch -p1` from the project root.")] = False,
-    check: Annotated[bool, typer.Option("--check", help="Write nothing; list the changes and exit 6 when there "
-                                        "are any (for CI).")] = False,
-    no_verify: Annotated[bool, typer.Option("--no-verify", help="Write without verifying the changes first.")]
-    = False,
-    verify_backend: Annotated[Optional[str], typer.Option(help="Backend for the verification runs. Default: the "
-                                                          "script's own (inductor unless it says otherwise), "
-                                                          "which is what timings should use; aot_eager is fast "
-                                                          "on a CPU.")] = None,
+    unsafe: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe",
+            help="With --yes or --diff: include the unsafe changes "
+            "(they can change output or numerics; each says how).",
+        ),
+    ] = False,
+    diff: Annotated[
+        bool,
+        typer.Option(
+            "--diff",
+            help="Print one unified diff of the changes (safe ones; "
+            "--unsafe for all) to stdout and write nothing. It applies with "
+            "`git apply` or `patch -p1` from the project root.",
+        ),
+    ] = False,
+    check: Annotated[
+        bool, typer.Option("--check", help="Write nothing; list the changes and exit 6 when there are any (for CI).")
+    ] = False,
+    no_verify: Annotated[bool, typer.Option("--no-verify", help="Write without verifying the changes first.")] = False,
+    verify_backend: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Backend for the verification runs. Default: the "
+            "script's own (inductor unless it says otherwise), "
+            "which is what timings should use; aot_eager is fast "
+            "on a CPU."
+        ),
+    ] = None,
     repeat: Repeat = 1,
     seed: Seed = 0,
     rtol: Rtol = RTOL,
     atol: Atol = ATOL,
     show_output: o.ShowOutput = False,
-    pr: Annotated[bool, typer.Option("--pr", help="After writing, ship the changes as a branch, one commit and a "
-                                     "GitHub pull request with the findings and the verification (as "
-                                     "`torchmend pr`; checked before anything runs).")] = False,
+    pr: Annotated[
+        bool,
+        typer.Option(
+            "--pr",
+            help="After writing, ship the changes as a branch, one commit and a "
+            "GitHub pull request with the findings and the verification (as "
+            "`torchmend pr`; checked before anything runs).",
+        ),
+    ] = False,
     remote: Annotated[str, typer.Option(help="With --pr: the git remote to push to.")] = "origin",
-    base: Annotated[Optional[str], typer.Option(help="With --pr: the branch the pull request goes into.",
-                                                show_default=False)] = None,
-    api_url: Annotated[Optional[str], typer.Option(help="With --pr: the GitHub REST API (GitHub Enterprise: "
-                                                   "https://HOST/api/v3).", show_default=False)] = None,
-    token_env: Annotated[str, typer.Option(help="With --pr: the environment variable holding the GitHub "
-                                           "token.")] = "GITHUB_TOKEN",
+    base: Annotated[
+        Optional[str], typer.Option(help="With --pr: the branch the pull request goes into.", show_default=False)
+    ] = None,
+    api_url: Annotated[
+        Optional[str],
+        typer.Option(
+            help="With --pr: the GitHub REST API (GitHub Enterprise: https://HOST/api/v3).", show_default=False
+        ),
+    ] = None,
+    token_env: Annotated[
+        str, typer.Option(help="With --pr: the environment variable holding the GitHub token.")
+    ] = "GITHUB_TOKEN",
 ) -> None:
     """Find what stops torch.compile from paying off in SCRIPT and fix it in your source: each change is
     shown as a diff with the finding behind it and its safety, and you accept or reject it (like
@@ -130,16 +168,20 @@ def fix(
         fail(ExitCode.USAGE, "choose one of --yes, --diff and --check")
     interactive = not (yes or diff or check)
     if interactive and not sys.stdin.isatty():
-        fail(ExitCode.USAGE, "stdin is not a terminal, so fix cannot ask about each change: use --yes (apply the "
-             "safe changes), --diff (print them) or --check (exit 6 when there are any)")
+        fail(
+            ExitCode.USAGE,
+            "stdin is not a terminal, so fix cannot ask about each change: use --yes (apply the "
+            "safe changes), --diff (print them) or --check (exit 6 when there are any)",
+        )
     if pr and (diff or check):
         fail(ExitCode.USAGE, "--pr ships what fix writes: it does not go with --diff or --check")
     trace = from_trace is not None and script is None
     if not trace:
         if path_map:
             fail(ExitCode.USAGE, "--path-map goes with --from-trace")
-        spec = run_spec(script, args, nproc_per_node, from_trace, steps=steps, timeout=timeout, backend=backend,
-                        seed=seed)
+        spec = run_spec(
+            script, args, nproc_per_node, from_trace, steps=steps, timeout=timeout, backend=backend, seed=seed
+        )
         script = spec.script
         _check_python(script, "the script")
     # script is None exactly when the findings come from a trace
@@ -154,8 +196,9 @@ def fix(
     else:
         # The scan gets caches of its own: it stands in for verify's first before-run, which must not be
         # served from a cache that earlier runs of the script warmed.
-        before = profile(spec, root, live=ui.is_terminal, show_output=show_output, console=ui, label="scanning",
-                         own_caches=True)
+        before = profile(
+            spec, root, live=ui.is_terminal, show_output=show_output, console=ui, label="scanning", own_caches=True
+        )
     if before.failed:
         warn_failed_after_compile(before)
     for path in _project_files(before, root):
@@ -164,9 +207,11 @@ def fix(
     fixes = pipeline.propose(before.findings, root, select, ignore)
     proposals, unfixed = fixes.proposals, fixes.unfixed
     fixable = sum(f.severity == "fix" for f in before.findings)
-    ui.print(f"[bold]{len(before.findings)} finding{'s' * (len(before.findings) != 1)}[/] "
-             f"({fixable} to fix): [bold]{len(proposals)} change{'s' * (len(proposals) != 1)} proposed[/], "
-             f"{len(unfixed)} not fixable")
+    ui.print(
+        f"[bold]{len(before.findings)} finding{'s' * (len(before.findings) != 1)}[/] "
+        f"({fixable} to fix): [bold]{len(proposals)} change{'s' * (len(proposals) != 1)} proposed[/], "
+        f"{len(unfixed)} not fixable"
+    )
     if unfixed:
         ui.print(unfixed_view(unfixed))
     display = fixes.where
@@ -181,7 +226,7 @@ def fix(
         decisions = pipeline.accept_all(fixes, unsafe) if not interactive else _interactive(fixes)
     except (KeyboardInterrupt, EOFError):
         err.print("\n[bold]interrupted: nothing was written.[/]")
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     for d in decisions:
         if d.outcome == CONFLICT or (d.detail and d.outcome != ACCEPTED):
             ui.print(Text(f"skipped {display(d.proposal)} {d.proposal.rule}: {d.detail}", style="yellow"))
@@ -194,8 +239,10 @@ def fix(
         return
     verification = None
     if trace:
-        out.print("[yellow]not verified: the findings came from a trace, and nothing was run. Check the changes "
-                  "with `torchmend verify SCRIPT --patch FILE` where the job can run.[/]")
+        out.print(
+            "[yellow]not verified: the findings came from a trace, and nothing was run. Check the changes "
+            "with `torchmend verify SCRIPT --patch FILE` where the job can run.[/]"
+        )
     elif no_verify:
         out.print("[yellow]--no-verify: writing without re-running the patched script.[/]")
     else:
@@ -204,21 +251,35 @@ def fix(
             out.print("No change helped; nothing written.")
             return
     accepted = fixes.accepted
-    command = "" if trace else verify_command(fixes.session.display(str(script)), spec.args, steps=steps,
-                                              timeout=timeout, backend=verify_backend, seed=seed, repeat=repeat,
-                                              launcher=spec.launcher)
+    command = (
+        ""
+        if trace
+        else verify_command(
+            fixes.session.display(str(script)),
+            spec.args,
+            steps=steps,
+            timeout=timeout,
+            backend=verify_backend,
+            seed=seed,
+            repeat=repeat,
+            launcher=spec.launcher,
+        )
+    )
     report = fix_report(accepted, verification, command, where=display)
     try:
         record = pipeline.write(fixes, root, report)
     except pipeline.WriteRefused as e:
         fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
     except KeyboardInterrupt:  # it waited for the write to finish: the files are all written, the record complete
-        err.print("\n[bold]interrupted after the write finished:[/] every file was written; `torchmend undo` puts "
-                  "them back.")
+        err.print(
+            "\n[bold]interrupted after the write finished:[/] every file was written; `torchmend undo` puts them back."
+        )
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
-    out.print(f"[bold green]Wrote {len(record.files)} file{'s' * (len(record.files) != 1)}[/] "
-              f"({len(accepted)} change{'s' * (len(accepted) != 1)}): "
-              + ", ".join(fixes.session.display(p) for p in record.files))
+    out.print(
+        f"[bold green]Wrote {len(record.files)} file{'s' * (len(record.files) != 1)}[/] "
+        f"({len(accepted)} change{'s' * (len(accepted) != 1)}): "
+        + ", ".join(fixes.session.display(p) for p in record.files)
+    )
     out.print(f"Undo with [bold]torchmend undo[/] (patch saved at {record.patch}).")
     if pr_options is not None:
         open_pull_request(root, record, pr_options, report)
@@ -255,8 +316,10 @@ def _check_journal(root: Path, writes: bool) -> None:
 
     if not writes:
         for r in records(root).incomplete:
-            err.print(f"[yellow]warning:[/] the fix of {r.created} was interrupted while writing; `torchmend undo` "
-                      "rolls it back")
+            err.print(
+                f"[yellow]warning:[/] the fix of {r.created} was interrupted while writing; `torchmend undo` "
+                "rolls it back"
+            )
         return
     try:
         check_state_dir(root)
@@ -265,8 +328,9 @@ def _check_journal(root: Path, writes: bool) -> None:
     roll_back_incomplete(root)
 
 
-def _verify(scan: Scan, fixes: Fixes, root: Path, backend: str | None, repeat: int, rtol: float,
-            atol: float) -> Verification:
+def _verify(
+    scan: Scan, fixes: Fixes, root: Path, backend: str | None, repeat: int, rtol: float, atol: float
+) -> Verification:
     """Render pipeline.verify_rounds; exit with VERIFY_FAILED when it refuses. Returns the last verdict
     (the session keeps the changes left to write)."""
     from torchmend import pipeline
@@ -274,8 +338,9 @@ def _verify(scan: Scan, fixes: Fixes, root: Path, backend: str | None, repeat: i
     from torchmend.cli.verify import show_run
 
     done = None
-    for event in pipeline.verify_rounds(scan, fixes, root, backend=backend, repeat=repeat, rtol=rtol, atol=atol,
-                                        on_run=show_run):
+    for event in pipeline.verify_rounds(
+        scan, fixes, root, backend=backend, repeat=repeat, rtol=rtol, atol=atol, on_run=show_run
+    ):
         if isinstance(event, pipeline.Round):
             out.print(verification_view(event.verification))
             for e in event.effects:

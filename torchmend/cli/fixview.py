@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -31,10 +32,17 @@ def where(p: Proposal | NoFix) -> str:
 
 def change_panel(p: Proposal, display: str, line: int, before: str, after: str, index: int, total: int) -> Panel:
     from rich.syntax import Syntax
+
     from torchmend.codemods.engine import unified_diff
 
-    head = Text.assemble((f"[{index}/{total}] ", "dim"), (f"{display}:{line}", "bold"), "  ",
-                         (p.rule, "bold magenta"), "  ", (p.safety, _SAFETY[p.safety]))
+    head = Text.assemble(
+        (f"[{index}/{total}] ", "dim"),
+        (f"{display}:{line}", "bold"),
+        "  ",
+        (p.rule, "bold magenta"),
+        "  ",
+        (p.safety, _SAFETY[p.safety]),
+    )
     body = Text()
     for f in p.findings:
         times = f"{f.count}×" if f.count != 1 else "once"
@@ -52,8 +60,11 @@ def change_panel(p: Proposal, display: str, line: int, before: str, after: str, 
         body.append("instead: ", style="bold")
         body.append(p.alternative + "\n")
     diff = unified_diff(display, before, after)
-    return Panel(Group(body, Syntax(diff, "diff", theme="ansi_dark", background_color="default", word_wrap=True)),
-                 title=head, title_align="left")
+    return Panel(
+        Group(body, Syntax(diff, "diff", theme="ansi_dark", background_color="default", word_wrap=True)),
+        title=head,
+        title_align="left",
+    )
 
 
 def where_finding(f: Finding) -> str:
@@ -87,16 +98,25 @@ def unfixed_view(items: list[NoFix]) -> Table:
 def verification_view(v: Verification) -> Group:
     from torchmend.verify.report import rows
 
-    runs = f"{v.repeat} run{'s' * (v.repeat != 1)} per arm, interleaved" + (", medians (min–max)" if v.repeat > 1 else "")
-    table = Table("", "before", "after", "after/before", title=Text(f"before → after ({runs})", style="bold"),
-                  title_justify="left")
+    runs = f"{v.repeat} run{'s' * (v.repeat != 1)} per arm, interleaved" + (
+        ", medians (min–max)" if v.repeat > 1 else ""
+    )
+    table = Table(
+        "",
+        "before",
+        "after",
+        "after/before",
+        title=Text(f"before → after ({runs})", style="bold"),
+        title_justify="left",
+    )
     for label, b, a, ratio in rows(v):
         table.add_row(label, b, a, ratio)
     parts: list = [table]
     if v.numerics is not None:
         style = ("green" if v.numerics.compared else "yellow") if v.numerics.equal else "bold red"
-        parts.append(Text(f"numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): "
-                          f"{v.numerics.describe()}", style=style))
+        parts.append(
+            Text(f"numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics.describe()}", style=style)
+        )
     verdict_style = {"improved": "bold green", "no_change": "bold yellow", "refused": "bold red"}[v.verdict]
     parts.append(Text(f"verdict: {v.verdict.replace('_', ' ')}", style=verdict_style))
     parts += [Text(f"  {r}", style="red" if v.verdict == "refused" else "yellow") for r in v.reasons]
@@ -106,5 +126,8 @@ def verification_view(v: Verification) -> Group:
 
 def print_proposal_list(console: Console, items: list[Proposal], display: Callable[[Proposal], str]) -> None:
     for p in items:
-        console.print(Text.assemble((f"{display(p)}", "bold"), "  ", (p.rule, "magenta"), "  ",
-                                    (p.safety, _SAFETY[p.safety]), f"  {p.why}"))
+        console.print(
+            Text.assemble(
+                (f"{display(p)}", "bold"), "  ", (p.rule, "magenta"), "  ", (p.safety, _SAFETY[p.safety]), f"  {p.why}"
+            )
+        )

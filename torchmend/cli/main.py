@@ -16,8 +16,11 @@ from torchmend.cli.app import app
 def run() -> None:
     level = os.environ.get("TORCHMEND_LOG", "").upper()
     if level:  # e.g. TORCHMEND_LOG=debug: internal errors of codemods with their tracebacks, on stderr
-        logging.basicConfig(level=getattr(logging, level, logging.DEBUG), stream=sys.stderr,
-                            format="torchmend %(levelname)s: %(message)s")
+        logging.basicConfig(
+            level=getattr(logging, level, logging.DEBUG),
+            stream=sys.stderr,
+            format="torchmend %(levelname)s: %(message)s",
+        )
     try:
         app()
     except KeyboardInterrupt:

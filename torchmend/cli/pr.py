@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --hel
     from torchmend.store import UndoRecord
     from torchmend.vcs.ship import PrOptions, PrResult
 
+
 def exit_for(kind: str) -> ExitCode:
     """The exit code for a shipping failure's kind (vcs is imported here, not at start-up)."""
     from torchmend.vcs import forge, ship
@@ -40,8 +41,11 @@ def exit_for(kind: str) -> ExitCode:
 
 def _print_dry_run(result: PrResult) -> None:
     p = result.plan
-    state = (f"exists with this change ({p.existing_commit[:12]}), reused" if p.existing_commit
-             else f"new, one commit on {p.current or 'HEAD'} at {p.head[:12]}")
+    state = (
+        f"exists with this change ({p.existing_commit[:12]}), reused"
+        if p.existing_commit
+        else f"new, one commit on {p.current or 'HEAD'} at {p.head[:12]}"
+    )
     lines = [
         "Dry run: nothing is committed, pushed or sent.",
         f"branch:        {p.branch} ({state})",
@@ -94,32 +98,65 @@ def open_pull_request(root: Path, record: UndoRecord, options: PrOptions, report
         return result
     for w in result.plan.warnings:
         err.print(Text(f"note: {w}", style="yellow"))
-    out.print(Text(f"You are on {result.plan.current or 'the same detached HEAD'}; your working tree is as it was.",
-                   style="dim"))
+    out.print(
+        Text(
+            f"You are on {result.plan.current or 'the same detached HEAD'}; your working tree is as it was.",
+            style="dim",
+        )
+    )
     return result
 
 
 @app.command(short_help="Ship the last fix as a branch, a commit and a GitHub pull request with the evidence.")
 def pr(
-    project: Annotated[Optional[Path], typer.Option(help="The project whose last fix to ship. Default: the git "
-                                                    "work tree holding the current directory.")] = None,
-    remote: Annotated[str, typer.Option(help="The git remote to push to; the GitHub repository is read from its "
-                                        "URL (https or ssh form).")] = "origin",
-    base: Annotated[Optional[str], typer.Option(help="The branch the pull request goes into. Default: the branch "
-                                                "yours tracks on the remote, else its name.",
-                                                show_default=False)] = None,
-    repo: Annotated[Optional[str], typer.Option(help="OWNER/NAME of the GitHub repository, when the remote URL "
-                                                "does not say.", show_default=False)] = None,
-    api_url: Annotated[Optional[str], typer.Option(help="The GitHub REST API. Default: https://api.github.com; "
-                                                   "GitHub Enterprise: https://HOST/api/v3.",
-                                                   show_default=False)] = None,
-    token_env: Annotated[str, typer.Option(help="The environment variable holding the GitHub token (it is sent "
-                                           "to the API only, never written or shown).")] = "GITHUB_TOKEN",
-    title: Annotated[Optional[str], typer.Option(help="The pull request's title. Default: the rules fixed and "
-                                                 "the files.", show_default=False)] = None,
+    project: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="The project whose last fix to ship. Default: the git work tree holding the current directory."
+        ),
+    ] = None,
+    remote: Annotated[
+        str,
+        typer.Option(help="The git remote to push to; the GitHub repository is read from its URL (https or ssh form)."),
+    ] = "origin",
+    base: Annotated[
+        Optional[str],
+        typer.Option(
+            help="The branch the pull request goes into. Default: the branch "
+            "yours tracks on the remote, else its name.",
+            show_default=False,
+        ),
+    ] = None,
+    repo: Annotated[
+        Optional[str],
+        typer.Option(help="OWNER/NAME of the GitHub repository, when the remote URL does not say.", show_default=False),
+    ] = None,
+    api_url: Annotated[
+        Optional[str],
+        typer.Option(
+            help="The GitHub REST API. Default: https://api.github.com; GitHub Enterprise: https://HOST/api/v3.",
+            show_default=False,
+        ),
+    ] = None,
+    token_env: Annotated[
+        str,
+        typer.Option(
+            help="The environment variable holding the GitHub token (it is sent "
+            "to the API only, never written or shown)."
+        ),
+    ] = "GITHUB_TOKEN",
+    title: Annotated[
+        Optional[str],
+        typer.Option(help="The pull request's title. Default: the rules fixed and the files.", show_default=False),
+    ] = None,
     draft: Annotated[bool, typer.Option("--draft", help="Open the pull request as a draft.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the branch, the commit message and the pull "
-                                          "request body; commit, push and send nothing.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the branch, the commit message and the pull request body; commit, push and send nothing.",
+        ),
+    ] = False,
 ) -> None:
     """Ship the changes of the last `torchmend fix` (already on disk) as a pull request: a branch
     torchmend/<slug> from HEAD with one commit holding only the files the fix wrote, pushed to the remote
@@ -136,7 +173,24 @@ def pr(
     root = (project or project_root_for(Path.cwd() / "x")).resolve()
     records = undo_records(root)
     if not records:
-        fail(ExitCode.NOTHING_TO_SHIP, escape(f"no fix of {root} to ship: run `torchmend fix` first (pr ships "
-                                              "what the last fix wrote; `torchmend undo --list` shows the fixes)"))
-    open_pull_request(root, records[-1], PrOptions(remote=remote, base=base, repo=repo, api_url=api_url,
-                                                   token_env=token_env, title=title, draft=draft, dry_run=dry_run))
+        fail(
+            ExitCode.NOTHING_TO_SHIP,
+            escape(
+                f"no fix of {root} to ship: run `torchmend fix` first (pr ships "
+                "what the last fix wrote; `torchmend undo --list` shows the fixes)"
+            ),
+        )
+    open_pull_request(
+        root,
+        records[-1],
+        PrOptions(
+            remote=remote,
+            base=base,
+            repo=repo,
+            api_url=api_url,
+            token_env=token_env,
+            title=title,
+            draft=draft,
+            dry_run=dry_run,
+        ),
+    )

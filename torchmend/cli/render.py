@@ -44,10 +44,13 @@ def summary_line(s: Summary) -> str:
 
 def rank_lines(s: Summary) -> list[str]:
     """One line per rank of a multi-rank run."""
-    return [f"rank {r['rank']}: {r['graph_breaks']} graph break{'s' * (r['graph_breaks'] != 1)}, "
-            f"{r['recompiles']} recompile{'s' * (r['recompiles'] != 1)}, "
-            f"{r['recompile_limit_hits']} limit hit{'s' * (r['recompile_limit_hits'] != 1)}, "
-            f"{r['compile_seconds']:.2f} s compiling, {r['steps']} steps" for r in s.per_rank]
+    return [
+        f"rank {r['rank']}: {r['graph_breaks']} graph break{'s' * (r['graph_breaks'] != 1)}, "
+        f"{r['recompiles']} recompile{'s' * (r['recompiles'] != 1)}, "
+        f"{r['recompile_limit_hits']} limit hit{'s' * (r['recompile_limit_hits'] != 1)}, "
+        f"{r['compile_seconds']:.2f} s compiling, {r['steps']} steps"
+        for r in s.per_rank
+    ]
 
 
 def ranks_text(f: Finding) -> str:
@@ -61,7 +64,11 @@ def _what(f: Finding) -> Text:
     if f.variable:
         t.append(f"  `{f.variable}`", style="cyan")
     if f.pattern:
-        label = {"once": "once, on some ranks only" if f.divergent else "once (one-time, benign)", "storm": f"storm ({f.count}×)", "limit": "until the recompile limit"}
+        label = {
+            "once": "once, on some ranks only" if f.divergent else "once (one-time, benign)",
+            "storm": f"storm ({f.count}×)",
+            "limit": "until the recompile limit",
+        }
         t.append(f"  [{label[f.pattern]}]", style="magenta" if f.pattern != "once" else "dim")
     t.append("\n" + f.reason, style="default")
     if f.code:
@@ -73,8 +80,10 @@ def _what(f: Finding) -> Text:
     if f.ranks is not None:
         t.append(f"\non {ranks_text(f)}", style="default")
         if f.divergent:
-            t.append("  rank-divergent: the other ranks wait for this one at the next collective (slow steps, "
-                     "or a hang)", style="bold yellow")
+            t.append(
+                "  rank-divergent: the other ranks wait for this one at the next collective (slow steps, or a hang)",
+                style="bold yellow",
+            )
     if f.docs_url:
         t.append(f"\n{f.docs_url}", style="blue underline")
     return t
@@ -88,8 +97,9 @@ def findings_view(findings: list[Finding]) -> Group:
     tables = []
     for (order, file), items in sorted(by_file.items()):
         where = {0: "", 1: "  (outside the project)", 2: "  (library: not edited; see 'reached from')"}[order]
-        table = Table(title=Text(file + where, style="bold underline"), title_justify="left", expand=True,
-                      show_lines=True)
+        table = Table(
+            title=Text(file + where, style="bold underline"), title_justify="left", expand=True, show_lines=True
+        )
         table.add_column("line", justify="right", no_wrap=True)
         table.add_column("rule", no_wrap=True)
         table.add_column("kind", no_wrap=True)
@@ -97,8 +107,14 @@ def findings_view(findings: list[Finding]) -> Group:
         table.add_column("×", justify="right", no_wrap=True)
         table.add_column("what", ratio=1)
         for f in sorted(items, key=lambda f: (f.line, f.rule)):
-            table.add_row(str(f.line), Text(f.rule, style=_SEVERITY_STYLE[f.severity]), _KIND_LABEL[f.kind],
-                          f.function, str(f.count), _what(f))
+            table.add_row(
+                str(f.line),
+                Text(f.rule, style=_SEVERITY_STYLE[f.severity]),
+                _KIND_LABEL[f.kind],
+                f.function,
+                str(f.count),
+                _what(f),
+            )
         tables.append(table)
     return Group(*tables)
 
@@ -109,8 +125,10 @@ def print_scan(console: Console, findings: list[Finding], summary: Summary) -> N
         fix = sum(f.severity == "fix" for f in findings)
         notes = sum(f.severity == "note" for f in findings)
         info = sum(f.severity == "info" for f in findings)
-        console.print(f"[bold]{len(findings)} finding{'s' if len(findings) != 1 else ''}[/]: "
-                      f"[bold red]{fix} to fix[/], [yellow]{notes} one-time[/], [dim]{info} informational[/]")
+        console.print(
+            f"[bold]{len(findings)} finding{'s' if len(findings) != 1 else ''}[/]: "
+            f"[bold red]{fix} to fix[/], [yellow]{notes} one-time[/], [dim]{info} informational[/]"
+        )
     else:
         console.print("[bold green]No graph breaks or recompilations found.[/]")
     console.print(summary_line(summary))
@@ -119,5 +137,7 @@ def print_scan(console: Console, findings: list[Finding], summary: Summary) -> N
         for line in rank_lines(summary):
             console.print(f"  {line}")
         if divergent:
-            console.print(f"[bold yellow]{len(divergent)} rank-divergent finding{'s' * (len(divergent) != 1)}:[/] "
-                          + "; ".join(f"{f.rule} {f.file}:{f.line} on {ranks_text(f)}" for f in divergent))
+            console.print(
+                f"[bold yellow]{len(divergent)} rank-divergent finding{'s' * (len(divergent) != 1)}:[/] "
+                + "; ".join(f"{f.rule} {f.file}:{f.line} on {ranks_text(f)}" for f in divergent)
+            )

@@ -42,72 +42,111 @@ def check_script(script: Path) -> None:
         compile(source, str(script), "exec", dont_inherit=True)
     except SyntaxError as e:
         where = f"{e.filename}:{e.lineno}" + (f":{e.offset}" if e.offset else "")
-        fail(ExitCode.SCRIPT_FAILED, f"the script has a syntax error at {where}: {e.msg}",
-             (e.text or "").rstrip())
+        fail(ExitCode.SCRIPT_FAILED, f"the script has a syntax error at {where}: {e.msg}", (e.text or "").rstrip())
     except (OSError, ValueError) as e:
         fail(ExitCode.SCRIPT_NOT_FOUND, f"cannot read {script}: {e}")
 
 
 def _progress_line(label: str, p: Progress) -> Text:
-    return Text.assemble((f"{label} ", "dim"), (f"{p.elapsed_s:5.1f} s", "bold"), "  ",
-                         f"steps {p.steps}  compiles {p.compiles}  graph breaks {p.breaks}  recompiles {p.recompiles}")
+    return Text.assemble(
+        (f"{label} ", "dim"),
+        (f"{p.elapsed_s:5.1f} s", "bold"),
+        "  ",
+        f"steps {p.steps}  compiles {p.compiles}  graph breaks {p.breaks}  recompiles {p.recompiles}",
+    )
 
 
-def scan_with_progress(spec: RunSpec, root: Path, live: bool, label: str = "running",
-                       keep_events: Path | None = None, console: Console = out, own_caches: bool = False) -> Scan:
+def scan_with_progress(
+    spec: RunSpec,
+    root: Path,
+    live: bool,
+    label: str = "running",
+    keep_events: Path | None = None,
+    console: Console = out,
+    own_caches: bool = False,
+) -> Scan:
     from rich.live import Live
+
     from torchmend.pipeline import scan
     from torchmend.profiler.runner import Progress
 
     if live:
-        with Live(_progress_line(label, Progress()), console=console, transient=True,
-                  refresh_per_second=8) as view:
-            return scan(spec, root, on_progress=lambda p: view.update(_progress_line(label, p)),
-                        keep_events=keep_events, own_caches=own_caches)
+        with Live(_progress_line(label, Progress()), console=console, transient=True, refresh_per_second=8) as view:
+            return scan(
+                spec,
+                root,
+                on_progress=lambda p: view.update(_progress_line(label, p)),
+                keep_events=keep_events,
+                own_caches=own_caches,
+            )
     return scan(spec, root, keep_events=keep_events, own_caches=own_caches)
 
 
-def profile(spec: RunSpec, root: Path, live: bool, show_output: bool = False,
-            keep_events: Path | None = None, console: Console = out, label: str = "running",
-            own_caches: bool = False) -> Scan:
+def profile(
+    spec: RunSpec,
+    root: Path,
+    live: bool,
+    show_output: bool = False,
+    keep_events: Path | None = None,
+    console: Console = out,
+    label: str = "running",
+    own_caches: bool = False,
+) -> Scan:
     """Run the script under the collector (pipeline.scan); exit with the documented code when the run shows
     nothing. `own_caches`: compile with empty caches of its own (fix: the scan stands in for verify's first
     before-run)."""
     from torchmend.cli.render import ENDED_BY
 
-    result = scan_with_progress(spec, root, live, label, keep_events=keep_events, console=console,
-                                own_caches=own_caches)
+    result = scan_with_progress(
+        spec, root, live, label, keep_events=keep_events, console=console, own_caches=own_caches
+    )
     outcome = result.outcome
     if show_output and outcome.output_tail:
         err.rule("script output (tail)")
         err.print(Text(outcome.output_tail))
         err.rule()
     if outcome.ended_by == "no_torch":
-        fail(ExitCode.NO_TORCH, f"torch cannot be imported by {spec.python}: {outcome.end.get('error')}. "
-             "Install torch in the environment that runs torchmend.")
+        fail(
+            ExitCode.NO_TORCH,
+            f"torch cannot be imported by {spec.python}: {outcome.end.get('error')}. "
+            "Install torch in the environment that runs torchmend.",
+        )
     if outcome.ended_by == "internal_error":
-        fail(ExitCode.INTERNAL_ERROR, f"could not install the compile-event collector: {outcome.end.get('error')}",
-             outcome.end.get("traceback", ""))
+        fail(
+            ExitCode.INTERNAL_ERROR,
+            f"could not install the compile-event collector: {outcome.end.get('error')}",
+            outcome.end.get("traceback", ""),
+        )
     if outcome.ended_by == "interrupted":
         fail(ExitCode.SCRIPT_FAILED, "interrupted")
     if not result.compiled:
         if result.failed:
-            fail(ExitCode.SCRIPT_FAILED, f"the script failed before anything was compiled "
-                 f"({ENDED_BY[outcome.ended_by]}; exit status {outcome.returncode}). Its output ends with:",
-                 failure_text(outcome))
-        budget = {"steps": f" --steps {spec.steps} ended it first;",
-                  "timeout": f" --timeout {spec.timeout} ended it first;"}
-        fail(ExitCode.NOTHING_COMPILED, "the run ended without compiling anything:"
-             f"{budget.get(outcome.ended_by, '')} the script never reached a torch.compile'd function. "
-             "Check that it calls torch.compile on the code that runs, or raise the budget.")
+            fail(
+                ExitCode.SCRIPT_FAILED,
+                f"the script failed before anything was compiled "
+                f"({ENDED_BY[outcome.ended_by]}; exit status {outcome.returncode}). Its output ends with:",
+                failure_text(outcome),
+            )
+        budget = {
+            "steps": f" --steps {spec.steps} ended it first;",
+            "timeout": f" --timeout {spec.timeout} ended it first;",
+        }
+        fail(
+            ExitCode.NOTHING_COMPILED,
+            "the run ended without compiling anything:"
+            f"{budget.get(outcome.ended_by, '')} the script never reached a torch.compile'd function. "
+            "Check that it calls torch.compile on the code that runs, or raise the budget.",
+        )
     return result
 
 
 def warn_failed_after_compile(p: Scan) -> None:
     from torchmend.cli.render import ENDED_BY
 
-    err.print(f"[bold yellow]warning:[/] the script failed after compiling ({ENDED_BY[p.outcome.ended_by]}); "
-              "the report shows what was seen until then. Its output ends with:")
+    err.print(
+        f"[bold yellow]warning:[/] the script failed after compiling ({ENDED_BY[p.outcome.ended_by]}); "
+        "the report shows what was seen until then. Its output ends with:"
+    )
     err.print(Text(failure_text(p.outcome), style="dim"))
 
 
@@ -119,8 +158,9 @@ def failure_text(outcome: RunOutcome) -> str:
     return outcome.output_tail
 
 
-def run_spec(script: Path | None, args: list[str] | None, nproc_per_node: int | None, from_trace: Path | None,
-             **fields: object) -> RunSpec:
+def run_spec(
+    script: Path | None, args: list[str] | None, nproc_per_node: int | None, from_trace: Path | None, **fields: object
+) -> RunSpec:
     """The run a command line asks for: a script, `--nproc-per-node N`, or a torchrun command after `--`."""
     from torchmend.profiler.launch import LaunchError, resolve
     from torchmend.profiler.runner import RunSpec
@@ -135,8 +175,7 @@ def run_spec(script: Path | None, args: list[str] | None, nproc_per_node: int | 
         fail(ExitCode.USAGE, str(e))
     path = Path(launch.script)
     check_script(path)
-    return RunSpec(script=path.resolve(), args=launch.args, launcher=launch.launcher, cwd=Path.cwd(),
-                   **fields)  # type: ignore[arg-type]
+    return RunSpec(script=path.resolve(), args=launch.args, launcher=launch.launcher, cwd=Path.cwd(), **fields)  # type: ignore[arg-type]
 
 
 def profile_trace(trace_path: Path, root: Path, path_map: list[str] | None, console: Console = out) -> Scan:
@@ -154,13 +193,18 @@ def profile_trace(trace_path: Path, root: Path, path_map: list[str] | None, cons
     except TraceError as e:
         fail(ExitCode.TRACE_UNREADABLE, str(e))
     for m in result.guessed:
-        console.print(f"[dim]paths: {m.old} → {m.new} (guessed from {m.files} file{'s' * (m.files != 1)}; "
-                      "set it with --path-map OLD=NEW)[/]")
+        console.print(
+            f"[dim]paths: {m.old} → {m.new} (guessed from {m.files} file{'s' * (m.files != 1)}; "
+            "set it with --path-map OLD=NEW)[/]"
+        )
     missing = result.unmapped
     if missing:
-        err.print(f"[yellow]warning:[/] {len(missing)} source file{'s' * (len(missing) != 1)} the trace names "
-                  "cannot be found in this checkout; findings there cannot be fixed (use --path-map OLD=NEW): "
-                  + ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else ""))
+        err.print(
+            f"[yellow]warning:[/] {len(missing)} source file{'s' * (len(missing) != 1)} the trace names "
+            "cannot be found in this checkout; findings there cannot be fixed (use --path-map OLD=NEW): "
+            + ", ".join(missing[:5])
+            + (" ..." if len(missing) > 5 else "")
+        )
     for p in result.trace.ignored:  # type: ignore[union-attr]
         err.print(f"[dim]ignored {p.name}: an older log for a rank already read (an earlier run?)[/]")
     if not result.compiled:

@@ -15,7 +15,7 @@ from torchmend.cli.app import Format, app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
 
 
-@app.command(short_help='Report every graph break and recompilation at your source line.')
+@app.command(short_help="Report every graph break and recompilation at your source line.")
 def scan(
     script: o.MaybeScript = None,
     args: o.ScriptArgs = None,
@@ -25,10 +25,15 @@ def scan(
     nproc_per_node: o.NprocPerNode = None,
     from_trace: o.FromTrace = None,
     path_map: o.PathMap = None,
-    format: Annotated[Format, typer.Option("--format", "-f", help="table (grouped by file) or json "
-                                           "(schema torchmend.scan/1, see docs/scan-json.md).")] = Format.table,
-    fail_on_findings: Annotated[bool, typer.Option("--fail-on-findings", help="Exit with code 6 when there are "
-                                                   "findings to fix (for CI).")] = False,
+    format: Annotated[
+        Format,
+        typer.Option(
+            "--format", "-f", help="table (grouped by file) or json (schema torchmend.scan/1, see docs/scan-json.md)."
+        ),
+    ] = Format.table,
+    fail_on_findings: Annotated[
+        bool, typer.Option("--fail-on-findings", help="Exit with code 6 when there are findings to fix (for CI).")
+    ] = False,
     project: o.Project = None,
     show_output: o.ShowOutput = False,
     keep_events: o.KeepEvents = None,
@@ -64,11 +69,28 @@ def scan(
         if path_map:
             fail(ExitCode.USAGE, "--path-map goes with --from-trace")
         root = (project or project_root_for(spec.script)).resolve()
-        result = profile(spec, root, live=format is Format.table and out.is_terminal, show_output=show_output,
-                         keep_events=keep_events)
+        result = profile(
+            spec,
+            root,
+            live=format is Format.table and out.is_terminal,
+            show_output=show_output,
+            keep_events=keep_events,
+        )
     if format is Format.json:
-        print(json.dumps(scan_report(spec, str(root), result.findings, result.summary, result.outcome,
-                                     trace=result.trace, path_maps=result.path_maps), indent=2))
+        print(
+            json.dumps(
+                scan_report(
+                    spec,
+                    str(root),
+                    result.findings,
+                    result.summary,
+                    result.outcome,
+                    trace=result.trace,
+                    path_maps=result.path_maps,
+                ),
+                indent=2,
+            )
+        )
     else:
         print_scan(out, result.findings, result.summary)
     if result.failed:
@@ -78,11 +100,16 @@ def scan(
         raise typer.Exit(int(ExitCode.FINDINGS))
 
 
-@app.command("rules", short_help='List the rule codes and the fix for each.')
+@app.command("rules", short_help="List the rule codes and the fix for each.")
 def list_rules() -> None:
     """List the rule codes (TM1xx graph breaks, TM2xx recompiles, TM9xx informational) and their fixes."""
     table = Table("code", "kind", "name", "title", "fix")
     for r in rules.RULES:
-        table.add_row(r.code, r.kind, r.name, r.title + (" (informational)" if r.informational else ""),
-                      rules.FIXES.get(r.code, "—"))
+        table.add_row(
+            r.code,
+            r.kind,
+            r.name,
+            r.title + (" (informational)" if r.informational else ""),
+            rules.FIXES.get(r.code, "—"),
+        )
     out.print(table)

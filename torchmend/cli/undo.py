@@ -25,11 +25,17 @@ def roll_back_incomplete(root: Path) -> None:
         left = rollback(record)
         names = ", ".join(_shown(p, root) for p in record.files)
         if left:
-            fail(ExitCode.WRITE_REFUSED, f"the fix of {record.created} was interrupted while writing, and "
-                 + ", ".join(_shown(p, root) for p in left) + " changed since: left as it is; its journal "
-                 f"{record.path} has the texts from before")
-        err.print(f"[yellow]rolled back[/] the fix of {record.created}, which was interrupted while writing: "
-                  f"{names} as before it")
+            fail(
+                ExitCode.WRITE_REFUSED,
+                f"the fix of {record.created} was interrupted while writing, and "
+                + ", ".join(_shown(p, root) for p in left)
+                + " changed since: left as it is; its journal "
+                f"{record.path} has the texts from before",
+            )
+        err.print(
+            f"[yellow]rolled back[/] the fix of {record.created}, which was interrupted while writing: "
+            f"{names} as before it"
+        )
 
 
 def warn_damaged(root: Path) -> None:
@@ -39,13 +45,19 @@ def warn_damaged(root: Path) -> None:
         err.print(f"[yellow]warning:[/] skipped the damaged undo record {path}: {why}")
 
 
-@app.command(short_help='Undo the last fix of this project.')
+@app.command(short_help="Undo the last fix of this project.")
 def undo(
-    project: Annotated[Optional[Path], typer.Option(help="The project whose last fix to undo. Default: the git "
-                                                    "work tree holding the current directory, else the current "
-                                                    "directory.")] = None,
-    list_: Annotated[bool, typer.Option("--list", help="List the fixes that can be undone, newest last, and "
-                                        "change nothing.")] = False,
+    project: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="The project whose last fix to undo. Default: the git "
+            "work tree holding the current directory, else the current "
+            "directory."
+        ),
+    ] = None,
+    list_: Annotated[
+        bool, typer.Option("--list", help="List the fixes that can be undone, newest last, and change nothing.")
+    ] = False,
 ) -> None:
     """Undo the last `torchmend fix` of this project: every file it wrote goes back to its text from before,
     provided none was edited since (otherwise nothing is changed and the saved patch is named, to undo by
@@ -60,8 +72,10 @@ def undo(
     warn_damaged(root)
     if list_:
         for r in found.incomplete:
-            out.print(f"{r.created}  {len(r.files)} file(s)  interrupted while writing: `torchmend undo` rolls it "
-                      f"back  {r.path}")
+            out.print(
+                f"{r.created}  {len(r.files)} file(s)  interrupted while writing: `torchmend undo` rolls it "
+                f"back  {r.path}"
+            )
         for r in found.complete:
             out.print(f"{r.created}  {len(r.files)} file(s)  {r.patch}")
         if not found.complete and not found.incomplete:
@@ -77,5 +91,6 @@ def undo(
         undo_record(last, root)
     except WriteRefused as e:
         fail(ExitCode.WRITE_REFUSED, f"nothing was undone: {e}")
-    out.print(f"[bold green]Undid the fix of {last.created}[/]: restored "
-              + ", ".join(_shown(p, root) for p in last.files))
+    out.print(
+        f"[bold green]Undid the fix of {last.created}[/]: restored " + ", ".join(_shown(p, root) for p in last.files)
+    )

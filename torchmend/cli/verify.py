@@ -30,11 +30,23 @@ class VerifyFormat(str, Enum):
     markdown = "markdown"
 
 
-Repeat = Annotated[int, typer.Option(min=1, max=50, help="Run each arm N times, interleaved (A B A B ...), and "
-                                     "report medians with min–max, so noise is visible. Speed is judged only "
-                                     "with N >= 2.")]
-Seed = Annotated[int, typer.Option(help="Seed torch, random and numpy identically in both arms before the "
-                                   "script runs (a script that seeds itself keeps its own seed).")]
+Repeat = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        max=50,
+        help="Run each arm N times, interleaved (A B A B ...), and "
+        "report medians with min–max, so noise is visible. Speed is judged only "
+        "with N >= 2.",
+    ),
+]
+Seed = Annotated[
+    int,
+    typer.Option(
+        help="Seed torch, random and numpy identically in both arms before the "
+        "script runs (a script that seeds itself keeps its own seed)."
+    ),
+]
 Rtol = Annotated[float, typer.Option(min=0, help="Relative tolerance for losses and final parameters.")]
 Atol = Annotated[float, typer.Option(min=0, help="Absolute tolerance for losses and final parameters.")]
 
@@ -55,24 +67,37 @@ def exit_code(v: Verification) -> int:
 def verify(
     script: o.Script,
     args: o.ScriptArgs = None,
-    patch: Annotated[Optional[Path], typer.Option(help="A unified diff (e.g. from `fix --diff`), applied in "
-                                                  "memory: no file is changed.", show_default=False)] = None,
-    patched_dir: Annotated[Optional[Path], typer.Option(help="A directory with changed copies of the project's "
-                                                        ".py files (same relative paths).",
-                                                        show_default=False)] = None,
+    patch: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="A unified diff (e.g. from `fix --diff`), applied in memory: no file is changed.", show_default=False
+        ),
+    ] = None,
+    patched_dir: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="A directory with changed copies of the project's .py files (same relative paths).", show_default=False
+        ),
+    ] = None,
     repeat: Repeat = 3,
     steps: o.Steps = None,
     timeout: o.Timeout = None,
-    backend: Annotated[Optional[str], typer.Option(help="Override the backend of every torch.compile call in "
-                                                   "both arms. Default: the script's own (inductor unless it "
-                                                   "says otherwise), which is what timings should use.")] = None,
+    backend: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Override the backend of every torch.compile call in "
+            "both arms. Default: the script's own (inductor unless it "
+            "says otherwise), which is what timings should use."
+        ),
+    ] = None,
     seed: Seed = 0,
     rtol: Rtol = RTOL,
     atol: Atol = ATOL,
     nproc_per_node: o.NprocPerNode = None,
     project: o.Project = None,
-    format: Annotated[VerifyFormat, typer.Option("--format", "-f", help="table, json, or markdown (the block "
-                                                 "a pull request shows).")] = VerifyFormat.table,
+    format: Annotated[
+        VerifyFormat, typer.Option("--format", "-f", help="table, json, or markdown (the block a pull request shows).")
+    ] = VerifyFormat.table,
 ) -> None:
     """Run SCRIPT as it is and with a patch, with the same seed, budget and backend, each run in its own
     process with its own inductor cache, and compare: compiled frames, graphs, graph breaks, recompiles,
@@ -113,8 +138,12 @@ def verify(
         fail(ExitCode.NOTHING_COMPILED, "the original script compiled nothing: there is nothing to compare")
     command = "torchmend " + " ".join(shlex.quote(x) for x in sys.argv[1:])
     if format is VerifyFormat.json:
-        print(json.dumps({"schema": "torchmend.verify/1", "script": str(script), "patched_files": sorted(texts),
-                          **v.to_json()}, indent=2))
+        print(
+            json.dumps(
+                {"schema": "torchmend.verify/1", "script": str(script), "patched_files": sorted(texts), **v.to_json()},
+                indent=2,
+            )
+        )
     elif format is VerifyFormat.markdown:
         from torchmend.verify.report import markdown as render_markdown
 

@@ -11,8 +11,9 @@ generates docs/rules/ from them and from the inline examples.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, ClassVar, Union
 
 import libcst as cst
 
@@ -62,8 +63,11 @@ class Proposal:
 
     def anchors(self) -> list[tuple[cst.CSTNode, bool]]:
         """Every node this proposal touches, with whether it replaces it (True) or only inserts beside it."""
-        return ([(n, True) for n in self.replace] + [(n, False) for n in self.insert_before]
-                + [(n, False) for n in self.insert_after])
+        return (
+            [(n, True) for n in self.replace]
+            + [(n, False) for n in self.insert_before]
+            + [(n, False) for n in self.insert_after]
+        )
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,7 @@ class Codemod:
     INVALID: ClassVar[Sequence[Invalid]] = ()
     VALID: ClassVar[Sequence[Valid]] = ()
 
-    def propose(self, finding: Finding, ctx: "Context") -> Result:
+    def propose(self, finding: Finding, ctx: Context) -> Result:
         raise NotImplementedError
 
     @classmethod

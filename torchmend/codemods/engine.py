@@ -11,8 +11,8 @@ import difflib
 import logging
 import os
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Iterable, Sequence
 
 import libcst as cst
 from libcst.codemod import CodemodContext
@@ -45,8 +45,11 @@ class _Apply(cst.CSTTransformer):
         before, after = self.before.get(original_node), self.after.get(original_node)
         if not (before or after):
             return result
-        middle = list(result.nodes) if isinstance(result, cst.FlattenSentinel) else (
-            [] if isinstance(result, cst.RemovalSentinel) else [result])
+        middle = (
+            list(result.nodes)
+            if isinstance(result, cst.FlattenSentinel)
+            else ([] if isinstance(result, cst.RemovalSentinel) else [result])
+        )
         return cst.FlattenSentinel([*(before or []), *middle, *(after or [])])
 
 
@@ -68,8 +71,9 @@ def unified_diff(display: str, before: str, after: str) -> str:
     """A unified diff `git apply` and `patch -p1` accept (a/ and b/ prefixes, relative path)."""
     # A name with a space ends with a tab, as GNU diff writes it (before the date): patch(1) reads it whole.
     end = "\t" if any(c.isspace() for c in display) else ""
-    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                 f"a/{display}{end}", f"b/{display}{end}")
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{display}{end}", f"b/{display}{end}"
+    )
     out = []
     for line in lines:
         out.append(line)
@@ -97,8 +101,9 @@ class Session:
 
     # --- proposing ----------------------------------------------------------------------------------
 
-    def propose(self, findings: Iterable[Finding], select: list[str] | None = None,
-                ignore: list[str] | None = None) -> list[Result]:
+    def propose(
+        self, findings: Iterable[Finding], select: list[str] | None = None, ignore: list[str] | None = None
+    ) -> list[Result]:
         """A Proposal or a NoFix for every finding; findings that one edit fixes together share a Proposal."""
         results: list[Result] = []
         for f in findings:
@@ -120,18 +125,24 @@ class Session:
             return NoFix(f, str(e))
         except Exception as e:  # a codemod bug costs this finding its fix, never the other proposals
             log.debug("internal error in %s on %s:%s", codemod.name, f.file, f.line, exc_info=True)
-            return NoFix(f, f"internal error in {codemod.name}: {type(e).__name__}: {e} (please report it; "
-                         "the traceback is in the log with TORCHMEND_LOG=debug)")
+            return NoFix(
+                f,
+                f"internal error in {codemod.name}: {type(e).__name__}: {e} (please report it; "
+                "the traceback is in the log with TORCHMEND_LOG=debug)",
+            )
         if isinstance(result, Proposal):
             if not self.ctx.in_project(result.path):
-                return NoFix(f, f"the fix would edit {result.path}, which is outside the project: "
-                             "torchmend never edits libraries")
+                return NoFix(
+                    f,
+                    f"the fix would edit {result.path}, which is outside the project: torchmend never edits libraries",
+                )
             problem = self._check(result)
             if problem:
                 return NoFix(f, problem)
         elif f.where != Where.PROJECT and not result.skipped and f.user_frame is None:
-            return NoFix(f, result.reason + " (the finding is inside a library and no frame of yours reached it)",
-                         result.advice)
+            return NoFix(
+                f, result.reason + " (the finding is inside a library and no frame of yours reached it)", result.advice
+            )
         return result
 
     def _check(self, p: Proposal) -> str:

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from torchmend import rules
 from torchmend.codemods.base import NoFix, Proposal, Result
 from torchmend.codemods.engine import Conflict, Session
 from torchmend.codemods.source import Context
-from torchmend.model import Pattern, Severity, Finding, Location, Where
+from torchmend.model import Finding, Location, Pattern, Severity, Where
 
 _MARK = re.compile(r"#\s*tm:\s*(?P<rule>TM\d{3})(?P<rest>[^#]*)")
 _CALL_SITE = re.compile(r"#\s*tm-call-site\b")
@@ -63,12 +63,22 @@ def findings_from_markers(path: str, text: str, root: str) -> list[Finding]:
         where = fields.pop("where", Where.PROJECT)
         recompile = rule.kind != rules.GRAPH_BREAK
         base: dict[str, Any]
-        base = dict(rule=rule.code, kind=rule.kind, title=rule.title, reason="(example)", count=2,
-                    severity=Severity.FIX, pattern=Pattern.STORM if recompile else None, call_site=call_site,
-                    compiled_function=compiled, code=_code(t))
+        base = dict(
+            rule=rule.code,
+            kind=rule.kind,
+            title=rule.title,
+            reason="(example)",
+            count=2,
+            severity=Severity.FIX,
+            pattern=Pattern.STORM if recompile else None,
+            call_site=call_site,
+            compiled_function=compiled,
+            code=_code(t),
+        )
         if where == Where.LIBRARY:
-            base.update(file=_LIBRARY_FILE, line=1, function="step", path=_LIBRARY_FILE, where=Where.LIBRARY,
-                        user_frame=loc(i))
+            base.update(
+                file=_LIBRARY_FILE, line=1, function="step", path=_LIBRARY_FILE, where=Where.LIBRARY, user_frame=loc(i)
+            )
         else:
             base.update(file=rel, line=i, function=_function_at(lines, i), path=path, where=Where.PROJECT)
         if "count" in fields:
@@ -80,8 +90,9 @@ def findings_from_markers(path: str, text: str, root: str) -> list[Finding]:
     return found
 
 
-def fix_text(text: str, name: str = "example.py", root: str = "/tm-example",
-             unsafe: bool = True) -> tuple[str, list[Result]]:
+def fix_text(
+    text: str, name: str = "example.py", root: str = "/tm-example", unsafe: bool = True
+) -> tuple[str, list[Result]]:
     """Propose fixes for the marked findings and accept every one (unsafe too, unless told not to), in
     order, skipping conflicts, as `fix --yes --unsafe` would. Returns the new text and the results."""
     path = str(Path(root) / name)

@@ -32,8 +32,9 @@ def by_rule() -> dict[str, Codemod]:
     for cm in codemods():
         for code in cm.rules:
             if code in table:
-                raise RuntimeError(f"rule {code} has two codemods: {type(table[code]).__name__} and "
-                                   f"{type(cm).__name__}")
+                raise RuntimeError(
+                    f"rule {code} has two codemods: {type(table[code]).__name__} and {type(cm).__name__}"
+                )
             table[code] = cm
     return table
 

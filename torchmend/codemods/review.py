@@ -10,8 +10,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Generator, Sequence
 
 from torchmend.codemods.base import Proposal
 from torchmend.codemods.engine import Session

@@ -8,9 +8,10 @@ found by position (PositionProvider), never by regex; names by QualifiedNameProv
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Iterator, Sequence, TypeVar, cast, overload
+from typing import Any, TypeVar, cast, overload
 
 import libcst as cst
 import libcst.matchers as m
@@ -226,4 +227,3 @@ def simple_names(node: cst.CSTNode) -> set[str]:
 
     node.visit(_V())
     return names
-

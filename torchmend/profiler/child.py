@@ -66,9 +66,15 @@ def main() -> None:
         sink.emit(END, reason="no_torch", error=str(e))
         sys.exit(1)
 
-    sink.emit(START, torch=torch.__version__, python=sys.version.split()[0], library_roots=_library_roots(),
-              torch_root=os.path.dirname(os.path.realpath(torch.__file__)), pid=os.getpid(),
-              libraries=_library_versions())
+    sink.emit(
+        START,
+        torch=torch.__version__,
+        python=sys.version.split()[0],
+        library_roots=_library_roots(),
+        torch_root=os.path.dirname(os.path.realpath(torch.__file__)),
+        pid=os.getpid(),
+        libraries=_library_versions(),
+    )
     try:
         from torchmend.profiler import collector
 
@@ -102,17 +108,36 @@ def main() -> None:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if code != 0 and not isinstance(e.code, int):
             print(e.code, file=sys.stderr)
-        sink.emit(END, reason="finished" if code == 0 else "exit", exit_code=code, steps=counter.steps,
-                  step_times=counter.times, **collector.numerics_fields())
+        sink.emit(
+            END,
+            reason="finished" if code == 0 else "exit",
+            exit_code=code,
+            steps=counter.steps,
+            step_times=counter.times,
+            **collector.numerics_fields(),
+        )
         raise
     except BaseException as e:  # the user's crash: report it as plain python would, then exit 1
         text = _user_traceback(e)
         sys.stderr.write(text)
-        sink.emit(END, reason="error", error=f"{type(e).__name__}: {e}", traceback=text, steps=counter.steps,
-                  step_times=counter.times, **collector.numerics_fields())
+        sink.emit(
+            END,
+            reason="error",
+            error=f"{type(e).__name__}: {e}",
+            traceback=text,
+            steps=counter.steps,
+            step_times=counter.times,
+            **collector.numerics_fields(),
+        )
         sys.exit(1)
-    sink.emit(END, reason="finished", exit_code=0, steps=counter.steps, step_times=counter.times,
-              **collector.numerics_fields())
+    sink.emit(
+        END,
+        reason="finished",
+        exit_code=0,
+        steps=counter.steps,
+        step_times=counter.times,
+        **collector.numerics_fields(),
+    )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from types import FrameType
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch._logging._internal as _tlog
@@ -28,6 +29,7 @@ from torchmend.profiler.numerics import DISABLE_ENV, NumericsCapture, install_ba
 from torchmend.profiler.records import RecordConverter
 
 _numerics: NumericsCapture | None = None  # set by install_numerics
+
 
 def _live_callers() -> list[list[Any]]:
     """The live Python stack, outermost first, without torch's own frames.
@@ -226,8 +228,14 @@ class _CheckedBackend:
             except Exception as e:  # the script's backend fails too
                 error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
             frame = f"{cid.frame_id}/{cid.frame_compile_id}" if cid is not None else None  # as compile_end's id
-            self.sink.emit(BACKEND_CHECK, compile_id=frame, detect=self.detect, own=_backend_name(self.own),
-                           own_compiles=error is None, own_error=error)
+            self.sink.emit(
+                BACKEND_CHECK,
+                compile_id=frame,
+                detect=self.detect,
+                own=_backend_name(self.own),
+                own_compiles=error is None,
+                own_error=error,
+            )
             raise
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:

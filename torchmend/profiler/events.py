@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 # Event names ("ev" field).
 START = "start"  # child is up: versions, library paths

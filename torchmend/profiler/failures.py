@@ -49,8 +49,13 @@ def eager_fallback(ev: dict[str, Any]) -> EagerFallback | None:
     if m is None:
         return None
     url = _GB_URL_RE.search(fail)
-    return EagerFallback(backend=m["backend"], error=m["error"].strip(), frames=_failing_frames(fail, ev),
-                         gb_id=url["id"].upper() if url else None, docs_url=url.group(1) if url else None)
+    return EagerFallback(
+        backend=m["backend"],
+        error=m["error"].strip(),
+        frames=_failing_frames(fail, ev),
+        gb_id=url["id"].upper() if url else None,
+        docs_url=url.group(1) if url else None,
+    )
 
 
 def _section(text: str, heading: str) -> list[str]:
@@ -60,7 +65,7 @@ def _section(text: str, heading: str) -> list[str]:
     if start is None:
         return []
     out = []
-    for ln in lines[start + 1:]:
+    for ln in lines[start + 1 :]:
         if not ln.strip():
             break
         out.append(ln)
@@ -79,6 +84,7 @@ def _failing_frames(fail: str, ev: dict[str, Any]) -> tuple[Frame, ...]:
 
 
 # --- scripts that torch.compile broke ---------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class CompiledSaveFailure:
@@ -113,23 +119,31 @@ def compiled_save_failure(end: dict[str, Any]) -> CompiledSaveFailure | None:
 
 def save_advice(what: str) -> str:
     if what == "pickled":
-        return ("the script saved the compiled model object (an OptimizedModule), which torch.load(weights_only=True) "
-                "refuses; save the plain module's weights instead: torch.save(model._orig_mod.state_dict(), ...) "
-                "(or the uncompiled model's state_dict()), and load them into a fresh module")
-    return ("the state dict came from the compiled model, whose keys start with `_orig_mod.`; save "
-            "model._orig_mod.state_dict() (or the uncompiled model's), or compile in place with model.compile(), "
-            "which keeps the keys unchanged")
+        return (
+            "the script saved the compiled model object (an OptimizedModule), which torch.load(weights_only=True) "
+            "refuses; save the plain module's weights instead: torch.save(model._orig_mod.state_dict(), ...) "
+            "(or the uncompiled model's state_dict()), and load them into a fresh module"
+        )
+    return (
+        "the state dict came from the compiled model, whose keys start with `_orig_mod.`; save "
+        "model._orig_mod.state_dict() (or the uncompiled model's), or compile in place with model.compile(), "
+        "which keeps the keys unchanged"
+    )
 
 
 def reason_for_eager(fb: EagerFallback, function: str, check: dict[str, Any] | None) -> str:
-    reason = (f"backend compiler `{fb.backend}` failed with {fb.error}: dynamo gave up on `{function}`, "
-              "which runs eagerly on every call")
+    reason = (
+        f"backend compiler `{fb.backend}` failed with {fb.error}: dynamo gave up on `{function}`, "
+        "which runs eagerly on every call"
+    )
     if check is None:
         return reason
     if check.get("own_compiles"):
-        return (f"{reason}. The script's own backend `{check['own']}` compiles this graph: the detection backend "
-                f"`{check['detect']}` and `{check['own']}` disagree (scan with --backend {check['own']} to see "
-                f"what `{check['own']}` makes of it)")
+        return (
+            f"{reason}. The script's own backend `{check['own']}` compiles this graph: the detection backend "
+            f"`{check['detect']}` and `{check['own']}` disagree (scan with --backend {check['own']} to see "
+            f"what `{check['own']}` makes of it)"
+        )
     return f"{reason}. The script's own backend `{check['own']}` fails on it too ({check.get('own_error')})"
 
 
@@ -145,7 +159,17 @@ def compiled_save_finding(places: Any, end: dict[str, Any]) -> Finding | None:
         return None
     loc = places.location(site)
     rule = rules.BY_CODE["TM107"]
-    return Finding(rule=rule.code, kind=rule.kind, title=rule.title, file=loc.file, line=loc.line,
-                   function=loc.function, path=loc.path, where=Where(places.where(loc.path)),
-                   reason=f"{failure.error}: {save_advice(failure.what)}", count=1, severity=Severity.FIX,
-                   code=loc.code)
+    return Finding(
+        rule=rule.code,
+        kind=rule.kind,
+        title=rule.title,
+        file=loc.file,
+        line=loc.line,
+        function=loc.function,
+        path=loc.path,
+        where=Where(places.where(loc.path)),
+        reason=f"{failure.error}: {save_advice(failure.what)}",
+        count=1,
+        severity=Severity.FIX,
+        code=loc.code,
+    )

@@ -9,9 +9,10 @@ import linecache
 import os
 import re
 from collections import Counter, OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from torchmend import rules
 from torchmend.model import EndedBy, Finding, Kind, Location, Pattern, Severity, Summary, Where
@@ -82,8 +83,9 @@ class Places:
     def location(self, frame: Frame) -> Location:
         path = self.absolute(frame.file)
         code = frame.code or (linecache.getline(path, frame.line).strip() if os.path.isabs(path) else "")
-        return Location(file=self.display(path), line=frame.line, function=user_function_name(frame.function), path=path,
-                        code=code)
+        return Location(
+            file=self.display(path), line=frame.line, function=user_function_name(frame.function), path=path, code=code
+        )
 
     def innermost_user(self, frames: Iterable[Frame]) -> Location | None:
         for f in reversed(list(frames)):
@@ -169,14 +171,17 @@ class _Group:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def analyse(events: list[dict[str, Any]], project_root: Path, ended_by: str = "finished",
-            wall_seconds: float = 0.0) -> tuple[list[Finding], Summary]:
+def analyse(
+    events: list[dict[str, Any]], project_root: Path, ended_by: str = "finished", wall_seconds: float = 0.0
+) -> tuple[list[Finding], Summary]:
     """Findings and summary of one run. Events tagged with a rank (torchrun, or a trace with ranks) are
     analysed rank by rank and merged: see merge_ranks."""
     ranks = sorted({e["rank"] for e in events if e.get("rank") is not None})
     if ranks:
-        per_rank = {r: _analyse_one([e for e in events if e.get("rank") == r], project_root, ended_by, wall_seconds)
-                    for r in ranks}
+        per_rank = {
+            r: _analyse_one([e for e in events if e.get("rank") == r], project_root, ended_by, wall_seconds)
+            for r in ranks
+        }
         return merge_ranks(per_rank)
     return _analyse_one(events, project_root, ended_by, wall_seconds)
 
@@ -194,7 +199,7 @@ def merge_ranks(per_rank: dict[int, tuple[list[Finding], Summary]]) -> tuple[lis
     happened only once.
     """
     ranks = sorted(per_rank)
-    merged: "OrderedDict[tuple[str, str, int], list[tuple[int, Finding]]]" = OrderedDict()
+    merged: OrderedDict[tuple[str, str, int], list[tuple[int, Finding]]] = OrderedDict()
     for r in ranks:
         for f in per_rank[r][0]:
             merged.setdefault((f.rule, f.path, f.line), []).append((r, f))
@@ -207,8 +212,11 @@ def merge_ranks(per_rank: dict[int, tuple[list[Finding], Summary]]) -> tuple[lis
         severity = max((f.severity for _, f in seen), key=lambda s: _SEVERITY_ORDER[s])
         if divergent and severity == Severity.NOTE:
             severity = Severity.FIX
-        findings.append(replace(base, count=sum(counts.values()), ranks=counts, divergent=divergent,
-                                pattern=pattern, severity=severity))
+        findings.append(
+            replace(
+                base, count=sum(counts.values()), ranks=counts, divergent=divergent, pattern=pattern, severity=severity
+            )
+        )
     summaries = [per_rank[r][1] for r in ranks]
     first = summaries[0]
 
@@ -216,13 +224,22 @@ def merge_ranks(per_rank: dict[int, tuple[list[Finding], Summary]]) -> tuple[lis
         return sum(getattr(s, name) for s in summaries)
 
     summary = Summary(
-        frames_compiled=total("frames_compiled"), compiles=total("compiles"), graphs=total("graphs"),
-        graph_breaks=total("graph_breaks"), recompiles=total("recompiles"),
+        frames_compiled=total("frames_compiled"),
+        compiles=total("compiles"),
+        graphs=total("graphs"),
+        graph_breaks=total("graph_breaks"),
+        recompiles=total("recompiles"),
         recompile_limit_hits=total("recompile_limit_hits"),
         compile_seconds=max(s.compile_seconds for s in summaries),  # ranks compile side by side
-        steps=max(s.steps for s in summaries), ended_by=first.ended_by, wall_seconds=first.wall_seconds,
-        torch_version=first.torch_version, first_step_s=first.first_step_s, steady_step_s=first.steady_step_s,
-        ranks=len(ranks), per_rank=tuple({"rank": r, **s.to_json()} for r, s in zip(ranks, summaries)))
+        steps=max(s.steps for s in summaries),
+        ended_by=first.ended_by,
+        wall_seconds=first.wall_seconds,
+        torch_version=first.torch_version,
+        first_step_s=first.first_step_s,
+        steady_step_s=first.steady_step_s,
+        ranks=len(ranks),
+        per_rank=tuple({"rank": r, **s.to_json()} for r, s in zip(ranks, summaries)),
+    )
     return findings, summary
 
 
@@ -253,8 +270,9 @@ def _known_files(events: list[dict[str, Any]]) -> list[str]:
     return [f for f in files if f.startswith("/")]
 
 
-def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str = "finished",
-                 wall_seconds: float = 0.0) -> tuple[list[Finding], Summary]:
+def _analyse_one(
+    events: list[dict[str, Any]], project_root: Path, ended_by: str = "finished", wall_seconds: float = 0.0
+) -> tuple[list[Finding], Summary]:
     events = separate_resets(events)
     start = next((e for e in events if e.get("ev") == START), {})
     places = Places(project_root, start.get("library_roots", []))
@@ -262,7 +280,7 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
     starts: dict[str, list[Frame]] = {}  # compile id -> the Python stack when it began compiling
     callers: dict[str, list[Frame]] = {}  # compile id -> the live stack of callers (no torch frames)
     code_of_frame: dict[str, Frame] = {}  # frame id -> the compiled code object's location
-    groups: "OrderedDict[tuple[str, str, int], _Group]" = OrderedDict()
+    groups: OrderedDict[tuple[str, str, int], _Group] = OrderedDict()
     compiles = graphs = breaks = recompiles = limit_hits = 0
     compile_s = 0.0
     frames: set[str] = set()
@@ -316,17 +334,28 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
             if OWN_MARKER in fail:
                 continue
             if ev.get("co_name") and ev.get("co_filename"):
-                code_of_frame.setdefault(frame_id, Frame(ev["co_filename"], ev.get("co_firstlineno") or 0, ev["co_name"]))
+                code_of_frame.setdefault(
+                    frame_id, Frame(ev["co_filename"], ev.get("co_firstlineno") or 0, ev["co_name"])
+                )
             fallback = eager_fallback(ev)
             if fallback is not None:  # the whole function runs eagerly: one TM106, not its `def`-line breaks
                 backend_breaks.pop(cid, None)
                 compiles += 1
                 compile_s += ev.get("entire_frame_compile_time_s") or 0.0
-                _add_eager(add, places, fallback, code_of_frame.get(frame_id), backend_checks.get(cid),
-                           _call_site(places, starts, callers, cid), frame_id)
+                _add_eager(
+                    add,
+                    places,
+                    fallback,
+                    code_of_frame.get(frame_id),
+                    backend_checks.get(cid),
+                    _call_site(places, starts, callers, cid),
+                    frame_id,
+                )
                 continue
             breaks += sum(add_break(gb, cid) for gb in backend_breaks.pop(cid, []))
-            is_limit = "recompile limit" in fail.lower() or "cache_size_limit" in fail or "cache size limit" in fail.lower()
+            is_limit = (
+                "recompile limit" in fail.lower() or "cache_size_limit" in fail or "cache size limit" in fail.lower()
+            )
             if is_limit:
                 limit_hits += 1
                 limited_frames.add(frame_id)
@@ -341,8 +370,12 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
                 recompiles += 1
                 g = parse_recompile_reason(ev["recompile_reason"])
                 if g.site is not None:
-                    g = replace(g, site=replace(g.site, file=resolve_short_path(g.site.file, known_files,
-                                                                                start.get("torch_root"))))
+                    g = replace(
+                        g,
+                        site=replace(
+                            g.site, file=resolve_short_path(g.site.file, known_files, start.get("torch_root"))
+                        ),
+                    )
                 compiled = code_of_frame.get(frame_id)
                 call_site = _call_site(places, starts, callers, cid)
                 site_frame = g.site
@@ -353,11 +386,22 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
                 code = _classify_guard(g)
                 if code == "TM208":  # a cached tensor's size guards name no line: file them with its `is None` guard
                     attr = re.sub(r"\.(?:size\(\)|shape)\[\d+\]$", "", g.variable or "")
-                    site_frame = cached_sites.setdefault(attr, site_frame) if g.site else cached_sites.get(attr, site_frame)
+                    site_frame = (
+                        cached_sites.setdefault(attr, site_frame) if g.site else cached_sites.get(attr, site_frame)
+                    )
                 path = places.absolute(site_frame.file)
-                add((code, path, site_frame.line), {"type": "recompile", "g": g, "site": site_frame,
-                                                     "where": places.where(path), "call_site": call_site,
-                                                     "compiled": compiled}, frame_id)
+                add(
+                    (code, path, site_frame.line),
+                    {
+                        "type": "recompile",
+                        "g": g,
+                        "site": site_frame,
+                        "where": places.where(path),
+                        "call_site": call_site,
+                        "compiled": compiled,
+                    },
+                    frame_id,
+                )
         elif kind in (END, STEP):
             steps = max(steps, ev.get("steps") or 0)
             if kind == END and ev.get("step_times"):
@@ -367,16 +411,29 @@ def _analyse_one(events: list[dict[str, Any]], project_root: Path, ended_by: str
 
     breaks += sum(add_break(gb, c) for c, pending in backend_breaks.items() for gb in pending)  # no COMPILE_END
     breaks_at = break_lines(e for e in events if e.get("ev") == COMPILE_START)
-    findings = [_finding(places, key, grp, bool(grp.extra["frames"].keys() & limited_frames), breaks_at)
-                for key, grp in groups.items()]
+    findings = [
+        _finding(places, key, grp, bool(grp.extra["frames"].keys() & limited_frames), breaks_at)
+        for key, grp in groups.items()
+    ]
     versions = {"torch": start.get("torch") or "", **start.get("libraries", {})}
     findings = [with_library_advice(f, versions) for f in findings]
     findings += [failure] if failure else []
     first_step, steady_step = step_stats(step_times)
-    summary = Summary(frames_compiled=len(frames), compiles=compiles, graphs=graphs, graph_breaks=breaks,
-                      recompiles=recompiles, recompile_limit_hits=limit_hits, compile_seconds=round(compile_s, 3),
-                      steps=steps, ended_by=EndedBy(ended_by), wall_seconds=round(wall_seconds, 2),
-                      torch_version=start.get("torch"), first_step_s=first_step, steady_step_s=steady_step)
+    summary = Summary(
+        frames_compiled=len(frames),
+        compiles=compiles,
+        graphs=graphs,
+        graph_breaks=breaks,
+        recompiles=recompiles,
+        recompile_limit_hits=limit_hits,
+        compile_seconds=round(compile_s, 3),
+        steps=steps,
+        ended_by=EndedBy(ended_by),
+        wall_seconds=round(wall_seconds, 2),
+        torch_version=start.get("torch"),
+        first_step_s=first_step,
+        steady_step_s=steady_step,
+    )
     return findings, summary
 
 
@@ -385,33 +442,37 @@ def step_stats(times: list[float]) -> tuple[float | None, float | None]:
     if not times:
         return None, None
     steps = [b - a for a, b in zip(times, times[1:])]
-    steady = sorted(steps[len(steps) // 2:])
+    steady = sorted(steps[len(steps) // 2 :])
     median = steady[len(steady) // 2] if steady else None
     return round(times[0], 4), (round(median, 5) if median is not None else None)
 
 
-def _call_site(places: Places, starts: dict[str, list[Frame]], callers: dict[str, list[Frame]],
-               cid_or_frame: str) -> Location | None:
+def _call_site(
+    places: Places, starts: dict[str, list[Frame]], callers: dict[str, list[Frame]], cid_or_frame: str
+) -> Location | None:
     """The user's line that called into the compiled function (innermost project frame below it)."""
     stack = starts.get(cid_or_frame)
     if stack is None:  # a frame id: any compile of that frame will do
         stack = next((s for c, s in starts.items() if c.split("/")[0] == cid_or_frame), None)
-    live = callers.get(cid_or_frame) or next(
-        (s for c, s in callers.items() if c.split("/")[0] == cid_or_frame), None)
+    live = callers.get(cid_or_frame) or next((s for c, s in callers.items() if c.split("/")[0] == cid_or_frame), None)
     if live:
         # A resume function is called from the original function's own frame: skip those frames, so the
         # call site is where the user called the compiled function.
         own = user_function_name(stack[-1].function) if stack else None
-        outer = [f for f in live if not f.function.startswith("torch_dynamo_resume_in_")
-                 and user_function_name(f.function) != own]
+        outer = [
+            f
+            for f in live
+            if not f.function.startswith("torch_dynamo_resume_in_") and user_function_name(f.function) != own
+        ]
         return places.innermost_user(outer)
     if not stack:
         return None
     return places.innermost_user(stack[:-1])
 
 
-def _add_limit(add: Any, places: Places, ev: dict[str, Any], compiled: Frame | None,
-               call_site: Location | None) -> None:
+def _add_limit(
+    add: Any, places: Places, ev: dict[str, Any], compiled: Frame | None, call_site: Location | None
+) -> None:
     frame_id = (ev.get("compile_id") or "").split("/")[0]
     g = parse_recompile_reason(ev.get("recompile_reason") or "")
     site = compiled
@@ -419,26 +480,55 @@ def _add_limit(add: Any, places: Places, ev: dict[str, Any], compiled: Frame | N
         site = Frame(call_site.path, call_site.line, call_site.function) if call_site else site
     if site is None:
         return
-    add(("TM250", places.absolute(site.file), site.line),
-        {"type": "limit", "g": g, "site": site, "where": places.where(places.absolute(site.file)),
-         "call_site": call_site, "compiled": compiled, "fail": ev.get("fail_reason") or ""}, frame_id)
+    add(
+        ("TM250", places.absolute(site.file), site.line),
+        {
+            "type": "limit",
+            "g": g,
+            "site": site,
+            "where": places.where(places.absolute(site.file)),
+            "call_site": call_site,
+            "compiled": compiled,
+            "fail": ev.get("fail_reason") or "",
+        },
+        frame_id,
+    )
 
 
-def _add_eager(add: Any, places: Places, fb: EagerFallback, compiled: Frame | None, check: dict[str, Any] | None,
-               call_site: Location | None, frame_id: str) -> None:
+def _add_eager(
+    add: Any,
+    places: Places,
+    fb: EagerFallback,
+    compiled: Frame | None,
+    check: dict[str, Any] | None,
+    call_site: Location | None,
+    frame_id: str,
+) -> None:
     """TM106 at the line the failure names (the innermost project frame of it), else at the `def`."""
     user = next((f for f in reversed(fb.frames) if places.where(places.absolute(f.file)) == PROJECT), None)
     site = user or (fb.frames[-1] if fb.frames else compiled)
     if site is None:
         return
     path = places.absolute(site.file)
-    add(("TM106", path, site.line), {"type": "eager", "fb": fb, "site": site, "where": places.where(path),
-                                     "call_site": call_site, "compiled": compiled, "check": check,
-                                     "user": places.location(user) if user else None}, frame_id)
+    add(
+        ("TM106", path, site.line),
+        {
+            "type": "eager",
+            "fb": fb,
+            "site": site,
+            "where": places.where(path),
+            "call_site": call_site,
+            "compiled": compiled,
+            "check": check,
+            "user": places.location(user) if user else None,
+        },
+        frame_id,
+    )
 
 
-def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: bool,
-             breaks_at: dict[tuple[str, str], list[int]]) -> Finding:
+def _finding(
+    places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: bool, breaks_at: dict[tuple[str, str], list[int]]
+) -> Finding:
     code, path, line = key
     info = grp.first
     rule = rules.BY_CODE[code]
@@ -450,36 +540,83 @@ def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: 
         gb: GraphBreak = info["gb"]
         if where != PROJECT:
             user_frame = project_frame(places, gb.user_stack, info.get("root"), breaks_at)
-        return Finding(rule=code, kind=Kind(rule.kind), title=rule.title, file=loc.file, line=line,
-                       function=loc.function or gb.function, path=path, where=Where(where),
-                       reason=_reason_for_break(gb), count=grp.count,
-                       severity=Severity.INFO if rule.informational else Severity.FIX, gb_id=gb.gb_id,
-                       gb_type=gb.gb_type, docs_url=gb.docs_url, code=site.code, user_frame=user_frame)
+        return Finding(
+            rule=code,
+            kind=Kind(rule.kind),
+            title=rule.title,
+            file=loc.file,
+            line=line,
+            function=loc.function or gb.function,
+            path=path,
+            where=Where(where),
+            reason=_reason_for_break(gb),
+            count=grp.count,
+            severity=Severity.INFO if rule.informational else Severity.FIX,
+            gb_id=gb.gb_id,
+            gb_type=gb.gb_type,
+            docs_url=gb.docs_url,
+            code=site.code,
+            user_frame=user_frame,
+        )
     compiled = places.location(info["compiled"]) if info.get("compiled") else None
     call_site = info.get("call_site")
     if info["type"] == "eager":
         fb: EagerFallback = info["fb"]
         function = compiled.function if compiled else loc.function
-        return Finding(rule=code, kind=Kind(rule.kind), title=rule.title, file=loc.file, line=line,
-                       function=function, path=path, where=Where(where),
-                       reason=reason_for_eager(fb, function, info.get("check")), count=grp.count,
-                       severity=Severity.FIX, gb_id=fb.gb_id, docs_url=fb.docs_url, code=site.code,
-                       user_frame=(info["user"] or call_site) if where != PROJECT else None, call_site=call_site,
-                       compiled_function=compiled)
+        return Finding(
+            rule=code,
+            kind=Kind(rule.kind),
+            title=rule.title,
+            file=loc.file,
+            line=line,
+            function=function,
+            path=path,
+            where=Where(where),
+            reason=reason_for_eager(fb, function, info.get("check")),
+            count=grp.count,
+            severity=Severity.FIX,
+            gb_id=fb.gb_id,
+            docs_url=fb.docs_url,
+            code=site.code,
+            user_frame=(info["user"] or call_site) if where != PROJECT else None,
+            call_site=call_site,
+            compiled_function=compiled,
+        )
     g: GuardFailure = info["g"]
     if where != PROJECT:
         user_frame = resumed_at(places, info.get("compiled")) or call_site
-    common: dict[str, Any] = dict(file=loc.file, line=line, function=loc.function, path=path, where=Where(where), count=grp.count,
-                  variable=g.variable, guard=g.guard, hint=g.hint, code=site.code, user_frame=user_frame,
-                  call_site=call_site, compiled_function=compiled)
+    common: dict[str, Any] = dict(
+        file=loc.file,
+        line=line,
+        function=loc.function,
+        path=path,
+        where=Where(where),
+        count=grp.count,
+        variable=g.variable,
+        guard=g.guard,
+        hint=g.hint,
+        code=site.code,
+        user_frame=user_frame,
+        call_site=call_site,
+        compiled_function=compiled,
+    )
     if info["type"] == "limit":
         limit = re.search(r"\(currently set to (\d+)\)", info.get("fail", ""))
-        reason = (f"recompile limit ({limit.group(1) if limit else '?'}) reached; "
-                  f"last guard failure: {g.guard or 'unknown'}")
+        reason = (
+            f"recompile limit ({limit.group(1) if limit else '?'}) reached; last guard failure: {g.guard or 'unknown'}"
+        )
         # The limit is the symptom; the guard that kept failing is the cause, and its rule's codemod the fix.
         cause = _classify_guard(g) if g.guard else None
-        return Finding(rule=code, kind=Kind(rule.kind), title=rule.title, reason=reason, severity=Severity.FIX,
-                       pattern=Pattern.LIMIT, cause=cause, **common)
+        return Finding(
+            rule=code,
+            kind=Kind(rule.kind),
+            title=rule.title,
+            reason=reason,
+            severity=Severity.FIX,
+            pattern=Pattern.LIMIT,
+            cause=cause,
+            **common,
+        )
     # A guard that failed once is a one-time recompile even in a frame that later hit the limit through
     # another guard (an optimizer's state created on its first step beside a float lr that storms). It is
     # counted per frame: one change of the value recompiles a function and each of its resume frames.
@@ -490,5 +627,12 @@ def _finding(places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: 
     if pattern == Pattern.ONCE and where == LIBRARY and code in ("TM299", "TM207"):
         code, rule = "TM902", rules.BY_CODE["TM902"]
     severity = Severity.INFO if rule.informational else (Severity.FIX if pattern != Pattern.ONCE else Severity.NOTE)
-    return Finding(rule=code, kind=Kind(rule.kind), title=rule.title, reason=_reason_for_guard(g), severity=severity,
-                   pattern=pattern, **common)
+    return Finding(
+        rule=code,
+        kind=Kind(rule.kind),
+        title=rule.title,
+        reason=_reason_for_guard(g),
+        severity=severity,
+        pattern=pattern,
+        **common,
+    )

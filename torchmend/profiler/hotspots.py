@@ -14,7 +14,7 @@ from torchmend.model import Finding, Where
 
 
 def parse_version(text: str | None) -> tuple[int, ...] | None:
-    """"4.46.3" -> (4, 46, 3); "2.13.0+cpu" -> (2, 13, 0); None when unreadable."""
+    """ "4.46.3" -> (4, 46, 3); "2.13.0+cpu" -> (2, 13, 0); None when unreadable."""
     m = re.match(r"(\d+(?:\.\d+)*)", text or "")
     return tuple(int(p) for p in m.group(1).split(".")) if m else None
 
@@ -39,20 +39,39 @@ class HotSpot:
 
 HOT_SPOTS: tuple[HotSpot, ...] = (
     # PreTrainedModel.loss_function warns (logger.warning_once) when the model has no known loss_type.
-    HotSpot("transformers", (4, 46), None, r"transformers/modeling_utils\.py$", ("TM102",), r"^loss_function\n",
-            "transformers warns here when the model has no recognised `loss_type`: set it before compiling "
-            "(e.g. model.loss_type = \"ForCausalLM\"), and the logging break goes away"),
+    HotSpot(
+        "transformers",
+        (4, 46),
+        None,
+        r"transformers/modeling_utils\.py$",
+        ("TM102",),
+        r"^loss_function\n",
+        "transformers warns here when the model has no recognised `loss_type`: set it before compiling "
+        '(e.g. model.loss_type = "ForCausalLM"), and the logging break goes away',
+    ),
     # *ForSequenceClassification.forward sets config.problem_type on its first call with labels.
-    HotSpot("transformers", (4, 0), None, r"transformers/models/[^/]+/modeling_[^/]+\.py$",
-            ("TM201", "TM299", "TM902"), r"problem_type",
-            "the model sets `config.problem_type` on its first call with labels, which recompiles: set it "
-            "before compiling (model.config.problem_type = \"single_label_classification\", \"regression\" or "
-            "\"multi_label_classification\")"),
+    HotSpot(
+        "transformers",
+        (4, 0),
+        None,
+        r"transformers/models/[^/]+/modeling_[^/]+\.py$",
+        ("TM201", "TM299", "TM902"),
+        r"problem_type",
+        "the model sets `config.problem_type` on its first call with labels, which recompiles: set it "
+        'before compiling (model.config.problem_type = "single_label_classification", "regression" or '
+        '"multi_label_classification")',
+    ),
     # nn.TransformerEncoder/Decoder compare the mask with a causal one (`.all()` -> bool) unless told.
-    HotSpot("torch", (2, 1), None, r"torch/nn/modules/transformer\.py$", ("TM104", "TM103"),
-            r"^_detect_is_causal_mask\n|item|bool",
-            "nn.Transformer* checks whether the mask is causal with a Python bool; pass is_causal=True with the "
-            "causal mask (e.g. encoder(x, mask=causal, is_causal=True)) and the check is skipped"),
+    HotSpot(
+        "torch",
+        (2, 1),
+        None,
+        r"torch/nn/modules/transformer\.py$",
+        ("TM104", "TM103"),
+        r"^_detect_is_causal_mask\n|item|bool",
+        "nn.Transformer* checks whether the mask is causal with a Python bool; pass is_causal=True with the "
+        "causal mask (e.g. encoder(x, mask=causal, is_causal=True)) and the check is skipped",
+    ),
 )
 
 

@@ -8,12 +8,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # torchrun's options that take no value (torch 2.11-2.14); every other option takes one.
-_FLAGS = {"--standalone", "-m", "--module", "--no-python", "--no_python", "--run-path", "--run_path",
-          "--virtual-local-rank", "--virtual_local_rank"}
-_REFUSED = {"-m": "a module", "--module": "a module", "--no-python": "a non-Python program",
-            "--no_python": "a non-Python program"}
-_RENDEZVOUS = {"--standalone", "--rdzv-endpoint", "--rdzv_endpoint", "--rdzv-backend", "--rdzv_backend",
-               "--master-port", "--master_port", "--master-addr", "--master_addr"}
+_FLAGS = {
+    "--standalone",
+    "-m",
+    "--module",
+    "--no-python",
+    "--no_python",
+    "--run-path",
+    "--run_path",
+    "--virtual-local-rank",
+    "--virtual_local_rank",
+}
+_REFUSED = {
+    "-m": "a module",
+    "--module": "a module",
+    "--no-python": "a non-Python program",
+    "--no_python": "a non-Python program",
+}
+_RENDEZVOUS = {
+    "--standalone",
+    "--rdzv-endpoint",
+    "--rdzv_endpoint",
+    "--rdzv-backend",
+    "--rdzv_backend",
+    "--master-port",
+    "--master_port",
+    "--master-addr",
+    "--master_addr",
+}
 _NNODES = ("--nnodes",)
 
 
@@ -51,8 +73,9 @@ def split_torchrun(program: str, args: list[str]) -> Launch:
             break
         name = arg.split("=", 1)[0]
         if name in _REFUSED:
-            raise LaunchError(f"torchrun {name} runs {_REFUSED[name]}; torchmend profiles a training script: "
-                              "give the script's path")
+            raise LaunchError(
+                f"torchrun {name} runs {_REFUSED[name]}; torchmend profiles a training script: give the script's path"
+            )
         options.append(arg)
         if name not in _FLAGS and "=" not in arg:
             if i + 1 >= len(args):
@@ -62,7 +85,7 @@ def split_torchrun(program: str, args: list[str]) -> Launch:
         i += 1
     if i >= len(args):
         raise LaunchError("the torchrun command names no training script")
-    return Launch(args[i], tuple(args[i + 1:]), with_rendezvous(tuple(options)))
+    return Launch(args[i], tuple(args[i + 1 :]), with_rendezvous(tuple(options)))
 
 
 def option_value(options: tuple[str, ...], names: tuple[str, ...]) -> str | None:
@@ -78,8 +101,10 @@ def with_rendezvous(options: tuple[str, ...]) -> tuple[str, ...]:
     refuse several nodes: torchmend runs the ranks of one node."""
     nnodes = option_value(options, _NNODES)
     if nnodes not in (None, "1", "1:1"):
-        raise LaunchError(f"--nnodes {nnodes}: torchmend launches the ranks of one node. For a multi-node job, "
-                          "run it with TORCH_TRACE=DIR and read the logs with --from-trace DIR")
+        raise LaunchError(
+            f"--nnodes {nnodes}: torchmend launches the ranks of one node. For a multi-node job, "
+            "run it with TORCH_TRACE=DIR and read the logs with --from-trace DIR"
+        )
     if any(arg.split("=", 1)[0] in _RENDEZVOUS for arg in options):
         return options
     return (*options, "--standalone")

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MAX_LOSSES = 10_000
 MAX_OUTPUT_CALLS = 2_000  # calls of compiled functions whose returned tensors are fingerprinted
@@ -64,8 +65,9 @@ def _sum_and_abs(flat: Any) -> tuple[Any, Any]:
     whole = flat.numel() // _CHUNK * _CHUNK
     rows, tail = flat[:whole].view(-1, _CHUNK), flat[whole:]
     total = rows.sum(1, dtype=acc).to(torch.float64).sum() + tail.sum(dtype=torch.float64)
-    absolute = (torch.linalg.vector_norm(rows, 1, dim=1, dtype=acc).to(torch.float64).sum()
-                + torch.linalg.vector_norm(tail, 1, dtype=torch.float64))
+    absolute = torch.linalg.vector_norm(rows, 1, dim=1, dtype=acc).to(torch.float64).sum() + torch.linalg.vector_norm(
+        tail, 1, dtype=torch.float64
+    )
     return total, absolute
 
 
@@ -94,7 +96,7 @@ class _Seen:
     garbage collector (a plain weakref callback would find the parameters already cleared there).
     """
 
-    def __init__(self, capture: "NumericsCapture", optimizer: Any) -> None:
+    def __init__(self, capture: NumericsCapture, optimizer: Any) -> None:
         self.ref = weakref.ref(optimizer)
         self.capture = capture
         self.groups = -1
@@ -323,7 +325,7 @@ class NumericsCapture:
             for i, x in enumerate(self.losses):
                 if not isinstance(x, float):
                     by_device.setdefault(x.device, []).append(i)
-            for device, where in by_device.items():  # non-CPU losses: one copy to the host per device
+            for where in by_device.values():  # non-CPU losses: one copy to the host per device
                 values = torch.stack([self.losses[i].to(torch.float64) for i in where]).cpu().tolist()  # type: ignore[union-attr]  # non-float by the filter above
                 for i, v in zip(where, values):
                     self.losses[i] = v
@@ -337,9 +339,15 @@ class NumericsCapture:
             self.error(f"outputs: {type(e).__name__}: {e}")
             outputs = None
         losses = [x for x in self.losses if isinstance(x, float)]
-        info = {"losses_seen": self.seen_losses, "losses_kept": len(losses), "losses_skipped": self.skipped,
-                "params": note, "output_calls_seen": self.output_calls,
-                "output_calls_kept": len(outputs) if outputs is not None else 0, "errors": self.errors[:5]}
+        info = {
+            "losses_seen": self.seen_losses,
+            "losses_kept": len(losses),
+            "losses_skipped": self.skipped,
+            "params": note,
+            "output_calls_seen": self.output_calls,
+            "output_calls_kept": len(outputs) if outputs is not None else 0,
+            "errors": self.errors[:5],
+        }
         return {"losses": losses, "params": params, "outputs": outputs, "numerics": info}
 
 
@@ -422,6 +430,7 @@ def install_output_hooks(capture: NumericsCapture) -> None:
 
     def watch(compiled: Any, name: str) -> Any:
         if isinstance(compiled, torch.nn.Module):
+
             def hook(module: Any, args: Any, result: Any) -> None:
                 if not is_compiling():
                     record(name, result)

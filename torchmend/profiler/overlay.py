@@ -14,8 +14,9 @@ import linecache
 import os
 import runpy
 import sys
+from collections.abc import Sequence
 from types import CodeType
-from typing import Any, Sequence
+from typing import Any
 
 
 def _real(path: str) -> str:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from torchmend.profiler.events import COMPILE_END, COMPILE_START
 
@@ -39,8 +40,10 @@ def parse(items: Iterable[str]) -> list[Mapping]:
     for item in items:
         old, sep, new = item.partition("=")
         if not sep or not old or not new:
-            raise PathMapError(f"--path-map wants OLD=NEW (a path prefix on the machine that ran the job, and "
-                               f"where that is here), not {item!r}")
+            raise PathMapError(
+                f"--path-map wants OLD=NEW (a path prefix on the machine that ran the job, and "
+                f"where that is here), not {item!r}"
+            )
         maps.append(Mapping(old.rstrip("/") or "/", os.path.abspath(os.path.expanduser(new)).rstrip("/") or "/"))
     return maps
 

@@ -13,8 +13,15 @@ from torchmend.profiler.tracedir import Trace
 SCHEMA = "torchmend.scan/1"
 
 
-def scan_report(spec: RunSpec | None, project_root: str, findings: list[Finding], summary: Summary,
-                outcome: RunOutcome, trace: Trace | None = None, path_maps: tuple[Mapping, ...] = ()) -> dict[str, Any]:
+def scan_report(
+    spec: RunSpec | None,
+    project_root: str,
+    findings: list[Finding],
+    summary: Summary,
+    outcome: RunOutcome,
+    trace: Trace | None = None,
+    path_maps: tuple[Mapping, ...] = (),
+) -> dict[str, Any]:
     """`spec` is None for findings read from a trace (`trace` then says which logs)."""
     return {
         "schema": SCHEMA,
@@ -23,9 +30,13 @@ def scan_report(spec: RunSpec | None, project_root: str, findings: list[Finding]
         "script": str(spec.script) if spec else None,
         "args": list(spec.args) if spec else [],
         "launcher": list(spec.launcher) if spec else [],
-        "trace": {"files": [str(f.path) for f in trace.files], "ignored": [str(p) for p in trace.ignored],
-                  "path_map": [{"old": m.old, "new": m.new, "guessed": m.guessed} for m in path_maps]}
-        if trace else None,
+        "trace": {
+            "files": [str(f.path) for f in trace.files],
+            "ignored": [str(p) for p in trace.ignored],
+            "path_map": [{"old": m.old, "new": m.new, "guessed": m.guessed} for m in path_maps],
+        }
+        if trace
+        else None,
         "project_root": project_root,
         "backend": spec.backend if spec else None,
         "budget": {"steps": spec.steps, "timeout_s": spec.timeout} if spec else None,

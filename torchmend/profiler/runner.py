@@ -13,11 +13,22 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AbstractSet as Set, Any, Callable
+from typing import Any
 
-from torchmend.profiler.events import CHILD_ENV, COMPILE_END, COMPILE_START, END, GRAPH_BREAK, STEP, EventTail, read_events
+from torchmend.profiler.events import (
+    CHILD_ENV,
+    COMPILE_END,
+    COMPILE_START,
+    END,
+    GRAPH_BREAK,
+    STEP,
+    EventTail,
+    read_events,
+)
 
 _POLL_S = 0.1
 _TERM_GRACE_S = 3.0
@@ -98,7 +109,7 @@ def _tail(path: Path, max_lines: int = 30) -> str:
     return "\n".join(lines[-max_lines:])
 
 
-def _stop(proc: subprocess.Popen[bytes], workers: Set[int] = frozenset()) -> None:
+def _stop(proc: subprocess.Popen[bytes], workers: AbstractSet[int] = frozenset()) -> None:
     """Stop the child and everything it started (its own process group), and torchrun's workers, which
     torchrun starts in sessions of their own."""
     for sig, wait in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 5.0)):
@@ -128,7 +139,7 @@ def _collect(workdir: Path) -> tuple[list[dict[str, Any]], dict[int | None, dict
     """All events, each tagged with its rank in a ranked run, and the last END event of each process."""
     events: list[dict[str, Any]] = []
     ends: dict[int | None, dict[str, Any]] = {}
-    for path in sorted(workdir.glob("events*.jsonl"), key=lambda p: (_rank_of(p) or 0)):
+    for path in sorted(workdir.glob("events*.jsonl"), key=lambda p: _rank_of(p) or 0):
         rank = _rank_of(path)
         evs = read_events(path)
         if rank is not None:
@@ -140,15 +151,20 @@ def _collect(workdir: Path) -> tuple[list[dict[str, Any]], dict[int | None, dict
     return events, ends
 
 
-def _deciding_end(spec: RunSpec, events: list[dict[str, Any]], ends: dict[int | None, dict[str, Any]]) -> dict[str, Any]:
+def _deciding_end(
+    spec: RunSpec, events: list[dict[str, Any]], ends: dict[int | None, dict[str, Any]]
+) -> dict[str, Any]:
     """The END that says how the run ended: the first rank to fail, before rank 0's (when one rank fails,
     the others fail on the broken connection or get torchrun's SIGTERM, reported as a timeout). {} when a
     process ended without one."""
     if not spec.ranked:
         return ends.get(None, {})
     started = {e.get("rank") for e in events if e.get("ev") == "start"}
-    failing = [ends[r] for r in sorted(ends, key=lambda r: -1 if r is None else r) if ends[r].get("reason") in ("error", "exit", "internal_error",
-                                                                          "no_torch")]
+    failing = [
+        ends[r]
+        for r in sorted(ends, key=lambda r: -1 if r is None else r)
+        if ends[r].get("reason") in ("error", "exit", "internal_error", "no_torch")
+    ]
     if failing:
         return min(failing, key=lambda e: e.get("at", 0.0))
     if not ends or started - set(ends):
@@ -177,9 +193,16 @@ def run(
         overlay_path = workdir / "overlay.json"
         overlay_path.write_text(json.dumps(dict(spec.overlay)), encoding="utf-8")
     env[CHILD_ENV] = json.dumps(
-        {"events": str(events_path), "script": str(script), "args": list(spec.args),
-         "steps": spec.steps, "backend": spec.backend, "overlay": str(overlay_path) if overlay_path else None,
-         "seed": spec.seed, "per_rank": spec.ranked}
+        {
+            "events": str(events_path),
+            "script": str(script),
+            "args": list(spec.args),
+            "steps": spec.steps,
+            "backend": spec.backend,
+            "overlay": str(overlay_path) if overlay_path else None,
+            "seed": spec.seed,
+            "per_rank": spec.ranked,
+        }
     )
     progress = Progress()
     tails: dict[Path, EventTail] = {}

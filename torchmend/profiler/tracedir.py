@@ -11,9 +11,10 @@ import gzip
 import json
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 from torchmend.profiler.events import START
 from torchmend.profiler.records import RecordConverter
@@ -59,7 +60,7 @@ def _records(path: Path) -> Iterator[tuple[str, dict[str, Any], str | None]]:
             cut = line.find("] {")
             if cut < 0:
                 continue
-            body = line[cut + 2:]
+            body = line[cut + 2 :]
             if not body.startswith(_WANTED):
                 continue
             try:
@@ -101,11 +102,14 @@ def trace_files(path: Path) -> list[Path]:
         return [path]
     if not path.is_dir():
         raise TraceError(f"no such file or directory: {path}")
-    files = sorted(p for p in path.iterdir() if p.is_file() and p.name.startswith(PREFIX)
-                   and p.name.endswith((".log", ".log.gz")))
+    files = sorted(
+        p for p in path.iterdir() if p.is_file() and p.name.startswith(PREFIX) and p.name.endswith((".log", ".log.gz"))
+    )
     if not files:
-        raise TraceError(f"{path} holds no trace logs ({PREFIX}*.log): point --from-trace at the directory "
-                         "TORCH_TRACE named when the job ran")
+        raise TraceError(
+            f"{path} holds no trace logs ({PREFIX}*.log): point --from-trace at the directory "
+            "TORCH_TRACE named when the job ran"
+        )
     return files
 
 
@@ -146,6 +150,8 @@ def read_trace(path: Path) -> Trace:
         used.append(newest[-1])
         ignored += [t.path for t in newest[:-1]]
     if not any(t.events for t in used):
-        raise TraceError(f"the trace logs under {path} record no compilation (no dynamo_start or "
-                         "compilation_metrics records): was the job compiled with torch.compile?")
+        raise TraceError(
+            f"the trace logs under {path} record no compilation (no dynamo_start or "
+            "compilation_metrics records): was the job compiled with torch.compile?"
+        )
     return Trace(used, ignored)

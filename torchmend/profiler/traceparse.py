@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 _FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\s*$')
 _GB_AT_RE = re.compile(r"Graph break in user code at (?P<file>.+):(?P<line>\d+)\s*$")
@@ -29,7 +29,7 @@ class Frame:
     function: str
     code: str = ""
 
-    def with_function_unwrapped(self) -> "Frame":
+    def with_function_unwrapped(self) -> Frame:
         return Frame(self.file, self.line, user_function_name(self.function), self.code)
 
 
@@ -112,7 +112,9 @@ class GuardFailure:
     text: str
 
 
-_TENSOR_RE = re.compile(r"tensor '(?P<var>.+?)' (?P<what>[\w ]+?) mismatch")  # var may hold quotes: self._modules['p'].t
+_TENSOR_RE = re.compile(
+    r"tensor '(?P<var>.+?)' (?P<what>[\w ]+?) mismatch"
+)  # var may hold quotes: self._modules['p'].t
 _LG_RE = re.compile(r"\b[LG]\['(?P<name>[^']+)'\]")
 # A source expression: a name (or L['x'] / G['x']) followed by attributes and subscripts.
 _CHAIN_RE = re.compile(r"""(?:[LG]\['[^']+'\]|[A-Za-z_]\w*)(?:\.[A-Za-z_]\w*|\[(?:'[^']*'|"[^"]*"|[^\]]*)\])*""")
@@ -160,7 +162,7 @@ def guard_variable(guard: str) -> str | None:
         text = chain.group(0)
         if text in _WORDS:
             continue
-        if left[chain.end():].lstrip().startswith("("):  # a call
+        if left[chain.end() :].lstrip().startswith("("):  # a call
             if "." not in text and "[" not in text:
                 continue  # a function: ___as_tensor(...), len(...)
             head, _, last = text.rpartition(".")

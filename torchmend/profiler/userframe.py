@@ -10,7 +10,8 @@ from `model.py` then looks as if the training loop called the library directly. 
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from torchmend.model import Location, Where
 from torchmend.profiler.traceparse import Frame, user_function_name
@@ -43,8 +44,9 @@ def break_lines(compile_starts: Iterable[dict[str, Any]]) -> dict[tuple[str, str
     return lines
 
 
-def project_frame(places: Any, stack: Sequence[Frame], root: Frame | None,
-                  breaks_at: dict[tuple[str, str], list[int]]) -> Location | None:
+def project_frame(
+    places: Any, stack: Sequence[Frame], root: Frame | None, breaks_at: dict[tuple[str, str], list[int]]
+) -> Location | None:
     """The user's frame that reached a library finding (`places`: findings.Places).
 
     `stack`: the finding's user stack, oldest first (may be empty: a guard has none); `root`: the compiled

@@ -13,7 +13,8 @@ import hashlib
 import html
 import re
 import shlex
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from torchmend import rules
 
@@ -76,13 +77,13 @@ def md_link(label: str, url: str | None) -> str:
 # -- the report fix saves --------------------------------------------------------------------------------------
 
 
-def _finding_where(f: "Finding") -> str:
+def _finding_where(f: Finding) -> str:
     if f.where != "project" and f.user_frame is not None:
         return f"{f.user_frame.file}:{f.user_frame.line}"
     return f"{f.file}:{f.line}"
 
 
-def _docs(f: "Finding") -> str:
+def _docs(f: Finding) -> str:
     if f.docs_url:
         return md_link(f.gb_id or "PyTorch docs", f.docs_url)
     if f.kind == rules.GRAPH_BREAK:
@@ -90,8 +91,12 @@ def _docs(f: "Finding") -> str:
     return md_link("recompilation", RECOMPILE_DOCS)
 
 
-def fix_report(proposals: Sequence["Proposal"], verification: "Verification | None" = None, command: str = "",
-               where: Callable[["Proposal"], str] | None = None) -> str:
+def fix_report(
+    proposals: Sequence[Proposal],
+    verification: Verification | None = None,
+    command: str = "",
+    where: Callable[[Proposal], str] | None = None,
+) -> str:
     """The Markdown that `fix` saves with its undo record (field "report") and `pr` puts in the body.
 
     `proposals`: the changes written; `verification`: what verified them (None with --no-verify);
@@ -100,8 +105,12 @@ def fix_report(proposals: Sequence["Proposal"], verification: "Verification | No
     DIFF_MARKER.
     """
     where = where or (lambda p: f"{p.finding.file}:{p.finding.line}")
-    lines = ["### Findings fixed", "",
-             "| rule | where | what PyTorch reported | count | docs |", "|---|---|---|---|---|"]
+    lines = [
+        "### Findings fixed",
+        "",
+        "| rule | where | what PyTorch reported | count | docs |",
+        "|---|---|---|---|---|",
+    ]
     seen: set[tuple[str, str, int]] = set()
     for p in proposals:
         for f in p.findings:
@@ -110,8 +119,10 @@ def fix_report(proposals: Sequence["Proposal"], verification: "Verification | No
             seen.add((f.rule, f.file, f.line))
             reason = f.reason + (f" (variable {f.variable})" if f.variable and f.variable not in f.reason else "")
             kind = f"{f.pattern} " if f.pattern else ""
-            lines.append(f"| **{f.rule}** {md_text(f.title)} | {md_code(_finding_where(f), table=True)} | "
-                         f"{md_code(reason, table=True, limit=400)} | {kind}{f.count}× | {_docs(f)} |")
+            lines.append(
+                f"| **{f.rule}** {md_text(f.title)} | {md_code(_finding_where(f), table=True)} | "
+                f"{md_code(reason, table=True, limit=400)} | {kind}{f.count}× | {_docs(f)} |"
+            )
     lines += ["", "### Changes", ""]
     for p in proposals:
         label = "**unsafe**" if p.safety == "unsafe" else "safe"
@@ -122,13 +133,19 @@ def fix_report(proposals: Sequence["Proposal"], verification: "Verification | No
     unsafe = [p for p in proposals if p.safety == "unsafe"]
     lines += ["### Unsafe changes", ""]
     if unsafe:
-        lines += ["> [!WARNING]", f"> {len(unsafe)} of {len(proposals)} change{'s' * (len(proposals) != 1)} "
-                  "can change what the program prints or computes (the verification below checks losses and "
-                  "final weights, not printed output). Review each:", ">"]
+        lines += [
+            "> [!WARNING]",
+            f"> {len(unsafe)} of {len(proposals)} change{'s' * (len(proposals) != 1)} "
+            "can change what the program prints or computes (the verification below checks losses and "
+            "final weights, not printed output). Review each:",
+            ">",
+        ]
         lines += [f"> - **{p.rule}** at {md_code(where(p))}: {md_text(p.note or p.why)}" for p in unsafe]
     else:
-        lines.append("None: every change is labelled safe (it cannot change what the program prints, raises or "
-                     "computes beyond float rounding).")
+        lines.append(
+            "None: every change is labelled safe (it cannot change what the program prints, raises or "
+            "computes beyond float rounding)."
+        )
     lines += ["", "### Verification", ""]
     if verification is not None:
         from torchmend.verify.report import markdown
@@ -141,9 +158,18 @@ def fix_report(proposals: Sequence["Proposal"], verification: "Verification | No
     return "\n".join(lines) + "\n"
 
 
-def verify_command(script: str, args: Sequence[str] = (), *, patch: str = "torchmend.patch", steps: int | None = None,
-                   timeout: float | None = None, backend: str | None = None, seed: int = 0,
-                   repeat: int | None = None, launcher: Sequence[str] = ()) -> str:
+def verify_command(
+    script: str,
+    args: Sequence[str] = (),
+    *,
+    patch: str = "torchmend.patch",
+    steps: int | None = None,
+    timeout: float | None = None,
+    backend: str | None = None,
+    seed: int = 0,
+    repeat: int | None = None,
+    launcher: Sequence[str] = (),
+) -> str:
     """The `torchmend verify` command line that reproduces a verification (for fix_report's `command`);
     `launcher`: the torchrun options of a multi-rank run."""
     cmd = ["torchmend", "verify", "--patch", patch] if launcher else ["torchmend", "verify", script, "--patch", patch]
@@ -190,9 +216,13 @@ def title(summary: str, paths: Sequence[str]) -> str:
 
 def commit_message(summary: str, paths: Sequence[str]) -> str:
     fixes = fixes_of(summary)
-    lines = [title(summary, paths), "",
-             "Rewritten by `torchmend fix` to remove what stops torch.compile from paying off",
-             "(graph breaks, recompilations):", ""]
+    lines = [
+        title(summary, paths),
+        "",
+        "Rewritten by `torchmend fix` to remove what stops torch.compile from paying off",
+        "(graph breaks, recompilations):",
+        "",
+    ]
     if fixes:
         lines += [f"- {rule} {place}: {_rule_title(rule)}".rstrip(": ") for rule, place in fixes]
     else:
@@ -229,27 +259,38 @@ def diff_section(diffs: Mapping[str, str], limit: int = BODY_LIMIT) -> str:
     for path, diff in diffs.items():
         block = f"#### {md_code(path)}\n\n{md_fence(diff, 'diff')}\n"
         if used + len(block) > limit:
-            block = (f"#### {md_code(path)}\n\nThe diff ({diff.count(chr(10))} lines) is left out: the body would be "
-                     "longer than GitHub accepts. See the Files changed tab.\n")
+            block = (
+                f"#### {md_code(path)}\n\nThe diff ({diff.count(chr(10))} lines) is left out: the body would be "
+                "longer than GitHub accepts. See the Files changed tab.\n"
+            )
         parts.append(block)
         used += len(block)
     return "\n".join(parts)
 
 
-def pr_body(*, report: str | None, summary: str, diffs: Mapping[str, str], branch: str, base: str,
-            base_commit: str) -> str:
+def pr_body(
+    *, report: str | None, summary: str, diffs: Mapping[str, str], branch: str, base: str, base_commit: str
+) -> str:
     """The pull request's Markdown: what torchmend found and changed, the diffs, the verification."""
     n = len(fixes_of(summary))
-    head = ["<!-- torchmend pr: this description is rewritten when `torchmend pr` runs again -->",
-            "## torch.compile fixes from torchmend", "",
-            f"`torchmend fix` found what stops `torch.compile` from paying off in this code and rewrote the "
-            f"source behind it: {n or 'the'} change{'s' * (n != 1)} in {len(diffs)} file{'s' * (len(diffs) != 1)}. "
-            f"Branch {md_code(branch)} is {md_code(base)} at {md_code(base_commit[:12])} plus one commit "
-            "with these changes only.", ""]
-    foot = ["", "---", "",
-            "To check it yourself: fetch this branch, save its diff as a patch ("
-            + md_code(f"git diff {base}...{branch} > torchmend.patch")
-            + ") and run `torchmend verify SCRIPT --patch torchmend.patch` on the base branch. Made with torchmend."]
+    head = [
+        "<!-- torchmend pr: this description is rewritten when `torchmend pr` runs again -->",
+        "## torch.compile fixes from torchmend",
+        "",
+        f"`torchmend fix` found what stops `torch.compile` from paying off in this code and rewrote the "
+        f"source behind it: {n or 'the'} change{'s' * (n != 1)} in {len(diffs)} file{'s' * (len(diffs) != 1)}. "
+        f"Branch {md_code(branch)} is {md_code(base)} at {md_code(base_commit[:12])} plus one commit "
+        "with these changes only.",
+        "",
+    ]
+    foot = [
+        "",
+        "---",
+        "",
+        "To check it yourself: fetch this branch, save its diff as a patch ("
+        + md_code(f"git diff {base}...{branch} > torchmend.patch")
+        + ") and run `torchmend verify SCRIPT --patch torchmend.patch` on the base branch. Made with torchmend.",
+    ]
     room = BODY_LIMIT - sum(len(x) + 1 for x in head + foot) - len(report or "") - 2000
     diff_md = "### Diff\n\n" + diff_section(diffs, max(room, 0))
     if report:
@@ -257,11 +298,20 @@ def pr_body(*, report: str | None, summary: str, diffs: Mapping[str, str], branc
     else:
         fixes = fixes_of(summary)
         listed = [f"- **{md_text(r)}** at {md_code(w)}: {md_text(_rule_title(r))}" for r, w in fixes]
-        body = "\n".join(["### Fixes", "", *listed, "",
-                          "> [!NOTE]",
-                          "> This fix was saved without a report (by an older torchmend): the findings behind it, "
-                          "which changes are unsafe and the verification are not known here. Review every change, "
-                          "and verify the patch with `torchmend verify SCRIPT --patch PATCH`.", "", diff_md])
+        body = "\n".join(
+            [
+                "### Fixes",
+                "",
+                *listed,
+                "",
+                "> [!NOTE]",
+                "> This fix was saved without a report (by an older torchmend): the findings behind it, "
+                "which changes are unsafe and the verification are not known here. Review every change, "
+                "and verify the patch with `torchmend verify SCRIPT --patch PATCH`.",
+                "",
+                diff_md,
+            ]
+        )
     text = "\n".join(head) + "\n" + body.rstrip("\n") + "\n" + "\n".join(foot) + "\n"
     if len(text) > BODY_LIMIT + 5000:
         text = text[:BODY_LIMIT] + "\n\n… (cut: the description would be longer than GitHub accepts)\n"

@@ -12,12 +12,12 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
-import socket
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from torchmend import __version__
 
@@ -88,27 +88,35 @@ class GitHub:
 
     def open_pulls(self, owner: str, repo: str, branch: str) -> list[PullRequest]:
         """Open pull requests whose head is `owner:branch`."""
-        data = self._call("GET", f"/repos/{_q(owner)}/{_q(repo)}/pulls",
-                          {"head": f"{owner}:{branch}", "state": "open", "per_page": "10"})
+        data = self._call(
+            "GET",
+            f"/repos/{_q(owner)}/{_q(repo)}/pulls",
+            {"head": f"{owner}:{branch}", "state": "open", "per_page": "10"},
+        )
         if not isinstance(data, list):
             raise ForgeError(INVALID, 200, "the API answered the pull request list with something else")
         return [_pull(p) for p in data]
 
-    def create_pull(self, owner: str, repo: str, *, head: str, base: str, title: str, body: str,
-                    draft: bool = False) -> PullRequest:
+    def create_pull(
+        self, owner: str, repo: str, *, head: str, base: str, title: str, body: str, draft: bool = False
+    ) -> PullRequest:
         payload = {"title": title, "head": head, "base": base, "body": body, "maintainer_can_modify": True}
         if draft:
             payload["draft"] = True
         return _pull(self._call("POST", f"/repos/{_q(owner)}/{_q(repo)}/pulls", body=payload))
 
     def update_pull(self, owner: str, repo: str, number: int, *, title: str, body: str) -> PullRequest:
-        return _pull(self._call("PATCH", f"/repos/{_q(owner)}/{_q(repo)}/pulls/{int(number)}",
-                                body={"title": title, "body": body}))
+        return _pull(
+            self._call(
+                "PATCH", f"/repos/{_q(owner)}/{_q(repo)}/pulls/{int(number)}", body={"title": title, "body": body}
+            )
+        )
 
     # -- HTTP ------------------------------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, query: dict[str, str] | None = None,
-              body: dict[str, Any] | None = None) -> Any:
+    def _call(
+        self, method: str, path: str, query: dict[str, str] | None = None, body: dict[str, Any] | None = None
+    ) -> Any:
         url = self.api_url + path + ("?" + urllib.parse.urlencode(query) if query else "")
         data = json.dumps(body).encode("utf-8") if body is not None else None
         req = urllib.request.Request(url, data=data, method=method)
@@ -124,10 +132,11 @@ class GitHub:
                 raw = resp.read()
         except urllib.error.HTTPError as e:
             raise self._http_error(e, where) from None
-        except (urllib.error.URLError, OSError, socket.timeout, http.client.HTTPException) as e:
+        except (TimeoutError, urllib.error.URLError, OSError, http.client.HTTPException) as e:
             reason = getattr(e, "reason", None) or e
-            raise ForgeError(UNREACHABLE, None,
-                             self._redact(f"could not reach the API at {self.api_url} ({reason})")) from None
+            raise ForgeError(
+                UNREACHABLE, None, self._redact(f"could not reach the API at {self.api_url} ({reason})")
+            ) from None
         try:
             return json.loads(raw.decode("utf-8")) if raw else None
         except ValueError:
@@ -185,6 +194,9 @@ def _pull(data: Any) -> PullRequest:
         raise ForgeError(INVALID, None, "the API answered without a pull request number")
     head = data.get("head") or {}
     base = data.get("base") or {}
-    return PullRequest(int(data["number"]), str(data.get("html_url") or data.get("url") or ""),
-                       str(head.get("ref", "")) if isinstance(head, dict) else "",
-                       str(base.get("ref", "")) if isinstance(base, dict) else "")
+    return PullRequest(
+        int(data["number"]),
+        str(data.get("html_url") or data.get("url") or ""),
+        str(head.get("ref", "")) if isinstance(head, dict) else "",
+        str(base.get("ref", "")) if isinstance(base, dict) else "",
+    )

@@ -11,9 +11,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 ZERO = "0" * 40
 
@@ -41,16 +41,29 @@ class Git:
         self.cwd = cwd
         self.redact = redact
 
-    def run(self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None,
-            check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
+    def run(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[bytes]:
         full_env = dict(os.environ)
         full_env["GIT_OPTIONAL_LOCKS"] = "0"  # status must not rewrite the index (dry runs touch nothing)
         if not sys.stdin.isatty():
             full_env["GIT_TERMINAL_PROMPT"] = "0"  # fail instead of waiting for a password nobody can type
         full_env.update(env or {})
         try:
-            proc = subprocess.run(["git", *args], cwd=self.cwd, env=full_env, input=input, capture_output=True,
-                                  timeout=timeout, stdin=None if input is not None else subprocess.DEVNULL)
+            proc = subprocess.run(
+                ["git", *args],
+                cwd=self.cwd,
+                env=full_env,
+                input=input,
+                capture_output=True,
+                timeout=timeout,
+                stdin=None if input is not None else subprocess.DEVNULL,
+            )
         except FileNotFoundError as e:
             raise GitError(args, 127, "git is not installed (or not on PATH)") from e
         except subprocess.TimeoutExpired as e:
@@ -136,7 +149,9 @@ class Git:
         return self.out("log", "-1", "--format=%B", rev)
 
     def changed_paths(self, rev: str) -> list[str]:
-        return self.out("diff-tree", "--no-commit-id", "--name-only", "-r", "-z", f"{rev}^", rev).strip("\0").split("\0")
+        return (
+            self.out("diff-tree", "--no-commit-id", "--name-only", "-r", "-z", f"{rev}^", rev).strip("\0").split("\0")
+        )
 
     # -- the commit ------------------------------------------------------------------------------------------
 
@@ -161,8 +176,9 @@ class Git:
 
     def push(self, remote: str, branch: str, timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
         """Push the branch to the same name on `remote`, as the remote is configured; never forced."""
-        return self.run("push", "--porcelain", remote, f"refs/heads/{branch}:refs/heads/{branch}", check=False,
-                        timeout=timeout)
+        return self.run(
+            "push", "--porcelain", remote, f"refs/heads/{branch}:refs/heads/{branch}", check=False, timeout=timeout
+        )
 
     def valid_branch_name(self, name: str) -> bool:
         return self.ok("check-ref-format", "--branch", name)

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from torchmend.vcs import body as md
 from torchmend.vcs.forge import AUTH, INVALID, NOT_FOUND, UNREACHABLE, ForgeError, GitHub, check_api_url
@@ -127,21 +128,30 @@ def _repository(root: Path, options: PrOptions, redact: Callable[[str], str]) ->
     git = Git(root, redact)
     top = git.toplevel()
     if top is None:
-        raise PrError(NOT_A_REPO, f"{root} is not in a git repository: `torchmend pr` commits the fix on a new "
-                      "branch. Create one with `git init` and a first commit (or use `torchmend fix --diff`).")
+        raise PrError(
+            NOT_A_REPO,
+            f"{root} is not in a git repository: `torchmend pr` commits the fix on a new "
+            "branch. Create one with `git init` and a first commit (or use `torchmend fix --diff`).",
+        )
     git = Git(top, redact)
     head = git.rev("HEAD")
     if head is None:
-        raise PrError(NOT_A_REPO, f"the repository at {top} has no commit yet: commit your code first, so the "
-                      "pull request can hold torchmend's change alone.")
+        raise PrError(
+            NOT_A_REPO,
+            f"the repository at {top} has no commit yet: commit your code first, so the "
+            "pull request can hold torchmend's change alone.",
+        )
     current = git.current_branch()
 
     # The remote and the repository it names.
     remotes = git.remotes()
     if options.remote not in remotes:
         others = f" (remotes here: {', '.join(remotes)})" if remotes else " (this repository has no remote)"
-        raise PrError(NO_REMOTE, f"no remote named {options.remote!r}{others}: add it with `git remote add "
-                      f"{options.remote} URL`, or name another with --remote.")
+        raise PrError(
+            NO_REMOTE,
+            f"no remote named {options.remote!r}{others}: add it with `git remote add "
+            f"{options.remote} URL`, or name another with --remote.",
+        )
     raw_url = git.config(f"remote.{options.remote}.url") or ""
     url = display_url(raw_url)
     if options.repo:
@@ -151,14 +161,20 @@ def _repository(root: Path, options: PrOptions, redact: Callable[[str], str]) ->
     else:
         repo = parse_remote_url(raw_url)
         if repo is None:
-            raise PrError(NO_REMOTE, f"cannot tell the GitHub repository from remote {options.remote!r} ({url}): "
-                          "its URL is not of the form https://HOST/OWNER/NAME or git@HOST:OWNER/NAME. "
-                          "Name it with --repo OWNER/NAME.")
+            raise PrError(
+                NO_REMOTE,
+                f"cannot tell the GitHub repository from remote {options.remote!r} ({url}): "
+                "its URL is not of the form https://HOST/OWNER/NAME or git@HOST:OWNER/NAME. "
+                "Name it with --repo OWNER/NAME.",
+            )
     api_url = options.api_url
     if api_url is None:
         if repo.host != GITHUB_HOST:
-            raise PrError(USAGE, f"remote {options.remote!r} is on {repo.host}, not {GITHUB_HOST}: for GitHub "
-                          f"Enterprise pass --api-url https://{repo.host}/api/v3")
+            raise PrError(
+                USAGE,
+                f"remote {options.remote!r} is on {repo.host}, not {GITHUB_HOST}: for GitHub "
+                f"Enterprise pass --api-url https://{repo.host}/api/v3",
+            )
         api_url = GITHUB_API
     problem = check_api_url(api_url)
     if problem:
@@ -170,8 +186,10 @@ def _repository(root: Path, options: PrOptions, redact: Callable[[str], str]) ->
     elif current:
         base = git.upstream_branch(current, options.remote) or current
     else:
-        raise PrError(USAGE, "HEAD is detached (no branch is checked out): name the branch the pull request is "
-                      "for with --base BRANCH.")
+        raise PrError(
+            USAGE,
+            "HEAD is detached (no branch is checked out): name the branch the pull request is for with --base BRANCH.",
+        )
     return _Repo(git, top, head, current, repo, api_url.rstrip("/"), base, url)
 
 
@@ -182,9 +200,13 @@ def _token(options: PrOptions) -> str:
 
 
 def _no_token(options: PrOptions, repo: RepoRef) -> PrError:
-    return PrError(AUTH, f"${options.token_env} is not set: put a GitHub token that may open pull requests on "
-                   f"{repo.full_name} in it (`export {options.token_env}=...`), or name another variable with "
-                   "--token-env.", "Nothing was created.")
+    return PrError(
+        AUTH,
+        f"${options.token_env} is not set: put a GitHub token that may open pull requests on "
+        f"{repo.full_name} in it (`export {options.token_env}=...`), or name another variable with "
+        "--token-env.",
+        "Nothing was created.",
+    )
 
 
 def preflight(root: Path, options: PrOptions) -> None:
@@ -200,14 +222,22 @@ def preflight(root: Path, options: PrOptions) -> None:
         raise PrError(NOT_A_REPO, f"git failed: {redact(str(e))}") from None
     if dirty:
         shown = ", ".join(f"{s.path} ({s.code.strip()})" for s in dirty[:20])
-        raise PrError(DIRTY, f"the working tree has uncommitted changes: {shown}. Commit or stash them first "
-                      "(`git stash`), so the pull request holds torchmend's changes alone.")
+        raise PrError(
+            DIRTY,
+            f"the working tree has uncommitted changes: {shown}. Commit or stash them first "
+            "(`git stash`), so the pull request holds torchmend's changes alone.",
+        )
     if not token and not options.dry_run:
         raise _no_token(options, r.repo)
 
 
-def plan(root: Path, record: "UndoRecord", options: PrOptions, report: str | None = None,
-         redact: Callable[[str], str] = lambda s: s) -> Plan:
+def plan(
+    root: Path,
+    record: UndoRecord,
+    options: PrOptions,
+    report: str | None = None,
+    redact: Callable[[str], str] = lambda s: s,
+) -> Plan:
     """Everything the run will do, found out without changing anything. Raises PrError (and GitError)."""
     r = _repository(root, options, redact)
     git, top, head, current, repo, base, url = r.git, r.top, r.head, r.current, r.repo, r.base, r.url
@@ -224,35 +254,53 @@ def plan(root: Path, record: "UndoRecord", options: PrOptions, report: str | Non
             raise PrError(NOT_A_REPO, f"{path} (changed by the fix) is outside the git repository at {top}.")
         rel = rel.replace(os.sep, "/")
         if _read(path) != after:
-            raise PrError(DIRTY, f"{rel} was edited after the fix (or the fix was undone): the pull request would "
-                          "not hold what torchmend wrote and verified. Run `torchmend fix` again on the current "
-                          "version, then `torchmend pr`.")
+            raise PrError(
+                DIRTY,
+                f"{rel} was edited after the fix (or the fix was undone): the pull request would "
+                "not hold what torchmend wrote and verified. Run `torchmend fix` again on the current "
+                "version, then `torchmend pr`.",
+            )
         in_head = git.blob_of("HEAD", rel)
         if in_head is None:
-            raise PrError(DIRTY, f"{rel} is not in the last commit (HEAD): commit it as it was before the fix "
-                          "first, so the pull request holds torchmend's change alone.")
+            raise PrError(
+                DIRTY,
+                f"{rel} is not in the last commit (HEAD): commit it as it was before the fix "
+                "first, so the pull request holds torchmend's change alone.",
+            )
         if in_head == git.hash_text(rel, after):
             already.append(rel)
             continue
         if in_head != git.hash_text(rel, before):
-            raise PrError(DIRTY, f"{rel} had changes of yours that were not committed when the fix ran: the "
-                          "commit would carry them too. Commit your own changes to it first (`git add -p`, "
-                          "leaving torchmend's out), then run `torchmend pr` again.")
+            raise PrError(
+                DIRTY,
+                f"{rel} had changes of yours that were not committed when the fix ran: the "
+                "commit would carry them too. Commit your own changes to it first (`git add -p`, "
+                "leaving torchmend's out), then run `torchmend pr` again.",
+            )
         files[rel] = after
         diffs[rel] = md.unified_diff(rel, before, after)
     if already and not files:
-        raise PrError(NOTHING, f"the fix is already committed on {current or 'HEAD'} "
-                      f"({', '.join(already)}): there is nothing left for torchmend to commit. Push that branch "
-                      "and open the pull request yourself.")
+        raise PrError(
+            NOTHING,
+            f"the fix is already committed on {current or 'HEAD'} "
+            f"({', '.join(already)}): there is nothing left for torchmend to commit. Push that branch "
+            "and open the pull request yourself.",
+        )
     if already:
-        raise PrError(DIRTY, f"{', '.join(already)} already committed with the fix while "
-                      f"{', '.join(files)} is not: commit or reset them together, then run `torchmend pr` again.")
+        raise PrError(
+            DIRTY,
+            f"{', '.join(already)} already committed with the fix while "
+            f"{', '.join(files)} is not: commit or reset them together, then run `torchmend pr` again.",
+        )
     others = [s for s in git.status() if s.path not in files]
     if others:
         shown = ", ".join(f"{s.path} ({s.code.strip()})" for s in others[:20])
         more = f" and {len(others) - 20} more" if len(others) > 20 else ""
-        raise PrError(DIRTY, f"the working tree has changes torchmend did not make: {shown}{more}. Commit or "
-                      "stash them first (`git stash`); only the files the fix wrote may differ from HEAD.")
+        raise PrError(
+            DIRTY,
+            f"the working tree has changes torchmend did not make: {shown}{more}. Commit or "
+            "stash them first (`git stash`); only the files the fix wrote may differ from HEAD.",
+        )
 
     # The branch, the commit, the pull request.
     branch = md.branch_name(record.summary, files)
@@ -260,32 +308,62 @@ def plan(root: Path, record: "UndoRecord", options: PrOptions, report: str | Non
         raise PrError(USAGE, f"cannot name a branch {branch!r}")
     existing = git.rev(f"refs/heads/{branch}")
     if existing is not None:
-        same = (all(git.blob_of(existing, rel) == git.hash_text(rel, text) for rel, text in files.items())
-                and set(git.changed_paths(existing)) <= set(files))
+        same = all(git.blob_of(existing, rel) == git.hash_text(rel, text) for rel, text in files.items()) and set(
+            git.changed_paths(existing)
+        ) <= set(files)
         if not same:
-            raise PrError(DIRTY, f"a branch {branch} already exists and holds other changes: delete it "
-                          f"(`git branch -D {branch}`) and run `torchmend pr` again.")
+            raise PrError(
+                DIRTY,
+                f"a branch {branch} already exists and holds other changes: delete it "
+                f"(`git branch -D {branch}`) and run `torchmend pr` again.",
+            )
     warnings = []
     ahead = git.ahead(f"refs/remotes/{options.remote}/{base}")
     if ahead:
-        warnings.append(f"HEAD is {ahead} commit{'s' * (ahead != 1)} ahead of {options.remote}/{base}: the pull "
-                        f"request will show {'them' if ahead != 1 else 'it'} too (push {base} first to keep it to "
-                        "torchmend's change).")
+        warnings.append(
+            f"HEAD is {ahead} commit{'s' * (ahead != 1)} ahead of {options.remote}/{base}: the pull "
+            f"request will show {'them' if ahead != 1 else 'it'} too (push {base} first to keep it to "
+            "torchmend's change)."
+        )
     rels = list(files)
-    text = md.pr_body(report=report if report is not None else record.report, summary=record.summary,
-                      diffs=diffs, branch=branch, base=base, base_commit=head)
-    return Plan(toplevel=top, current=current, head=head, base=base, branch=branch, existing_commit=existing,
-                repo=repo, api_url=r.api_url, remote=options.remote, remote_url=url, files=files,
-                title=md.one_line(options.title, 200) if options.title else md.title(record.summary, rels),
-                message=md.commit_message(record.summary, rels), body=redact(text), warnings=tuple(warnings))
+    text = md.pr_body(
+        report=report if report is not None else record.report,
+        summary=record.summary,
+        diffs=diffs,
+        branch=branch,
+        base=base,
+        base_commit=head,
+    )
+    return Plan(
+        toplevel=top,
+        current=current,
+        head=head,
+        base=base,
+        branch=branch,
+        existing_commit=existing,
+        repo=repo,
+        api_url=r.api_url,
+        remote=options.remote,
+        remote_url=url,
+        files=files,
+        title=md.one_line(options.title, 200) if options.title else md.title(record.summary, rels),
+        message=md.commit_message(record.summary, rels),
+        body=redact(text),
+        warnings=tuple(warnings),
+    )
 
 
 def compare_url(p: Plan) -> str:
     return f"https://{p.repo.host}/{p.repo.owner}/{p.repo.name}/compare/{p.base}...{p.branch}?expand=1"
 
 
-def ship(root: Path, record: "UndoRecord", options: PrOptions, report: str | None = None,
-         log: Callable[[str], None] = lambda s: None) -> PrResult:
+def ship(
+    root: Path,
+    record: UndoRecord,
+    options: PrOptions,
+    report: str | None = None,
+    log: Callable[[str], None] = lambda s: None,
+) -> PrResult:
     """Plan, then (unless dry_run) commit, push and open or update the pull request. Raises PrError."""
     token = _token(options)
     redact = redactor(token)
@@ -317,64 +395,93 @@ def ship(root: Path, record: "UndoRecord", options: PrOptions, report: str | Non
             commit = git.commit_files(p.head, p.files, p.message)
             git.create_branch(p.branch, commit, f"torchmend pr: {p.title}")
             new_commit = True
-            say(f"Committed {len(p.files)} file{'s' * (len(p.files) != 1)} on branch {p.branch} ({commit[:12]}), "
-                f"on top of {p.current or 'HEAD'} at {p.head[:12]}.")
+            say(
+                f"Committed {len(p.files)} file{'s' * (len(p.files) != 1)} on branch {p.branch} ({commit[:12]}), "
+                f"on top of {p.current or 'HEAD'} at {p.head[:12]}."
+            )
         else:
             say(f"Branch {p.branch} already holds this change ({commit[:12]}): reusing it.")
     except GitError as e:
         raise PrError(NOT_A_REPO, f"could not make the commit: {e}", "Nothing was pushed or opened.") from None
 
-    kept = (f"The local branch {p.branch} (commit {commit[:12]}) was kept; you are on "
-            f"{p.current or 'the same detached HEAD'} and your working tree is as it was. Run `torchmend pr` again "
-            f"once this is fixed (it reuses the branch), or remove it with `git branch -D {p.branch}`.")
+    kept = (
+        f"The local branch {p.branch} (commit {commit[:12]}) was kept; you are on "
+        f"{p.current or 'the same detached HEAD'} and your working tree is as it was. Run `torchmend pr` again "
+        f"once this is fixed (it reuses the branch), or remove it with `git branch -D {p.branch}`."
+    )
     proc = git.push(p.remote, p.branch)
     if proc.returncode != 0:
         said = redact((proc.stderr + proc.stdout).decode("utf-8", "replace"))
         why = " ".join(ln.strip() for ln in said.splitlines() if ln.strip() and not ln.startswith("To "))[-800:]
         hint = ""
         if "non-fast-forward" in said or "fetch first" in said or "[rejected]" in said:
-            hint = (f" The remote already has a {p.branch} with commits this one lacks; torchmend never "
-                    "force-pushes: delete that remote branch if it is stale, then retry.")
+            hint = (
+                f" The remote already has a {p.branch} with commits this one lacks; torchmend never "
+                "force-pushes: delete that remote branch if it is stale, then retry."
+            )
         raise PrError(PUSH, f"git push to {p.remote} ({p.remote_url}) was rejected or failed: {why}.{hint}", kept)
     say(f"Pushed {p.branch} to {p.remote} ({p.remote_url}).")
 
-    by_hand = (f"update #{existing_prs[0].number} by hand: {existing_prs[0].url}" if existing_prs
-               else f"open it by hand: {compare_url(p)}")
-    left = (f"The branch {p.branch} (commit {commit[:12]}) is pushed to {p.remote}; no pull request was "
-            f"{'updated' if existing_prs else 'opened'}. You are on {p.current or 'the same detached HEAD'} with "
-            f"your working tree as it was. Run `torchmend pr` again once this is fixed, or {by_hand}")
+    by_hand = (
+        f"update #{existing_prs[0].number} by hand: {existing_prs[0].url}"
+        if existing_prs
+        else f"open it by hand: {compare_url(p)}"
+    )
+    left = (
+        f"The branch {p.branch} (commit {commit[:12]}) is pushed to {p.remote}; no pull request was "
+        f"{'updated' if existing_prs else 'opened'}. You are on {p.current or 'the same detached HEAD'} with "
+        f"your working tree as it was. Run `torchmend pr` again once this is fixed, or {by_hand}"
+    )
     try:
         if existing_prs:
             pr = gh.update_pull(owner, name, existing_prs[0].number, title=p.title, body=p.body)
             created = False
             say(f"Updated pull request #{pr.number}: {pr.url}")
         else:
-            pr = gh.create_pull(owner, name, head=p.branch, base=p.base, title=p.title, body=p.body,
-                                draft=options.draft)
+            pr = gh.create_pull(
+                owner, name, head=p.branch, base=p.base, title=p.title, body=p.body, draft=options.draft
+            )
             created = True
             say(f"Opened pull request #{pr.number}: {pr.url}")
     except ForgeError as e:
         raise _api_error(e, p, options, left) from None
-    return PrResult(p, dry_run=False, commit=commit, new_commit=new_commit, pushed=True, number=pr.number,
-                    url=pr.url, created=created, log=tuple(lines))
+    return PrResult(
+        p,
+        dry_run=False,
+        commit=commit,
+        new_commit=new_commit,
+        pushed=True,
+        number=pr.number,
+        url=pr.url,
+        created=created,
+        log=tuple(lines),
+    )
 
 
 def _api_error(e: ForgeError, p: Plan, options: PrOptions, left: str) -> PrError:
     where = f"{p.repo.full_name} at {p.api_url}"
     if e.kind == AUTH and e.status == 401:
-        what = (f"GitHub refused the token in ${options.token_env} (401): it is invalid, expired or revoked. "
-                "Create a new one and try again.")
+        what = (
+            f"GitHub refused the token in ${options.token_env} (401): it is invalid, expired or revoked. "
+            "Create a new one and try again."
+        )
     elif e.kind == AUTH:
-        what = (f"the token in ${options.token_env} may not do this on {where} (403): it needs Pull requests: "
-                "write and Contents: write (fine-grained token) or the repo scope (classic token), and SSO "
-                "authorisation where the organisation requires it.")
+        what = (
+            f"the token in ${options.token_env} may not do this on {where} (403): it needs Pull requests: "
+            "write and Contents: write (fine-grained token) or the repo scope (classic token), and SSO "
+            "authorisation where the organisation requires it."
+        )
     elif e.kind == NOT_FOUND:
-        what = (f"{where} was not found (404): check the remote URL (or --repo) and --api-url. GitHub also "
-                f"answers 404 when the token in ${options.token_env} cannot see a private repository.")
+        what = (
+            f"{where} was not found (404): check the remote URL (or --repo) and --api-url. GitHub also "
+            f"answers 404 when the token in ${options.token_env} cannot see a private repository."
+        )
     elif e.kind == INVALID:
-        what = (f"GitHub refused the request as invalid ({e.status or 'bad answer'}). Common causes: the base "
-                f"branch {p.base!r} does not exist on GitHub (choose it with --base), or the branch has no "
-                "change against it.")
+        what = (
+            f"GitHub refused the request as invalid ({e.status or 'bad answer'}). Common causes: the base "
+            f"branch {p.base!r} does not exist on GitHub (choose it with --base), or the branch has no "
+            "change against it."
+        )
     else:
         what = f"the GitHub API at {p.api_url} could not be reached or failed: check the network and --api-url."
     return PrError(e.kind, f"{what} ({e})", left)

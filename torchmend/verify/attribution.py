@@ -26,8 +26,9 @@ def _new_to_old(before: str, after: str) -> dict[int, int]:
             for k, j in enumerate(range(j1, j2)):
                 mapping[j + 1] = (i1 + k + 1) if tag == "equal" else i1 + 1
             continue
-        inner = difflib.SequenceMatcher(None, [x.strip() for x in a[i1:i2]], [y.strip() for y in b[j1:j2]],
-                                        autojunk=False)
+        inner = difflib.SequenceMatcher(
+            None, [x.strip() for x in a[i1:i2]], [y.strip() for y in b[j1:j2]], autojunk=False
+        )
         for t, p1, _, q1, q2 in inner.get_opcodes():
             for k, q in enumerate(range(q1, q2)):
                 mapping[j1 + q + 1] = i1 + 1 + (p1 + k if t == "equal" else min(p1, i2 - i1 - 1))
@@ -45,8 +46,9 @@ class ChangeEffect:
         return bool(self.removed)
 
 
-def attribute(proposals: list[Proposal], after: list[Finding],
-              changes: dict[str, tuple[str, str]]) -> list[ChangeEffect]:
+def attribute(
+    proposals: list[Proposal], after: list[Finding], changes: dict[str, tuple[str, str]]
+) -> list[ChangeEffect]:
     maps = {path: _new_to_old(old, new) for path, (old, new) in changes.items()}
     seen = set()
     for f in after:

@@ -12,19 +12,26 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
 from torchmend.profiler.runner import RunOutcome
+from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
 from torchmend.verify.runs import ArmRun
 
 IMPROVED, NO_CHANGE, REFUSED = "improved", "no_change", "refused"
 SLOWER_RATIO = 1.10
 COUNTS = ("frames_compiled", "graphs", "graph_breaks", "recompiles", "recompile_limit_hits")
 TIMES = ("compile_seconds", "first_step_s", "steady_step_s", "wall_seconds")
-LABELS = {"frames_compiled": "frames compiled", "graphs": "graphs", "graph_breaks": "graph breaks",
-          "recompiles": "recompiles", "recompile_limit_hits": "recompile-limit hits",
-          "findings_to_fix": "findings to fix", "compile_seconds": "compile seconds",
-          "first_step_s": "first step (s)", "steady_step_s": "steady step (s, median)",
-          "wall_seconds": "wall seconds"}
+LABELS = {
+    "frames_compiled": "frames compiled",
+    "graphs": "graphs",
+    "graph_breaks": "graph breaks",
+    "recompiles": "recompiles",
+    "recompile_limit_hits": "recompile-limit hits",
+    "findings_to_fix": "findings to fix",
+    "compile_seconds": "compile seconds",
+    "first_step_s": "first step (s)",
+    "steady_step_s": "steady step (s, median)",
+    "wall_seconds": "wall seconds",
+}
 
 
 @dataclass(frozen=True)
@@ -34,7 +41,7 @@ class Stat:
     high: float | None
 
     @classmethod
-    def of(cls, values: list[float | None]) -> "Stat":
+    def of(cls, values: list[float | None]) -> Stat:
         vals = [v for v in values if v is not None]
         if not vals:
             return cls(None, None, None)
@@ -78,9 +85,15 @@ class Verification:
         def metric(m: Metric) -> dict[str, Any]:
             return {"name": m.name, "before": asdict(m.before), "after": asdict(m.after), "ratio": m.ratio}
 
-        return {"repeat": self.repeat, "verdict": self.verdict, "reasons": self.reasons, "notes": self.notes,
-                "counts": [metric(m) for m in self.counts], "times": [metric(m) for m in self.times],
-                "numerics": self.numerics.to_json() if self.numerics else None}
+        return {
+            "repeat": self.repeat,
+            "verdict": self.verdict,
+            "reasons": self.reasons,
+            "notes": self.notes,
+            "counts": [metric(m) for m in self.counts],
+            "times": [metric(m) for m in self.times],
+            "numerics": self.numerics.to_json() if self.numerics else None,
+        }
 
 
 def _fix_count(run: ArmRun) -> int:
@@ -88,18 +101,25 @@ def _fix_count(run: ArmRun) -> int:
 
 
 def judge(before: list[ArmRun], after: list[ArmRun], rtol: float = RTOL, atol: float = ATOL) -> Verification:
-    counts = [Metric(n, Stat.of([getattr(r.summary, n) for r in before]),
-                     Stat.of([getattr(r.summary, n) for r in after])) for n in COUNTS]
-    counts.append(Metric("findings_to_fix", Stat.of([_fix_count(r) for r in before]),
-                         Stat.of([_fix_count(r) for r in after])))
-    times = [Metric(n, Stat.of([getattr(r.summary, n) for r in before]),
-                    Stat.of([getattr(r.summary, n) for r in after])) for n in TIMES]
+    counts = [
+        Metric(n, Stat.of([getattr(r.summary, n) for r in before]), Stat.of([getattr(r.summary, n) for r in after]))
+        for n in COUNTS
+    ]
+    counts.append(
+        Metric("findings_to_fix", Stat.of([_fix_count(r) for r in before]), Stat.of([_fix_count(r) for r in after]))
+    )
+    times = [
+        Metric(n, Stat.of([getattr(r.summary, n) for r in before]), Stat.of([getattr(r.summary, n) for r in after]))
+        for n in TIMES
+    ]
     reasons: list[str] = []
     notes: list[str] = []
     failed = [r for r in after if r.failed]
     if failed and not any(r.failed for r in before):
-        reasons.append(f"the patched script failed ({failed[0].outcome.ended_by}) where the original did not: "
-                       f"{failure_line(failed[0].outcome)}")
+        reasons.append(
+            f"the patched script failed ({failed[0].outcome.ended_by}) where the original did not: "
+            f"{failure_line(failed[0].outcome)}"
+        )
     numerics = compare(before[0].end, after[0].end, rtol, atol) if before and after else None
     if numerics is not None and not numerics.equal:
         reasons.append(f"numerics differ: {numerics.describe()}")
@@ -117,12 +137,16 @@ def judge(before: list[ArmRun], after: list[ArmRun], rtol: float = RTOL, atol: f
     steady = next(m for m in times if m.name == "steady_step_s")
     if steady.ratio is not None and steady.ratio > SLOWER_RATIO:
         if len(before) >= 2 and len(after) >= 2 and (steady.after.low or 0) > (steady.before.high or 0):
-            reasons.append(f"slower beyond noise: steady step {steady.ratio:.2f}× the original "
-                           f"(ranges {steady.before.low:.4g}-{steady.before.high:.4g} s vs "
-                           f"{steady.after.low:.4g}-{steady.after.high:.4g} s)")
+            reasons.append(
+                f"slower beyond noise: steady step {steady.ratio:.2f}× the original "
+                f"(ranges {steady.before.low:.4g}-{steady.before.high:.4g} s vs "
+                f"{steady.after.low:.4g}-{steady.after.high:.4g} s)"
+            )
         elif len(before) < 2 or len(after) < 2:
-            notes.append(f"steady step {steady.ratio:.2f}× the original; with one run per arm that is within "
-                         "noise (use --repeat 3 or more to judge speed)")
+            notes.append(
+                f"steady step {steady.ratio:.2f}× the original; with one run per arm that is within "
+                "noise (use --repeat 3 or more to judge speed)"
+            )
         else:
             notes.append(f"steady step {steady.ratio:.2f}× the original, but the runs' ranges overlap: within noise")
     if reasons:
@@ -132,8 +156,10 @@ def judge(before: list[ArmRun], after: list[ArmRun], rtol: float = RTOL, atol: f
         fewer = any(median(m, "after") < median(m, "before") for m in counts if m.name in problems)
         verdict = IMPROVED if fewer else NO_CHANGE
         if not fewer:
-            reasons.append("the patch fixes nothing: graph breaks, recompiles, limit hits and findings are "
-                           "the same before and after")
+            reasons.append(
+                "the patch fixes nothing: graph breaks, recompiles, limit hits and findings are "
+                "the same before and after"
+            )
     return Verification(len(after), counts, times, numerics, verdict, reasons, notes)
 
 

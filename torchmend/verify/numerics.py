@@ -18,8 +18,12 @@ ATOL = 1e-6
 
 def capture_of(end: dict[str, Any]) -> dict[str, Any]:
     """The numerics part of an END event (RunOutcome.end): losses, params, numerics."""
-    return {"losses": end.get("losses"), "params": end.get("params"), "outputs": end.get("outputs"),
-            "numerics": end.get("numerics")}
+    return {
+        "losses": end.get("losses"),
+        "params": end.get("params"),
+        "outputs": end.get("outputs"),
+        "numerics": end.get("numerics"),
+    }
 
 
 @dataclass(frozen=True)
@@ -88,8 +92,10 @@ class Comparison:
 
     def describe(self) -> str:
         if self.equal and not self.compared:
-            return ("numerics not compared: neither run recorded a loss, the parameters (no optimizer step "
-                    "was seen) or an output of a compiled function")
+            return (
+                "numerics not compared: neither run recorded a loss, the parameters (no optimizer step "
+                "was seen) or an output of a compiled function"
+            )
         if self.equal and self.steps_compared == 0 and self.outputs_compared:
             text = f"numerics match ({self.outputs_compared} outputs of compiled functions"
             text += f", {self.params_compared} parameters" if self.params_equal else ""
@@ -103,12 +109,17 @@ class Comparison:
         if d is not None and d.before is not None and d.after is not None:
             parts.append(f"losses diverge at step {d.step}: {d.before!r} before, {d.after!r} after")
         elif d is not None:
-            parts.append(f"the runs recorded {self.losses_before} and {self.losses_after} losses "
-                         f"(equal over the first {self.steps_compared})")
+            parts.append(
+                f"the runs recorded {self.losses_before} and {self.losses_after} losses "
+                f"(equal over the first {self.steps_compared})"
+            )
         if self.params_equal is False and self.worst_param is not None:
             w = self.worst_param
-            parts.append(f"parameter {w.index} {tuple(w.shape or ())} differs ({w.field}: {w.rel_diff:.2g} relative)"
-                         if math.isfinite(w.rel_diff) else f"parameters differ: {self.params_note}")
+            parts.append(
+                f"parameter {w.index} {tuple(w.shape or ())} differs ({w.field}: {w.rel_diff:.2g} relative)"
+                if math.isfinite(w.rel_diff)
+                else f"parameters differ: {self.params_note}"
+            )
         if self.outputs_equal is False:
             parts.append(self.outputs_note)
         return "; ".join(parts) or "numerics differ"
@@ -137,8 +148,11 @@ def _fingerprint_diff(a: dict[str, Any], b: dict[str, Any], rtol: float, atol: f
     """Two fingerprints with the same shape and dtype: (within tolerance, the field that differs most, by how
     much relative to the tensor's magnitude). Sums are measured against the sum of |x|, not the sum itself."""
     equal, worst, worst_rel = True, "sum", -1.0
-    scales = {"sum": max(a["abs"], b["abs"]), "abs": max(a["abs"], b["abs"]),
-              "probe": max(a["probe_abs"], b["probe_abs"])}
+    scales = {
+        "sum": max(a["abs"], b["abs"]),
+        "abs": max(a["abs"], b["abs"]),
+        "probe": max(a["probe_abs"], b["probe_abs"]),
+    }
     for key, scale in scales.items():
         x, y = a[key], b[key]
         if math.isnan(x) or math.isnan(y) or math.isinf(x) or math.isinf(y):
@@ -154,8 +168,9 @@ def _fingerprint_diff(a: dict[str, Any], b: dict[str, Any], rtol: float, atol: f
     return equal, worst, worst_rel
 
 
-def _compare_params(before: list[Any] | None, after: list[Any] | None, rtol: float,
-                    atol: float) -> tuple[bool | None, int, ParamDiff | None, str]:
+def _compare_params(
+    before: list[Any] | None, after: list[Any] | None, rtol: float, atol: float
+) -> tuple[bool | None, int, ParamDiff | None, str]:
     if before is None or after is None:
         which = " and ".join(n for n, p in (("before", before), ("after", after)) if p is None)
         return None, 0, None, f"no parameter fingerprint {which}"
@@ -166,13 +181,21 @@ def _compare_params(before: list[Any] | None, after: list[Any] | None, rtol: flo
     for i, (a, b) in enumerate(zip(before, after)):
         if a is None or b is None:
             if a is not b:
-                return False, i, ParamDiff(i, (a or b or {}).get("shape"), "missing", math.inf), \
-                    f"parameter {i} could not be read in one run"
+                return (
+                    False,
+                    i,
+                    ParamDiff(i, (a or b or {}).get("shape"), "missing", math.inf),
+                    f"parameter {i} could not be read in one run",
+                )
             continue
         for key in ("shape", "dtype"):
             if a.get(key) != b.get(key):
-                return False, i, ParamDiff(i, a.get("shape"), key, math.inf), \
-                    f"parameter {i}: {key} {a.get(key)} before, {b.get(key)} after"
+                return (
+                    False,
+                    i,
+                    ParamDiff(i, a.get("shape"), key, math.inf),
+                    f"parameter {i}: {key} {a.get(key)} before, {b.get(key)} after",
+                )
         ok, key, rel = _fingerprint_diff(a, b, rtol, atol)
         equal = equal and ok
         if worst is None or rel > worst.rel_diff:
@@ -181,8 +204,9 @@ def _compare_params(before: list[Any] | None, after: list[Any] | None, rtol: flo
     return equal, len(before), worst, note
 
 
-def _call_diff(k: int, a: dict[str, Any], b: dict[str, Any], rtol: float,
-               atol: float) -> tuple[OutputDiff | None, float]:
+def _call_diff(
+    k: int, a: dict[str, Any], b: dict[str, Any], rtol: float, atol: float
+) -> tuple[OutputDiff | None, float]:
     """The first difference between two runs' k-th call of a compiled function (None: within tolerance),
     and the largest relative difference of its tensors' numbers."""
     fn = a.get("fn")
@@ -210,8 +234,10 @@ def _call_diff(k: int, a: dict[str, Any], b: dict[str, Any], rtol: float,
 
 def _describe_output_diff(d: OutputDiff, before: int, after: int, prefix: int) -> str:
     if d.field == "missing":
-        return (f"the runs made {before} and {after} calls to compiled functions (their outputs equal over the "
-                f"first {prefix})")
+        return (
+            f"the runs made {before} and {after} calls to compiled functions (their outputs equal over the "
+            f"first {prefix})"
+        )
     where = f"outputs of compiled functions diverge at call {d.call} ({d.fn})"
     if d.field == "fn":
         return f"{where}: {d.before} was called before, {d.after} after"
@@ -220,8 +246,9 @@ def _describe_output_diff(d: OutputDiff, before: int, after: int, prefix: int) -
     return f"{where}: returned tensor {d.tensor} {d.field} {d.before!r} before, {d.after!r} after"
 
 
-def _compare_outputs(before: list[Any] | None, after: list[Any] | None, rtol: float,
-                     atol: float) -> tuple[bool | None, int, OutputDiff | None, float, str]:
+def _compare_outputs(
+    before: list[Any] | None, after: list[Any] | None, rtol: float, atol: float
+) -> tuple[bool | None, int, OutputDiff | None, float, str]:
     if before is None or after is None:
         which = " and ".join(n for n, o in (("before", before), ("after", after)) if o is None)
         return None, 0, None, 0.0, f"no outputs of compiled functions recorded {which}"
@@ -282,6 +309,25 @@ def compare(before: dict[str, Any], after: dict[str, Any], rtol: float = RTOL, a
         o_equal, o_count, o_first, o_rel, o_note = None, 0, None, 0.0, "losses compared instead"
     else:
         o_equal, o_count, o_first, o_rel, o_note = _compare_outputs(oa, ob, rtol, atol)
-    return Comparison(rtol, atol, first is None, len(la), len(lb), n, first, max_abs, max_rel,
-                      p_equal, p_count, worst, note, o_equal, len(oa or []), len(ob or []), o_count, o_first,
-                      o_rel, o_note)
+    return Comparison(
+        rtol,
+        atol,
+        first is None,
+        len(la),
+        len(lb),
+        n,
+        first,
+        max_abs,
+        max_rel,
+        p_equal,
+        p_count,
+        worst,
+        note,
+        o_equal,
+        len(oa or []),
+        len(ob or []),
+        o_count,
+        o_first,
+        o_rel,
+        o_note,
+    )

@@ -30,10 +30,13 @@ def rows(v: Verification) -> list[tuple[str, str, str, str]]:
 
 
 def markdown(v: Verification, command: str = "") -> str:
-    runs = ("1 run per arm" if v.repeat == 1
-            else f"{v.repeat} runs per arm, interleaved; medians, min–max in brackets")
-    lines = [f"**Verification: {v.verdict.replace('_', ' ')}** ({runs})", "",
-             "| | before | after | after/before |", "|---|---|---|---|"]
+    runs = "1 run per arm" if v.repeat == 1 else f"{v.repeat} runs per arm, interleaved; medians, min–max in brackets"
+    lines = [
+        f"**Verification: {v.verdict.replace('_', ' ')}** ({runs})",
+        "",
+        "| | before | after | after/before |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows(v)]
     lines.append("")
     if v.numerics is not None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from torchmend.model import Finding, Summary
 from torchmend.profiler.findings import analyse
@@ -38,9 +39,14 @@ def from_outcome(arm: str, index: int, outcome: RunOutcome, root: Path) -> ArmRu
     return ArmRun(arm, index, findings, summary, outcome)
 
 
-def run_arms(before: RunSpec, after: RunSpec, root: Path, repeat: int,
-             on_run: Callable[[str, int], None] | None = None,
-             reuse_before: tuple[ArmRun, ...] = ()) -> tuple[list[ArmRun], list[ArmRun]]:
+def run_arms(
+    before: RunSpec,
+    after: RunSpec,
+    root: Path,
+    repeat: int,
+    on_run: Callable[[str, int], None] | None = None,
+    reuse_before: tuple[ArmRun, ...] = (),
+) -> tuple[list[ArmRun], list[ArmRun]]:
     """Run each arm `repeat` times, interleaved. `reuse_before` stands in for the first before-runs
     (runs already made with the same spec: fix's scan, or an earlier round)."""
     runs: dict[str, list[ArmRun]] = {BEFORE: [], AFTER: []}
@@ -54,8 +60,11 @@ def run_arms(before: RunSpec, after: RunSpec, root: Path, repeat: int,
                 if on_run:
                     on_run(arm, i)
                 caches = scratch / f"{arm}-{i}"
-                env = (*spec.env, ("TORCHINDUCTOR_CACHE_DIR", str(caches / "inductor")),
-                       ("TRITON_CACHE_DIR", str(caches / "triton")))
+                env = (
+                    *spec.env,
+                    ("TORCHINDUCTOR_CACHE_DIR", str(caches / "inductor")),
+                    ("TRITON_CACHE_DIR", str(caches / "triton")),
+                )
                 runs[arm].append(from_outcome(arm, i, run(replace(spec, env=env)), root))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -28,8 +28,13 @@ class Callee:
 
 def compile_target(src: SourceFile, value: cst.BaseExpression) -> cst.BaseExpression | None:
     """`torch.compile(model, ...)` -> `model`."""
-    if isinstance(value, cst.Call) and src.is_qualified(value.func, "torch.compile") and value.args \
-            and value.args[0].keyword is None and not value.args[0].star:
+    if (
+        isinstance(value, cst.Call)
+        and src.is_qualified(value.func, "torch.compile")
+        and value.args
+        and value.args[0].keyword is None
+        and not value.args[0].star
+    ):
         return value.args[0].value
     return None
 
@@ -52,16 +57,24 @@ def self_attr_values(src: SourceFile, attr: cst.Attribute) -> list[cst.BaseExpre
         return []
     found = []
     for target in src.nodes_in(cls, cst.Attribute):
-        if (isinstance(target, cst.Attribute) and target.attr.value == attr.attr.value
-                and isinstance(target.value, cst.Name) and target.value.value == attr.value.value):
+        if (
+            isinstance(target, cst.Attribute)
+            and target.attr.value == attr.attr.value
+            and isinstance(target.value, cst.Name)
+            and target.value.value == attr.value.value
+        ):
             value = src.assigned_value(target)
             if value is not None:
                 found.append(value)
     return found
 
 
-def instance_class(src: SourceFile, expr: cst.BaseExpression, ctx: Context | None = None, depth: int = 0,
-                   ) -> tuple[SourceFile, cst.ClassDef] | None:
+def instance_class(
+    src: SourceFile,
+    expr: cst.BaseExpression,
+    ctx: Context | None = None,
+    depth: int = 0,
+) -> tuple[SourceFile, cst.ClassDef] | None:
     """The class of the object `expr` holds: `Net(...)`, `torch.compile(Net(...))`, a name assigned one of
     those (`model = Net(); model = torch.compile(model)` included), `self` inside a method."""
     if depth > 4:
@@ -72,8 +85,12 @@ def instance_class(src: SourceFile, expr: cst.BaseExpression, ctx: Context | Non
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
         return class_named(src, expr.func.value, ctx)
     if isinstance(expr, cst.Attribute) and m.matches(expr.value, m.Name("self")):
-        found = {id(c[1]): c for v in self_attr_values(src, expr) for c in [instance_class(src, v, ctx, depth + 1)]
-                 if c is not None}
+        found = {
+            id(c[1]): c
+            for v in self_attr_values(src, expr)
+            for c in [instance_class(src, v, ctx, depth + 1)]
+            if c is not None
+        }
         return next(iter(found.values())) if len(found) == 1 else None
     if isinstance(expr, cst.Name):
         refs = src.referents(expr)
@@ -93,8 +110,12 @@ def instance_class(src: SourceFile, expr: cst.BaseExpression, ctx: Context | Non
     return None
 
 
-def callee(src: SourceFile, func: cst.BaseExpression, ctx: Context | None = None, depth: int = 0,
-           ) -> Callee | None:
+def callee(
+    src: SourceFile,
+    func: cst.BaseExpression,
+    ctx: Context | None = None,
+    depth: int = 0,
+) -> Callee | None:
     """The def that calling `func` runs, when the source shows it: a def (or an alias of one), a compiled
     def (`fast = torch.compile(step)`), a method through an instance (`teacher.update`, `self.step`), a
     module's forward (`model(x)`, `torch.compile(model)(x)`)."""
@@ -112,8 +133,14 @@ def callee(src: SourceFile, func: cst.BaseExpression, ctx: Context | None = None
         if len(refs) == 1 and isinstance(refs[0], (cst.Import, cst.ImportFrom)) and ctx is not None:
             hit = def_named(src, func.value, ctx)
             return Callee(hit[1], hit[0], compiled_at=compile_decorator(*hit)) if hit is not None else None
-        callees = [c for r in refs for v in [src.assigned_value(r)] if v is not None
-                   for c in [callee(src, v, ctx, depth + 1)] if c is not None]
+        callees = [
+            c
+            for r in refs
+            for v in [src.assigned_value(r)]
+            if v is not None
+            for c in [callee(src, v, ctx, depth + 1)]
+            if c is not None
+        ]
         if len({id(c.fn) for c in callees}) == 1:
             compiled = next((c for c in callees if c.compiled_at is not None), callees[0])
             return compiled
@@ -129,8 +156,13 @@ def callee(src: SourceFile, func: cst.BaseExpression, ctx: Context | None = None
         if owner is not None:
             fn = method_of(owner[0], owner[1], func.attr.value)
             if fn is not None:
-                return Callee(fn, owner[0], bound=is_method(owner[0], fn), owner=owner[1],
-                              compiled_at=compile_decorator(owner[0], fn))
+                return Callee(
+                    fn,
+                    owner[0],
+                    bound=is_method(owner[0], fn),
+                    owner=owner[1],
+                    compiled_at=compile_decorator(owner[0], fn),
+                )
         return None
     if isinstance(func, cst.Call):
         return _forward(src, func, ctx)
@@ -160,9 +192,11 @@ def _module_compile(src: SourceFile, name: cst.Name) -> cst.Call | None:
         return None
     scope = src.scopes.get(refs[0])
     for call in src.nodes_in(src.module, cst.Call):
-        if (isinstance(call.func, cst.Attribute)
-                and m.matches(call.func, m.Attribute(value=m.Name(name.value), attr=m.Name("compile")))
-                and src.scopes.get(call.func.value) is scope):
+        if (
+            isinstance(call.func, cst.Attribute)
+            and m.matches(call.func, m.Attribute(value=m.Name(name.value), attr=m.Name("compile")))
+            and src.scopes.get(call.func.value) is scope
+        ):
             return call
     return None
 
@@ -170,8 +204,7 @@ def _module_compile(src: SourceFile, name: cst.Name) -> cst.Call | None:
 # --- compiled functions -------------------------------------------------------------------------------
 
 
-_COMPILED: "weakref.WeakKeyDictionary[SourceFile, dict[cst.FunctionDef, cst.CSTNode]]" = \
-    weakref.WeakKeyDictionary()
+_COMPILED: weakref.WeakKeyDictionary[SourceFile, dict[cst.FunctionDef, cst.CSTNode]] = weakref.WeakKeyDictionary()
 
 
 def compiled_functions(src: SourceFile) -> dict[cst.FunctionDef, cst.CSTNode]:
@@ -188,8 +221,11 @@ def compiled_functions(src: SourceFile) -> dict[cst.FunctionDef, cst.CSTNode]:
             found[fn] = dec
     for call in src.nodes_in(src.module, cst.Call):
         target = compile_target(src, call)
-        if target is None and isinstance(call.func, cst.Attribute) \
-                and m.matches(call, m.Call(func=m.Attribute(attr=m.Name("compile")), args=[])):
+        if (
+            target is None
+            and isinstance(call.func, cst.Attribute)
+            and m.matches(call, m.Call(func=m.Attribute(attr=m.Name("compile")), args=[]))
+        ):
             target = call.func.value
             hit = _forward(src, target, None)
         else:
@@ -226,8 +262,6 @@ def functions_for(src: SourceFile, finding: Finding) -> list[cst.FunctionDef]:
     return found
 
 
-
-
 def compile_site(src: SourceFile, func: cst.BaseExpression) -> cst.CSTNode | None:
     """Where the called object `func` was compiled, when this file shows it: a `@torch.compile` decorator, a
     `torch.compile(...)` call, or `model.compile()` (nn.Module.compile, in place). Found even when the def
@@ -236,8 +270,9 @@ def compile_site(src: SourceFile, func: cst.BaseExpression) -> cst.CSTNode | Non
         refs = src.referents(func)
         if len(refs) > 1:
             # `model = Net(); model = torch.compile(model)`: the one binding that compiles is the one called.
-            found = [v for r in refs for v in [src.assigned_value(r)] if v is not None
-                     and compile_target(src, v) is not None]
+            found = [
+                v for r in refs for v in [src.assigned_value(r)] if v is not None and compile_target(src, v) is not None
+            ]
             return found[0] if len(found) == 1 else None
         if not refs:
             return None

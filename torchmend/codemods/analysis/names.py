@@ -145,8 +145,12 @@ def unpacked_value(src: SourceFile, target: cst.CSTNode) -> cst.BaseExpression |
     tup = src.parents.get(element) if isinstance(element, cst.Element) else None
     holder = src.parents.get(tup) if isinstance(tup, cst.Tuple) else None
     assign = src.parents.get(holder) if isinstance(holder, cst.AssignTarget) else None
-    if isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Tuple) and isinstance(tup, cst.Tuple) \
-            and len(assign.value.elements) == len(tup.elements):
+    if (
+        isinstance(assign, cst.Assign)
+        and isinstance(assign.value, cst.Tuple)
+        and isinstance(tup, cst.Tuple)
+        and len(assign.value.elements) == len(tup.elements)
+    ):
         return assign.value.elements[tup.elements.index(element)].value
     return None
 
@@ -158,21 +162,34 @@ def os_same(a: str, b: str) -> bool:
 # --- classes and defs, in this file or (with a Context) imported from another file of the project -------
 
 
-def class_named(src: SourceFile, name: str, ctx: Context | None, depth: int = 0,
-                ) -> tuple[SourceFile, cst.ClassDef] | None:
+def class_named(
+    src: SourceFile,
+    name: str,
+    ctx: Context | None,
+    depth: int = 0,
+) -> tuple[SourceFile, cst.ClassDef] | None:
     """The module-level class `name` of this file, or the one `from <module> import name` brings in from a
     project file (re-exports followed)."""
     found = _named(src, name, ctx, depth, cst.ClassDef)
     return found
 
 
-def def_named(src: SourceFile, name: str, ctx: Context | None, depth: int = 0,
-              ) -> tuple[SourceFile, cst.FunctionDef] | None:
+def def_named(
+    src: SourceFile,
+    name: str,
+    ctx: Context | None,
+    depth: int = 0,
+) -> tuple[SourceFile, cst.FunctionDef] | None:
     return _named(src, name, ctx, depth, cst.FunctionDef)
 
 
-def _named(src: SourceFile, name: str, ctx: Context | None, depth: int, kind: type[_Def],
-           ) -> tuple[SourceFile, _Def] | None:
+def _named(
+    src: SourceFile,
+    name: str,
+    ctx: Context | None,
+    depth: int,
+    kind: type[_Def],
+) -> tuple[SourceFile, _Def] | None:
     if depth > 4:
         return None
     for stmt in src.module.body:
@@ -235,5 +252,3 @@ def method_of(src: SourceFile, cls: cst.ClassDef, name: str, depth: int = 0) -> 
                     if found is not None:
                         return found
     return None
-
-

@@ -31,8 +31,9 @@ def call_problem(src: SourceFile, call: cst.Call, arg: cst.Arg) -> str | None:
     return None
 
 
-def python_use(src: SourceFile, fn: cst.FunctionDef, uses: list[cst.Name], scalar: str,
-               passed_on: list[str] | None = None) -> tuple[int, str] | None:
+def python_use(
+    src: SourceFile, fn: cst.FunctionDef, uses: list[cst.Name], scalar: str, passed_on: list[str] | None = None
+) -> tuple[int, str] | None:
     """(line, what) of the first place in `fn` where the number read at `uses` must stay a Python number:
     control flow, an index, a size, a builtin: a tensor there would be a data-dependent graph break.
     Follows it through arithmetic and local assignments; stops where it meets a tensor. Functions it is
@@ -88,23 +89,29 @@ def python_use(src: SourceFile, fn: cst.FunctionDef, uses: list[cst.Name], scala
                     if problem:
                         return line, problem
                     func = call.func
-                    if passed_on is not None and not is_torch(src, func) and not (
-                            isinstance(func, cst.Attribute) and tensor(func.value)):
+                    if (
+                        passed_on is not None
+                        and not is_torch(src, func)
+                        and not (isinstance(func, cst.Attribute) and tensor(func.value))
+                    ):
                         passed_on.append(src.code(func))
                 break
             elif isinstance(parent, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-                targets = ([t.target for t in parent.targets] if isinstance(parent, cst.Assign)
-                           else [parent.target])
+                targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
                 if isinstance(parent, cst.AugAssign) and tensor(parent.target):
                     break
                 for t in targets:  # a local that now holds the number: follow its reads too
-                    names = [t] if isinstance(t, cst.Name) else [e.value for e in t.elements] if isinstance(
-                        t, (cst.Tuple, cst.List)) else []
+                    names = (
+                        [t]
+                        if isinstance(t, cst.Name)
+                        else [e.value for e in t.elements]
+                        if isinstance(t, (cst.Tuple, cst.List))
+                        else []
+                    )
                     for n in names:
                         if isinstance(n, cst.Name) and n.value not in seen:
                             seen.add(n.value)
-                            todo.extend(r for r in reads(src, fn, n.value)
-                                        if src.line_of(r) >= src.line_of(parent))
+                            todo.extend(r for r in reads(src, fn, n.value) if src.line_of(r) >= src.line_of(parent))
                 break
             elif isinstance(parent, (cst.BaseSmallStatement, cst.BaseStatement, cst.Lambda, cst.Param)):
                 break

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import enum
 import weakref
-from typing import Iterable
+from collections.abc import Iterable
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import Assignment, ImportAssignment
 
-from torchmend.codemods.analysis.names import binding_statement, builtin_or_math, is_torch, parameters, reads, \
-    self_name, unpacked_value
+from torchmend.codemods.analysis.names import (
+    binding_statement,
+    builtin_or_math,
+    is_torch,
+    parameters,
+    reads,
+    self_name,
+    unpacked_value,
+)
 from torchmend.codemods.source import SourceFile
 from torchmend.codemods.torch_ops import (
     BOOL_ATTRS,
@@ -46,8 +53,19 @@ _BOOL_BUILTINS = {"bool", "isinstance", "issubclass", "hasattr", "callable", "al
 _INT_MATH = {"floor", "ceil", "trunc", "factorial", "gcd", "lcm", "isqrt", "comb", "perm"}
 _BOOL_MATH = {"isfinite", "isinf", "isnan", "isclose"}
 _RICH = (cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
-_NOT_VALUES = (cst.BaseString, cst.List, cst.Tuple, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp,
-               cst.GeneratorExp, cst.Lambda, cst.Imaginary)
+_NOT_VALUES = (
+    cst.BaseString,
+    cst.List,
+    cst.Tuple,
+    cst.Dict,
+    cst.Set,
+    cst.ListComp,
+    cst.DictComp,
+    cst.SetComp,
+    cst.GeneratorExp,
+    cst.Lambda,
+    cst.Imaginary,
+)
 
 
 def _same(kinds: Iterable[Kind]) -> Kind:
@@ -90,8 +108,13 @@ class Values:
             if isinstance(e.operator, cst.Not):
                 return Kind.BOOL
             inner = self.kind(e.expression)
-            return Kind.INT if inner is Kind.BOOL else inner if inner in (Kind.TENSOR, Kind.INT, Kind.FLOAT) \
+            return (
+                Kind.INT
+                if inner is Kind.BOOL
+                else inner
+                if inner in (Kind.TENSOR, Kind.INT, Kind.FLOAT)
                 else Kind.UNKNOWN
+            )
         if isinstance(e, cst.BinaryOperation):
             return self._arithmetic(e)
         if isinstance(e, cst.Comparison):
@@ -103,13 +126,21 @@ class Values:
             return self._call(e)
         if isinstance(e, cst.Attribute):
             attr = e.attr.value
-            return Kind.TENSOR if attr in TENSOR_ATTRS else Kind.INT if attr in INT_ATTRS else \
-                Kind.BOOL if attr in BOOL_ATTRS else Kind.UNKNOWN
+            return (
+                Kind.TENSOR
+                if attr in TENSOR_ATTRS
+                else Kind.INT
+                if attr in INT_ATTRS
+                else Kind.BOOL
+                if attr in BOOL_ATTRS
+                else Kind.UNKNOWN
+            )
         if isinstance(e, cst.Subscript):
             if self.kind(e.value) is Kind.TENSOR:
                 return Kind.TENSOR
-            if m.matches(e.value, m.Attribute(attr=m.Name("shape")) | m.Call(func=m.Attribute(attr=m.Name("size")),
-                                                                                args=[])):
+            if m.matches(
+                e.value, m.Attribute(attr=m.Name("shape")) | m.Call(func=m.Attribute(attr=m.Name("size")), args=[])
+            ):
                 return Kind.INT
         return Kind.UNKNOWN
 
@@ -199,8 +230,7 @@ class Values:
             bound = list(scope[name.value])
         except KeyError:
             return []
-        return [b for b in bound if isinstance(b, Assignment)] if all(isinstance(b, Assignment) for b in bound) \
-            else []
+        return [b for b in bound if isinstance(b, Assignment)] if all(isinstance(b, Assignment) for b in bound) else []
 
     def _bound_value(self, b: Assignment) -> cst.BaseExpression | None:
         stmt = binding_statement(self.src, b)
@@ -215,8 +245,11 @@ class Values:
             return False
         for access in scope.accesses[name.value]:
             parent = self.src.parents.get(access.node)
-            if isinstance(parent, cst.Attribute) and parent.value is access.node \
-                    and parent.attr.value in TENSOR_EVIDENCE:
+            if (
+                isinstance(parent, cst.Attribute)
+                and parent.value is access.node
+                and parent.attr.value in TENSOR_EVIDENCE
+            ):
                 return True
         return False
 
@@ -326,7 +359,7 @@ class Values:
         return False
 
 
-_VALUES: "weakref.WeakKeyDictionary[SourceFile, Values]" = weakref.WeakKeyDictionary()
+_VALUES: weakref.WeakKeyDictionary[SourceFile, Values] = weakref.WeakKeyDictionary()
 
 
 def values(src: SourceFile) -> Values:
@@ -335,5 +368,3 @@ def values(src: SourceFile) -> Values:
     if found is None:
         found = _VALUES[src] = Values(src)
     return found
-
-

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.codemods.torch_ops import IS_COMPILING, LOG_METHODS
 from torchmend.model import Finding
 
 
 def _is_print(src: SourceFile, call: cst.Call) -> bool:
-    return isinstance(call.func, cst.Name) and (src.is_qualified(call.func, "builtins.print")
-                                                or (call.func.value == "print" and not src.qualified_names(call.func)))
+    return isinstance(call.func, cst.Name) and (
+        src.is_qualified(call.func, "builtins.print")
+        or (call.func.value == "print" and not src.qualified_names(call.func))
+    )
 
 
 def _is_log(src: SourceFile, call: cst.Call) -> bool:
@@ -21,7 +23,8 @@ def _is_log(src: SourceFile, call: cst.Call) -> bool:
         return False
     # logging.info(...) / log.info(...) / self.logger.info(...): a logger method or the logging module's helper.
     return src.is_qualified(func, *(f"logging.{n}" for n in LOG_METHODS)) or not src.is_qualified(
-        func, *(f"torch.{n}" for n in LOG_METHODS))
+        func, *(f"torch.{n}" for n in LOG_METHODS)
+    )
 
 
 def _already_gated(src: SourceFile, stmt: cst.CSTNode) -> bool:
@@ -46,17 +49,27 @@ def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
     if _already_gated(src, stmt):
         return NoFix(finding, f"the {what} call is already gated by is_compiling()", skipped=True)
     if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr) or stmt.body[0].value is not calls[0]:
-        return NoFix(finding, f"the {what} call is part of a larger statement; move it to a statement of its own "
-                     "first", "gate it with `if not torch.compiler.is_compiling():` by hand")
+        return NoFix(
+            finding,
+            f"the {what} call is part of a larger statement; move it to a statement of its own first",
+            "gate it with `if not torch.compiler.is_compiling():` by hand",
+        )
     is_compiling, imports = src.torch_expr("compiler.is_compiling")
     gated = cst.If(
         test=cst.UnaryOperation(cst.Not(), cst.Call(is_compiling)),
         body=cst.IndentedBlock([stmt.with_changes(leading_lines=[])]),
         leading_lines=stmt.leading_lines,
     )
-    return Proposal((finding,), finding.rule, src.path, replace={stmt: gated}, imports=imports, safety=UNSAFE,
-                    why=f"skip the {what} while torch.compile traces, so the graph does not break",
-                    note=f"the {what} no longer runs in compiled code (it still runs when the code runs eagerly)")
+    return Proposal(
+        (finding,),
+        finding.rule,
+        src.path,
+        replace={stmt: gated},
+        imports=imports,
+        safety=UNSAFE,
+        why=f"skip the {what} while torch.compile traces, so the graph does not break",
+        note=f"the {what} no longer runs in compiled code (it still runs when the code runs eagerly)",
+    )
 
 
 class GatePrint(Codemod):
@@ -173,10 +186,13 @@ class GatePrint(Codemod):
         if isinstance(result, Proposal):
             from dataclasses import replace
 
-            return replace(result, alternative="keep the output: call "
-                           "`torch._dynamo.config.reorderable_logging_functions.add(print)` once at start-up; "
-                           "dynamo then prints after the graph runs (arguments must be tensors, constants or "
-                           "strings)")
+            return replace(
+                result,
+                alternative="keep the output: call "
+                "`torch._dynamo.config.reorderable_logging_functions.add(print)` once at start-up; "
+                "dynamo then prints after the graph runs (arguments must be tensors, constants or "
+                "strings)",
+            )
         return result
 
 

@@ -18,7 +18,7 @@ from torchmend.codemods.analysis import (
     reads,
     referents,
 )
-from torchmend.codemods.base import Invalid, Valid, UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.registry import codemod_for
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
@@ -78,8 +78,9 @@ _INT_LITERAL = re.compile(r"^[0-9][0-9_]*$")
 def _maybe_float(src: SourceFile, value: cst.BaseExpression, op: cst.BaseAugOp | None, name: str) -> bool:
     """Could this update store a float? Only integer literals, the variable itself, + - * // % and
     int()/len() count as surely int."""
-    if op is not None and not isinstance(op, (cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign,
-                                              cst.FloorDivideAssign, cst.ModuloAssign)):
+    if op is not None and not isinstance(
+        op, (cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign, cst.FloorDivideAssign, cst.ModuloAssign)
+    ):
         return True
 
     def surely_int(e: cst.BaseExpression) -> bool:
@@ -87,8 +88,9 @@ def _maybe_float(src: SourceFile, value: cst.BaseExpression, op: cst.BaseAugOp |
             return True
         if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, (cst.Minus, cst.Plus)):
             return surely_int(e.expression)
-        if isinstance(e, cst.BinaryOperation) and isinstance(e.operator, (cst.Add, cst.Subtract, cst.Multiply,
-                                                                          cst.FloorDivide, cst.Modulo)):
+        if isinstance(e, cst.BinaryOperation) and isinstance(
+            e.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
+        ):
             return surely_int(e.left) and surely_int(e.right)
         if isinstance(e, cst.Call) and builtin_or_math(src, e.func) in ("int", "len"):
             return True
@@ -114,17 +116,32 @@ def _as_float(value: cst.BaseExpression) -> cst.BaseExpression:
         return value
     if isinstance(value, cst.Integer) and _INT_LITERAL.match(value.value):
         return cst.Float(value.value + ".0", lpar=value.lpar, rpar=value.rpar)
-    if isinstance(value, cst.UnaryOperation) and isinstance(value.expression, cst.Integer) \
-            and _INT_LITERAL.match(value.expression.value):
+    if (
+        isinstance(value, cst.UnaryOperation)
+        and isinstance(value.expression, cst.Integer)
+        and _INT_LITERAL.match(value.expression.value)
+    ):
         return value.with_changes(expression=_as_float(value.expression))
     return cst.Call(cst.Name("float"), [cst.Arg(value)])
 
 
 def _number_like(value: cst.BaseExpression) -> bool:
     """Not something torch.tensor() would refuse or turn into more than a number."""
-    return not isinstance(value, (cst.BaseString, cst.List, cst.Tuple, cst.Dict, cst.Set, cst.ListComp,
-                                  cst.DictComp, cst.SetComp, cst.GeneratorExp, cst.Lambda)) \
-        and not m.matches(value, m.Name("None") | m.Name("True") | m.Name("False"))
+    return not isinstance(
+        value,
+        (
+            cst.BaseString,
+            cst.List,
+            cst.Tuple,
+            cst.Dict,
+            cst.Set,
+            cst.ListComp,
+            cst.DictComp,
+            cst.SetComp,
+            cst.GeneratorExp,
+            cst.Lambda,
+        ),
+    ) and not m.matches(value, m.Name("None") | m.Name("True") | m.Name("False"))
 
 
 class GlobalScalar(Codemod):
@@ -302,8 +319,11 @@ class GlobalScalar(Codemod):
     def propose(self, finding: Finding, ctx: Context) -> Result:
         name = finding.variable or ""
         if not name.isidentifier():
-            return NoFix(finding, f"`{name}` is not a plain global or closure variable",
-                         "make it a tensor where it is stored (`torch.tensor(v)`) and update it with `.fill_(v)`")
+            return NoFix(
+                finding,
+                f"`{name}` is not a plain global or closure variable",
+                "make it a tensor where it is stored (`torch.tensor(v)`) and update it with `.fill_(v)`",
+            )
         src = ctx.file(finding.path)
         fns = functions_for(src, finding)
         if not fns:
@@ -322,8 +342,16 @@ class GlobalScalar(Codemod):
             return NoFix(finding, f"torchmend cannot find where `{name}` is assigned")
         return self._fix(finding, ctx, src, fn, name, found, bindings)
 
-    def _fix(self, finding: Finding, ctx: Context, src: SourceFile, fn: cst.FunctionDef, name: str,
-             found: list[cst.Name], bindings: set[Assignment]) -> Result:
+    def _fix(
+        self,
+        finding: Finding,
+        ctx: Context,
+        src: SourceFile,
+        fn: cst.FunctionDef,
+        name: str,
+        found: list[cst.Name],
+        bindings: set[Assignment],
+    ) -> Result:
         advice = f"create it once as `{name} = torch.tensor(v)` and update it with `{name}.fill_(v)`"
         statements: list[tuple[Assignment, cst.Assign | cst.AnnAssign | cst.AugAssign]] = []
         for b in sorted(bindings, key=lambda b: _pos(src, b.node)):
@@ -334,36 +362,56 @@ class GlobalScalar(Codemod):
                 if how == "a parameter" and isinstance(owner, cst.FunctionDef):
                     if owner is fn:  # an argument after all: wrap it at the call sites, bound to the parameter
                         return cast(Codemod, codemod_for("TM202")).propose(finding, ctx)  # a registered rule
-                    return NoFix(finding, f"`{name}` is a parameter of {owner.name.value}(), which the compiled "
-                                 "function closes over: each call binds a new number",
-                                 f"pass a tensor when calling {owner.name.value}(), or pass `{name}` to the compiled "
-                                 "function as a tensor argument")
+                    return NoFix(
+                        finding,
+                        f"`{name}` is a parameter of {owner.name.value}(), which the compiled "
+                        "function closes over: each call binds a new number",
+                        f"pass a tensor when calling {owner.name.value}(), or pass `{name}` to the compiled "
+                        "function as a tensor argument",
+                    )
                 if how == "an import":
-                    return NoFix(finding, f"`{name}` is imported from another module: torchmend does not follow "
-                                 "it there", f"in the module that defines it, {advice}")
+                    return NoFix(
+                        finding,
+                        f"`{name}` is imported from another module: torchmend does not follow it there",
+                        f"in the module that defines it, {advice}",
+                    )
                 line = _pos(src, b.node)[0]
-                return NoFix(finding, f"`{name}` is bound by {how} at line {line}, which cannot become an "
-                             "in-place tensor update", advice)
+                return NoFix(
+                    finding,
+                    f"`{name}` is bound by {how} at line {line}, which cannot become an in-place tensor update",
+                    advice,
+                )
             statements.append((b, stmt))
         body = _scope_body(src, statements[0][0])
         if body is None:
             return NoFix(finding, f"`{name}` is a class attribute", advice)
         local = [(b, s) for b, s in statements if _inside(src, s, body)]
         if not local:
-            return NoFix(finding, f"`{name}` is only assigned inside functions (through `global`/`nonlocal`): "
-                         "torchmend cannot tell which assignment runs first", advice)
+            return NoFix(
+                finding,
+                f"`{name}` is only assigned inside functions (through `global`/`nonlocal`): "
+                "torchmend cannot tell which assignment runs first",
+                advice,
+            )
         first = local[0][1]
         if isinstance(first, cst.AugAssign) or not _top_level(src, first, body):
-            return NoFix(finding, f"`{name}` is first assigned at line {src.line_of(first)} inside a loop, branch "
-                         "or block: torchmend cannot tell where to create the tensor once", advice)
+            return NoFix(
+                finding,
+                f"`{name}` is first assigned at line {src.line_of(first)} inside a loop, branch "
+                "or block: torchmend cannot tell where to create the tensor once",
+                advice,
+            )
         uses = [r for r in reads(src, fn, name) if referents(src, r) & bindings]
         problem = python_use(src, fn, uses, name)
         if problem:
             line, what = problem
-            return NoFix(finding, f"`{name}` is {what} at line {line} in {fn.name.value}(): as a tensor it would "
-                         "make a data-dependent graph break",
-                         "keep it a number; if it takes few values, that is a few compiles; else move that use out "
-                         "of the compiled function")
+            return NoFix(
+                finding,
+                f"`{name}` is {what} at line {line} in {fn.name.value}(): as a tensor it would "
+                "make a data-dependent graph break",
+                "keep it a number; if it takes few values, that is a few compiles; else move that use out "
+                "of the compiled function",
+            )
         updates = [s for b, s in statements if s is not first]
         value = first.value
         if value is None:
@@ -375,27 +423,39 @@ class GlobalScalar(Codemod):
             return NoFix(finding, f"`{name}` is already a tensor updated in place", skipped=True)
         return self._proposal(finding, src, name, first, updates)
 
-    def _proposal(self, finding: Finding, src: SourceFile, name: str, first: cst.Assign | cst.AnnAssign | cst.AugAssign,
-                  updates: list[cst.Assign | cst.AnnAssign | cst.AugAssign]) -> Proposal:
+    def _proposal(
+        self,
+        finding: Finding,
+        src: SourceFile,
+        name: str,
+        first: cst.Assign | cst.AnnAssign | cst.AugAssign,
+        updates: list[cst.Assign | cst.AnnAssign | cst.AugAssign],
+    ) -> Proposal:
         replace: dict[cst.CSTNode, cst.CSTNode] = {}
         imports: tuple[tuple[str, str | None], ...] = ()
         value = cast(cst.BaseExpression, first.value)  # propose() returned NoFix when `first` had no value
         dtype = "float32"
         if not is_tensor_construction(src, value):
-            floaty = any(_maybe_float(src, s.value, s.operator if isinstance(s, cst.AugAssign) else None, name)
-                         for s in updates if s.value is not None)
+            floaty = any(
+                _maybe_float(src, s.value, s.operator if isinstance(s, cst.AugAssign) else None, name)
+                for s in updates
+                if s.value is not None
+            )
             if _surely_float(value) or floaty:
                 stored = _as_float(value)
                 if stored is not value:
-                    dtype = ("float32 (it starts as an int, but is later assigned values that may be floats, "
-                             "which fill_ would truncate in an int tensor)")
+                    dtype = (
+                        "float32 (it starts as an int, but is later assigned values that may be floats, "
+                        "which fill_ would truncate in an int tensor)"
+                    )
             else:
                 stored = value
                 dtype = "int64" if isinstance(value, cst.Integer) else "float32 or int64 (as the value is)"
             tensor, imports = src.torch_expr("tensor")
             replace[value] = cst.Call(tensor, [cst.Arg(stored)])
-            if isinstance(first, cst.AnnAssign) and m.matches(first.annotation.annotation,
-                                                              m.Name("float") | m.Name("int")):
+            if isinstance(first, cst.AnnAssign) and m.matches(
+                first.annotation.annotation, m.Name("float") | m.Name("int")
+            ):
                 ann, more = src.torch_expr("Tensor")
                 replace[first.annotation.annotation] = ann
                 imports = tuple(dict.fromkeys(imports + more))
@@ -404,25 +464,38 @@ class GlobalScalar(Codemod):
             if isinstance(s, cst.AugAssign):
                 in_place.append(src.line_of(s))
             if isinstance(s, (cst.Assign, cst.AnnAssign)) and s.value is not None:
-                fill = cst.Expr(cst.Call(cst.Attribute(cst.Name(name), cst.Name("fill_")), [cst.Arg(s.value)]),
-                                semicolon=s.semicolon)
+                fill = cst.Expr(
+                    cst.Call(cst.Attribute(cst.Name(name), cst.Name("fill_")), [cst.Arg(s.value)]),
+                    semicolon=s.semicolon,
+                )
                 replace[s] = fill
                 fills.append(src.line_of(s))
-        why = f"make `{name}` a tensor where it is created (line {src.line_of(first)}), so the compiled code " \
-              "reads a tensor input instead of guarding on its value"
+        why = (
+            f"make `{name}` a tensor where it is created (line {src.line_of(first)}), so the compiled code "
+            "reads a tensor input instead of guarding on its value"
+        )
         if fills:
             why += f"; update it in place with .fill_() ({_lines(fills)})"
         if in_place:
-            why += f"; its augmented assignment{'s' if len(in_place) > 1 else ''} ({_lines(in_place)}) already " \
-                   f"update{'' if len(in_place) > 1 else 's'} the tensor in place"
+            why += (
+                f"; its augmented assignment{'s' if len(in_place) > 1 else ''} ({_lines(in_place)}) already "
+                f"update{'' if len(in_place) > 1 else 's'} the tensor in place"
+            )
         return Proposal(
-            (finding,), finding.rule, src.path, replace=replace, imports=imports, safety=UNSAFE, why=why,
+            (finding,),
+            finding.rule,
+            src.path,
+            replace=replace,
+            imports=imports,
+            safety=UNSAFE,
+            why=why,
             note=f"`{name}` becomes {'an' if dtype.startswith('int') else 'a'} {dtype} tensor on the CPU (a 0-d "
-                 "CPU tensor works with tensors on any device; CUDA graphs skip graphs with CPU inputs). Code "
-                 "outside the compiled function now reads a tensor: arithmetic, comparisons and formatting "
-                 f"work, `json.dumps` or `isinstance(..., float)` do not (use `float({name})`). Updating it in "
-                 "place between a forward and its backward raises if autograd saved it.",
-            alternative=f"pass `{name}` to the compiled function as a tensor argument instead")
+            "CPU tensor works with tensors on any device; CUDA graphs skip graphs with CPU inputs). Code "
+            "outside the compiled function now reads a tensor: arithmetic, comparisons and formatting "
+            f"work, `json.dumps` or `isinstance(..., float)` do not (use `float({name})`). Updating it in "
+            "place between a forward and its backward raises if autograd saved it.",
+            alternative=f"pass `{name}` to the compiled function as a tensor argument instead",
+        )
 
 
 def _lines(lines: list[int]) -> str:

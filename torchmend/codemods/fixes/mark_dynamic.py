@@ -10,14 +10,16 @@ import libcst.matchers as m
 from libcst.metadata import ComprehensionScope
 
 from torchmend.codemods.analysis import Callee, bind, callee, compile_site
-from torchmend.codemods.base import Invalid, Valid, SAFE, UNSAFE, Codemod, NoFix, Proposal, Result
+from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.codemods.torch_ops import MARK_DYNAMIC
 from torchmend.model import Finding, Where
 
 _DIM = re.compile(r"size[ _]mismatch[ _]at[ _]index[ _](\d+)")  # `_`: how example markers spell spaces
-_ADVICE = ("call `torch._dynamo.maybe_mark_dynamic(tensor, dim)` on the tensor just before the compiled call, "
-           "or pass `dynamic=True` to torch.compile")
+_ADVICE = (
+    "call `torch._dynamo.maybe_mark_dynamic(tensor, dim)` on the tensor just before the compiled call, "
+    "or pass `dynamic=True` to torch.compile"
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,8 +41,12 @@ def _variable(var: str | None) -> tuple[str, int | str] | None:
         return None
     if isinstance(expr, cst.Name):
         return "name", expr.value
-    if (isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name) and len(expr.slice) == 1
-            and isinstance(expr.slice[0].slice, cst.Index)):
+    if (
+        isinstance(expr, cst.Subscript)
+        and isinstance(expr.value, cst.Name)
+        and len(expr.slice) == 1
+        and isinstance(expr.slice[0].slice, cst.Index)
+    ):
         key = expr.slice[0].slice.value
         if expr.value.value == "args" and isinstance(key, cst.Integer):
             return "pos", int(key.value)
@@ -58,14 +64,21 @@ def _origin(src: SourceFile, func: cst.BaseExpression, ctx: Context) -> _Origin 
     return _Origin(site, callee(src, func, ctx)) if site is not None else None
 
 
-def _argument(call: cst.Call, kind: str, key: int | str, found: Callee | None,
-              ) -> tuple[cst.BaseExpression | None, str]:
+def _argument(
+    call: cst.Call,
+    kind: str,
+    key: int | str,
+    found: Callee | None,
+) -> tuple[cst.BaseExpression | None, str]:
     """The argument behind dynamo's `args[i]` / `kwargs['k']` / `L['name']`, or (None, why not)."""
     if kind == "name" and found is not None:
         binding = bind(call, found.fn, found.bound)
         arg = binding.arg(str(key))
-        return (arg.value, "") if arg is not None else (None, f"{found.fn.name.value}() receives `{key}` "
-                                                              f"but {binding.why_not(str(key))}")
+        return (
+            (arg.value, "")
+            if arg is not None
+            else (None, f"{found.fn.name.value}() receives `{key}` but {binding.why_not(str(key))}")
+        )
     positional = []
     for arg in call.args:
         if arg.star:  # *args / **kwargs: positions and names are no longer known
@@ -122,9 +135,16 @@ def _dynamic_true(src: SourceFile, origin: _Origin) -> tuple[cst.CSTNode, cst.CS
     or None when it is already on."""
     node = origin.node
     if isinstance(node, cst.Decorator) and not isinstance(node.decorator, cst.Call):
-        dynamic = cst.Call(node.decorator, [cst.Arg(cst.Name("True"), keyword=cst.Name("dynamic"),
-                                                     equal=cst.AssignEqual(cst.SimpleWhitespace(""),
-                                                                           cst.SimpleWhitespace("")))])
+        dynamic = cst.Call(
+            node.decorator,
+            [
+                cst.Arg(
+                    cst.Name("True"),
+                    keyword=cst.Name("dynamic"),
+                    equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+                )
+            ],
+        )
         return node, node.with_changes(decorator=dynamic)
     call = node.decorator if isinstance(node, cst.Decorator) else node
     assert isinstance(call, cst.Call)
@@ -134,13 +154,15 @@ def _dynamic_true(src: SourceFile, origin: _Origin) -> tuple[cst.CSTNode, cst.CS
                 return None
             if m.matches(arg.value, m.Name("None")):
                 return arg.value, cst.Name("True")
-            return (f"the compile call says dynamic={src.code(arg.value)}; torchmend does not override that "
-                    "choice")
+            return f"the compile call says dynamic={src.code(arg.value)}; torchmend does not override that choice"
         if arg.star == "**":
             return "the compile call passes **kwargs, which may already set `dynamic`"
     args = list(call.args)
-    new = cst.Arg(cst.Name("True"), keyword=cst.Name("dynamic"),
-                  equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+    new = cst.Arg(
+        cst.Name("True"),
+        keyword=cst.Name("dynamic"),
+        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+    )
     if args:
         last = args[-1]
         sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
@@ -336,27 +358,35 @@ class MarkDynamic(Codemod):
             return NoFix(finding, f"no call at line {line}", _ADVICE)
         where = (path, line)
         compiled: list[tuple[cst.Call, _Origin | None]] = [
-            (c, o) for c in calls for o in [_origin(src, c.func, ctx)] if o is not None]
+            (c, o) for c in calls for o in [_origin(src, c.func, ctx)] if o is not None
+        ]
         guessed = False
         if not compiled:
             # The compiled object came from elsewhere (a parameter, another module): take the one call on the
             # line that is not torch's or a builtin and has that argument.
-            others = [c for c in calls if _argument(c, *var, None)[0] is not None
-                      and not any(q.startswith(("torch.", "builtins.")) for q in src.qualified_names(c.func))]
+            others = [
+                c
+                for c in calls
+                if _argument(c, *var, None)[0] is not None
+                and not any(q.startswith(("torch.", "builtins.")) for q in src.qualified_names(c.func))
+            ]
             if len(others) != 1:
                 return NoFix(finding, f"cannot tell which call at line {where[1]} is the compiled one", _ADVICE)
             compiled, guessed = [(others[0], None)], True
         if len(compiled) > 1:
-            return NoFix(finding, f"several compiled calls at line {where[1]}; cannot tell which one recompiles",
-                         _ADVICE)
+            return NoFix(
+                finding, f"several compiled calls at line {where[1]}; cannot tell which one recompiles", _ADVICE
+            )
         call, origin = compiled[0]
         arg, why = _argument(call, *var, origin.callee if origin else None)
         if arg is None:
-            return NoFix(finding, f"cannot find the argument {finding.variable} in `{src.code(call)}`: {why}",
-                         _ADVICE)
+            return NoFix(finding, f"cannot find the argument {finding.variable} in `{src.code(call)}`: {why}", _ADVICE)
 
-        problem = (_placement_problem(src, stmt, call, arg) if isinstance(arg, cst.Name)
-                   else f"the argument `{src.code(arg)}` is not a plain name")
+        problem = (
+            _placement_problem(src, stmt, call, arg)
+            if isinstance(arg, cst.Name)
+            else f"the argument `{src.code(arg)}` is not a plain name"
+        )
         if not problem:
             assert isinstance(arg, cst.Name)
             if _already_marked(src, stmt, arg.value, dim):
@@ -364,34 +394,61 @@ class MarkDynamic(Codemod):
             if origin is not None and _dynamic_true(src, origin) is None:
                 return NoFix(finding, "the compile call already has dynamic=True", skipped=True)
             mark, imports = src.torch_expr("_dynamo.maybe_mark_dynamic")
-            marker = cst.SimpleStatementLine([cst.Expr(cst.Call(mark, [
-                cst.Arg(cst.Name(arg.value), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                cst.Arg(cst.Integer(str(dim)))]))])
-            proposal = Proposal((finding,), finding.rule, src.path, insert_before={stmt: [marker]}, imports=imports,
-                                safety=SAFE,
-                                why=f"compile dimension {dim} of `{arg.value}` as dynamic from the first call, "
-                                    "so a new size does not recompile",
-                                note="a size of 0 or 1 in that dimension is still specialised by torch.compile",
-                                alternative="pass dynamic=True to torch.compile (every input dimension dynamic)")
+            marker = cst.SimpleStatementLine(
+                [
+                    cst.Expr(
+                        cst.Call(
+                            mark,
+                            [
+                                cst.Arg(
+                                    cst.Name(arg.value), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+                                ),
+                                cst.Arg(cst.Integer(str(dim))),
+                            ],
+                        )
+                    )
+                ]
+            )
+            proposal = Proposal(
+                (finding,),
+                finding.rule,
+                src.path,
+                insert_before={stmt: [marker]},
+                imports=imports,
+                safety=SAFE,
+                why=f"compile dimension {dim} of `{arg.value}` as dynamic from the first call, "
+                "so a new size does not recompile",
+                note="a size of 0 or 1 in that dimension is still specialised by torch.compile",
+                alternative="pass dynamic=True to torch.compile (every input dimension dynamic)",
+            )
             if guessed:
-                proposal = replace(proposal, note=proposal.note + f"; torchmend took `{src.code(call.func)}` for "
-                                   "the compiled call")
+                proposal = replace(
+                    proposal, note=proposal.note + f"; torchmend took `{src.code(call.func)}` for the compiled call"
+                )
             return proposal
 
         if origin is None:
-            return NoFix(finding, f"{problem}, and the torch.compile call that made the compiled object is not "
-                         "in this file", _ADVICE)
+            return NoFix(
+                finding,
+                f"{problem}, and the torch.compile call that made the compiled object is not in this file",
+                _ADVICE,
+            )
         edit = _dynamic_true(src, origin)
         if edit is None:
             return NoFix(finding, "the compile call already has dynamic=True", skipped=True)
         if isinstance(edit, str):
             return NoFix(finding, edit, _ADVICE)
         node, new = edit
-        return Proposal((finding,), finding.rule, src.path, replace={node: new}, safety=UNSAFE,
-                        why=f"compile with dynamic=True, as nothing can be marked right before the call: "
-                            f"{problem}",
-                        note="every input dimension (and integer argument) is compiled as dynamic, which can be "
-                             f"slower; to make only dimension {dim} of this input dynamic, call "
-                             f"torch._dynamo.maybe_mark_dynamic(<the tensor>, {dim}) on a line of its own right "
-                             "before the call",
-                        alternative=_ADVICE)
+        return Proposal(
+            (finding,),
+            finding.rule,
+            src.path,
+            replace={node: new},
+            safety=UNSAFE,
+            why=f"compile with dynamic=True, as nothing can be marked right before the call: {problem}",
+            note="every input dimension (and integer argument) is compiled as dynamic, which can be "
+            f"slower; to make only dimension {dim} of this input dynamic, call "
+            f"torch._dynamo.maybe_mark_dynamic(<the tensor>, {dim}) on a line of its own right "
+            "before the call",
+            alternative=_ADVICE,
+        )

@@ -7,8 +7,6 @@ torch.cond functions.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import libcst as cst
 
 from torchmend.codemods.analysis import values
@@ -19,22 +17,21 @@ from torchmend.codemods.fixes.branch_to_where.test import (
     _ASSERT_ADVICE,
     _COND_ADVICE,
     _WHILE_ADVICE,
-    _NeedsCond,
-    _Unfixable,
     _all_masks,
     _bool_operands,
     _constant,
     _hazards,
     _is_where,
     _mask,
+    _NeedsCond,
     _short,
     _split_test,
     _strip,
+    _Unfixable,
 )
-from torchmend.codemods.fixes.branch_to_where.where import _Plan, proposal, _where, where_fix
+from torchmend.codemods.fixes.branch_to_where.where import _Plan, _where, proposal, where_fix
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding, Where
-
 
 # --- the codemod ---------------------------------------------------------------------------------------------
 
@@ -220,15 +217,22 @@ class BranchToWhere(Codemod):
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
         if finding.where != Where.PROJECT:
-            return NoFix(finding, f"the `if` is in {finding.file}, outside your project; torchmend does not edit "
-                         "libraries", "call that function outside the compiled region, or wrap the call in a "
-                         "function decorated with torch.compiler.disable")
+            return NoFix(
+                finding,
+                f"the `if` is in {finding.file}, outside your project; torchmend does not edit libraries",
+                "call that function outside the compiled region, or wrap the call in a "
+                "function decorated with torch.compiler.disable",
+            )
         src = ctx.file(finding.path)
         stmt = src.statement_at(finding.line)
         try:
             if isinstance(stmt, cst.While):
-                return NoFix(finding, "a `while` on a tensor runs a number of times only the data decides; "
-                             "torch.where cannot repeat work and torch.cond cannot loop", _WHILE_ADVICE)
+                return NoFix(
+                    finding,
+                    "a `while` on a tensor runs a number of times only the data decides; "
+                    "torch.where cannot repeat work and torch.cond cannot loop",
+                    _WHILE_ADVICE,
+                )
             if isinstance(stmt, cst.If):
                 return self._if(finding, src, _chain_start(src, stmt))
             if isinstance(stmt, cst.SimpleStatementLine):
@@ -236,8 +240,11 @@ class BranchToWhere(Codemod):
         except _Unfixable as e:
             return NoFix(finding, e.reason, e.advice)
         kind = type(stmt).__name__ if stmt is not None else "no statement"
-        return NoFix(finding, f"line {finding.line} is not an `if` ({kind}); torchmend rewrites `if`/`elif` and "
-                     "`a if c else b` only", _COND_ADVICE)
+        return NoFix(
+            finding,
+            f"line {finding.line} is not an `if` ({kind}); torchmend rewrites `if`/`elif` and `a if c else b` only",
+            _COND_ADVICE,
+        )
 
     # --- `if` statements ---
 
@@ -249,8 +256,9 @@ class BranchToWhere(Codemod):
             try:
                 return cond_fix(finding, src, node, python_part, tensor_test)
             except _Unfixable as why_not:
-                raise _Unfixable(f"{e.reason}, and torch.cond does not apply: {why_not.reason}",
-                                 why_not.advice or e.advice) from None
+                raise _Unfixable(
+                    f"{e.reason}, and torch.cond does not apply: {why_not.reason}", why_not.advice or e.advice
+                ) from None
 
     # --- a simple statement: `a if c else b`, or already rewritten ---
 
@@ -260,14 +268,21 @@ class BranchToWhere(Codemod):
         if any(isinstance(s, cst.Assert) for s in stmt.body):
             return NoFix(finding, "an `assert` on a tensor needs its value in Python", _ASSERT_ADVICE)
         ifexps = [e for e in src.nodes_in(stmt, cst.IfExp) if not values(src).is_python(e.test)]
-        boolops = [e for e in src.nodes_in(stmt, cst.BooleanOperation)
-                   if not isinstance(src.parents.get(e), cst.BooleanOperation) and _all_masks(src, e)]
+        boolops = [
+            e
+            for e in src.nodes_in(stmt, cst.BooleanOperation)
+            if not isinstance(src.parents.get(e), cst.BooleanOperation) and _all_masks(src, e)
+        ]
         if not ifexps and len(boolops) == 1:
             return self._bool_operation(finding, src, boolops[0])
         if len(ifexps) != 1:
             why = "several conditional expressions" if ifexps else "no `if`"
-            return NoFix(finding, f"line {finding.line} has {why}; torchmend cannot tell which value is tested (an "
-                         "`and`/`or` on tensors, bool(), a comprehension filter?)", _COND_ADVICE)
+            return NoFix(
+                finding,
+                f"line {finding.line} has {why}; torchmend cannot tell which value is tested (an "
+                "`and`/`or` on tensors, bool(), a comprehension filter?)",
+                _COND_ADVICE,
+            )
         e = ifexps[0]
         assert isinstance(e, cst.IfExp)
         problem = _in_place(src, e)
@@ -276,8 +291,11 @@ class BranchToWhere(Codemod):
         mask = _mask(src, e.test, trusted=True)
         where, imports = src.torch_expr("where")
         call = _where(where, _strip(mask.expr), _strip(e.body), _strip(e.orelse)).with_changes(lpar=e.lpar, rpar=e.rpar)
-        notes = ["the result becomes a 0-d tensor instead of a Python number"] if (
-            _constant(e.body) is not None and _constant(e.orelse) is not None) else []
+        notes = (
+            ["the result becomes a 0-d tensor instead of a Python number"]
+            if (_constant(e.body) is not None and _constant(e.orelse) is not None)
+            else []
+        )
         plan = _Plan([], notes, _hazards(src, e.body) + _hazards(src, e.orelse))
         return proposal(finding, src, {e: call}, imports, plan, _short(e.test))
 
@@ -285,11 +303,19 @@ class BranchToWhere(Codemod):
         """`a > 0 and b > 0` as a value: `and` calls bool() on `a > 0`; `&` gives the same boolean tensor."""
         combined = _mask(src, e, trusted=False).expr
         right = [h for x in _bool_operands(e)[1:] for h in _hazards(src, x)]
-        notes = [f"`&`/`|` computes every operand, where `and`/`or` stopped early: {'; '.join(right[:3])}"] \
-            if right else []
-        return Proposal((finding,), finding.rule, src.path, replace={e: combined}, safety=UNSAFE if notes else SAFE,
-                        why="combine the tensor tests with `&`/`|` (they stay in the graph) instead of `and`/`or` "
-                            "(they call bool() on a tensor)", note="; ".join(notes))
+        notes = (
+            [f"`&`/`|` computes every operand, where `and`/`or` stopped early: {'; '.join(right[:3])}"] if right else []
+        )
+        return Proposal(
+            (finding,),
+            finding.rule,
+            src.path,
+            replace={e: combined},
+            safety=UNSAFE if notes else SAFE,
+            why="combine the tensor tests with `&`/`|` (they stay in the graph) instead of `and`/`or` "
+            "(they call bool() on a tensor)",
+            note="; ".join(notes),
+        )
 
     @staticmethod
     def _condition_temp(src: SourceFile, stmt: cst.SimpleStatementLine) -> bool:
@@ -302,8 +328,12 @@ class BranchToWhere(Codemod):
         nxt = _next_statement(src, stmt)
         while nxt is not None:
             for call in src.nodes_in(nxt, cst.Call):
-                if src.is_qualified(call.func, "torch.where") and call.args and isinstance(
-                        call.args[0].value, cst.Name) and call.args[0].value.value == target.value:
+                if (
+                    src.is_qualified(call.func, "torch.where")
+                    and call.args
+                    and isinstance(call.args[0].value, cst.Name)
+                    and call.args[0].value.value == target.value
+                ):
                     return True
             nxt = _next_statement(src, nxt)
         return False

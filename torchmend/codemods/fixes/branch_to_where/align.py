@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence, Union, cast
+from typing import Union, cast
 
 import libcst as cst
 
-from torchmend.codemods.analysis import values
 from torchmend.codemods.fixes.branch_to_where.test import (
     _COND_ADVICE,
     _RAISE_ADVICE,
     _WHILE_ADVICE,
-    _NeedsCond,
-    _Unfixable,
     _code,
+    _NeedsCond,
     _paren,
     _short,
     _tensor_test,
+    _Unfixable,
     _walk,
 )
 from torchmend.codemods.source import SourceFile, simple_names
-
 
 Body = Union[cst.IndentedBlock, cst.SimpleStatementSuite]
 StmtLine = Union[cst.SimpleStatementLine, cst.SimpleStatementSuite]
@@ -85,11 +84,14 @@ def _as_line(c: cst.Comment | None) -> list[cst.EmptyLine]:
 
 def _describe_target(t: cst.BaseExpression) -> str:
     if isinstance(t, cst.Attribute):
-        return (f"the branch sets `{_short(t)}`, state that outlives the call; torchmend only merges branches that "
-                "set local names")
+        return (
+            f"the branch sets `{_short(t)}`, state that outlives the call; torchmend only merges branches that "
+            "set local names"
+        )
     if isinstance(t, cst.Subscript):
-        return (f"the branch writes into `{_short(t)}` in place; torchmend only merges branches that set whole "
-                "local names")
+        return (
+            f"the branch writes into `{_short(t)}` in place; torchmend only merges branches that set whole local names"
+        )
     return f"the branch unpacks into `{_short(t)}`; write one assignment per name first"
 
 
@@ -129,31 +131,44 @@ def _op(src: SourceFile, small: cst.BaseSmallStatement, line: _Line) -> _Op | No
             return None
         problem = _in_place(src, small.value)
         if problem:
-            raise _Unfixable(f"in the branch, {problem}; that changes the tensor for every name bound to it",
-                             "write it out of place (`x = x.clamp(max=1)` for `x.clamp_(max=1)`), then torchmend can "
-                             "merge the branch")
-        what = f"calls `{_short(small.value)}`" if isinstance(small.value, cst.Call) else \
-            f"evaluates `{_short(small.value)}`"
-        raise _Unfixable(f"the branch {what} for its effect; torch.where and torch.cond only choose between "
-                         "computed values",
-                         "move the call out of the branch, or gate it with torch.compiler.is_compiling() if it only "
-                         "logs; " + _COND_ADVICE)
+            raise _Unfixable(
+                f"in the branch, {problem}; that changes the tensor for every name bound to it",
+                "write it out of place (`x = x.clamp(max=1)` for `x.clamp_(max=1)`), then torchmend can "
+                "merge the branch",
+            )
+        what = (
+            f"calls `{_short(small.value)}`"
+            if isinstance(small.value, cst.Call)
+            else f"evaluates `{_short(small.value)}`"
+        )
+        raise _Unfixable(
+            f"the branch {what} for its effect; torch.where and torch.cond only choose between computed values",
+            "move the call out of the branch, or gate it with torch.compiler.is_compiling() if it only "
+            "logs; " + _COND_ADVICE,
+        )
     if isinstance(small, cst.Raise):
-        raise _Unfixable("the branch raises; neither torch.where nor torch.cond can raise depending on a "
-                         "tensor's value", _RAISE_ADVICE)
+        raise _Unfixable(
+            "the branch raises; neither torch.where nor torch.cond can raise depending on a tensor's value",
+            _RAISE_ADVICE,
+        )
     if isinstance(small, (cst.Break, cst.Continue)):
-        raise _Unfixable(f"the branch leaves the loop (`{_code(small).strip()}`): how many times the loop runs "
-                         "depends on the tensor's value", _WHILE_ADVICE)
+        raise _Unfixable(
+            f"the branch leaves the loop (`{_code(small).strip()}`): how many times the loop runs "
+            "depends on the tensor's value",
+            _WHILE_ADVICE,
+        )
     if isinstance(small, cst.Return):
         if small.value is None or (isinstance(small.value, cst.Name) and small.value.value == "None"):
             raise _Unfixable("a branch returns nothing; torch.where needs a tensor from every branch")
         problem = _in_place(src, small.value)
         if problem:
             raise _Unfixable(f"the branch's {problem}")
-        if isinstance(small.value, cst.Tuple) and not any(isinstance(el, cst.StarredElement)
-                                                          for el in small.value.elements):
-            return _Op((_RETURN,), tuple(el.value for el in small.value.elements), line, small,
-                       tuple_form=True, is_return=True)
+        if isinstance(small.value, cst.Tuple) and not any(
+            isinstance(el, cst.StarredElement) for el in small.value.elements
+        ):
+            return _Op(
+                (_RETURN,), tuple(el.value for el in small.value.elements), line, small, tuple_form=True, is_return=True
+            )
         return _Op((_RETURN,), (small.value,), line, small, is_return=True)
     if isinstance(small, cst.Assign):
         if len(small.targets) != 1:
@@ -164,12 +179,18 @@ def _op(src: SourceFile, small: cst.BaseSmallStatement, line: _Line) -> _Op | No
             raise _Unfixable(f"in the branch, {problem}")
         if isinstance(target, cst.Name):
             return _Op((target.value,), (value,), line, small)
-        if (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))
-                and len(target.elements) == len(value.elements)
-                and all(isinstance(el, cst.Element) and isinstance(el.value, cst.Name) for el in target.elements)
-                and all(isinstance(el, cst.Element) for el in value.elements)):
-            names = tuple(el.value.value for el in target.elements  # all of them pass (checked above)
-                          if isinstance(el, cst.Element) and isinstance(el.value, cst.Name))
+        if (
+            isinstance(target, (cst.Tuple, cst.List))
+            and isinstance(value, (cst.Tuple, cst.List))
+            and len(target.elements) == len(value.elements)
+            and all(isinstance(el, cst.Element) and isinstance(el.value, cst.Name) for el in target.elements)
+            and all(isinstance(el, cst.Element) for el in value.elements)
+        ):
+            names = tuple(
+                el.value.value
+                for el in target.elements  # all of them pass (checked above)
+                if isinstance(el, cst.Element) and isinstance(el.value, cst.Name)
+            )
             return _Op(names, tuple(el.value for el in value.elements), line, small, tuple_form=True)
         if isinstance(target, (cst.Tuple, cst.List)) and _names_only(target):
             raise _NeedsCond(f"the branch unpacks `{_short(value)}` (torch.where cannot split it)")
@@ -182,20 +203,23 @@ def _op(src: SourceFile, small: cst.BaseSmallStatement, line: _Line) -> _Op | No
             raise _Unfixable(f"in the branch, {problem}")
         op_name = type(small.operator).__name__.removesuffix("Assign")
         binary = getattr(cst, op_name)()
-        value = cst.BinaryOperation(cst.Name(small.target.value), binary,
-                                    _paren(small.value, (cst.UnaryOperation,)))
+        value = cst.BinaryOperation(cst.Name(small.target.value), binary, _paren(small.value, (cst.UnaryOperation,)))
         return _Op((small.target.value,), (value,), line, small, aug=True)
     if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
         problem = _in_place(src, small.value)
         if problem:
             raise _Unfixable(f"in the branch, {problem}")
         return _Op((small.target.value,), (small.value,), line, small)
-    raise _Unfixable(f"the branch has a `{_code(small).strip().split()[0]}` statement; torch.where and "
-                     "torch.cond only choose between computed values", "")
+    raise _Unfixable(
+        f"the branch has a `{_code(small).strip().split()[0]}` statement; torch.where and "
+        "torch.cond only choose between computed values",
+        "",
+    )
 
 
-def _branch(src: SourceFile, test: cst.BaseExpression | None, suite: cst.BaseSuite,
-            leading: Sequence[cst.EmptyLine]) -> _Branch:
+def _branch(
+    src: SourceFile, test: cst.BaseExpression | None, suite: cst.BaseSuite, leading: Sequence[cst.EmptyLine]
+) -> _Branch:
     branch = _Branch(test, comments=_comment_lines(leading))
     body = _as_body(suite)
     if isinstance(body, cst.SimpleStatementSuite):
@@ -208,8 +232,9 @@ def _branch(src: SourceFile, test: cst.BaseExpression | None, suite: cst.BaseSui
         for stmt in body.body:
             if not isinstance(stmt, cst.SimpleStatementLine):
                 kind = type(stmt).__name__.lower()
-                raise _NeedsCond(f"the branch has a nested `{kind}` block (torch.where only merges straight-line "
-                                 "assignments)")
+                raise _NeedsCond(
+                    f"the branch has a nested `{kind}` block (torch.where only merges straight-line assignments)"
+                )
             line = _Line(stmt, _comment_lines(stmt.leading_lines), stmt.trailing_whitespace.comment)
             smalls.extend((line, s) for s in stmt.body)
         branch.comments += _comment_lines(body.footer)
@@ -251,12 +276,20 @@ class _Names:
         self.scope = self.src.scopes.get(self.node)
         fn = self.src.enclosing(self.node, (cst.FunctionDef, cst.Lambda))
         self.function = fn if fn is not None else self.src.module
-        self.declared = {n.name.value for d in self.src.nodes_in(self.function, (cst.Global, cst.Nonlocal))
-                         if isinstance(d, (cst.Global, cst.Nonlocal)) for n in d.names}
+        self.declared = {
+            n.name.value
+            for d in self.src.nodes_in(self.function, (cst.Global, cst.Nonlocal))
+            if isinstance(d, (cst.Global, cst.Nonlocal))
+            for n in d.names
+        }
         self.start = self.src.positions[self.node].start
         self.end = self.src.positions[self.node].end
-        self.loops = [a for a in self.src.ancestors(self.node) if isinstance(a, (cst.For, cst.While))
-                      and (self.function is self.src.module or self.function in set(self.src.ancestors(a)))]
+        self.loops = [
+            a
+            for a in self.src.ancestors(self.node)
+            if isinstance(a, (cst.For, cst.While))
+            and (self.function is self.src.module or self.function in set(self.src.ancestors(a)))
+        ]
 
     def inside(self, n: cst.CSTNode) -> bool:
         anc = set(self.src.ancestors(n))
@@ -268,9 +301,12 @@ class _Names:
         for a in self.scope.assignments[name] if self.scope is not None else ():
             node = getattr(a, "node", None)
             pos = self.src.positions.get(node) if node is not None else None
-            if node is not None and pos is not None \
-                    and (pos.start.line, pos.start.column) < (self.start.line, self.start.column) \
-                    and not self.inside(node):
+            if (
+                node is not None
+                and pos is not None
+                and (pos.start.line, pos.start.column) < (self.start.line, self.start.column)
+                and not self.inside(node)
+            ):
                 return True
         return False
 
@@ -333,15 +369,19 @@ def _is_elif(src: SourceFile, node: cst.If) -> bool:
     return isinstance(parent, cst.If) and parent.orelse is node
 
 
-def _wrap(src: SourceFile, node: cst.If, lines: Sequence[cst.BaseStatement],
-          python_part: cst.BaseExpression | None) -> dict[cst.CSTNode, object]:
+def _wrap(
+    src: SourceFile, node: cst.If, lines: Sequence[cst.BaseStatement], python_part: cst.BaseExpression | None
+) -> dict[cst.CSTNode, object]:
     """The edit that puts `lines` where the `if` was: under the Python part of its test when it had one
     (`if flag:`, keeping its else), and as the `else:` of the `if` above when it was an `elif`."""
     is_elif = _is_elif(src, node)
     stmts = list(lines)
     if python_part is not None:
-        stmts = [node.with_changes(test=python_part, body=cst.IndentedBlock(stmts),
-                                   leading_lines=[] if is_elif else node.leading_lines)]
+        stmts = [
+            node.with_changes(
+                test=python_part, body=cst.IndentedBlock(stmts), leading_lines=[] if is_elif else node.leading_lines
+            )
+        ]
     elif not is_elif:
         first = cast(Union[cst.SimpleStatementLine, cst.BaseCompoundStatement], stmts[0])  # libcst's only statements
         stmts[0] = first.with_changes(leading_lines=[*node.leading_lines, *first.leading_lines])
@@ -361,7 +401,8 @@ def _names_only(target: cst.BaseExpression) -> bool:
     if isinstance(target, cst.Name):
         return True
     return isinstance(target, (cst.Tuple, cst.List)) and all(
-        isinstance(el, cst.Element) and _names_only(el.value) for el in target.elements)
+        isinstance(el, cst.Element) and _names_only(el.value) for el in target.elements
+    )
 
 
 def _chain_start(src: SourceFile, node: cst.If) -> cst.If:

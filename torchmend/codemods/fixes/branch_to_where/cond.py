@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Iterator, Sequence, Union, cast
+from typing import Union, cast
 
 import libcst as cst
+
 from torchmend.codemods.base import Result
 from torchmend.codemods.fixes.branch_to_where.align import (
-    _Branch,
-    _Line,
-    _Names,
     _as_body,
     _as_line,
+    _Branch,
     _comment_lines,
     _describe_target,
     _in_place,
+    _Line,
+    _Names,
     _names_only,
     _op,
     _statements,
@@ -23,22 +25,27 @@ from torchmend.codemods.fixes.branch_to_where.align import (
 )
 from torchmend.codemods.fixes.branch_to_where.test import (
     _COND_ADVICE,
-    _Unfixable,
     _code,
     _mask,
     _paren,
     _short,
     _strip,
     _tensor_test,
+    _Unfixable,
     _walk,
 )
-from torchmend.codemods.fixes.branch_to_where.where import _Plan, _fresh, _one_sided, proposal, _with_comment
+from torchmend.codemods.fixes.branch_to_where.where import _fresh, _one_sided, _Plan, _with_comment, proposal
 from torchmend.codemods.source import SourceFile
 from torchmend.model import Finding
 
 
-def cond_fix(finding: Finding, src: SourceFile, node: cst.If, python_part: cst.BaseExpression | None,
-             tensor_test: cst.BaseExpression) -> Result:
+def cond_fix(
+    finding: Finding,
+    src: SourceFile,
+    node: cst.If,
+    python_part: cst.BaseExpression | None,
+    tensor_test: cst.BaseExpression,
+) -> Result:
     if isinstance(node.orelse, cst.If):
         raise _Unfixable("the `if` has `elif`s")
     bodies = [_as_body(node.body)] + ([_as_body(node.orelse.body)] if isinstance(node.orelse, cst.Else) else [])
@@ -54,25 +61,38 @@ def cond_fix(finding: Finding, src: SourceFile, node: cst.If, python_part: cst.B
     for n in outputs:
         where_set = [k for k, (every, _) in enumerate(bound) if n in every]
         if not names.defined_before(n) and (len(blocks) == 1 or not all(n in top for _, top in bound)):
-            raise _Unfixable(_one_sided(n, where_set, [_Branch(None)] * 2),
-                             f"give `{n}` a value before the `if` (the one it keeps when the branch is not taken)")
+            raise _Unfixable(
+                _one_sided(n, where_set, [_Branch(None)] * 2),
+                f"give `{n}` a value before the `if` (the one it keeps when the branch is not taken)",
+            )
     if len(outputs) > 1:
         # Seen with torch 2.13: cond's backward refuses output gradients that are one tensor (after `h + g`).
-        raise _Unfixable(f"the branches set several names used after the `if` ({', '.join(outputs)}); torchmend "
-                         "writes torch.cond for one output only, as its backward refuses gradients of several "
-                         "outputs that alias each other (e.g. after `h + g`)", _COND_ADVICE)
+        raise _Unfixable(
+            f"the branches set several names used after the `if` ({', '.join(outputs)}); torchmend "
+            "writes torch.cond for one output only, as its backward refuses gradients of several "
+            "outputs that alias each other (e.g. after `h + g`)",
+            _COND_ADVICE,
+        )
     params = [n for n in assigned if names.defined_before(n)]
     used = names.used()
     fresh = _fresh_names(used)
     fn_true, fn_false = next(fresh(f"{outputs[0]}_if_true")), next(fresh(f"{outputs[0]}_if_false"))
-    header = bodies[0].header.comment if isinstance(bodies[0], cst.IndentedBlock) else \
-        bodies[0].trailing_whitespace.comment
+    header = (
+        bodies[0].header.comment if isinstance(bodies[0], cst.IndentedBlock) else bodies[0].trailing_whitespace.comment
+    )
     else_comments = _comment_lines(node.orelse.leading_lines) if isinstance(node.orelse, cst.Else) else []
     if isinstance(node.orelse, cst.Else) and isinstance(node.orelse.body, cst.IndentedBlock):
         else_comments += _as_line(node.orelse.body.header.comment)
-    defs = [_branch_fn(fn_true, params, blocks[0], outputs[0], bound[0][1]),
-            _branch_fn(fn_false, params, blocks[1] if len(blocks) > 1 else [], outputs[0],
-                       bound[1][1] if len(blocks) > 1 else set())]
+    defs = [
+        _branch_fn(fn_true, params, blocks[0], outputs[0], bound[0][1]),
+        _branch_fn(
+            fn_false,
+            params,
+            blocks[1] if len(blocks) > 1 else [],
+            outputs[0],
+            bound[1][1] if len(blocks) > 1 else set(),
+        ),
+    ]
     defs[1] = defs[1].with_changes(leading_lines=else_comments)
     mask = _strip(_mask(src, tensor_test, trusted=True).expr)
     lines: list[cst.BaseStatement] = list(defs)
@@ -82,20 +102,46 @@ def cond_fix(finding: Finding, src: SourceFile, node: cst.If, python_part: cst.B
         mask = cst.Name(temp)
     cond, imports = src.torch_expr("cond")
     comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    operands = cst.Tuple([cst.Element(cst.Name(p), comma=comma if i < len(params) - 1 else (
-        cst.Comma() if len(params) == 1 else cst.MaybeSentinel.DEFAULT)) for i, p in enumerate(params)])
-    call = cst.Call(cond, [cst.Arg(mask, comma=comma), cst.Arg(cst.Name(fn_true), comma=comma),
-                           cst.Arg(cst.Name(fn_false), comma=comma), cst.Arg(operands)])
-    lines.append(_with_comment(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(outputs[0]))],
-                                                                   call)]), header))
-    plan = _Plan(lines, [f"torch.cond runs one branch, as before, but under torch.compile both branches must "
-                         f"return `{outputs[0]}` as a tensor of the same shape and dtype (not a Python number) "
-                         "and change nothing outside, or torch.cond raises; the branch functions return a clone "
-                         "where the result could be an input, which torch.cond does not allow"], [])
+    operands = cst.Tuple(
+        [
+            cst.Element(
+                cst.Name(p),
+                comma=comma
+                if i < len(params) - 1
+                else (cst.Comma() if len(params) == 1 else cst.MaybeSentinel.DEFAULT),
+            )
+            for i, p in enumerate(params)
+        ]
+    )
+    call = cst.Call(
+        cond,
+        [
+            cst.Arg(mask, comma=comma),
+            cst.Arg(cst.Name(fn_true), comma=comma),
+            cst.Arg(cst.Name(fn_false), comma=comma),
+            cst.Arg(operands),
+        ],
+    )
+    lines.append(
+        _with_comment(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(outputs[0]))], call)]), header)
+    )
+    plan = _Plan(
+        lines,
+        [
+            f"torch.cond runs one branch, as before, but under torch.compile both branches must "
+            f"return `{outputs[0]}` as a tensor of the same shape and dtype (not a Python number) "
+            "and change nothing outside, or torch.cond raises; the branch functions return a clone "
+            "where the result could be an input, which torch.cond does not allow"
+        ],
+        [],
+    )
     edits = _wrap(src, node, lines, python_part)
     made = proposal(finding, src, edits, imports, plan, _short(tensor_test))
-    return replace(made, why=f"run the branches as functions under torch.cond instead of branching on "
-                             f"`{_short(tensor_test)}`", alternative="")
+    return replace(
+        made,
+        why=f"run the branches as functions under torch.cond instead of branching on `{_short(tensor_test)}`",
+        alternative="",
+    )
 
 
 def _check_cond_block(src: SourceFile, block: Sequence[cst.BaseStatement], in_loop: bool) -> None:
@@ -115,8 +161,9 @@ def _check_cond_block(src: SourceFile, block: Sequence[cst.BaseStatement], in_lo
                         raise _Unfixable(_describe_target(small.target), "")
                 elif isinstance(small, (cst.Break, cst.Continue)) and in_loop:
                     continue
-                elif isinstance(small, cst.Pass) or (isinstance(small, cst.Expr) and isinstance(
-                        small.value, (cst.BaseString, cst.Ellipsis))):
+                elif isinstance(small, cst.Pass) or (
+                    isinstance(small, cst.Expr) and isinstance(small.value, (cst.BaseString, cst.Ellipsis))
+                ):
                     continue
                 else:
                     _op(src, small, _Line(stmt, [], None))  # raises with the reason for that statement
@@ -129,8 +176,9 @@ def _check_cond_block(src: SourceFile, block: Sequence[cst.BaseStatement], in_lo
                 _check_cond_block(src, _statements(stmt.orelse.body), in_loop)
         elif isinstance(stmt, cst.If):
             if _tensor_test(src, stmt.test):
-                raise _Unfixable(f"the branch has its own `if` on a tensor (`{_short(stmt.test)}`); fix that one "
-                                 "first", "")
+                raise _Unfixable(
+                    f"the branch has its own `if` on a tensor (`{_short(stmt.test)}`); fix that one first", ""
+                )
             _check_cond_block(src, _statements(stmt.body), in_loop)
             orelse = stmt.orelse
             while isinstance(orelse, cst.If):
@@ -139,8 +187,11 @@ def _check_cond_block(src: SourceFile, block: Sequence[cst.BaseStatement], in_lo
             if orelse is not None:
                 _check_cond_block(src, _statements(orelse.body), in_loop)
         else:
-            raise _Unfixable(f"the branch has a `{type(stmt).__name__.lower()}` block, which a torch.cond branch "
-                             "function cannot hold", "")
+            raise _Unfixable(
+                f"the branch has a `{type(stmt).__name__.lower()}` block, which a torch.cond branch "
+                "function cannot hold",
+                "",
+            )
 
 
 def _bound(block: Sequence[cst.BaseStatement]) -> tuple[list[str], set[str]]:
@@ -165,13 +216,15 @@ def _bound(block: Sequence[cst.BaseStatement]) -> tuple[list[str], set[str]]:
     return list(dict.fromkeys(every)), fresh
 
 
-def _branch_fn(name: str, params: list[str], block: Sequence[cst.BaseStatement], output: str,
-               fresh: set[str]) -> cst.FunctionDef:
+def _branch_fn(
+    name: str, params: list[str], block: Sequence[cst.BaseStatement], output: str, fresh: set[str]
+) -> cst.FunctionDef:
     """`def name(params): <block>; return output` (a clone when it may be an input: cond refuses aliases)."""
     value = cst.Name(output) if output in fresh else cst.Call(cst.Attribute(cst.Name(output), cst.Name("clone")))
     body = [*block, cst.SimpleStatementLine([cst.Return(value)])]
-    return cst.FunctionDef(cst.Name(name), cst.Parameters([cst.Param(cst.Name(p)) for p in params]),
-                           cst.IndentedBlock(body))
+    return cst.FunctionDef(
+        cst.Name(name), cst.Parameters([cst.Param(cst.Name(p)) for p in params]), cst.IndentedBlock(body)
+    )
 
 
 def _fresh_names(used: set[str]):
@@ -183,4 +236,5 @@ def _fresh_names(used: set[str]):
             if f"{base}_{i}" not in used:
                 yield f"{base}_{i}"
             i += 1
+
     return fresh

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, TypeVar, cast, overload
+from typing import Any, TypeVar, cast, overload
 
 import libcst as cst
 
@@ -18,20 +19,41 @@ from torchmend.codemods.torch_ops import (
     WHERE_HARMLESS,
 )
 
-
-_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString,
-          cst.ConcatenatedString, cst.FormattedString, cst.List, cst.Dict, cst.Set, cst.Ellipsis)
+_ATOMS = (
+    cst.Name,
+    cst.Attribute,
+    cst.Call,
+    cst.Subscript,
+    cst.Integer,
+    cst.Float,
+    cst.Imaginary,
+    cst.SimpleString,
+    cst.ConcatenatedString,
+    cst.FormattedString,
+    cst.List,
+    cst.Dict,
+    cst.Set,
+    cst.Ellipsis,
+)
 _RICH = (cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
-_WHILE_ADVICE = ("move the loop out of the compiled function (torch.compiler.disable on a helper), or run a fixed "
-                 "number of iterations and mask each one with torch.where; torch._higher_order_ops.while_loop "
-                 "(a prototype) traces a loop whose carried tensors keep their shapes")
-_RAISE_ADVICE = ("to keep the check inside the graph, replace the branch with `torch._assert_async(~(<test>), "
-                 "\"message\")` (it raises a RuntimeError, not your exception); or check outside the compiled "
-                 "function")
-_ASSERT_ADVICE = ("to keep the check inside the graph, use `torch._assert_async(<test>, \"message\")` (it raises a "
-                  "RuntimeError when the test is false); or check outside the compiled function")
-_COND_ADVICE = ("to run only one branch, rewrite it as torch.cond(<test>, then_fn, else_fn, (operands,)): both "
-                "functions take the same tensors and return tensors of the same shapes and dtypes")
+_WHILE_ADVICE = (
+    "move the loop out of the compiled function (torch.compiler.disable on a helper), or run a fixed "
+    "number of iterations and mask each one with torch.where; torch._higher_order_ops.while_loop "
+    "(a prototype) traces a loop whose carried tensors keep their shapes"
+)
+_RAISE_ADVICE = (
+    "to keep the check inside the graph, replace the branch with `torch._assert_async(~(<test>), "
+    '"message")` (it raises a RuntimeError, not your exception); or check outside the compiled '
+    "function"
+)
+_ASSERT_ADVICE = (
+    'to keep the check inside the graph, use `torch._assert_async(<test>, "message")` (it raises a '
+    "RuntimeError when the test is false); or check outside the compiled function"
+)
+_COND_ADVICE = (
+    "to run only one branch, rewrite it as torch.cond(<test>, then_fn, else_fn, (operands,)): both "
+    "functions take the same tensors and return tensors of the same shapes and dtypes"
+)
 
 
 class _Unfixable(Exception):
@@ -54,7 +76,8 @@ class _NoComments(cst.CSTTransformer):
     # libcst's typed visitor says a Comment cannot be removed, yet every field holding one is Optional and
     # REMOVE sets it to None at runtime: its stub is too narrow.
     def leave_Comment(  # type: ignore[override]
-            self, original: cst.Comment, updated: cst.Comment) -> cst.RemovalSentinel:
+        self, original: cst.Comment, updated: cst.Comment
+    ) -> cst.RemovalSentinel:
         return cst.RemovalSentinel.REMOVE
 
 
@@ -125,9 +148,15 @@ def _known_mask_name(src: SourceFile, e: cst.BaseExpression) -> bool:
         if not isinstance(stmt, cst.Assign):
             return False
         assigned.append(stmt.value)
-    return bool(assigned) and all(_is_bool_call(src, v) or (
-        isinstance(v, cst.Comparison) and all(isinstance(t.operator, _RICH) for t in v.comparisons)
-        and not values(src).is_python(v)) for v in assigned)
+    return bool(assigned) and all(
+        _is_bool_call(src, v)
+        or (
+            isinstance(v, cst.Comparison)
+            and all(isinstance(t.operator, _RICH) for t in v.comparisons)
+            and not values(src).is_python(v)
+        )
+        for v in assigned
+    )
 
 
 @dataclass
@@ -148,23 +177,29 @@ def _mask(src: SourceFile, e: cst.BaseExpression, trusted: bool) -> _Mask:
         if not (left.tensor or right.tensor or trusted):
             raise _Unfixable(f"`{_short(e)}` does not look like a tensor test")
         combined = cst.BinaryOperation(
-            _operand(left.expr, op), op(whitespace_before=e.operator.whitespace_before,
-                                        whitespace_after=e.operator.whitespace_after),
-            _operand(right.expr, op), lpar=e.lpar, rpar=e.rpar)
+            _operand(left.expr, op),
+            op(whitespace_before=e.operator.whitespace_before, whitespace_after=e.operator.whitespace_after),
+            _operand(right.expr, op),
+            lpar=e.lpar,
+            rpar=e.rpar,
+        )
         return _Mask(combined, True)
     if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
         inner = _mask(src, e.expression, trusted)
         if inner.leaf is not None:  # `not x.sum()`: `x.sum() == 0`
             return _Mask(_truth(inner.leaf, cst.Equal()).with_changes(lpar=e.lpar, rpar=e.rpar), inner.tensor)
         if inner.tensor or trusted:
-            return _Mask(cst.UnaryOperation(cst.BitInvert(), _paren(_strip(inner.expr)), lpar=e.lpar, rpar=e.rpar),
-                         True)
+            return _Mask(
+                cst.UnaryOperation(cst.BitInvert(), _paren(_strip(inner.expr)), lpar=e.lpar, rpar=e.rpar), True
+            )
         # `not n` for a value that may be a Python bool: `~` would be bitwise; `== 0` is exact for both.
         return _Mask(_truth(inner.expr, cst.Equal()).with_changes(lpar=e.lpar, rpar=e.rpar), False)
     if isinstance(e, cst.Comparison) and all(isinstance(t.operator, _RICH) for t in e.comparisons):
         # `n > limit` between plain names may be two Python numbers; `x.sum() > 0` computes on a tensor.
-        tensor = trusted or not all(isinstance(x, (cst.Name, cst.Attribute, cst.Integer, cst.Float))
-                                    for x in [e.left, *(t.comparator for t in e.comparisons)])
+        tensor = trusted or not all(
+            isinstance(x, (cst.Name, cst.Attribute, cst.Integer, cst.Float))
+            for x in [e.left, *(t.comparator for t in e.comparisons)]
+        )
         if len(e.comparisons) == 1:
             return _Mask(e, tensor)
         # `a < x < b` is `a < x and x < b`: Python's `and` would call bool() on the first result.
@@ -176,29 +211,47 @@ def _mask(src: SourceFile, e: cst.BaseExpression, trusted: bool) -> _Mask:
         for p in parts[1:]:
             acc = cst.BinaryOperation(acc, cst.BitAnd(), p)
         return _Mask(acc.with_changes(lpar=e.lpar, rpar=e.rpar), tensor)
-    if _is_bool_call(src, e) or (isinstance(e, cst.BinaryOperation) and isinstance(
-            e.operator, (cst.BitAnd, cst.BitOr, cst.BitXor))) or _known_mask_name(src, e):
+    if (
+        _is_bool_call(src, e)
+        or (isinstance(e, cst.BinaryOperation) and isinstance(e.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)))
+        or _known_mask_name(src, e)
+    ):
         return _Mask(e, True)
     # Any other value (`x.sum()`, `flag`): Python's truthiness of a number is `!= 0`, for tensors too.
     return _Mask(_truth(e, cst.NotEqual()), trusted, leaf=e)
 
 
-_TIGHTER_THAN_AND = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.MatrixMultiply,
-                     cst.Power, cst.LeftShift, cst.RightShift, cst.BitAnd)
+_TIGHTER_THAN_AND = (
+    cst.Add,
+    cst.Subtract,
+    cst.Multiply,
+    cst.Divide,
+    cst.FloorDivide,
+    cst.Modulo,
+    cst.MatrixMultiply,
+    cst.Power,
+    cst.LeftShift,
+    cst.RightShift,
+    cst.BitAnd,
+)
 
 
 def _operand(e: cst.BaseExpression, op: type) -> cst.BaseExpression:
     """`e` as an operand of `&` or `|`, in parentheses unless it binds at least as tightly."""
     tight = _TIGHTER_THAN_AND + ((cst.BitXor, cst.BitOr) if op is cst.BitOr else ())
-    if isinstance(e, cst.UnaryOperation) and not isinstance(e.operator, cst.Not) or (
-            isinstance(e, cst.BinaryOperation) and isinstance(e.operator, tight)):
+    if (
+        isinstance(e, cst.UnaryOperation)
+        and not isinstance(e.operator, cst.Not)
+        or (isinstance(e, cst.BinaryOperation) and isinstance(e.operator, tight))
+    ):
         return e
     return _paren(e)
 
 
 def _truth(e: cst.BaseExpression, op: cst.BaseCompOp) -> cst.Comparison:
-    return cst.Comparison(_paren(e, (cst.BinaryOperation, cst.UnaryOperation)),
-                          [cst.ComparisonTarget(op, cst.Integer("0"))])
+    return cst.Comparison(
+        _paren(e, (cst.BinaryOperation, cst.UnaryOperation)), [cst.ComparisonTarget(op, cst.Integer("0"))]
+    )
 
 
 def _and_operands(e: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.BooleanOperation | None]]:
@@ -279,22 +332,29 @@ def _hazards(src: SourceFile, e: cst.BaseExpression) -> list[str]:
             name, torchy = _call_name(src, n)
             if name in RANDOM:
                 found.append(f"`{_short(n)}` draws random numbers on both paths")
-            elif name in ("pow", "float_power") and len(n.args) >= 1 and (
-                    (c := _constant(n.args[-1].value)) is not None and c >= 0 and c == int(c)):
+            elif (
+                name in ("pow", "float_power")
+                and len(n.args) >= 1
+                and ((c := _constant(n.args[-1].value)) is not None and c >= 0 and c == int(c))
+            ):
                 continue
             elif name in INF_NAN_OR_RAISE and (torchy or isinstance(n.func, cst.Attribute)):
                 found.append(f"`{_short(n)}` can give inf or nan")
-            elif (torchy and name in WHERE_HARMLESS) or (not torchy and isinstance(n.func, cst.Name)
-                                                    and name in HARMLESS_BUILTINS):
+            elif (torchy and name in WHERE_HARMLESS) or (
+                not torchy and isinstance(n.func, cst.Name) and name in HARMLESS_BUILTINS
+            ):
                 continue
             else:
                 found.append(f"`{_short(n)}` is a call torchmend cannot see into")
         elif isinstance(n, cst.Subscript):
             index = [el.slice for el in n.slice]
-            if not all(isinstance(s, cst.Index) and (_constant(s.value) is not None or isinstance(s.value, cst.Ellipsis)
-                                                     or _is_none(s.value)) or
-                       isinstance(s, cst.Slice) and all(x is None or _constant(x) is not None
-                                                        for x in (s.lower, s.upper, s.step)) for s in index):
+            if not all(
+                isinstance(s, cst.Index)
+                and (_constant(s.value) is not None or isinstance(s.value, cst.Ellipsis) or _is_none(s.value))
+                or isinstance(s, cst.Slice)
+                and all(x is None or _constant(x) is not None for x in (s.lower, s.upper, s.step))
+                for s in index
+            ):
                 found.append(f"`{_short(n)}` indexes with a value and can raise")
         else:
             found.append(f"`{_short(n)}` cannot be checked")
@@ -306,8 +366,7 @@ def _is_none(e: cst.BaseExpression) -> bool:
 
 
 def _is_where(src: SourceFile, node: cst.CSTNode) -> bool:
-    return any(src.is_qualified(c.func, "torch.where", "torch.cond")
-               for c in src.nodes_in(node, cst.Call))
+    return any(src.is_qualified(c.func, "torch.where", "torch.cond") for c in src.nodes_in(node, cst.Call))
 
 
 def _bool_operands(e: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -320,8 +379,7 @@ def _all_masks(src: SourceFile, e: cst.BaseExpression) -> bool:
     """`and`/`or` of boolean tensors only (comparisons on tensors, x.any(), ...)."""
     if isinstance(e, cst.BooleanOperation):
         return _all_masks(src, e.left) and _all_masks(src, e.right)
-    return (isinstance(e, cst.Comparison) or _is_bool_call(src, e) or _known_mask_name(src, e)) and _tensor_test(
-        src, e)
+    return (isinstance(e, cst.Comparison) or _is_bool_call(src, e) or _known_mask_name(src, e)) and _tensor_test(src, e)
 
 
 def _tensor_test(src: SourceFile, test: cst.BaseExpression) -> bool:

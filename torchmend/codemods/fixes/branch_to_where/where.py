@@ -2,51 +2,51 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Iterator, Sequence, cast
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 
-from torchmend.codemods.analysis import values
 from torchmend.codemods.base import SAFE, UNSAFE, Proposal, Result
 from torchmend.codemods.fixes.branch_to_where.align import (
     _RETURN,
-    _Branch,
-    _Line,
-    _Names,
-    _Op,
     _as_line,
+    _Branch,
     _chain,
     _comment_lines,
     _is_elif,
     _last,
+    _Line,
     _merge,
+    _Names,
     _next_statement,
+    _Op,
     _ops,
     _wrap,
 )
 from torchmend.codemods.fixes.branch_to_where.test import (
     _COND_ADVICE,
-    _Mask,
-    _Unfixable,
     _code,
     _constant,
     _hazards,
+    _Mask,
     _mask,
     _paren,
     _short,
     _strip,
+    _Unfixable,
     _walk,
 )
 from torchmend.codemods.source import SourceFile, simple_names
 from torchmend.model import Finding
 
-
 # --- building the new statements -----------------------------------------------------------------------------
 
 
-def _where(where: cst.BaseExpression, cond: cst.BaseExpression, a: cst.BaseExpression,
-           b: cst.BaseExpression) -> cst.Call:
+def _where(
+    where: cst.BaseExpression, cond: cst.BaseExpression, a: cst.BaseExpression, b: cst.BaseExpression
+) -> cst.Call:
     comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     return cst.Call(where, [cst.Arg(cond, comma=comma), cst.Arg(a, comma=comma), cst.Arg(b)])
 
@@ -71,8 +71,14 @@ class _Plan:
     hazards: list[str]  # what computing the branch not taken can do
 
 
-def _build(src: SourceFile, branches: list[_Branch], names: _Names, where: cst.BaseExpression,
-           masks: list[_Mask], returns: bool) -> _Plan:
+def _build(
+    src: SourceFile,
+    branches: list[_Branch],
+    names: _Names,
+    where: cst.BaseExpression,
+    masks: list[_Mask],
+    returns: bool,
+) -> _Plan:
     """The statements that replace the `if`: condition temporaries, then one statement per lined-up slot."""
     slots: list[dict[int, _Op]] = []
     for k, branch in enumerate(branches):
@@ -80,10 +86,18 @@ def _build(src: SourceFile, branches: list[_Branch], names: _Names, where: cst.B
     if not slots:
         raise _Unfixable("the `if` does nothing in any branch", "delete it")
     emitted, notes = _merged_statements(slots, branches, names, where, returns)
-    notes += [f"`{_short(op.small)}` changed the tensor in place; now a new tensor is built, so other names bound "
-              "to the same tensor no longer see the change" for b in branches for op in b.ops if op.aug]
-    notes += [f"assumes the `elif` test `{_short(b.test)}` is a tensor (torch.where raises on a Python bool)"
-              for b, mask in zip(branches[1:], masks[1:]) if b.test is not None and not mask.tensor]
+    notes += [
+        f"`{_short(op.small)}` changed the tensor in place; now a new tensor is built, so other names bound "
+        "to the same tensor no longer see the change"
+        for b in branches
+        for op in b.ops
+        if op.aug
+    ]
+    notes += [
+        f"assumes the `elif` test `{_short(b.test)}` is a tensor (torch.where raises on a Python bool)"
+        for b, mask in zip(branches[1:], masks[1:])
+        if b.test is not None and not mask.tensor
+    ]
     hazards = [h for b in branches for op in b.ops for v in op.values for h in _hazards(src, v)]
     hazards += [h for b in branches[1:] if b.test is not None for h in _hazards(src, b.test)]
     temps, evaluated_at, replacements = _conditions(emitted, masks, names)
@@ -93,9 +107,9 @@ def _build(src: SourceFile, branches: list[_Branch], names: _Names, where: cst.B
     return _Plan(lines, list(dict.fromkeys(notes)), list(dict.fromkeys(hazards)))
 
 
-def _merged_statements(slots: list[dict[int, _Op]], branches: list[_Branch], names: _Names,
-                       where: cst.BaseExpression, returns: bool
-                       ) -> tuple[list[tuple[dict[int, _Op], cst.BaseSmallStatement]], list[str]]:
+def _merged_statements(
+    slots: list[dict[int, _Op]], branches: list[_Branch], names: _Names, where: cst.BaseExpression, returns: bool
+) -> tuple[list[tuple[dict[int, _Op], cst.BaseSmallStatement]], list[str]]:
     """One statement per slot: `n = torch.where(c0, v0, torch.where(c1, v1, n))`, with placeholders for the
     conditions; a branch without a statement in the slot keeps `n` as it is."""
     assigned: dict[str, list[int]] = {}
@@ -111,8 +125,11 @@ def _merged_statements(slots: list[dict[int, _Op]], branches: list[_Branch], nam
         if names.defined_before(n) or len(assigned[n]) != 1 or (not returns and names.read_after(n)):
             return False
         k = assigned[n][0]
-        return not any(n in op.reads and (j != k or n not in _written_before(b.ops, op))
-                       for j, b in enumerate(branches) for op in b.ops)
+        return not any(
+            n in op.reads and (j != k or n not in _written_before(b.ops, op))
+            for j, b in enumerate(branches)
+            for op in b.ops
+        )
 
     exists = {n for n in assigned if names.defined_before(n)}
     notes: list[str] = []
@@ -128,14 +145,17 @@ def _merged_statements(slots: list[dict[int, _Op]], branches: list[_Branch], nam
                 values.append(first.values[i])
                 continue
             if None in pieces and target not in exists:
-                raise _Unfixable(_one_sided(target, sorted(slot), branches),
-                                 f"give `{target}` a value before the `if` (the one it keeps when the branch is "
-                                 "not taken)")
+                raise _Unfixable(
+                    _one_sided(target, sorted(slot), branches),
+                    f"give `{target}` a value before the `if` (the one it keeps when the branch is not taken)",
+                )
             values.append(_where_chain(where, [p if p is not None else cst.Name(target) for p in pieces]))
             if all(p is None or _constant(p) is not None for p in pieces):
-                notes.append(f"`{target}` becomes a 0-d tensor (it was a Python number in every branch)"
-                             if not first.is_return else "the function returns a 0-d tensor where it returned a "
-                             "Python number")
+                notes.append(
+                    f"`{target}` becomes a 0-d tensor (it was a Python number in every branch)"
+                    if not first.is_return
+                    else "the function returns a 0-d tensor where it returned a Python number"
+                )
         exists |= set(first.targets)
         emitted.append((slot, _statement(first, values)))
     return emitted, notes
@@ -150,8 +170,9 @@ def _where_chain(where: cst.BaseExpression, pieces: list[cst.BaseExpression]) ->
     return acc
 
 
-def _conditions(emitted: list[tuple[dict[int, _Op], cst.BaseSmallStatement]], masks: list[_Mask], names: _Names
-                ) -> tuple[list[cst.SimpleStatementLine], dict[int, int], dict[str, cst.BaseExpression]]:
+def _conditions(
+    emitted: list[tuple[dict[int, _Op], cst.BaseSmallStatement]], masks: list[_Mask], names: _Names
+) -> tuple[list[cst.SimpleStatementLine], dict[int, int], dict[str, cst.BaseExpression]]:
     """Each condition evaluated once: in a temporary when used more than once, spread over lines, or when a
     statement before its use changes a name it reads; otherwise inline. Returns the temporaries, the line
     each condition is evaluated on, and what each placeholder becomes."""
@@ -168,7 +189,7 @@ def _conditions(emitted: list[tuple[dict[int, _Op], cst.BaseSmallStatement]], ma
     for k, mask in enumerate(masks):
         expr = _strip(mask.expr)
         multiline = "\n" in _code(expr)
-        before = emitted[:uses[k][0]] if uses[k] else []
+        before = emitted[: uses[k][0]] if uses[k] else []
         written = {n for slot, _ in before for n in next(iter(slot.values())).targets}
         if len(uses[k]) > 1 or multiline or written & simple_names(expr):
             name = next(fresh)
@@ -184,9 +205,13 @@ def _conditions(emitted: list[tuple[dict[int, _Op], cst.BaseSmallStatement]], ma
     return temps, evaluated_at, replacements
 
 
-def _lay_out(temps: list[cst.SimpleStatementLine], slots: list[dict[int, _Op]],
-             statements: list[cst.BaseSmallStatement], branches: list[_Branch],
-             evaluated_at: dict[int, int]) -> list[cst.SimpleStatementLine]:
+def _lay_out(
+    temps: list[cst.SimpleStatementLine],
+    slots: list[dict[int, _Op]],
+    statements: list[cst.BaseSmallStatement],
+    branches: list[_Branch],
+    evaluated_at: dict[int, int],
+) -> list[cst.SimpleStatementLine]:
     """The statements as lines, each carrying the comments of the lines it came from; the `if`/`elif`
     line's own comment goes where its test is now evaluated (so `# tm:` markers follow the test)."""
     lines = list(temps)
@@ -208,8 +233,9 @@ def _lay_out(temps: list[cst.SimpleStatementLine], slots: list[dict[int, _Op]],
     leftover = [c for b in branches for c in b.comments]
     for k, branch in enumerate(branches):
         if k in evaluated_at:
-            lines[evaluated_at[k]] = _with_comment(lines[evaluated_at[k]], branch.header,
-                                                   displaced.get(evaluated_at[k]))
+            lines[evaluated_at[k]] = _with_comment(
+                lines[evaluated_at[k]], branch.header, displaced.get(evaluated_at[k])
+            )
         else:
             leftover += _as_line(branch.header)
     lines[0] = lines[0].with_changes(leading_lines=[*leftover, *lines[0].leading_lines])
@@ -230,8 +256,10 @@ def _one_sided(target: str, where_: list[int], branches: list[_Branch]) -> str:
     if len(branches) == 2:
         sides: dict[tuple[int, ...], str] = {(0,): "only when the test is true", (1,): "only when the test is false"}
         when = sides.get(tuple(where_), when)
-    return (f"`{target}` is assigned {when} and has no value before the `if`, but is used after it: it needs a "
-            "value in every case")
+    return (
+        f"`{target}` is assigned {when} and has no value before the `if`, but is used after it: it needs a "
+        "value in every case"
+    )
 
 
 def _fresh(used: set[str]) -> Iterator[str]:
@@ -246,55 +274,82 @@ def _fresh(used: set[str]) -> Iterator[str]:
 
 def _statement(op: _Op, values: list[cst.BaseExpression]) -> cst.BaseSmallStatement:
     comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    value: cst.BaseExpression = values[0] if not op.tuple_form else cst.Tuple(
-        [cst.Element(v, comma=comma if i < len(values) - 1 else cst.MaybeSentinel.DEFAULT)
-         for i, v in enumerate(values)], lpar=[], rpar=[])
+    value: cst.BaseExpression = (
+        values[0]
+        if not op.tuple_form
+        else cst.Tuple(
+            [
+                cst.Element(v, comma=comma if i < len(values) - 1 else cst.MaybeSentinel.DEFAULT)
+                for i, v in enumerate(values)
+            ],
+            lpar=[],
+            rpar=[],
+        )
+    )
     if op.is_return:
         return cst.Return(value)
-    if isinstance(op.small, cst.AnnAssign) or (isinstance(op.small, cst.Assign) and not op.tuple_form and isinstance(
-            op.small.targets[0].target, cst.Name)):
+    if isinstance(op.small, cst.AnnAssign) or (
+        isinstance(op.small, cst.Assign) and not op.tuple_form and isinstance(op.small.targets[0].target, cst.Name)
+    ):
         return op.small.with_changes(value=value, semicolon=cst.MaybeSentinel.DEFAULT)  # keeps `x: T = ...`
     if isinstance(op.small, cst.Assign) and op.tuple_form:
         return op.small.with_changes(value=value, semicolon=cst.MaybeSentinel.DEFAULT)
     return cst.Assign([cst.AssignTarget(cst.Name(op.targets[0]))], value)
 
 
-def _with_comment(line: cst.SimpleStatementLine, comment: cst.Comment | None,
-                  at: int | None = None) -> cst.SimpleStatementLine:
+def _with_comment(
+    line: cst.SimpleStatementLine, comment: cst.Comment | None, at: int | None = None
+) -> cst.SimpleStatementLine:
     """`line` with `comment` at its end; a comment already there moves above it (to leading line `at`)."""
     if comment is None:
         return line
     leading = list(line.leading_lines)
     at = len(leading) if at is None else at
     leading[at:at] = _as_line(line.trailing_whitespace.comment)
-    return line.with_changes(leading_lines=leading,
-                             trailing_whitespace=cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "),
-                                                                        comment=comment))
+    return line.with_changes(
+        leading_lines=leading,
+        trailing_whitespace=cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "), comment=comment),
+    )
 
 
-def where_fix(finding: Finding, src: SourceFile, node: cst.If, python_part: cst.BaseExpression | None,
-              tensor_test: cst.BaseExpression) -> Result:
+def where_fix(
+    finding: Finding,
+    src: SourceFile,
+    node: cst.If,
+    python_part: cst.BaseExpression | None,
+    tensor_test: cst.BaseExpression,
+) -> Result:
     branches = _chain(src, node)
     has_else = isinstance(_last(node).orelse, cst.Else)
     if python_part is not None and len(branches) > 2:
-        raise _Unfixable(f"the test mixes a Python check (`{_short(python_part)}`) with a tensor test, and the "
-                         "`if` has `elif`s", "split it into `if <python check>:` around an `if <tensor test>:`")
+        raise _Unfixable(
+            f"the test mixes a Python check (`{_short(python_part)}`) with a tensor test, and the `if` has `elif`s",
+            "split it into `if <python check>:` around an `if <tensor test>:`",
+        )
 
     # Returns: every branch returns, or the `if` has no else and a `return` follows it.
     returning = [bool(b.ops) and b.ops[-1].is_return for b in branches]
     trailing: cst.SimpleStatementLine | None = None
     if any(returning) and not has_else:
         after = _next_statement(src, node)
-        if not _is_elif(src, node) and isinstance(after, cst.SimpleStatementLine) and len(after.body) == 1 \
-                and isinstance(after.body[0], cst.Return):
+        if (
+            not _is_elif(src, node)
+            and isinstance(after, cst.SimpleStatementLine)
+            and len(after.body) == 1
+            and isinstance(after.body[0], cst.Return)
+        ):
             trailing = after
-            line = _Line(after, [] if python_part is not None else _comment_lines(after.leading_lines),
-                         None if python_part is not None else after.trailing_whitespace.comment)
+            line = _Line(
+                after,
+                [] if python_part is not None else _comment_lines(after.leading_lines),
+                None if python_part is not None else after.trailing_whitespace.comment,
+            )
             branches[-1] = _Branch(None, _ops(src, after.body[0], line))
             returning[-1] = True
     if any(returning) and not all(returning):
-        raise _Unfixable("only some branches return; the code after the `if` would have to run for the others",
-                         _COND_ADVICE)
+        raise _Unfixable(
+            "only some branches return; the code after the `if` would have to run for the others", _COND_ADVICE
+        )
     if python_part is not None and (has_else or trailing is not None):
         # The else stays as it is under the Python check; its copy in torch.where loses the comments.
         for op in branches[-1].ops:
@@ -307,9 +362,10 @@ def where_fix(finding: Finding, src: SourceFile, node: cst.If, python_part: cst.
             try:
                 masks.append(_mask(src, b.test, trusted=False))
             except _Unfixable as e:
-                raise _Unfixable(f"the `elif` test: {e.reason}; torch.where needs a tensor test in every "
-                                 "branch", "test the Python value first, in an `if` of its own, and the tensor "
-                                 "in an `if` inside it") from None
+                raise _Unfixable(
+                    f"the `elif` test: {e.reason}; torch.where needs a tensor test in every branch",
+                    "test the Python value first, in an `if` of its own, and the tensor in an `if` inside it",
+                ) from None
     where, imports = src.torch_expr("where")
     names = _Names(src, node, trailing if python_part is None else None)
     plan = _build(src, branches, names, where, masks, all(returning))
@@ -319,15 +375,23 @@ def where_fix(finding: Finding, src: SourceFile, node: cst.If, python_part: cst.
     return proposal(finding, src, edits, imports, plan, _short(tensor_test))
 
 
-def proposal(finding: Finding, src: SourceFile, edits: dict, imports: tuple, plan: _Plan,
-             test: str) -> Proposal:
+def proposal(finding: Finding, src: SourceFile, edits: dict, imports: tuple, plan: _Plan, test: str) -> Proposal:
     notes = list(plan.notes)
     if plan.hazards:
-        shown = "; ".join(plan.hazards[:3]) + (f" (and {len(plan.hazards) - 3} more)" if len(plan.hazards) > 3
-                                               else "")
-        notes.insert(0, f"torch.where computes every branch: {shown}. The value of the branch not taken is "
-                     "discarded, its gradient is not (0 * inf = nan)")
-    return Proposal((finding,), finding.rule, src.path, replace=edits, imports=imports,
-                    safety=UNSAFE if notes else SAFE,
-                    why=f"compute every branch and pick with torch.where instead of branching on `{test}`",
-                    note="; ".join(notes), alternative=_COND_ADVICE if plan.hazards else "")
+        shown = "; ".join(plan.hazards[:3]) + (f" (and {len(plan.hazards) - 3} more)" if len(plan.hazards) > 3 else "")
+        notes.insert(
+            0,
+            f"torch.where computes every branch: {shown}. The value of the branch not taken is "
+            "discarded, its gradient is not (0 * inf = nan)",
+        )
+    return Proposal(
+        (finding,),
+        finding.rule,
+        src.path,
+        replace=edits,
+        imports=imports,
+        safety=UNSAFE if notes else SAFE,
+        why=f"compute every branch and pick with torch.where instead of branching on `{test}`",
+        note="; ".join(notes),
+        alternative=_COND_ADVICE if plan.hazards else "",
+    )

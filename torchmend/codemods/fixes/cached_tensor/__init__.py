@@ -213,8 +213,12 @@ class CachedTensorToLocal(Codemod):
             return NoFix(finding, "the cached tensor is not in this project's code", _advice())
         cache = locate(finding, ctx, parsed["attr"])
         if cache is None:
-            return NoFix(finding, f"no `if ...: self.{parsed['attr']} = ...` cache found in a method of a class "
-                         "in the finding's file", _advice(), skipped=already_local(finding, ctx, parsed["attr"]))
+            return NoFix(
+                finding,
+                f"no `if ...: self.{parsed['attr']} = ...` cache found in a method of a class in the finding's file",
+                _advice(),
+                skipped=already_local(finding, ctx, parsed["attr"]),
+            )
         try:
             return plan(finding, cache)
         except Refuse as e:

@@ -25,9 +25,11 @@ _TRANSFORMERS: dict[str, tuple[tuple[int, str, str], ...]] = {
 _TORCH_MODULES = ("torch.nn.", "torch.nn.modules.transformer.")
 # Submodules nn.Transformer itself creates, for a class that subclasses it (word_language_model's shape).
 _TRANSFORMER_PARTS = {"encoder": "TransformerEncoder", "decoder": "TransformerDecoder"}
-_CAUSAL_FUNCTIONS = {"torch.nn.Transformer.generate_square_subsequent_mask",
-                     "torch.nn.modules.transformer.Transformer.generate_square_subsequent_mask",
-                     "torch.nn.modules.transformer._generate_square_subsequent_mask"}
+_CAUSAL_FUNCTIONS = {
+    "torch.nn.Transformer.generate_square_subsequent_mask",
+    "torch.nn.modules.transformer.Transformer.generate_square_subsequent_mask",
+    "torch.nn.modules.transformer._generate_square_subsequent_mask",
+}
 _CONVERSIONS = {"to", "float", "half", "bfloat16", "cuda", "type", "detach", "contiguous"}
 
 
@@ -52,19 +54,28 @@ def _float_of_string(node: cst.CSTNode) -> str | bytes | None:
 def is_causal_mask(src: SourceFile, cls: cst.ClassDef, value: cst.BaseExpression, depth: int = 0) -> bool:
     """Whether `value` is a square causal mask of -inf above the diagonal: nn.Transformer's
     generate_square_subsequent_mask, torch.triu(<-inf>, diagonal=1), or a method of the class returning one."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
-            and m.matches(value.func.attr, m.OneOf(*(m.Name(c) for c in _CONVERSIONS))):
+    while (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and m.matches(value.func.attr, m.OneOf(*(m.Name(c) for c in _CONVERSIONS)))
+    ):
         value = value.func.value
     if not isinstance(value, cst.Call):
         return False
     if src.qualified_names(value.func) & _CAUSAL_FUNCTIONS:
         return True
     if m.matches(value.func, m.Attribute(attr=m.Name("triu"))) or m.matches(value.func, m.Name("triu")):
-        diagonal = next((a.value for a in value.args if a.keyword and a.keyword.value == "diagonal"),
-                        value.args[1].value if len(value.args) > 1 and value.args[1].keyword is None else None)
+        diagonal = next(
+            (a.value for a in value.args if a.keyword and a.keyword.value == "diagonal"),
+            value.args[1].value if len(value.args) > 1 and value.args[1].keyword is None else None,
+        )
         first = value.args[0].value if value.args else None
-        return (diagonal is not None and m.matches(diagonal, m.Integer("1")) and first is not None
-                and any(_is_minus_inf(n) for n in src.nodes_in(first, (cst.Call, cst.UnaryOperation))))
+        return (
+            diagonal is not None
+            and m.matches(diagonal, m.Integer("1"))
+            and first is not None
+            and any(_is_minus_inf(n) for n in src.nodes_in(first, (cst.Call, cst.UnaryOperation)))
+        )
     if depth == 0 and isinstance(value.func, cst.Attribute) and m.matches(value.func.value, m.Name("self")):
         name = value.func.attr.value
         for fn in methods(cls):
@@ -114,8 +125,10 @@ class CausalRewrite(cst.CSTTransformer):
         positional = [a for a in original.args if a.keyword is None and not a.star]
         hints = []
         for index, mask_kw, hint in _TRANSFORMERS[self.parts[part]]:
-            given = next((a.value for a in original.args if a.keyword and a.keyword.value == mask_kw),
-                         positional[index].value if len(positional) > index else None)
+            given = next(
+                (a.value for a in original.args if a.keyword and a.keyword.value == mask_kw),
+                positional[index].value if len(positional) > index else None,
+            )
             if given is not None and m.matches(given, self_attr(self.attr)) and hint not in keywords:
                 hints.append(hint)
         if not hints or any(a.star for a in original.args):
@@ -123,6 +136,14 @@ class CausalRewrite(cst.CSTTransformer):
         self.hinted += hints
         args = list(updated.args)
         last = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT) if args else None
-        new = [cst.Arg(cst.Name("True"), keyword=cst.Name(h), equal=cst.AssignEqual(
-            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))) for h in hints]
+        new = [
+            cst.Arg(
+                cst.Name("True"),
+                keyword=cst.Name(h),
+                equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+                ),
+            )
+            for h in hints
+        ]
         return updated.with_changes(args=[*args[:-1], *([last] if last else []), *new])

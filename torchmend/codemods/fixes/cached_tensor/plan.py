@@ -15,6 +15,7 @@ from torchmend.codemods.fixes.cached_tensor.syntax import bound_in, methods, nam
 from torchmend.codemods.source import Context, SourceError, SourceFile
 from torchmend.model import Finding
 
+
 class Refuse(Exception):
     """Internal: the shape of the code rules the fix out (carries the NoFix's reason)."""
 
@@ -57,8 +58,11 @@ def locate(finding: Finding, ctx: Context, attr: str) -> Cache | None:
         except SourceError:
             continue
         caches = _caches(src, attr)
-        at_line = [c for c in caches if path == finding.path
-                   and src.positions[c.cls].start.line <= finding.line <= src.positions[c.cls].end.line]
+        at_line = [
+            c
+            for c in caches
+            if path == finding.path and src.positions[c.cls].start.line <= finding.line <= src.positions[c.cls].end.line
+        ]
         if len(at_line) == 1:
             return at_line[0]
         if len(caches) == 1:
@@ -81,15 +85,23 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
         raise Refuse(f"the `if` at line {src.line_of(test)} is on one line; put its body on lines of its own")
     if test.orelse is not None:
         raise Refuse(f"the `if` that rebuilds self.{attr} has an else branch; move it out by hand")
-    writes = [w for w in m.findall(cls, m.AssignTarget(target=self_attr(attr)) | m.AugAssign(
-        target=self_attr(attr)) | m.AnnAssign(target=self_attr(attr)))]
+    writes = [
+        w
+        for w in m.findall(
+            cls,
+            m.AssignTarget(target=self_attr(attr))
+            | m.AugAssign(target=self_attr(attr))
+            | m.AnnAssign(target=self_attr(attr)),
+        )
+    ]
     in_test = set(m.findall(test.body, m.AssignTarget(target=self_attr(attr))))
     init = next((f for f in methods(cls) if f.name.value == "__init__"), None)
     init_clear = _init_clear(init, attr)
     stray = [w for w in writes if w not in in_test and (init_clear is None or w is not init_clear[1])]
     if stray:
-        raise Refuse(f"self.{attr} is also set at line {src.line_of(stray[0])}; the cache is not only rebuilt "
-                      "in one place")
+        raise Refuse(
+            f"self.{attr} is also set at line {src.line_of(stray[0])}; the cache is not only rebuilt in one place"
+        )
     if len(in_test) != 1:
         raise Refuse(f"self.{attr} is assigned more than once in the `if` at line {src.line_of(test)}")
     value = next(iter(in_test))
@@ -98,7 +110,7 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
 
     # Reads outside this forward's `if` and what follows it (another method, another object): keep the attribute.
     index = list(fn.body.body).index(test)
-    after = list(fn.body.body)[index + 1:]
+    after = list(fn.body.body)[index + 1 :]
     allowed = {id(n) for stmt in [test, *after] for n in m.findall(stmt, self_attr(attr))}
     if init_clear is not None:
         allowed |= {id(n) for n in m.findall(init_clear[0], self_attr(attr))}
@@ -108,18 +120,30 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
 
     made = cache_value  # `mask = <expr>; self.mask = mask`: judge <expr>
     if isinstance(made, cst.Name):
-        defs = [d for d in m.findall(test.body, m.Assign(targets=[m.AssignTarget(m.Name(made.value))]))
-                if isinstance(d, cst.Assign)]
+        defs = [
+            d
+            for d in m.findall(test.body, m.Assign(targets=[m.AssignTarget(m.Name(made.value))]))
+            if isinstance(d, cst.Assign)
+        ]
         made = defs[0].value if len(defs) == 1 else made
     causal = is_causal_mask(src, cls, made)
     parts = transformer_parts(src, cls)
     bound = bound_in(fn)
-    single_none_test = m.matches(test.test, m.Comparison(left=self_attr(attr), comparisons=[
-        m.ComparisonTarget(operator=m.Is(), comparator=m.Name("None"))]))
-    as_buffer = (single_none_test and len(test.body.body) == 1 and init is not None
-                 and isinstance(init.body, cst.IndentedBlock) and not m.findall(init.body.body[-1], m.Return())
-                 and not (names_used(cache_value) & bound)
-                 and bool(m.findall(cache_value, m.Call())))  # register_buffer takes a tensor, not `0` or `None`
+    single_none_test = m.matches(
+        test.test,
+        m.Comparison(
+            left=self_attr(attr), comparisons=[m.ComparisonTarget(operator=m.Is(), comparator=m.Name("None"))]
+        ),
+    )
+    as_buffer = (
+        single_none_test
+        and len(test.body.body) == 1
+        and init is not None
+        and isinstance(init.body, cst.IndentedBlock)
+        and not m.findall(init.body.body[-1], m.Return())
+        and not (names_used(cache_value) & bound)
+        and bool(m.findall(cache_value, m.Call()))
+    )  # register_buffer takes a tensor, not `0` or `None`
     if not as_buffer and not _only_cache_checks(test.test, attr):
         raise Refuse(f"the `if` at line {src.line_of(test)} tests more than self.{attr}; split the test first")
 
@@ -149,8 +173,11 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
         # CausalRewrite swaps expressions: each statement stays one statement.
         body = [cast(cst.SimpleStatementLine | cst.BaseCompoundStatement, s.visit(rewrite)) for s in test.body.body]
         first = body[0].with_changes(leading_lines=[*test.leading_lines, *body[0].leading_lines])
-        if isinstance(first, cst.SimpleStatementLine) and test.body.header.comment is not None \
-                and first.trailing_whitespace.comment is None:
+        if (
+            isinstance(first, cst.SimpleStatementLine)
+            and test.body.header.comment is not None
+            and first.trailing_whitespace.comment is None
+        ):
             first = first.with_changes(trailing_whitespace=test.body.header)
         body[0] = first
         edits[test] = cst.FlattenSentinel(body)
@@ -161,14 +188,24 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
     if rewrite.hinted:
         hint = f" and pass {', '.join(f'{h}=True' for h in dict.fromkeys(rewrite.hinted))}"
     return Proposal(
-        (finding,), finding.rule, src.path, replace=edits, insert_after=insert_after,
+        (finding,),
+        finding.rule,
+        src.path,
+        replace=edits,
+        insert_after=insert_after,
         safety=UNSAFE if rewrite.hinted else SAFE,
         why=f"{what}{hint}, so forward no longer recompiles on `self.{attr} is None` or its size"
-            + (" and the causal-mask check in nn.Transformer* no longer breaks the graph" if hint else ""),
-        note=("is_causal=True tells PyTorch the mask is causal (it is built as one); the attention may take "
-              "another kernel, so results can differ in the last bits") if hint else "",
-        alternative="" if as_buffer else (
-            f"if self.{attr} has a fixed shape, build it once in __init__ with self.register_buffer(...)"))
+        + (" and the causal-mask check in nn.Transformer* no longer breaks the graph" if hint else ""),
+        note=(
+            "is_causal=True tells PyTorch the mask is causal (it is built as one); the attention may take "
+            "another kernel, so results can differ in the last bits"
+        )
+        if hint
+        else "",
+        alternative=""
+        if as_buffer
+        else (f"if self.{attr} has a fixed shape, build it once in __init__ with self.register_buffer(...)"),
+    )
 
 
 def _init_clear(init: cst.FunctionDef | None, attr: str) -> tuple[cst.SimpleStatementLine, cst.AssignTarget] | None:
@@ -176,8 +213,10 @@ def _init_clear(init: cst.FunctionDef | None, attr: str) -> tuple[cst.SimpleStat
     if init is None:
         return None
     for stmt in init.body.body:
-        if m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(self_attr(attr))],
-                                                                value=m.Name("None"))])):
+        if m.matches(
+            stmt,
+            m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(self_attr(attr))], value=m.Name("None"))]),
+        ):
             line = cast(cst.SimpleStatementLine, stmt)  # the matcher just checked the shape
             return line, cast(cst.Assign, line.body[0]).targets[0]
     return None

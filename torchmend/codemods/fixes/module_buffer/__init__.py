@@ -12,6 +12,7 @@ plan.py decides the edit and writes the proposal; locate.py goes from a finding 
 from __future__ import annotations
 
 from dataclasses import replace
+
 from torchmend.codemods.base import Codemod, Invalid, Proposal, Result, Valid
 from torchmend.codemods.fixes.module_buffer.locate import _STOPGAP, propose_buffer
 from torchmend.codemods.source import Context
@@ -318,6 +319,10 @@ class RecompileLimitModuleScalar(Codemod):
         result = propose_buffer(finding, ctx)
         if isinstance(result, Proposal):
             stopgap = _STOPGAP.replace("as a stopgap, ", "as a stopgap only, ")
-            return replace(result, alternative=f"{result.alternative}; or, {stopgap}" if result.alternative
-                           else stopgap[0].upper() + stopgap[1:])
+            return replace(
+                result,
+                alternative=f"{result.alternative}; or, {stopgap}"
+                if result.alternative
+                else stopgap[0].upper() + stopgap[1:],
+            )
         return result

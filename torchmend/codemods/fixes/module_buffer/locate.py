@@ -8,13 +8,13 @@ import re
 
 import libcst as cst
 
-from torchmend.codemods.analysis import callee, compile_site, compile_target, values
+from torchmend.codemods.analysis import callee, compile_site, compile_target
 from torchmend.codemods.base import NoFix, Result
 from torchmend.codemods.fixes.module_buffer.module import (
-    _Refuse,
     _classes,
     _is_module,
     _lineage,
+    _Refuse,
     _registers,
     _sets_in_init,
 )
@@ -22,12 +22,13 @@ from torchmend.codemods.fixes.module_buffer.plan import _names, _plan, _proposal
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding, Location, Where
 
-
 # `self.calls`, or the last attribute of a path to a submodule (`self.block.calls`, `self._modules['b'].calls`).
 _VARIABLE = re.compile(r"(?P<base>.+)\.(?P<attr>[A-Za-z_]\w*)")
 
-_STOPGAP = ("as a stopgap, raise torch._dynamo.config.recompile_limit (8 by default) at start-up; each new "
-            "value then costs one more compile")
+_STOPGAP = (
+    "as a stopgap, raise torch._dynamo.config.recompile_limit (8 by default) at start-up; each new "
+    "value then costs one more compile"
+)
 
 
 # --- from a finding to the class ---------------------------------------------------------------------
@@ -49,8 +50,11 @@ def _class_for(src: SourceFile, finding: Finding, base: str, attr: str) -> cst.C
             found.append(cls)
     if len(found) != 1:
         what = "no module class" if not found else f"{len(found)} module classes ({_names(found)})"
-        raise _Refuse(f"cannot tell which class {finding.variable} belongs to: {what} in {finding.file} set "
-                      f"self.{attr} in __init__", "fix it where that class is defined (its own TM201 finding)")
+        raise _Refuse(
+            f"cannot tell which class {finding.variable} belongs to: {what} in {finding.file} set "
+            f"self.{attr} in __init__",
+            "fix it where that class is defined (its own TM201 finding)",
+        )
     return found[0]
 
 
@@ -61,14 +65,20 @@ def propose_buffer(finding: Finding, ctx: Context) -> Result:
     if match is not None and match["base"].split(".")[-1] == "__self__":
         return _bound_method_buffer(finding, ctx, match["attr"], stopgap)
     if finding.where != Where.PROJECT:
-        return NoFix(finding, "the attribute's module is defined outside your project; torchmend never edits "
-                     "libraries", f"keep that attribute constant while the module runs compiled{stopgap}")
+        return NoFix(
+            finding,
+            "the attribute's module is defined outside your project; torchmend never edits libraries",
+            f"keep that attribute constant while the module runs compiled{stopgap}",
+        )
     if match is None:
         guard = f"the guard `{finding.guard}`" if finding.guard else "a guard"
         what = f"`{finding.variable}`" if finding.variable else "no named variable"
-        return NoFix(finding, f"{guard} keeps failing on {what}, which is not an attribute of a module in your "
-                     "project that this fix can turn into a buffer",
-                     f"fix the finding for that variable and this one goes away{stopgap}")
+        return NoFix(
+            finding,
+            f"{guard} keeps failing on {what}, which is not an attribute of a module in your "
+            "project that this fix can turn into a buffer",
+            f"fix the finding for that variable and this one goes away{stopgap}",
+        )
     attr = match["attr"]
     src = ctx.file(finding.path)
     try:
@@ -115,14 +125,25 @@ def _bound_method_buffer(finding: Finding, ctx: Context, attr: str, stopgap: str
         looked.append(f"line {loc.line} of {os.path.relpath(loc.path, ctx.project_root)}")
         if owners:
             break
-    advice = (f"make `{attr}` a buffer of the class whose method you compile (`self.register_buffer(\"{attr}\", "
-              f"torch.tensor(0), persistent=False)` and update it in place){stopgap}")
+    advice = (
+        f'make `{attr}` a buffer of the class whose method you compile (`self.register_buffer("{attr}", '
+        f"torch.tensor(0), persistent=False)` and update it in place){stopgap}"
+    )
     if len(owners) != 1:
         where = " or ".join(looked) or "no line of your project"
-        what = f"{len(owners)} compiled methods of different classes" if owners else unknown[0] if unknown else \
-            "no compiled bound method (`torch.compile(obj.method)`) whose object's class torchmend can find"
-        return NoFix(finding, f"the guard is on `{finding.variable}`, an attribute of the object whose method was "
-                     f"compiled; at {where} torchmend sees {what}", advice)
+        what = (
+            f"{len(owners)} compiled methods of different classes"
+            if owners
+            else unknown[0]
+            if unknown
+            else "no compiled bound method (`torch.compile(obj.method)`) whose object's class torchmend can find"
+        )
+        return NoFix(
+            finding,
+            f"the guard is on `{finding.variable}`, an attribute of the object whose method was "
+            f"compiled; at {where} torchmend sees {what}",
+            advice,
+        )
     src, cls = next(iter(owners.values()))
     return _buffer_in(finding, src, cls, attr, stopgap)
 

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import Union
 
 import libcst as cst
 import libcst.matchers as m
+
 from torchmend.codemods.source import SourceFile
 from torchmend.codemods.torch_ops import INT_ARGUMENT_CALLS, INT_KEYWORDS, LOG_METHODS, MODULE_CLASSES
-
 
 _NOT_MODULES = {"Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer"}
 
@@ -46,8 +47,11 @@ def _classes(src: SourceFile) -> dict[str, cst.ClassDef]:
 
 
 def _bases_in_file(cls: cst.ClassDef, classes: dict[str, cst.ClassDef]) -> list[cst.ClassDef]:
-    return [classes[b.value.value] for b in cls.bases
-            if b.keyword is None and isinstance(b.value, cst.Name) and b.value.value in classes]
+    return [
+        classes[b.value.value]
+        for b in cls.bases
+        if b.keyword is None and isinstance(b.value, cst.Name) and b.value.value in classes
+    ]
 
 
 def _lineage(cls: cst.ClassDef, classes: dict[str, cst.ClassDef]) -> list[cst.ClassDef]:
@@ -103,8 +107,10 @@ def _accesses(src: SourceFile, fn: cst.FunctionDef, self_name: str, attr: str) -
         for anc in src.ancestors(node):
             if anc is fn:
                 break
-            if isinstance(anc, cst.ClassDef) or (isinstance(anc, (cst.FunctionDef, cst.Lambda)) and any(
-                    p.name.value == self_name for p in [*anc.params.posonly_params, *anc.params.params])):
+            if isinstance(anc, cst.ClassDef) or (
+                isinstance(anc, (cst.FunctionDef, cst.Lambda))
+                and any(p.name.value == self_name for p in [*anc.params.posonly_params, *anc.params.params])
+            ):
                 inner = True
         if not inner:
             found.append(node)
@@ -115,9 +121,12 @@ def _registers(src: SourceFile, cls: cst.ClassDef, attr: str) -> bool:
     """Whether the class already calls `register_buffer("<attr>", ...)`."""
     for call in src.nodes_in(cls, cst.Call):
         assert isinstance(call, cst.Call)
-        if (m.matches(call.func, m.Attribute(attr=m.Name("register_buffer"))) and call.args
-                and isinstance(call.args[0].value, cst.SimpleString)
-                and call.args[0].value.evaluated_value == attr):
+        if (
+            m.matches(call.func, m.Attribute(attr=m.Name("register_buffer")))
+            and call.args
+            and isinstance(call.args[0].value, cst.SimpleString)
+            and call.args[0].value.evaluated_value == attr
+        ):
             return True
     return False
 
@@ -125,8 +134,11 @@ def _registers(src: SourceFile, cls: cst.ClassDef, attr: str) -> bool:
 def _sets_in_init(src: SourceFile, cls: cst.ClassDef, attr: str) -> bool:
     init = _method(cls, "__init__")
     self_name = next((s for f, s in _methods(cls) if f is init), None)
-    return init is not None and self_name is not None and any(
-        _target_kind(src, a) == "write" for a in _accesses(src, init, self_name, attr))
+    return (
+        init is not None
+        and self_name is not None
+        and any(_target_kind(src, a) == "write" for a in _accesses(src, init, self_name, attr))
+    )
 
 
 def _class_level(cls: cst.ClassDef, attr: str) -> bool:
@@ -136,8 +148,13 @@ def _class_level(cls: cst.ClassDef, attr: str) -> bool:
             return True
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
-                targets = ([t.target for t in small.targets] if isinstance(small, cst.Assign)
-                           else [small.target] if isinstance(small, cst.AnnAssign) else [])
+                targets = (
+                    [t.target for t in small.targets]
+                    if isinstance(small, cst.Assign)
+                    else [small.target]
+                    if isinstance(small, cst.AnnAssign)
+                    else []
+                )
                 if any(m.matches(t, m.Name(attr)) for t in targets):
                     return True
     return False
@@ -174,7 +191,8 @@ def _read_problem(src: SourceFile, node: cst.Attribute) -> str | None:
     while True:  # climb through arithmetic, comparisons and tuples: what matters is where their value goes
         if isinstance(parent, cst.BinaryOperation):
             if isinstance(parent.operator, cst.Modulo) and isinstance(
-                    parent.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+                parent.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+            ):
                 return "formats it into a string with %"
         elif isinstance(parent, cst.UnaryOperation):
             if isinstance(parent.operator, cst.Not):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import cast
 
 import libcst as cst
@@ -12,9 +12,6 @@ import libcst.matchers as m
 from torchmend.codemods.analysis import Kind, values
 from torchmend.codemods.base import UNSAFE, Proposal
 from torchmend.codemods.fixes.module_buffer.module import (
-    _Refuse,
-    _Uses,
-    _Write,
     _accesses,
     _class_level,
     _classes,
@@ -23,13 +20,15 @@ from torchmend.codemods.fixes.module_buffer.module import (
     _method,
     _methods,
     _read_problem,
+    _Refuse,
     _sets_in_init,
     _target_kind,
+    _Uses,
+    _Write,
 )
 from torchmend.codemods.source import SourceFile
 from torchmend.codemods.torch_ops import AUGMENTED_IN_PLACE
 from torchmend.model import Finding
-
 
 _BINARY = {binop: aug for aug, (_, binop) in AUGMENTED_IN_PLACE.items()}
 
@@ -44,8 +43,21 @@ def _kind(src: SourceFile, expr: cst.BaseExpression) -> str:
     """'int', 'float', 'unknown', or what the value is when it is not a number ('a string', ...)."""
     if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
         return "a string"
-    if isinstance(expr, (cst.List, cst.Tuple, cst.Set, cst.Dict, cst.ListComp, cst.SetComp, cst.DictComp,
-                         cst.GeneratorExp, cst.Lambda, cst.Imaginary)):
+    if isinstance(
+        expr,
+        (
+            cst.List,
+            cst.Tuple,
+            cst.Set,
+            cst.Dict,
+            cst.ListComp,
+            cst.SetComp,
+            cst.DictComp,
+            cst.GeneratorExp,
+            cst.Lambda,
+            cst.Imaginary,
+        ),
+    ):
         return f"a {type(expr).__name__.lower()}"
     return _KIND_WORDS.get(values(src).kind(expr), "unknown")
 
@@ -73,9 +85,12 @@ def _self_update(src: SourceFile, write: cst.BaseSmallStatement) -> tuple[type, 
         return type(write.operator), write.value
     if isinstance(write, cst.Assign) and isinstance(write.value, cst.BinaryOperation):
         target, left = write.targets[0].target, write.value.left
-        if (type(write.value.operator) in _BINARY and not left.lpar
-                and m.matches(left, m.Attribute(value=m.Name(), attr=m.Name()))
-                and src.code(left) == src.code(target)):
+        if (
+            type(write.value.operator) in _BINARY
+            and not left.lpar
+            and m.matches(left, m.Attribute(value=m.Name(), attr=m.Name()))
+            and src.code(left) == src.code(target)
+        ):
             return _BINARY[type(write.value.operator)], write.value.right
     return None
 
@@ -99,19 +114,24 @@ def _owner_and_family(src: SourceFile, cls: cst.ClassDef, attr: str) -> tuple[cs
     lineage = _lineage(cls, classes)
     for c in lineage:
         if _class_level(c, attr):
-            raise _Refuse(f"`{attr}` is also bound in the body of class {c.name.value} (a class attribute or "
-                          "method), so it cannot become a buffer",
-                          f"set it only in __init__ (self.{attr} = 0) and run the fix again")
+            raise _Refuse(
+                f"`{attr}` is also bound in the body of class {c.name.value} (a class attribute or "
+                "method), so it cannot become a buffer",
+                f"set it only in __init__ (self.{attr} = 0) and run the fix again",
+            )
     with_init = [c for c in lineage if _sets_in_init(src, c, attr)]
     if not with_init:
-        raise _Refuse(f"self.{attr} is never set in __init__ of {cls.name.value}, so there is nowhere to "
-                      "register the buffer",
-                      f"set it in __init__ after super().__init__() (self.{attr} = 0) and run the fix again")
+        raise _Refuse(
+            f"self.{attr} is never set in __init__ of {cls.name.value}, so there is nowhere to register the buffer",
+            f"set it in __init__ after super().__init__() (self.{attr} = 0) and run the fix again",
+        )
     owner = with_init[-1]  # the most basic class that sets it: the buffer belongs there
     family = [c for c in classes.values() if owner in _lineage(c, classes)]
     if not _is_module(src, owner, classes):
-        raise _Refuse(f"{owner.name.value} does not subclass torch.nn.Module (as far as this file shows), so it "
-                      "has no register_buffer")
+        raise _Refuse(
+            f"{owner.name.value} does not subclass torch.nn.Module (as far as this file shows), so it "
+            "has no register_buffer"
+        )
     return owner, family
 
 
@@ -130,15 +150,18 @@ def _collect(src: SourceFile, family: list[cst.ClassDef], attr: str) -> _Uses:
             continue
         parent = src.parents[node]
         if (isinstance(parent, cst.Call) and parent.func is node) or (
-                isinstance(parent, cst.Attribute) and parent.value is node):
+            isinstance(parent, cst.Attribute) and parent.value is node
+        ):
             continue  # `opt.step()`, `x.step.y`: a method or an object of that name, not this number
         cls = src.enclosing(node, cst.ClassDef)
         if m.matches(node.value, m.Name("self")) and cls is not None and cls not in family_set:
             continue  # another class's own attribute of the same name
         if _target_kind(src, node):
-            raise _Refuse(f"line {src.line_of(node)} sets `{src.code(node)}` outside {_names(family)}, "
-                          "which would replace the buffer with a Python number",
-                          f"change it to `{src.code(node)}.fill_(value)` (or drop it) and run the fix again")
+            raise _Refuse(
+                f"line {src.line_of(node)} sets `{src.code(node)}` outside {_names(family)}, "
+                "which would replace the buffer with a Python number",
+                f"change it to `{src.code(node)}.fill_(value)` (or drop it) and run the fix again",
+            )
         uses.outside_reads.append((src.line_of(node), src.code(node), _read_problem(src, node)))
     return uses
 
@@ -150,21 +173,27 @@ def _classify(src: SourceFile, node: cst.Attribute, attr: str, uses: _Uses) -> N
     stmt = next((a for a in src.ancestors(node) if isinstance(a, cst.BaseSmallStatement)), None)
     if kind == "write":
         if isinstance(stmt, cst.Assign) and len(stmt.targets) != 1:
-            raise _Refuse(f"line {line} sets self.{attr} in a chained assignment (a = b = ...)",
-                          "split it into one assignment per target and run the fix again")
+            raise _Refuse(
+                f"line {line} sets self.{attr} in a chained assignment (a = b = ...)",
+                "split it into one assignment per target and run the fix again",
+            )
         if not (isinstance(stmt, cst.AnnAssign) and stmt.value is None):  # a bare annotation sets nothing
             uses.writes.append(cast(_Write, stmt))  # a "write" is the target of one of these three
         return
     if kind:
-        raise _Refuse(f"self.{attr} is {kind} at line {line}; a buffer can only be assigned or updated",
-                      "assign it with a plain `=` or `+=` and run the fix again")
+        raise _Refuse(
+            f"self.{attr} is {kind} at line {line}; a buffer can only be assigned or updated",
+            "assign it with a plain `=` or `+=` and run the fix again",
+        )
     problem = _read_problem(src, node)
     if problem:
-        raise _Refuse(f"self.{attr} must stay a Python number: line {line} {problem}, and as a tensor that would "
-                      "be a data-dependent graph break (or change what the code prints or does)",
-                      "keep it a number and let dynamo treat it as dynamic instead "
-                      "(torch._dynamo.config.allow_unspec_int_on_nn_module = True, for ints), or move that use "
-                      "out of the compiled code")
+        raise _Refuse(
+            f"self.{attr} must stay a Python number: line {line} {problem}, and as a tensor that would "
+            "be a data-dependent graph break (or change what the code prints or does)",
+            "keep it a number and let dynamo treat it as dynamic instead "
+            "(torch._dynamo.config.allow_unspec_int_on_nn_module = True, for ints), or move that use "
+            "out of the compiled code",
+        )
     if stmt is None or not _in_own_update(src, stmt, node):
         uses.reads.append(node)
 
@@ -194,30 +223,43 @@ def _plan(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
         raise _Refuse(f"__init__ changes self.{attr} (line {line}) before it sets it")
     stmt_line = src.parents[first]
     if src.parents[stmt_line] is not init_fn.body:
-        raise _Refuse(f"self.{attr} is first set inside a block of __init__ (line {line}); the buffer must be "
-                      "registered on every path", f"set it unconditionally first (self.{attr} = 0) and run the "
-                      "fix again")
-    super_at = next((i for i, s in enumerate(init_fn.body.body) if m.findall(
-        s, m.Call(func=m.Attribute(attr=m.Name("__init__"))))), None)
+        raise _Refuse(
+            f"self.{attr} is first set inside a block of __init__ (line {line}); the buffer must be "
+            "registered on every path",
+            f"set it unconditionally first (self.{attr} = 0) and run the fix again",
+        )
+    super_at = next(
+        (i for i, s in enumerate(init_fn.body.body) if m.findall(s, m.Call(func=m.Attribute(attr=m.Name("__init__"))))),
+        None,
+    )
     at = next(i for i, s in enumerate(init_fn.body.body) if s is stmt_line)
     if super_at is None or super_at > at:
-        raise _Refuse(f"self.{attr} is set before super().__init__() (line {line}); register_buffer needs the "
-                      "module initialised", "move the assignment after super().__init__() and run the fix again")
+        raise _Refuse(
+            f"self.{attr} is set before super().__init__() (line {line}); register_buffer needs the module initialised",
+            "move the assignment after super().__init__() and run the fix again",
+        )
     float_ops = False
     for w in uses.writes:
         update = _self_update(src, w)
         if isinstance(w, cst.AugAssign) and type(w.operator) not in AUGMENTED_IN_PLACE:
-            raise _Refuse(f"line {src.line_of(w)} updates self.{attr} with `{src.code(w.operator).strip()}`, "
-                          "which has no in-place tensor method", f"write it as `self.{attr} = ...` and run the fix "
-                          "again")
+            raise _Refuse(
+                f"line {src.line_of(w)} updates self.{attr} with `{src.code(w.operator).strip()}`, "
+                "which has no in-place tensor method",
+                f"write it as `self.{attr} = ...` and run the fix again",
+            )
         value = update[1] if update else w.value
         assert value is not None
         kind = _kind(src, value)
         if kind not in ("int", "float", "unknown"):
-            raise _Refuse(f"line {src.line_of(w)} gives self.{attr} {kind}, not a number, so it cannot be a "
-                          "tensor buffer", "keep the number in its own attribute and the other value in another")
-        float_ops |= kind == "float" or (update is not None and update[0] is cst.DivideAssign) or (
-            isinstance(w, cst.AnnAssign) and m.matches(w.annotation.annotation, m.Name("float")))
+            raise _Refuse(
+                f"line {src.line_of(w)} gives self.{attr} {kind}, not a number, so it cannot be a tensor buffer",
+                "keep the number in its own attribute and the other value in another",
+            )
+        float_ops |= (
+            kind == "float"
+            or (update is not None and update[0] is cst.DivideAssign)
+            or (isinstance(w, cst.AnnAssign) and m.matches(w.annotation.annotation, m.Name("float")))
+        )
     self_name = next(s for f, s in _methods(owner) if f is init_fn)
     return _Plan(src, owner, attr, self_name, first, uses, "float" if float_ops else "int")
 
@@ -228,8 +270,7 @@ def _quote(src: SourceFile) -> str:
     return "'" if single > len(strings) - single else '"'
 
 
-def _call_stmt(target: cst.BaseExpression, method: str, args: list[cst.Arg],
-               like: cst.BaseSmallStatement) -> cst.Expr:
+def _call_stmt(target: cst.BaseExpression, method: str, args: list[cst.Arg], like: cst.BaseSmallStatement) -> cst.Expr:
     call = cst.Call(cst.Attribute(target, cst.Name(method)), args)
     return cst.Expr(call, semicolon=like.semicolon)
 
@@ -243,11 +284,16 @@ def _proposal(plan: _Plan, finding: Finding) -> Proposal:
         init_value = _float_value(src, init_value)
     q = _quote(src)
     no_space = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-    register = _call_stmt(cst.Name(plan.self_name), "register_buffer", [
-        cst.Arg(cst.SimpleString(f"{q}{attr}{q}")),
-        cst.Arg(cst.Call(tensor, [cst.Arg(init_value)])),
-        cst.Arg(cst.Name("False"), keyword=cst.Name("persistent"), equal=no_space),
-    ], plan.init)
+    register = _call_stmt(
+        cst.Name(plan.self_name),
+        "register_buffer",
+        [
+            cst.Arg(cst.SimpleString(f"{q}{attr}{q}")),
+            cst.Arg(cst.Call(tensor, [cst.Arg(init_value)])),
+            cst.Arg(cst.Name("False"), keyword=cst.Name("persistent"), equal=no_space),
+        ],
+        plan.init,
+    )
     edits: dict[cst.CSTNode, cst.CSTNode] = {plan.init: register}
     in_place = not plan.uses.reads
     full_like_imports: tuple[tuple[str, str | None], ...] = ()
@@ -273,42 +319,67 @@ def _proposal(plan: _Plan, finding: Finding) -> Proposal:
             call = cst.Call(full_like, [cst.Arg(target.deep_clone()), cst.Arg(value)])
             edits[w] = cst.Assign([cst.AssignTarget(target)], call, semicolon=w.semicolon)
     how = "updated in place" if in_place else "rebound to a new tensor on each update"
-    why = (f"make self.{attr} a non-persistent 0-dim tensor buffer, {how}: dynamo then reads its value instead of "
-           "guarding on it and recompiling when it changes")
-    alternative = ("keep it a Python int and set torch._dynamo.config.allow_unspec_int_on_nn_module = True at "
-                   "start-up: dynamo then recompiles once for a dynamic int instead of once per value"
-                   if plan.dtype == "int" else "")
-    return Proposal((finding,), finding.rule, src.path, why=why, safety=UNSAFE, replace=edits,
-                    imports=tuple(dict.fromkeys(imports + full_like_imports)), note=_note(plan, in_place),
-                    alternative=alternative)
+    why = (
+        f"make self.{attr} a non-persistent 0-dim tensor buffer, {how}: dynamo then reads its value instead of "
+        "guarding on it and recompiling when it changes"
+    )
+    alternative = (
+        "keep it a Python int and set torch._dynamo.config.allow_unspec_int_on_nn_module = True at "
+        "start-up: dynamo then recompiles once for a dynamic int instead of once per value"
+        if plan.dtype == "int"
+        else ""
+    )
+    return Proposal(
+        (finding,),
+        finding.rule,
+        src.path,
+        why=why,
+        safety=UNSAFE,
+        replace=edits,
+        imports=tuple(dict.fromkeys(imports + full_like_imports)),
+        note=_note(plan, in_place),
+        alternative=alternative,
+    )
 
 
 def _note(plan: _Plan, in_place: bool) -> str:
     attr = plan.attr
     if plan.dtype == "float":
-        dtype = ("a float tensor of torch's default dtype (float32 unless you changed it), like the parameters: it "
-                 "follows model.to(dtype)/.half() and exists on every device (MPS has no float64), but it keeps "
-                 "about 7 significant digits where the Python float kept 16; write torch.tensor(v, "
-                 "dtype=torch.float64) if the extra precision matters")
+        dtype = (
+            "a float tensor of torch's default dtype (float32 unless you changed it), like the parameters: it "
+            "follows model.to(dtype)/.half() and exists on every device (MPS has no float64), but it keeps "
+            "about 7 significant digits where the Python float kept 16; write torch.tensor(v, "
+            "dtype=torch.float64) if the extra precision matters"
+        )
     else:
-        dtype = ("an int64 tensor (it only ever holds ints here; if it should hold floats, start it at 0.0: an "
-                 "int64 buffer cannot take a float in place)")
-    parts = [f"self.{attr} becomes {dtype}.",
-             "It is registered with persistent=False, so state_dict() and existing checkpoints do not change, and "
-             "it moves with module.to(device)."]
+        dtype = (
+            "an int64 tensor (it only ever holds ints here; if it should hold floats, start it at 0.0: an "
+            "int64 buffer cannot take a float in place)"
+        )
+    parts = [
+        f"self.{attr} becomes {dtype}.",
+        "It is registered with persistent=False, so state_dict() and existing checkpoints do not change, and "
+        "it moves with module.to(device).",
+    ]
     if not in_place:
         lines = sorted({plan.src.line_of(r) for r in plan.uses.reads})
-        parts.append(f"It is read in computations (line {', '.join(map(str, lines))}): arithmetic with it now "
-                     "runs in tensor precision (float32 when mixed with Python floats) instead of Python's double, "
-                     "so results can differ around 1e-7; and updates rebind it instead of changing it in place, "
-                     "since an in-place update would invalidate a value autograd saved for backward.")
+        parts.append(
+            f"It is read in computations (line {', '.join(map(str, lines))}): arithmetic with it now "
+            "runs in tensor precision (float32 when mixed with Python floats) instead of Python's double, "
+            "so results can differ around 1e-7; and updates rebind it instead of changing it in place, "
+            "since an in-place update would invalidate a value autograd saved for backward."
+        )
     outside = plan.uses.outside_reads
     needs_number = [(f"line {line} {problem}", code) for line, code, problem in outside if problem]
     if needs_number:
-        parts.append(f"Outside the class, {'; '.join(n for n, _ in needs_number)}: it gets a tensor there now, "
-                     f"so write {needs_number[0][1]}.item() where a Python number is needed.")
+        parts.append(
+            f"Outside the class, {'; '.join(n for n, _ in needs_number)}: it gets a tensor there now, "
+            f"so write {needs_number[0][1]}.item() where a Python number is needed."
+        )
     else:
         where = f" (line {', '.join(str(line) for line, _, _ in outside)} of this file)" if outside else ""
-        parts.append(f"Code that reads {attr}{where} gets a tensor now: print shows tensor(3) and json cannot "
-                     "encode it; use .item() where a Python number is needed.")
+        parts.append(
+            f"Code that reads {attr}{where} gets a tensor now: print shows tensor(3) and json cannot "
+            "encode it; use .item() where a Python number is needed."
+        )
     return " ".join(parts)

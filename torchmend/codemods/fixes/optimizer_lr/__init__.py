@@ -29,13 +29,13 @@ from torchmend.codemods.fixes.optimizer_lr.locate import (
     _optimizer_class,
 )
 from torchmend.codemods.fixes.optimizer_lr.writes import (
-    _Swap,
     _add_lr,
     _as_tensor,
     _groups,
     _in_place,
     _per_group,
     _schedulers,
+    _Swap,
     _uniform,
     _writes,
 )
@@ -43,9 +43,10 @@ from torchmend.codemods.source import Context, SourceFile
 from torchmend.codemods.torch_ops import FOREACH_NEEDS_CAPTURABLE, OPTIMIZER_DEFAULT_LR
 from torchmend.model import Finding, Where
 
-
-_ADVICE = ('build the optimizer with lr=torch.tensor(<lr>) and change it with group["lr"].fill_(<value>) '
-           '(never `group["lr"] = <float>`)')
+_ADVICE = (
+    'build the optimizer with lr=torch.tensor(<lr>) and change it with group["lr"].fill_(<value>) '
+    '(never `group["lr"] = <float>`)'
+)
 
 
 class TensorLearningRate(Codemod):
@@ -273,9 +274,12 @@ class TensorLearningRate(Codemod):
     def propose(self, finding: Finding, ctx: Context) -> Result:
         key = _key(finding.variable)
         if key != "lr":
-            return NoFix(finding, f"only the learning rate is rewritten; the guard is on {finding.variable!r}",
-                         f"keep {key or 'that value'} constant between steps; Adam and AdamW also accept Tensor "
-                         "betas (with capturable=True or fused=True)")
+            return NoFix(
+                finding,
+                f"only the learning rate is rewritten; the guard is on {finding.variable!r}",
+                f"keep {key or 'that value'} constant between steps; Adam and AdamW also accept Tensor "
+                "betas (with capturable=True or fused=True)",
+            )
         # Where to start looking: the finding's own line when it is yours (a compiled step of yours, or the
         # optimizer's own step method), then the line that called the compiled function.
         places = [(finding.path, finding.line)] if finding.where == Where.PROJECT else []
@@ -310,28 +314,42 @@ class TensorLearningRate(Codemod):
             hazards = lr_hazards(own_src, own)
             if hazards:
                 line, why = hazards[0]
-                return NoFix(finding, f"{cls}'s own code needs a float lr: line {line}{where}: {why}",
-                             "make that line work with a 0-dim tensor lr (tensor ops, no float()/if on it), "
-                             "then rerun torchmend; or keep the lr constant while compiled")
+                return NoFix(
+                    finding,
+                    f"{cls}'s own code needs a float lr: line {line}{where}: {why}",
+                    "make that line work with a 0-dim tensor lr (tensor ops, no float()/if on it), "
+                    "then rerun torchmend; or keep the lr constant while compiled",
+                )
             if method(own, "step") is None:
                 return NoFix(finding, f"{cls} at {at} has no step method of its own", _ADVICE)
         elif cls not in OPTIMIZER_DEFAULT_LR:
-            return NoFix(finding, f"torch.optim.{cls} at {at} is not among the optimizers checked with a tensor "
-                         "lr", _ADVICE)
+            return NoFix(
+                finding, f"torch.optim.{cls} at {at} is not among the optimizers checked with a tensor lr", _ADVICE
+            )
         keywords = {a.keyword.value: a for a in ctor.args if a.keyword is not None}
         double_star = any(a.star == "**" for a in ctor.args)
         if any(a.star == "*" for a in ctor.args) or (double_star and "lr" not in keywords):
-            return NoFix(finding, f"the optimizer call at {at} passes *args or **kwargs (and no lr=): the lr may "
-                         "come from there", _ADVICE)
+            return NoFix(
+                finding,
+                f"the optimizer call at {at} passes *args or **kwargs (and no lr=): the lr may come from there",
+                _ADVICE,
+            )
         positional = [a for a in ctor.args if a.keyword is None]
         if not positional and "params" not in keywords:
             return NoFix(finding, f"the optimizer call at {at} has no params argument", _ADVICE)
-        if cls in FOREACH_NEEDS_CAPTURABLE and "foreach" in keywords and not m.matches(
-                keywords["foreach"].value, m.Name("False") | m.Name("None")) and not (
-                "capturable" in keywords and m.matches(keywords["capturable"].value, m.Name("True"))):
-            return NoFix(finding, f"{cls} at {at} sets foreach={src.code(keywords['foreach'].value)}: a tensor lr "
-                         "then needs capturable=True (parameters on cuda, xpu, hpu or xla)", "drop foreach=True, or "
-                         "add capturable=True if the parameters are on such a device, then rerun torchmend")
+        if (
+            cls in FOREACH_NEEDS_CAPTURABLE
+            and "foreach" in keywords
+            and not m.matches(keywords["foreach"].value, m.Name("False") | m.Name("None"))
+            and not ("capturable" in keywords and m.matches(keywords["capturable"].value, m.Name("True")))
+        ):
+            return NoFix(
+                finding,
+                f"{cls} at {at} sets foreach={src.code(keywords['foreach'].value)}: a tensor lr "
+                "then needs capturable=True (parameters on cuda, xpu, hpu or xla)",
+                "drop foreach=True, or "
+                "add capturable=True if the parameters are on such a device, then rerun torchmend",
+            )
 
         replace: dict[cst.CSTNode, cst.CSTNode] = {}
         imports: tuple = ()
@@ -368,48 +386,79 @@ class TensorLearningRate(Codemod):
         for w in writes:
             code = src.code(w.node).strip()
             if w.owner == OURS and not w.fixable:
-                return NoFix(finding, f"line {src.line_of(w.node)} writes the lr in a way torchmend cannot "
-                             f"rewrite: `{code}`", _ADVICE)
+                return NoFix(
+                    finding,
+                    f"line {src.line_of(w.node)} writes the lr in a way torchmend cannot rewrite: `{code}`",
+                    _ADVICE,
+                )
             if w.owner == UNKNOWN:
-                return NoFix(finding, f"line {src.line_of(w.node)} writes an lr torchmend cannot trace to an "
-                             f"optimizer (`{code}`); it may be this one, and would put a float back", _ADVICE)
+                return NoFix(
+                    finding,
+                    f"line {src.line_of(w.node)} writes an lr torchmend cannot trace to an "
+                    f"optimizer (`{code}`); it may be this one, and would put a float back",
+                    _ADVICE,
+                )
         ours = [w for w in writes if w.owner == OURS]
         own_lr = 'give each group its own "lr": torch.tensor(...) in its dict, then rerun torchmend'
         if groups.kind == "unknown" and ours:
-            return NoFix(finding, f"the param groups come from `{groups.source}`, which torchmend cannot read: a "
-                         'group with its own float "lr" would stay a float, and fill_ would fail on it', own_lr)
+            return NoFix(
+                finding,
+                f"the param groups come from `{groups.source}`, which torchmend cannot read: a "
+                'group with its own float "lr" would stay a float, and fill_ would fail on it',
+                own_lr,
+            )
         if groups.shared:
             for w in ours:
                 if not _uniform(src, w):
-                    return NoFix(finding, "the param groups share one lr tensor (torch.optim gives every group "
-                                 f"the same default object), and line {src.line_of(w.node)} writes groups "
-                                 "differently", own_lr)
+                    return NoFix(
+                        finding,
+                        "the param groups share one lr tensor (torch.optim gives every group "
+                        f"the same default object), and line {src.line_of(w.node)} writes groups "
+                        "differently",
+                        own_lr,
+                    )
             for sched_cls, sched in _schedulers(src, ctor):
                 if _per_group(src, sched_cls, sched):
-                    return NoFix(finding, f"the param groups may share one lr tensor, and the {sched_cls} at line "
-                                 f"{src.line_of(sched)} may give them different values", own_lr)
+                    return NoFix(
+                        finding,
+                        f"the param groups may share one lr tensor, and the {sched_cls} at line "
+                        f"{src.line_of(sched)} may give them different values",
+                        own_lr,
+                    )
         for w in ours:
             replace[w.node] = _in_place(src, w)
         if not replace:
             return NoFix(finding, "the lr is already a tensor, written in place", skipped=True)
 
         notes = ['group["lr"] is now a float32 tensor: use float(group["lr"]) to log it or keep its value']
-        if any(isinstance(c.func, cst.Attribute) and m.matches(c.func.attr, m.Name("load_state_dict"))
-               and _construction(src, c.func.value)[0] is ctor
-               for c in src.nodes_in(src.module, cst.Call)):
-            notes.append("a checkpoint saved with a float lr restores a float (fill_ then fails): after "
-                         'load_state_dict, set group["lr"] = torch.tensor(float(group["lr"])) for each group')
+        if any(
+            isinstance(c.func, cst.Attribute)
+            and m.matches(c.func.attr, m.Name("load_state_dict"))
+            and _construction(src, c.func.value)[0] is ctor
+            for c in src.nodes_in(src.module, cst.Call)
+        ):
+            notes.append(
+                "a checkpoint saved with a float lr restores a float (fill_ then fails): after "
+                'load_state_dict, set group["lr"] = torch.tensor(float(group["lr"])) for each group'
+            )
         if cls in FOREACH_NEEDS_CAPTURABLE and double_star:
-            notes.append(f"if the **kwargs of the {cls} call set foreach=True, it raises for a tensor lr unless "
-                         "capturable=True")
+            notes.append(
+                f"if the **kwargs of the {cls} call set foreach=True, it raises for a tensor lr unless capturable=True"
+            )
         if cls in FOREACH_NEEDS_CAPTURABLE:
-            notes.append(f"eager {cls} steps with a tensor lr use the for-loop implementation unless "
-                         "capturable=True")
+            notes.append(f"eager {cls} steps with a tensor lr use the for-loop implementation unless capturable=True")
         notes.append("lr writes in other files are not checked")
         rewrote = "the lr argument" if ctor in replace else "the lr"
-        return Proposal((finding,), finding.rule, src.path, replace=replace, imports=imports, safety=UNSAFE,
-                        why=f"make {rewrote} of the {cls} at line {src.line_of(ctor)} a tensor and update it in "
-                            "place, so a new value does not recompile the optimizer step",
-                        note="; ".join(notes),
-                        alternative="keep the lr constant inside the compiled region, or compile only the model "
-                                    "and step the optimizer eagerly")
+        return Proposal(
+            (finding,),
+            finding.rule,
+            src.path,
+            replace=replace,
+            imports=imports,
+            safety=UNSAFE,
+            why=f"make {rewrote} of the {cls} at line {src.line_of(ctor)} a tensor and update it in "
+            "place, so a new value does not recompile the optimizer step",
+            note="; ".join(notes),
+            alternative="keep the lr constant inside the compiled region, or compile only the model "
+            "and step the optimizer eagerly",
+        )

@@ -17,8 +17,11 @@ from torchmend.codemods.source import Context, SourceFile
 from torchmend.codemods.torch_ops import NEEDS_NUMBER
 
 
-def optimizer_classdef(src: SourceFile, call: cst.Call, ctx: Context | None = None,
-                       ) -> tuple[SourceFile, cst.ClassDef] | None:
+def optimizer_classdef(
+    src: SourceFile,
+    call: cst.Call,
+    ctx: Context | None = None,
+) -> tuple[SourceFile, cst.ClassDef] | None:
     """The class statement (and its file) of the optimizer `call` builds, when it derives (through classes
     of the project) from torch.optim.Optimizer: defined in this file, or, with `ctx`, imported from another
     file of the project (`from mypkg.optim import Lion`, re-exports followed)."""
@@ -65,8 +68,11 @@ def _is_lr_read(node: cst.CSTNode) -> bool:
     if not isinstance(node, cst.Subscript) or len(node.slice) != 1:
         return False
     index = node.slice[0].slice
-    return (isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)
-            and index.value.evaluated_value == "lr")
+    return (
+        isinstance(index, cst.Index)
+        and isinstance(index.value, cst.SimpleString)
+        and index.value.evaluated_value == "lr"
+    )
 
 
 def lr_hazards(src: SourceFile, cls: cst.ClassDef) -> list[tuple[int, str]]:
@@ -87,8 +93,9 @@ def lr_hazards(src: SourceFile, cls: cst.ClassDef) -> list[tuple[int, str]]:
                 for name, value in pairs:
                     if _mentions_lr(src, value, tainted):
                         tainted.add(name)
-        for node in src.nodes_in(fn, (cst.Call, cst.If, cst.While, cst.Comparison, cst.BooleanOperation,
-                                      cst.IfExp, cst.Assert)):
+        for node in src.nodes_in(
+            fn, (cst.Call, cst.If, cst.While, cst.Comparison, cst.BooleanOperation, cst.IfExp, cst.Assert)
+        ):
             why = _hazard(src, node, tainted)
             if why:
                 hazards.append((src.line_of(node), why))
@@ -101,8 +108,11 @@ def lr_hazards(src: SourceFile, cls: cst.ClassDef) -> list[tuple[int, str]]:
 def _pairs(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[str, cst.BaseExpression]]:
     if isinstance(target, cst.Name):
         return [(target.value, value)]
-    if (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))
-            and len(target.elements) == len(value.elements)):
+    if (
+        isinstance(target, (cst.Tuple, cst.List))
+        and isinstance(value, (cst.Tuple, cst.List))
+        and len(target.elements) == len(value.elements)
+    ):
         out: list[tuple[str, cst.BaseExpression]] = []
         for t, v in zip(target.elements, value.elements):
             out += _pairs(t.value, v.value)
@@ -113,8 +123,10 @@ def _pairs(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[
 def _mentions_lr(src: SourceFile, expr: cst.CSTNode, tainted: set[str]) -> bool:
     if _is_lr_read(expr) or (isinstance(expr, cst.Name) and expr.value in tainted):
         return True
-    return any(_is_lr_read(n) or (isinstance(n, cst.Name) and n.value in tainted)
-               for n in src.nodes_in(expr, (cst.Subscript, cst.Name)))
+    return any(
+        _is_lr_read(n) or (isinstance(n, cst.Name) and n.value in tainted)
+        for n in src.nodes_in(expr, (cst.Subscript, cst.Name))
+    )
 
 
 def _hazard(src: SourceFile, node: cst.CSTNode, tainted: set[str]) -> str:
@@ -122,7 +134,8 @@ def _hazard(src: SourceFile, node: cst.CSTNode, tainted: set[str]) -> str:
     if isinstance(node, cst.Call):
         names = src.qualified_names(node.func)
         if (names & NEEDS_NUMBER or any(n.startswith("math.") for n in names)) and any(
-                _mentions_lr(src, a.value, tainted) for a in node.args):
+            _mentions_lr(src, a.value, tainted) for a in node.args
+        ):
             return f"`{code}` needs the lr as a Python number"
         return ""
     if isinstance(node, (cst.If, cst.While, cst.IfExp)):

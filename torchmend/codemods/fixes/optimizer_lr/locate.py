@@ -7,11 +7,10 @@ import re
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis import callee, compile_target, self_attr_values, values
+from torchmend.codemods.analysis import callee, compile_target, self_attr_values
 from torchmend.codemods.fixes.optimizer_lr.custom import optimizer_classdef
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
-
 
 OURS, OTHER, UNKNOWN, NONE = "ours", "other", "unknown", "none"
 
@@ -49,8 +48,9 @@ def _construction(src: SourceFile, expr: cst.BaseExpression) -> tuple[cst.Call |
     elif isinstance(expr, cst.Attribute):
         values = self_attr_values(src, expr)
         if len(values) != 1:
-            return None, (f"`{code}` is assigned more than once" if values
-                          else f"`{code}` is not assigned in this class")
+            return None, (
+                f"`{code}` is assigned more than once" if values else f"`{code}` is not assigned in this class"
+            )
         value = values[0]
     else:
         return None, f"`{code}` is not a name torchmend can follow"
@@ -72,6 +72,7 @@ def _optimizer_class(src: SourceFile, call: cst.Call, ctx: Context | None = None
 
 
 # --- which optimizer a group dict belongs to ---------------------------------------------------------
+
 
 def _combine(owners: list[str]) -> str:
     kinds = set(owners) - {NONE}
@@ -127,14 +128,16 @@ def _key(variable: str | None) -> str | None:
     return None
 
 
-def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement,
-                  ctx: Context | None = None) -> tuple[cst.Call | None, str]:
+def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement, ctx: Context | None = None) -> tuple[cst.Call | None, str]:
     """The construction of the optimizer the statement steps (`opt.step()`, `scaler.step(opt)`) or reads
     (`opt.param_groups`)."""
     candidates: list[cst.BaseExpression] = []
     for node in src.nodes_in(stmt, (cst.Call, cst.Attribute)):
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
-                and m.matches(node.func.attr, m.Name("step")):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and m.matches(node.func.attr, m.Name("step"))
+        ):
             candidates.append(node.func.value)
             candidates += [a.value for a in node.args[:1] if a.keyword is None]
         elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
@@ -188,17 +191,26 @@ def _def_near(src: SourceFile, line: int, finding: Finding) -> cst.FunctionDef |
 
 def _stepped_in(src: SourceFile, fn: cst.FunctionDef) -> list[cst.BaseExpression]:
     """The receivers of `X.step()` calls inside a function."""
-    return [c.func.value for c in src.nodes_in(fn, cst.Call)
-            if isinstance(c.func, cst.Attribute) and m.matches(c.func.attr, m.Name("step")) and not c.args]
+    return [
+        c.func.value
+        for c in src.nodes_in(fn, cst.Call)
+        if isinstance(c.func, cst.Attribute) and m.matches(c.func.attr, m.Name("step")) and not c.args
+    ]
 
 
 def _constructions_of(src: SourceFile, stmt: cst.FunctionDef | cst.ClassDef) -> tuple[cst.Call | None, str]:
     cls = stmt if isinstance(stmt, cst.ClassDef) else src.enclosing(stmt, cst.ClassDef)
     if not isinstance(cls, cst.ClassDef):
         return None, "the compiled function is not a method of an optimizer class"
-    calls = [c for c in src.nodes_in(src.module, cst.Call)
-             if isinstance(c, cst.Call) and (optimizer_classdef(src, c) or (None, None))[1] is cls]
+    calls = [
+        c
+        for c in src.nodes_in(src.module, cst.Call)
+        if isinstance(c, cst.Call) and (optimizer_classdef(src, c) or (None, None))[1] is cls
+    ]
     if len(calls) != 1:
-        return None, (f"{cls.name.value} is built {len(calls)} times in this file" if calls
-                      else f"{cls.name.value} is not built in this file")
+        return None, (
+            f"{cls.name.value} is built {len(calls)} times in this file"
+            if calls
+            else f"{cls.name.value} is not built in this file"
+        )
     return calls[0], ""

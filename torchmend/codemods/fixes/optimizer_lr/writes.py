@@ -8,17 +8,15 @@ import libcst as cst
 import libcst.matchers as m
 
 from torchmend.codemods.analysis import Kind, values
-from torchmend.codemods.fixes.optimizer_lr.custom import method
 from torchmend.codemods.fixes.optimizer_lr.locate import NONE, OURS, _construction, _owner
 from torchmend.codemods.source import SourceFile, simple_names
 from torchmend.codemods.torch_ops import SCHEDULER_PER_GROUP_ARGS
 
-
-_IN_PLACE = {cst.MultiplyAssign: "mul_", cst.AddAssign: "add_", cst.SubtractAssign: "sub_",
-             cst.DivideAssign: "div_"}
+_IN_PLACE = {cst.MultiplyAssign: "mul_", cst.AddAssign: "add_", cst.SubtractAssign: "sub_", cst.DivideAssign: "div_"}
 
 
 # --- the lr writes -----------------------------------------------------------------------------------
+
 
 def _is_lr_key(sub: cst.Subscript) -> bool:
     if len(sub.slice) != 1 or not isinstance(sub.slice[0].slice, cst.Index):
@@ -77,17 +75,30 @@ def _writes(src: SourceFile, ctor: cst.Call) -> list[_Write]:
     for call in src.nodes_in(src.module, cst.Call):
         assert isinstance(call, cst.Call)
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("update", "setdefault", "__setitem__",
-                                                                    "add_param_group", "load_state_dict"):
+        if isinstance(func, cst.Attribute) and func.attr.value in (
+            "update",
+            "setdefault",
+            "__setitem__",
+            "add_param_group",
+            "load_state_dict",
+        ):
             if func.attr.value == "load_state_dict":
                 continue  # a checkpoint: reported in the note, not a write torchmend could rewrite
-            mentions_lr = any((a.keyword is not None and a.keyword.value == "lr")
-                              or any(isinstance(s, cst.SimpleString) and s.evaluated_value == "lr"
-                                     for s in src.nodes_in(a.value, cst.SimpleString)) for a in call.args)
+            mentions_lr = any(
+                (a.keyword is not None and a.keyword.value == "lr")
+                or any(
+                    isinstance(s, cst.SimpleString) and s.evaluated_value == "lr"
+                    for s in src.nodes_in(a.value, cst.SimpleString)
+                )
+                for a in call.args
+            )
             if not mentions_lr:
                 continue
-            owner = _owner(src, func.value, ctor) if func.attr.value != "add_param_group" else (
-                OURS if _construction(src, func.value)[0] is ctor else NONE)
+            owner = (
+                _owner(src, func.value, ctor)
+                if func.attr.value != "add_param_group"
+                else (OURS if _construction(src, func.value)[0] is ctor else NONE)
+            )
             if owner != NONE:
                 found.append(_Write(call, None, owner, False))
     return found
@@ -118,13 +129,18 @@ def _uniform(src: SourceFile, write: _Write) -> bool:
     loop = src.parents[refs[0]]
     assert isinstance(loop, cst.For)
     line = src.parents.get(write.node)
-    if not (isinstance(loop.iter, cst.Attribute) and loop.iter.attr.value == "param_groups"
-            and line is not None and src.parents.get(line) is loop.body):
+    if not (
+        isinstance(loop.iter, cst.Attribute)
+        and loop.iter.attr.value == "param_groups"
+        and line is not None
+        and src.parents.get(line) is loop.body
+    ):
         return False
     return name.value not in simple_names(write.node.value)
 
 
 # --- the constructor ---------------------------------------------------------------------------------
+
 
 def _as_tensor(src: SourceFile, value: cst.BaseExpression) -> tuple[cst.BaseExpression, tuple]:
     """`torch.tensor(value)`, with a float inside: an int lr would make an int64 tensor that fill_ truncates."""
@@ -153,8 +169,9 @@ def _add_lr(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
     """Insert `lr=value` right after the first argument (params), in the call's own comma style."""
     args = list(call.args)
     first = args[0]
-    new = cst.Arg(value, keyword=cst.Name("lr"),
-                  equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+    new = cst.Arg(
+        value, keyword=cst.Name("lr"), equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+    )
     if len(args) > 1:
         return call.with_changes(args=[first, new.with_changes(comma=first.comma), *args[1:]])
     if isinstance(first.comma, cst.Comma):  # `X(\n    params,\n)`: the new line looks like the first one
@@ -173,8 +190,14 @@ class _Groups:
     which all get the one default lr object.
     """
 
-    def __init__(self, kind: str, literal: cst.List | cst.Tuple | None = None,
-                 lrs: list[cst.BaseExpression] | None = None, defaulted: int = 0, source: str = "") -> None:
+    def __init__(
+        self,
+        kind: str,
+        literal: cst.List | cst.Tuple | None = None,
+        lrs: list[cst.BaseExpression] | None = None,
+        defaulted: int = 0,
+        source: str = "",
+    ) -> None:
         self.kind = kind
         self.literal = literal
         self.lrs = lrs or []
@@ -219,10 +242,18 @@ def _groups(src: SourceFile, params: cst.BaseExpression, depth: int = 0) -> _Gro
         defaulted = 0
         for v in values:
             if isinstance(v, cst.Dict) and not any(isinstance(e, cst.StarredDictElement) for e in v.elements):
-                found = [e.value for e in v.elements if isinstance(e, cst.DictElement)  # none is starred (above)
-                         and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == "lr"]
-            elif (isinstance(v, cst.Call) and src.is_qualified(v.func, "builtins.dict")
-                  and not any(a.star for a in v.args)):
+                found = [
+                    e.value
+                    for e in v.elements
+                    if isinstance(e, cst.DictElement)  # none is starred (above)
+                    and isinstance(e.key, cst.SimpleString)
+                    and e.key.evaluated_value == "lr"
+                ]
+            elif (
+                isinstance(v, cst.Call)
+                and src.is_qualified(v.func, "builtins.dict")
+                and not any(a.star for a in v.args)
+            ):
                 found = [a.value for a in v.args if a.keyword is not None and a.keyword.value == "lr"]
             else:
                 return _Groups("unknown", source=code)  # a group (or a tensor) torchmend cannot read
@@ -231,8 +262,9 @@ def _groups(src: SourceFile, params: cst.BaseExpression, depth: int = 0) -> _Gro
         return _Groups("literal", params, lrs, defaulted)
     # model.parameters(), filter(..., model.parameters()), [p for p in model.parameters() if ...]
     if not src.nodes_in(params, (cst.Dict,)) and any(
-            m.matches(c.func, m.Attribute(attr=m.Name("parameters") | m.Name("named_parameters")))
-            for c in src.nodes_in(params, cst.Call)):
+        m.matches(c.func, m.Attribute(attr=m.Name("parameters") | m.Name("named_parameters")))
+        for c in src.nodes_in(params, cst.Call)
+    ):
         return _Groups("single")
     return _Groups("unknown", source=code)
 
@@ -244,8 +276,10 @@ def _schedulers(src: SourceFile, ctor: cst.Call) -> list[tuple[str, cst.Call]]:
         names = [q for q in src.qualified_names(call.func) if q.startswith("torch.optim.lr_scheduler.")]
         if not names or not call.args:
             continue
-        target = next((a.value for a in call.args if a.keyword and a.keyword.value == "optimizer"),
-                      call.args[0].value if call.args[0].keyword is None else None)
+        target = next(
+            (a.value for a in call.args if a.keyword and a.keyword.value == "optimizer"),
+            call.args[0].value if call.args[0].keyword is None else None,
+        )
         if target is not None and _construction(src, target)[0] is ctor:
             found.append((names[0].rsplit(".", 1)[1], call))
     return found

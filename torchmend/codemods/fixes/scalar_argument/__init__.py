@@ -35,11 +35,12 @@ from torchmend.codemods.registry import codemod_for
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
 
-
 _NUMBER_IN_GUARD = re.compile(r"==\s*-?(?P<num>[0-9][0-9_]*(?P<frac>\.[0-9]*)?(?P<exp>[eE][-+]?[0-9]+)?)\s*$")
-_KEEP_NUMBER = ("keep it a Python number: after one recompile dynamo treats a changing float or int as symbolic "
-                "(automatic dynamic); if a branch depends on it, decide it outside the compiled function and pass "
-                "the outcome")
+_KEEP_NUMBER = (
+    "keep it a Python number: after one recompile dynamo treats a changing float or int as symbolic "
+    "(automatic dynamic); if a branch depends on it, decide it outside the compiled function and pass "
+    "the outcome"
+)
 
 
 def _number_kind(guard: str | None) -> str:
@@ -237,14 +238,20 @@ class ScalarArgument(Codemod):
         src = ctx.file(finding.path)
         fns = functions_for(src, finding)
         if not fns:
-            return NoFix(finding, f"line {finding.line} is not inside a `def` (a compiled lambda?): torchmend "
-                         "rewrites calls of a def or of a module's forward",
-                         f"pass `{name}` as `torch.tensor({name}, device=...)` where you call it")
+            return NoFix(
+                finding,
+                f"line {finding.line} is not inside a `def` (a compiled lambda?): torchmend "
+                "rewrites calls of a def or of a module's forward",
+                f"pass `{name}` as `torch.tensor({name}, device=...)` where you call it",
+            )
         fn = next((f for f in fns if any(p.name.value == name for p in [*_params(f)[0], *_params(f)[1]])), None)
         if fn is None:
             if not name.isidentifier():
-                return NoFix(finding, f"`{name}` reaches the compiled function through *args or **kwargs",
-                             "pass it as a named parameter, or wrap it yourself: `torch.tensor(v, device=...)`")
+                return NoFix(
+                    finding,
+                    f"`{name}` reaches the compiled function through *args or **kwargs",
+                    "pass it as a named parameter, or wrap it yourself: `torch.tensor(v, device=...)`",
+                )
             # Dynamo names a closure variable as it names an argument (`warmup == 0.1`): it may be one.
             return cast(Codemod, codemod_for("TM206")).propose(finding, ctx)  # a registered rule
         if name == self_name(src, fn):
@@ -254,36 +261,63 @@ class ScalarArgument(Codemod):
         problem = python_use(src, fn, uses, name, passed_on)
         if problem:
             line, what = problem
-            return NoFix(finding, f"`{name}` is {what} at line {line} in {fn.name.value}(): as a tensor it would "
-                         "make a data-dependent graph break", _KEEP_NUMBER)
+            return NoFix(
+                finding,
+                f"`{name}` is {what} at line {line} in {fn.name.value}(): as a tensor it would "
+                "make a data-dependent graph break",
+                _KEEP_NUMBER,
+            )
         site = finding.call_site
         if site is None:
-            return NoFix(finding, f"torchmend did not see where {fn.name.value}() is called from",
-                         f"pass `{name}` as `torch.tensor({name}, device=...)` where you call it")
+            return NoFix(
+                finding,
+                f"torchmend did not see where {fn.name.value}() is called from",
+                f"pass `{name}` as `torch.tensor({name}, device=...)` where you call it",
+            )
         if not ctx.in_project(site.path):
             return NoFix(finding, f"{fn.name.value}() is called from {site.path}, outside the project")
         csrc = ctx.file(site.path)
         return self._at_call_sites(finding, src, fn, name, uses, csrc, site.line, passed_on, ctx)
 
-    def _at_call_sites(self, finding: Finding, src: SourceFile, fn: cst.FunctionDef, name: str,
-                       uses: list[cst.Name], csrc: SourceFile, line: int, passed_on: list[str],
-                       ctx: Context) -> Result:
+    def _at_call_sites(
+        self,
+        finding: Finding,
+        src: SourceFile,
+        fn: cst.FunctionDef,
+        name: str,
+        uses: list[cst.Name],
+        csrc: SourceFile,
+        line: int,
+        passed_on: list[str],
+        ctx: Context,
+    ) -> Result:
         skip_first = is_method(src, fn)
         stmt = csrc.statement_at(line)
         calls: list[cst.Call] = csrc.nodes_in(stmt, cst.Call) if stmt is not None else []
         sure = [c for c in calls if _calls_compiled(csrc, c, fn, skip_first, ctx)]
         if not sure:  # an object torchmend cannot trace back: the one call on the line that takes the argument
-            sure = [c for c in calls if _bind(fn, c, name, skip_first)[0] is not None
-                    and not any(q.startswith(("torch.", "builtins.")) for q in csrc.qualified_names(c.func))]
+            sure = [
+                c
+                for c in calls
+                if _bind(fn, c, name, skip_first)[0] is not None
+                and not any(q.startswith(("torch.", "builtins.")) for q in csrc.qualified_names(c.func))
+            ]
         if len(sure) != 1:
-            return NoFix(finding, f"cannot tell which call at line {line} calls {fn.name.value}()"
-                         if sure else f"no call of {fn.name.value}() found at line {line}",
-                         f"pass `{name}` as `torch.tensor({name}, device=...)` where you call it")
+            return NoFix(
+                finding,
+                f"cannot tell which call at line {line} calls {fn.name.value}()"
+                if sure
+                else f"no call of {fn.name.value}() found at line {line}",
+                f"pass `{name}` as `torch.tensor({name}, device=...)` where you call it",
+            )
         call = sure[0]
         arg, why_not = _bind(fn, call, name, skip_first)
         if arg is None:
-            return NoFix(finding, f"cannot tell which argument at line {line} is `{name}`: {why_not}",
-                         f"pass `{name}` by name and wrap it: `{name}=torch.tensor(v, device=...)`")
+            return NoFix(
+                finding,
+                f"cannot tell which argument at line {line} is `{name}`: {why_not}",
+                f"pass `{name}` by name and wrap it: `{name}=torch.tensor(v, device=...)`",
+            )
         key = _key(csrc, call)
         sites = [c for c in csrc.nodes_in(csrc.module, cst.Call) if c is call or _key(csrc, c) == key]
         meets: list[tuple[str, Path]] = []
@@ -291,33 +325,50 @@ class ScalarArgument(Codemod):
         skip = {name, self_name(src, fn) or ""}
         for expr in _meets(src, uses, name):
             meets += _params_reached(src, fn, expr, skip, seen)
-        others: list[tuple[str, Path]] = [(p.name.value, ()) for p in _params(fn)[0] + _params(fn)[1]
-                                          if p.name.value not in skip]
+        others: list[tuple[str, Path]] = [
+            (p.name.value, ()) for p in _params(fn)[0] + _params(fn)[1] if p.name.value not in skip
+        ]
         tensor_expr, imports = csrc.torch_expr("tensor")
         replace: dict[cst.CSTNode, cst.CSTNode] = {}
         lines: list[int] = []
         devices: list[str] = []
         for c in sites:
             a, _ = _bind(fn, c, name, skip_first)
-            if a is None or is_tensor_construction(csrc, a.value) or (
-                    isinstance(a.value, cst.Name) and values(csrc).is_tensor(a.value)):
+            if (
+                a is None
+                or is_tensor_construction(csrc, a.value)
+                or (isinstance(a.value, cst.Name) and values(csrc).is_tensor(a.value))
+            ):
                 continue  # already a tensor
             device = self._device(src, csrc, fn, c, a, meets, others, skip_first)
             args = [cst.Arg(a.value)]
             if device is not None:
                 devices.append(csrc.code(device))
-                args = [cst.Arg(a.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                        cst.Arg(cst.Attribute(device.deep_clone(), cst.Name("device")), keyword=cst.Name("device"),
-                                equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))]
+                args = [
+                    cst.Arg(a.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                    cst.Arg(
+                        cst.Attribute(device.deep_clone(), cst.Name("device")),
+                        keyword=cst.Name("device"),
+                        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+                    ),
+                ]
             replace[a.value] = cst.Call(tensor_expr.deep_clone(), args)
             lines.append(csrc.line_of(c))
         if not replace:
             return NoFix(finding, f"`{name}` is already passed as a tensor", skipped=True)
         return self._proposal(finding, csrc, fn, name, call, replace, imports, lines, devices, passed_on)
 
-    def _device(self, src: SourceFile, csrc: SourceFile, fn: cst.FunctionDef, call: cst.Call, scalar: cst.Arg,
-                meets: list[tuple[str, Path]], others: list[tuple[str, Path]],
-                skip_first: bool) -> cst.BaseExpression | None:
+    def _device(
+        self,
+        src: SourceFile,
+        csrc: SourceFile,
+        fn: cst.FunctionDef,
+        call: cst.Call,
+        scalar: cst.Arg,
+        meets: list[tuple[str, Path]],
+        others: list[tuple[str, Path]],
+        skip_first: bool,
+    ) -> cst.BaseExpression | None:
         """At this call: where to take the device from: the argument for the parameter the number meets
         (nearest first), else another tensor argument, else None."""
         for params, need_evidence in ((meets, False), (others, True)):
@@ -335,31 +386,59 @@ class ScalarArgument(Codemod):
                     return source
         return None
 
-    def _proposal(self, finding: Finding, csrc: SourceFile, fn: cst.FunctionDef, name: str, call: cst.Call,
-                  replace: dict[cst.CSTNode, cst.CSTNode], imports: tuple[tuple[str, str | None], ...],
-                  lines: list[int], devices: list[str], passed_on: list[str]) -> Proposal:
+    def _proposal(
+        self,
+        finding: Finding,
+        csrc: SourceFile,
+        fn: cst.FunctionDef,
+        name: str,
+        call: cst.Call,
+        replace: dict[cst.CSTNode, cst.CSTNode],
+        imports: tuple[tuple[str, str | None], ...],
+        lines: list[int],
+        devices: list[str],
+        passed_on: list[str],
+    ) -> Proposal:
         where = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
         distinct = list(dict.fromkeys(devices))
-        on = (f"on `{distinct[0]}`'s device" if len(distinct) == 1 else
-              f"on the device of {', '.join(f'`{d}`' for d in distinct)}" if distinct else
-              "on the default device (no tensor argument to take the device from)")
+        on = (
+            f"on `{distinct[0]}`'s device"
+            if len(distinct) == 1
+            else f"on the device of {', '.join(f'`{d}`' for d in distinct)}"
+            if distinct
+            else "on the default device (no tensor argument to take the device from)"
+        )
         if distinct and len(devices) < len(lines):
             on += " (the default device where a call has no tensor argument to take it from)"
         kind = _number_kind(finding.guard)
-        dtype = ("`torch.tensor(<float>)` is float32 (the default dtype): a float64 computation sees the value "
-                 "rounded to float32" if kind == "float" else
-                 "`torch.tensor(<int>)` is int64" if kind == "int" else
-                 "`torch.tensor(v)` is float32 for a float, int64 for an int")
+        dtype = (
+            "`torch.tensor(<float>)` is float32 (the default dtype): a float64 computation sees the value "
+            "rounded to float32"
+            if kind == "float"
+            else "`torch.tensor(<int>)` is int64"
+            if kind == "int"
+            else "`torch.tensor(v)` is float32 for a float, int64 for an int"
+        )
         return Proposal(
-            (finding,), finding.rule, csrc.path, replace=replace, imports=imports, safety=UNSAFE,
+            (finding,),
+            finding.rule,
+            csrc.path,
+            replace=replace,
+            imports=imports,
+            safety=UNSAFE,
             why=f"pass `{name}` to {csrc.code(call.func)}() as a 0-d tensor {on} ({where}), so a new value is a "
-                "new input instead of a recompile",
+            "new input instead of a recompile",
             note=f"{fn.name.value}() now receives a tensor for `{name}`; {dtype}. torchmend checked that "
-                 f"{fn.name.value}() does not branch on it or use it as a size or index"
-                 + (f"; it did not look inside {_names(passed_on)}, which "
-                    f"{'also get' if len(set(passed_on)) > 1 else 'also gets'} it." if passed_on else "."),
+            f"{fn.name.value}() does not branch on it or use it as a size or index"
+            + (
+                f"; it did not look inside {_names(passed_on)}, which "
+                f"{'also get' if len(set(passed_on)) > 1 else 'also gets'} it."
+                if passed_on
+                else "."
+            ),
             alternative="keep the number and accept one recompile: after it, dynamo treats a changing float as "
-                        "symbolic (torch._dynamo.config.specialize_float=False, the default)")
+            "symbolic (torch._dynamo.config.specialize_float=False, the default)",
+        )
 
 
 def _names(calls: list[str]) -> str:

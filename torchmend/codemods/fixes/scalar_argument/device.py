@@ -31,8 +31,13 @@ def _device_source(expr: cst.BaseExpression, scalar: cst.BaseExpression) -> cst.
         return expr
     if isinstance(expr, cst.Call):
         for a in expr.args:
-            if a.keyword is None and not a.star and isinstance(a.value, cst.Name) and a.value is not scalar \
-                    and not m.matches(a.value, m.Name(getattr(scalar, "value", ""))):
+            if (
+                a.keyword is None
+                and not a.star
+                and isinstance(a.value, cst.Name)
+                and a.value is not scalar
+                and not m.matches(a.value, m.Name(getattr(scalar, "value", "")))
+            ):
                 return a.value
         func = expr.func
         if isinstance(func, cst.Attribute) and func.attr.value in SAME_DEVICE_METHODS and _cheap(func.value):
@@ -60,7 +65,8 @@ def _meets(src: SourceFile, uses: list[cst.Name], scalar: str) -> list[cst.BaseE
                 call = src.parents.get(parent)
                 if isinstance(call, cst.Call):
                     if isinstance(call.func, cst.Attribute) and not any(
-                            q.startswith("torch.") for q in src.qualified_names(call.func)):
+                        q.startswith("torch.") for q in src.qualified_names(call.func)
+                    ):
                         found.append(call.func.value)  # x.mul_(scale)
                     found.extend(a.value for a in call.args if a is not parent)
                 break
@@ -80,13 +86,20 @@ def _access_path(src: SourceFile, name: cst.Name) -> Path:
     node: cst.CSTNode = name
     while True:
         parent = src.parents.get(node)
-        if isinstance(parent, cst.Subscript) and parent.value is node and len(parent.slice) == 1 \
-                and isinstance(parent.slice[0].slice, cst.Index) \
-                and isinstance(parent.slice[0].slice.value, (cst.Integer, cst.SimpleString)):
+        if (
+            isinstance(parent, cst.Subscript)
+            and parent.value is node
+            and len(parent.slice) == 1
+            and isinstance(parent.slice[0].slice, cst.Index)
+            and isinstance(parent.slice[0].slice.value, (cst.Integer, cst.SimpleString))
+        ):
             path.append(("index", parent.slice[0]))
-        elif isinstance(parent, cst.Attribute) and parent.value is node \
-                and parent.attr.value not in NOT_TENSOR_ATTRS | {"grad"} \
-                and not isinstance(src.parents.get(parent), cst.Call):  # batch.to(...) is a method call
+        elif (
+            isinstance(parent, cst.Attribute)
+            and parent.value is node
+            and parent.attr.value not in NOT_TENSOR_ATTRS | {"grad"}
+            and not isinstance(src.parents.get(parent), cst.Call)
+        ):  # batch.to(...) is a method call
             path.append(("attr", parent.attr.value))
         else:
             return tuple(path)
@@ -104,8 +117,9 @@ def _apply(expr: cst.BaseExpression, path: Path) -> cst.BaseExpression:
     return out
 
 
-def _params_reached(src: SourceFile, fn: cst.FunctionDef, expr: cst.CSTNode, skip: set[str],
-                    seen: set[str]) -> list[tuple[str, Path]]:
+def _params_reached(
+    src: SourceFile, fn: cst.FunctionDef, expr: cst.CSTNode, skip: set[str], seen: set[str]
+) -> list[tuple[str, Path]]:
     """Parameters of `fn` an expression is computed from (through local assignments, in source order),
     each with how the expression reaches into it."""
     params = {p.name.value for p in [*_params(fn)[0], *_params(fn)[1]]}
@@ -119,8 +133,9 @@ def _params_reached(src: SourceFile, fn: cst.FunctionDef, expr: cst.CSTNode, ski
             continue
         for stmt in src.nodes_in(fn, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
             value = getattr(stmt, "value", None)
-            targets = [t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) else [
-                getattr(stmt, "target", None)]
+            targets = (
+                [t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) else [getattr(stmt, "target", None)]
+            )
             if value is not None and any(m.matches(t, m.Name(n.value)) for t in targets if t is not None):
                 out += _params_reached(src, fn, value, skip, seen)
     return out

@@ -10,32 +10,37 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchmend.codemods.analysis import is_compiled, values
+from torchmend.codemods.analysis import is_compiled
 from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.fixes.tensor_scalar.follow import CAPTURE, _CONVERSIONS, _STACK, _Analysis, _Plan, _Refuse
+from torchmend.codemods.fixes.tensor_scalar.follow import _CONVERSIONS, _STACK, CAPTURE, _Analysis, _Plan, _Refuse
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding, Where
 
-
 # --- shared by both codemods ------------------------------------------------------------------------------
 
+
 def _note(plan: _Plan) -> str:
-    parts = ["the number becomes a 0-dim tensor, detached from autograd as `.item()` was, so gradients do not "
-             "change; results can differ in the last bit: on CUDA, `x / number` runs as `x * (1/number)` and a "
-             "float32 number meeting float16/bfloat16 tensors is now rounded to their dtype first (on CPU the "
-             "values matched bit for bit in torchmend's checks)"]
+    parts = [
+        "the number becomes a 0-dim tensor, detached from autograd as `.item()` was, so gradients do not "
+        "change; results can differ in the last bit: on CUDA, `x / number` runs as `x * (1/number)` and a "
+        "float32 number meeting float16/bfloat16 tensors is now rounded to their dtype first (on CPU the "
+        "values matched bit for bit in torchmend's checks)"
+    ]
     if plan.number_math:
-        parts.append("arithmetic done on the number before it meets a tensor now runs in the tensor's dtype "
-                     "instead of Python's float64")
+        parts.append(
+            "arithmetic done on the number before it meets a tensor now runs in the tensor's dtype "
+            "instead of Python's float64"
+        )
     if plan.minmax:
-        parts.append("max()/min() became clamp()/torch.maximum()/torch.minimum(), which return NaN when the "
-                     "tensor is NaN where Python's max/min could drop it")
+        parts.append(
+            "max()/min() became clamp()/torch.maximum()/torch.minimum(), which return NaN when the "
+            "tensor is NaN where Python's max/min could drop it"
+        )
     if any(k == "int" for k in plan.conversions.values()):
         parts.append("int(t) became t.long() (it truncates as int() did); a NaN or inf no longer raises")
     if plan.returns:
         parts.append(f"`{plan.fn.name.value}` now returns a 0-dim tensor instead of a Python number")
-    parts.append("the tensor stays on its device: a CUDA value mixed with CPU tensors raises where the number "
-                 "did not")
+    parts.append("the tensor stays on its device: a CUDA value mixed with CPU tensors raises where the number did not")
     return "; ".join(parts) + "."
 
 
@@ -44,16 +49,25 @@ def _propose_from(finding: Finding, src: SourceFile, analysis: _Analysis, start:
         plan = analysis.plan(start)
         replace_, imports = analysis.replacements(plan)
     except _Refuse as e:
-        return NoFix(finding, f"{e}; torchmend keeps the number a tensor only when every use is tensor math",
-                     CAPTURE)
+        return NoFix(finding, f"{e}; torchmend keeps the number a tensor only when every use is tensor math", CAPTURE)
     first = min(plan.conversions, key=analysis._order)
     kind = plan.conversions[first]
-    why = (f"keep `{src.code(first).strip()}` a tensor (`{_CONVERSIONS[kind]}`), so dynamo does not break the "
-           "graph to make a Python number")
-    return Proposal((finding,), finding.rule, src.path, why=why, safety=UNSAFE, replace=replace_,
-                    imports=imports, note=_note(plan),
-                    alternative="keep the Python number and let dynamo trace it: "
-                                "`torch._dynamo.config.capture_scalar_outputs = True` before compiling")
+    why = (
+        f"keep `{src.code(first).strip()}` a tensor (`{_CONVERSIONS[kind]}`), so dynamo does not break the "
+        "graph to make a Python number"
+    )
+    return Proposal(
+        (finding,),
+        finding.rule,
+        src.path,
+        why=why,
+        safety=UNSAFE,
+        replace=replace_,
+        imports=imports,
+        note=_note(plan),
+        alternative="keep the Python number and let dynamo trace it: "
+        "`torch._dynamo.config.capture_scalar_outputs = True` before compiling",
+    )
 
 
 def _start(finding: Finding, ctx: Context, what: str) -> tuple[SourceFile, cst.CSTNode, _Analysis] | NoFix:
@@ -70,8 +84,11 @@ def _start(finding: Finding, ctx: Context, what: str) -> tuple[SourceFile, cst.C
 
 
 def _already_fixed(src: SourceFile, nodes: list[cst.CSTNode]) -> bool:
-    return any(isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == "detach"
-               for n in nodes for c in src.nodes_in(n, cst.Call))
+    return any(
+        isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == "detach"
+        for n in nodes
+        for c in src.nodes_in(n, cst.Call)
+    )
 
 
 class KeepScalarTensor(Codemod):
@@ -236,12 +253,21 @@ class KeepScalarTensor(Codemod):
             return _propose_from(finding, src, analysis, start)
         if _already_fixed(src, [stmt]):
             return NoFix(finding, "the value at this line is already kept a tensor (`.detach()`)", skipped=True)
-        if any(isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == "tolist"
-               for c in src.nodes_in(stmt, cst.Call)):
-            return NoFix(finding, "`.tolist()` makes Python numbers for every element; keep the work on the tensor "
-                         "or move it out of the compiled code", CAPTURE)
-        return NoFix(finding, f"no `.item()`, `float(tensor)` or `int(tensor)` torchmend can tell apart at line "
-                     f"{finding.line}", CAPTURE)
+        if any(
+            isinstance(c, cst.Call) and isinstance(c.func, cst.Attribute) and c.func.attr.value == "tolist"
+            for c in src.nodes_in(stmt, cst.Call)
+        ):
+            return NoFix(
+                finding,
+                "`.tolist()` makes Python numbers for every element; keep the work on the tensor "
+                "or move it out of the compiled code",
+                CAPTURE,
+            )
+        return NoFix(
+            finding,
+            f"no `.item()`, `float(tensor)` or `int(tensor)` torchmend can tell apart at line {finding.line}",
+            CAPTURE,
+        )
 
 
 class CarriedScalarTensor(Codemod):
@@ -337,10 +363,13 @@ class CarriedScalarTensor(Codemod):
         reads = [stmt] + [v for n in self._names(finding, src, stmt) for v in analysis.bindings(n)]
         if _already_fixed(src, reads):
             return NoFix(finding, "the number at this line is already kept a tensor (`.detach()`)", skipped=True)
-        return NoFix(finding, "the number carried across the graph break does not come from `.item()`, "
-                     "`float(tensor)` or `int(tensor)` in this function",
-                     "fix the graph break before this line (the recompile goes with it), or pass the number as a "
-                     "tensor; " + CAPTURE)
+        return NoFix(
+            finding,
+            "the number carried across the graph break does not come from `.item()`, "
+            "`float(tensor)` or `int(tensor)` in this function",
+            "fix the graph break before this line (the recompile goes with it), or pass the number as a "
+            "tensor; " + CAPTURE,
+        )
 
     @staticmethod
     def _names(finding: Finding, src: SourceFile, stmt: cst.CSTNode) -> list[cst.Name]:
@@ -350,14 +379,14 @@ class CarriedScalarTensor(Codemod):
             names = [n for n in names if n.value == finding.variable]
         return names
 
-    def _origin(self, finding: Finding, src: SourceFile, stmt: cst.CSTNode,
-                analysis: _Analysis) -> cst.CSTNode | None:
+    def _origin(self, finding: Finding, src: SourceFile, stmt: cst.CSTNode, analysis: _Analysis) -> cst.CSTNode | None:
         """The statement of the conversion that made the number: this one, or the nearest earlier one that
         assigns a name this line reads."""
         if analysis.conversions_in(stmt) and (not finding.variable or _STACK.match(finding.variable)):
             return stmt
         sources = set().union(*(analysis.sources(n) for n in self._names(finding, src, stmt)))
         line = src.line_of(stmt)
-        statements = {s for c in sources if src.line_of(c) <= line for s in [src.statement_at(src.line_of(c))]
-                      if s is not None}
+        statements = {
+            s for c in sources if src.line_of(c) <= line for s in [src.statement_at(src.line_of(c))] if s is not None
+        }
         return max(statements, key=src.line_of, default=None)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import collections
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, cast
+from typing import cast
 
 import libcst as cst
 import libcst.matchers as m
@@ -16,10 +17,11 @@ from torchmend.codemods.analysis import NUMBERS, values
 from torchmend.codemods.source import SourceFile
 from torchmend.codemods.torch_ops import OPERAND_METHODS
 
-
-CAPTURE = ("if the Python number is really needed, let dynamo trace it instead: set "
-           "`torch._dynamo.config.capture_scalar_outputs = True` before compiling (`.item()` then stays in the "
-           "graph as a symbolic number; an `if` or a shape that depends on it still breaks or specializes)")
+CAPTURE = (
+    "if the Python number is really needed, let dynamo trace it instead: set "
+    "`torch._dynamo.config.capture_scalar_outputs = True` before compiling (`.item()` then stays in the "
+    "graph as a symbolic number; an `if` or a shape that depends on it still breaks or specializes)"
+)
 
 _ARITH = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
 _STACK = re.compile(r"^___stack\d+$")
@@ -53,8 +55,9 @@ def _method(value: cst.BaseExpression, name: str, args: tuple[cst.Arg, ...] = ()
 
 
 def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
-    return cst.Arg(value, keyword=cst.Name(name), equal=cst.AssignEqual(cst.SimpleWhitespace(""),
-                                                                         cst.SimpleWhitespace("")))
+    return cst.Arg(
+        value, keyword=cst.Name(name), equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+    )
 
 
 @dataclass
@@ -83,11 +86,16 @@ class _Analysis:
 
     def conversion(self, call: cst.Call) -> str | None:
         """'item', 'float' or 'int' when `call` turns a tensor into a Python number."""
-        if (isinstance(call.func, cst.Attribute) and call.func.attr.value == "item" and not call.args):
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "item" and not call.args:
             return "item"
         kind = _builtin(self.src, call, "float", "int")
-        if kind and len(call.args) == 1 and not call.args[0].keyword and not call.args[0].star \
-                and not self._is_number(call.args[0].value):
+        if (
+            kind
+            and len(call.args) == 1
+            and not call.args[0].keyword
+            and not call.args[0].star
+            and not self._is_number(call.args[0].value)
+        ):
             return kind
         return None
 
@@ -144,8 +152,7 @@ class _Analysis:
             return []
         values = []
         for bound in scope[name.value]:
-            value = self._assigned_value(bound.node) if isinstance(bound, Assignment) and bound.scope is scope \
-                else None
+            value = self._assigned_value(bound.node) if isinstance(bound, Assignment) and bound.scope is scope else None
             if value is None:
                 return []
             values.append(value)
@@ -207,8 +214,10 @@ class _Analysis:
                     work.append(nxt)
         for value, name in plan.pending.items():
             if value not in plan.tainted:  # `scale = 1.0` beside `scale = t.item()`: a number in some paths
-                raise _Refuse(f"`{name}` is also assigned `{self.src.code(value).strip()}` at "
-                              f"{self._where(value)}, which stays a Python number")
+                raise _Refuse(
+                    f"`{name}` is also assigned `{self.src.code(value).strip()}` at "
+                    f"{self._where(value)}, which stays a Python number"
+                )
         return plan
 
     def _order(self, node: cst.CSTNode) -> tuple[int, int]:
@@ -242,26 +251,35 @@ class _Analysis:
             raise _Refuse(f"{what} is used as a bool (`not`) at {where}")
         if isinstance(parent, cst.Arg):
             return self._follow_argument(node, parent, plan, add_conversion)
-        if isinstance(parent, cst.AnnAssign) and parent.value is node and m.matches(
-                parent.annotation.annotation, m.Name("float") | m.Name("int")):
-            raise _Refuse(f"{what} is stored in a name annotated `{self.src.code(parent.annotation.annotation)}` "
-                          f"at {where}")
+        if (
+            isinstance(parent, cst.AnnAssign)
+            and parent.value is node
+            and m.matches(parent.annotation.annotation, m.Name("float") | m.Name("int"))
+        ):
+            raise _Refuse(
+                f"{what} is stored in a name annotated `{self.src.code(parent.annotation.annotation)}` at {where}"
+            )
         if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
             return self._follow_name(node, parent, plan)
         if isinstance(parent, cst.AugAssign):
             if isinstance(parent.target, cst.Name) and self.is_tensor(parent.target):
                 return []
-            raise _Refuse(f"{what} is accumulated into `{self.src.code(parent.target)}` at {where}, which "
-                          "would turn that into a tensor")
+            raise _Refuse(
+                f"{what} is accumulated into `{self.src.code(parent.target)}` at {where}, which "
+                "would turn that into a tensor"
+            )
         if isinstance(parent, cst.Return):
             if self.compiled:
                 plan.returns = True
                 return []
-            raise _Refuse(f"{what} is returned from `{self.fn.name.value}` at {where}, and torchmend cannot "
-                          "see whether its callers need a Python number")
+            raise _Refuse(
+                f"{what} is returned from `{self.fn.name.value}` at {where}, and torchmend cannot "
+                "see whether its callers need a Python number"
+            )
         if isinstance(parent, cst.Expr):  # a bare `t.item()`: no value to keep, and it may be there to sync
-            raise _Refuse(f"the value of {what} is not used at {where} (a bare `.item()` is often there to wait "
-                          "for the GPU)")
+            raise _Refuse(
+                f"the value of {what} is not used at {where} (a bare `.item()` is often there to wait for the GPU)"
+            )
         if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.Assert, cst.BooleanOperation)):
             raise _Refuse(f"{what} is tested as a bool (`if`, `while`, `and`/`or`) at {where}")
         if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
@@ -278,8 +296,9 @@ class _Analysis:
             raise _Refuse(f"`.{parent.attr.value}` is read on {what} at {where}")
         raise _Refuse(f"{what} is used at {where} in a way torchmend cannot follow")
 
-    def _follow_argument(self, node: cst.CSTNode, arg: cst.Arg, plan: _Plan,
-                         add_conversion: _AddConversion) -> list[cst.CSTNode]:
+    def _follow_argument(
+        self, node: cst.CSTNode, arg: cst.Arg, plan: _Plan, add_conversion: _AddConversion
+    ) -> list[cst.CSTNode]:
         call = self.src.parents[arg]
         what, where = self._what(node), self._where(node)
         if not isinstance(call, cst.Call):
@@ -297,14 +316,24 @@ class _Analysis:
         if _builtin(self.src, call, "abs"):
             return [call]
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in OPERAND_METHODS and not arg.star \
-                and self.is_tensor(func.value):
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in OPERAND_METHODS
+            and not arg.star
+            and self.is_tensor(func.value)
+        ):
             return []
         if self.src.is_qualified(func, *(f"torch.{n}" for n in OPERAND_METHODS)) and not arg.star:
             return []  # torch.clamp(x, max=v), torch.maximum(x, v): tensors are welcome, the result is one
         name = self.src.code(func).strip()
-        if _builtin(self.src, call, *_FORMATTERS) or name.split(".")[-1] in {"debug", "info", "warning", "error",
-                                                                               "log", "format"}:
+        if _builtin(self.src, call, *_FORMATTERS) or name.split(".")[-1] in {
+            "debug",
+            "info",
+            "warning",
+            "error",
+            "log",
+            "format",
+        }:
             raise _Refuse(f"{what} is printed, logged or formatted at {where}")
         if _builtin(self.src, call, "float", "int", "bool", "round"):
             raise _Refuse(f"{what} is converted again with {name}() at {where}")
@@ -315,8 +344,9 @@ class _Analysis:
         targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
         if len(targets) != 1 or not isinstance(targets[0], cst.Name):
             code = " = ".join(self.src.code(t).strip() for t in targets)
-            raise _Refuse(f"the number is stored in `{code}` at {where} (torchmend follows it only through a "
-                          "local name)")
+            raise _Refuse(
+                f"the number is stored in `{code}` at {where} (torchmend follows it only through a local name)"
+            )
         target = targets[0]
         name = target.value
         scope = self.src.scopes.get(target)
@@ -324,8 +354,10 @@ class _Analysis:
             raise _Refuse(f"`{name}` is not a local name of `{self.fn.name.value}` ({where})")
         values = self.bindings(target)
         if not values:
-            raise _Refuse(f"`{name}` is also bound another way than `{name} = ...` in `{self.fn.name.value}` "
-                          "(a parameter, a loop variable, `+=`), so it could stay a Python number")
+            raise _Refuse(
+                f"`{name}` is also bound another way than `{name} = ...` in `{self.fn.name.value}` "
+                "(a parameter, a loop variable, `+=`), so it could stay a Python number"
+            )
         for value in values:  # every value must become a tensor too: checked once the flow is complete
             plan.pending.setdefault(value, name)
         for inner in {self.src.scopes.get(n) for n in self.src.nodes_in(self.fn.body, cst.Name)}:
@@ -350,8 +382,10 @@ class _Analysis:
                 else:
                     return updated
                 if _comments(updated) - _comments(new):
-                    raise _Refuse(f"the call at {analysis._where(original)} holds a comment the rewrite would "
-                                  "drop; move the comment, or rewrite the call by hand")
+                    raise _Refuse(
+                        f"the call at {analysis._where(original)} holds a comment the rewrite would "
+                        "drop; move the comment, or rewrite the call by hand"
+                    )
                 return new
 
         out: dict[cst.CSTNode, cst.CSTNode] = {}
@@ -373,8 +407,9 @@ class _Analysis:
         kept = _method(detached, "float" if kind == "float" else "long")
         return kept.with_changes(lpar=updated.lpar, rpar=updated.rpar)
 
-    def _clamped(self, original: cst.Call, updated: cst.Call, plan: _Plan,
-                 imports: list[tuple[str, str | None]]) -> cst.BaseExpression:
+    def _clamped(
+        self, original: cst.Call, updated: cst.Call, plan: _Plan, imports: list[tuple[str, str | None]]
+    ) -> cst.BaseExpression:
         kind = plan.minmax[original]
         tensors = [a.value in plan.tainted or self.is_tensor(a.value) for a in original.args]
         if all(tensors):
@@ -387,15 +422,21 @@ class _Analysis:
         first, last = updated.args
         # Keep the layout of a call over several lines, and the comment after its first argument.
         lead = updated.whitespace_before_args
-        if value == 0 and isinstance(first.comma, cst.Comma) and not _comments(lead) \
-                and isinstance(first.comma.whitespace_after, cst.ParenthesizedWhitespace):
+        if (
+            value == 0
+            and isinstance(first.comma, cst.Comma)
+            and not _comments(lead)
+            and isinstance(first.comma.whitespace_after, cst.ParenthesizedWhitespace)
+        ):
             lead = first.comma.whitespace_after
         # The first of two arguments has its comma (only a last argument may lack one).
         comma = first.comma if value == 1 and _comments(cast(cst.Comma, first.comma)) else last.comma
-        arg = _kwarg(keyword, updated.args[bound].value).with_changes(comma=comma,
-                                                                      whitespace_after_arg=last.whitespace_after_arg)
-        clamp = cst.Call(cst.Attribute(_atom(updated.args[value].value), cst.Name("clamp")), [arg],
-                         whitespace_before_args=lead)
+        arg = _kwarg(keyword, updated.args[bound].value).with_changes(
+            comma=comma, whitespace_after_arg=last.whitespace_after_arg
+        )
+        clamp = cst.Call(
+            cst.Attribute(_atom(updated.args[value].value), cst.Name("clamp")), [arg], whitespace_before_args=lead
+        )
         return clamp.with_changes(lpar=updated.lpar, rpar=updated.rpar)
 
 
