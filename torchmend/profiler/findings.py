@@ -16,6 +16,12 @@ from typing import Any
 
 from torchmend import rules
 from torchmend.model import EndedBy, Finding, Kind, Location, Pattern, Severity, Summary, Where
+from torchmend.profiler.classify import (
+    classify_break,
+    classify_guard,
+    reason_for_break,
+    reason_for_guard,
+)
 from torchmend.profiler.events import (
     BACKEND_CHECK,
     COMPILE_END,
@@ -35,6 +41,7 @@ from torchmend.profiler.failures import (
 )
 from torchmend.profiler.hotspots import with_library_advice
 from torchmend.profiler.pathmap import is_library_path
+from torchmend.profiler.ranks import merge_ranks
 from torchmend.profiler.traceparse import (
     Frame,
     GraphBreak,
@@ -42,7 +49,6 @@ from torchmend.profiler.traceparse import (
     parse_graph_break,
     parse_recompile_reason,
     resolve_short_path,
-    tensor_mismatch,
     user_function_name,
 )
 from torchmend.profiler.userframe import break_lines, project_frame, resumed_at
@@ -94,76 +100,6 @@ class Places:
         return None
 
 
-def _classify_break(gb: GraphBreak, where: str) -> str:
-    text = f"{gb.gb_type}\n{gb.explanation}"
-    if where == LIBRARY and ("graph_break()" in text or "User-inserted graph break" in text):
-        return "TM901"
-    if "`print`" in text or "builtin operator `print`" in text:
-        return "TM101"
-    if "logging" in text.lower() or "Logger" in text:
-        return "TM102"
-    if "Data-dependent branching" in gb.gb_type or "data-dependent branching" in text.lower():
-        return "TM103"
-    if re.search(r"Tensor\.(item|tolist)\(\)|tensor.*(to|into) a Python (scalar|number)", text):
-        return "TM104"
-    if "torch.compiler.disable" in text or "Skip calling" in text or "skip" in gb.gb_type.lower():
-        return "TM105"
-    return "TM199"
-
-
-def _classify_guard(g: GuardFailure) -> str:
-    var = g.variable or ""
-    mismatch = tensor_mismatch(g.guard)
-    if _cached_tensor_attribute(g, mismatch):
-        return "TM208"
-    if mismatch == "size" or "size mismatch" in g.guard:
-        return "TM204"
-    if mismatch:
-        return "TM207"
-    if "param_groups" in var:
-        return "TM203"
-    if re.match(r"___stack\d+$", var):
-        return "TM205"
-    if g.guard.startswith("GLOBAL_STATE"):
-        return "TM299"  # grad mode, autocast, ...: a train -> eval switch recompiles once per frame
-    if re.match(r"^not\s", g.guard.strip()):
-        return "TM299"  # a truthiness guard (`not self.state`: an optimizer's state created on its first step)
-    if (g.hint and "nn.Module" in g.hint) or var.startswith("self.") or "_modules[" in var:
-        return "TM201"
-    # `var` is tidied (G['X'] -> X), so a global shows in the raw guard only.
-    if re.match(r"^(G\[|.*__closure__|.*cell_contents)", var) or g.guard.startswith("G["):
-        return "TM206"
-    if re.match(r"^[A-Za-z_]\w*(\[\d+\])?$", var) or var.startswith(("args[", "kwargs[")):
-        return "TM202"
-    return "TM299"
-
-
-# A tensor cached on a module (`if self.mask is None or self.mask.size(0) != n: self.mask = ...`), as torch 2.13
-# words its guards: `self.mask is None`, `tensor 'self.mask' size mismatch ...`, `self._modules['p'].t.size()[0] == ...`.
-_CACHED_ATTR = re.compile(r"self(?:\._modules\['\w+'\]|\.\w+)*\.\w+(?P<size>\.size\(\)\[\d+\]|\.shape\[\d+\])?")
-
-
-def _cached_tensor_attribute(g: GuardFailure, mismatch: str | None) -> bool:
-    var = g.variable or ""
-    attr = _CACHED_ATTR.fullmatch(var)
-    if attr is None or "_parameters[" in var or "_buffers[" in var:
-        return False
-    guard = g.guard.split("#")[0].strip()
-    none_check = re.fullmatch(re.escape(var) + r" is (?:not )?None", guard)
-    # guard_variable drops the method: `self.mask.size()[0] == 8` guards `self.mask`
-    size_check = re.match(re.escape(var) + r"(?:\.size\(\)|\.shape)\[\d+\]", guard)
-    return bool(attr["size"] or size_check or none_check or mismatch in ("size", "stride"))
-
-
-def _reason_for_break(gb: GraphBreak) -> str:
-    ident = f"{gb.gb_id} " if gb.gb_id else ""
-    return f"{ident}{gb.gb_type}: {gb.explanation}".strip()
-
-
-def _reason_for_guard(g: GuardFailure) -> str:
-    return f"guard failed: {g.guard}"
-
-
 @dataclass
 class _Group:
     first: dict[str, Any]
@@ -184,63 +120,6 @@ def analyse(
         }
         return merge_ranks(per_rank)
     return _analyse_one(events, project_root, ended_by, wall_seconds)
-
-
-_PATTERN_ORDER = {None: 0, Pattern.ONCE: 1, Pattern.STORM: 2, Pattern.LIMIT: 3}
-_SEVERITY_ORDER = {Severity.INFO: 0, Severity.NOTE: 1, Severity.FIX: 2}
-
-
-def merge_ranks(per_rank: dict[int, tuple[list[Finding], Summary]]) -> tuple[list[Finding], Summary]:
-    """One finding per (rule, file, line) over all ranks, with per-rank counts; `count` is their sum.
-
-    A finding is rank-divergent when some rank did not see it or saw it a different number of times: in
-    DDP/FSDP the ranks meet at every collective, so one rank that recompiles or breaks where the others do
-    not makes them all wait (or hang). A divergent recompile is therefore worth fixing even when it
-    happened only once.
-    """
-    ranks = sorted(per_rank)
-    merged: OrderedDict[tuple[str, str, int], list[tuple[int, Finding]]] = OrderedDict()
-    for r in ranks:
-        for f in per_rank[r][0]:
-            merged.setdefault((f.rule, f.path, f.line), []).append((r, f))
-    findings = []
-    for seen in merged.values():
-        counts = {r: f.count for r, f in seen}
-        divergent = len(counts) != len(ranks) or len(set(counts.values())) > 1
-        base = seen[0][1]
-        pattern = max((f.pattern for _, f in seen), key=lambda p: _PATTERN_ORDER.get(p, 0))
-        severity = max((f.severity for _, f in seen), key=lambda s: _SEVERITY_ORDER[s])
-        if divergent and severity == Severity.NOTE:
-            severity = Severity.FIX
-        findings.append(
-            replace(
-                base, count=sum(counts.values()), ranks=counts, divergent=divergent, pattern=pattern, severity=severity
-            )
-        )
-    summaries = [per_rank[r][1] for r in ranks]
-    first = summaries[0]
-
-    def total(name: str) -> int:
-        return sum(getattr(s, name) for s in summaries)
-
-    summary = Summary(
-        frames_compiled=total("frames_compiled"),
-        compiles=total("compiles"),
-        graphs=total("graphs"),
-        graph_breaks=total("graph_breaks"),
-        recompiles=total("recompiles"),
-        recompile_limit_hits=total("recompile_limit_hits"),
-        compile_seconds=max(s.compile_seconds for s in summaries),  # ranks compile side by side
-        steps=max(s.steps for s in summaries),
-        ended_by=first.ended_by,
-        wall_seconds=first.wall_seconds,
-        torch_version=first.torch_version,
-        first_step_s=first.first_step_s,
-        steady_step_s=first.steady_step_s,
-        ranks=len(ranks),
-        per_rank=tuple({"rank": r, **s.to_json()} for r, s in zip(ranks, summaries)),
-    )
-    return findings, summary
 
 
 def separate_resets(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -300,7 +179,7 @@ def _analyse_one(
     def add_break(gb: GraphBreak, cid: str) -> int:
         path = places.absolute(gb.file)
         where = places.where(path)
-        code = _classify_break(gb, where)
+        code = classify_break(gb, where)
         site = gb.user_stack[-1] if gb.user_stack and gb.user_stack[-1].line == gb.line else Frame(gb.file, gb.line, "")
         root = starts[cid][-1] if starts.get(cid) else None  # the compiled frame
         add((code, path, gb.line), {"type": "break", "gb": gb, "site": site, "where": where, "root": root})
@@ -383,7 +262,7 @@ def _analyse_one(
                     site_frame = Frame(call_site.path, call_site.line, call_site.function) if call_site else compiled
                 if site_frame is None:
                     continue
-                code = _classify_guard(g)
+                code = classify_guard(g)
                 if code == "TM208":  # a cached tensor's size guards name no line: file them with its `is None` guard
                     attr = re.sub(r"\.(?:size\(\)|shape)\[\d+\]$", "", g.variable or "")
                     site_frame = (
@@ -549,7 +428,7 @@ def _finding(
             function=loc.function or gb.function,
             path=path,
             where=Where(where),
-            reason=_reason_for_break(gb),
+            reason=reason_for_break(gb),
             count=grp.count,
             severity=Severity.INFO if rule.informational else Severity.FIX,
             gb_id=gb.gb_id,
@@ -606,7 +485,7 @@ def _finding(
             f"recompile limit ({limit.group(1) if limit else '?'}) reached; last guard failure: {g.guard or 'unknown'}"
         )
         # The limit is the symptom; the guard that kept failing is the cause, and its rule's codemod the fix.
-        cause = _classify_guard(g) if g.guard else None
+        cause = classify_guard(g) if g.guard else None
         return Finding(
             rule=code,
             kind=Kind(rule.kind),
@@ -631,7 +510,7 @@ def _finding(
         rule=code,
         kind=Kind(rule.kind),
         title=rule.title,
-        reason=_reason_for_guard(g),
+        reason=reason_for_guard(g),
         severity=severity,
         pattern=pattern,
         **common,

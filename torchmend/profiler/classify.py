@@ -1,0 +1,81 @@
+"""Which rule a graph break or a failed guard is: read from PyTorch's own texts (the break's type and
+explanation, the guard and the variable it names), and the one-line reason shown with the finding."""
+
+from __future__ import annotations
+
+import re
+
+from torchmend.model import Where
+from torchmend.profiler.traceparse import GraphBreak, GuardFailure, tensor_mismatch
+
+LIBRARY = Where.LIBRARY
+
+
+def classify_break(gb: GraphBreak, where: str) -> str:
+    text = f"{gb.gb_type}\n{gb.explanation}"
+    if where == LIBRARY and ("graph_break()" in text or "User-inserted graph break" in text):
+        return "TM901"
+    if "`print`" in text or "builtin operator `print`" in text:
+        return "TM101"
+    if "logging" in text.lower() or "Logger" in text:
+        return "TM102"
+    if "Data-dependent branching" in gb.gb_type or "data-dependent branching" in text.lower():
+        return "TM103"
+    if re.search(r"Tensor\.(item|tolist)\(\)|tensor.*(to|into) a Python (scalar|number)", text):
+        return "TM104"
+    if "torch.compiler.disable" in text or "Skip calling" in text or "skip" in gb.gb_type.lower():
+        return "TM105"
+    return "TM199"
+
+
+def classify_guard(g: GuardFailure) -> str:
+    var = g.variable or ""
+    mismatch = tensor_mismatch(g.guard)
+    if cached_tensor_attribute(g, mismatch):
+        return "TM208"
+    if mismatch == "size" or "size mismatch" in g.guard:
+        return "TM204"
+    if mismatch:
+        return "TM207"
+    if "param_groups" in var:
+        return "TM203"
+    if re.match(r"___stack\d+$", var):
+        return "TM205"
+    if g.guard.startswith("GLOBAL_STATE"):
+        return "TM299"  # grad mode, autocast, ...: a train -> eval switch recompiles once per frame
+    if re.match(r"^not\s", g.guard.strip()):
+        return "TM299"  # a truthiness guard (`not self.state`: an optimizer's state created on its first step)
+    if (g.hint and "nn.Module" in g.hint) or var.startswith("self.") or "_modules[" in var:
+        return "TM201"
+    # `var` is tidied (G['X'] -> X), so a global shows in the raw guard only.
+    if re.match(r"^(G\[|.*__closure__|.*cell_contents)", var) or g.guard.startswith("G["):
+        return "TM206"
+    if re.match(r"^[A-Za-z_]\w*(\[\d+\])?$", var) or var.startswith(("args[", "kwargs[")):
+        return "TM202"
+    return "TM299"
+
+
+# A tensor cached on a module (`if self.mask is None or self.mask.size(0) != n: self.mask = ...`), as torch 2.13
+# words its guards: `self.mask is None`, `tensor 'self.mask' size mismatch ...`, `self._modules['p'].t.size()[0] == ...`.
+_CACHED_ATTR = re.compile(r"self(?:\._modules\['\w+'\]|\.\w+)*\.\w+(?P<size>\.size\(\)\[\d+\]|\.shape\[\d+\])?")
+
+
+def cached_tensor_attribute(g: GuardFailure, mismatch: str | None) -> bool:
+    var = g.variable or ""
+    attr = _CACHED_ATTR.fullmatch(var)
+    if attr is None or "_parameters[" in var or "_buffers[" in var:
+        return False
+    guard = g.guard.split("#")[0].strip()
+    none_check = re.fullmatch(re.escape(var) + r" is (?:not )?None", guard)
+    # guard_variable drops the method: `self.mask.size()[0] == 8` guards `self.mask`
+    size_check = re.match(re.escape(var) + r"(?:\.size\(\)|\.shape)\[\d+\]", guard)
+    return bool(attr["size"] or size_check or none_check or mismatch in ("size", "stride"))
+
+
+def reason_for_break(gb: GraphBreak) -> str:
+    ident = f"{gb.gb_id} " if gb.gb_id else ""
+    return f"{ident}{gb.gb_type}: {gb.explanation}".strip()
+
+
+def reason_for_guard(g: GuardFailure) -> str:
+    return f"guard failed: {g.guard}"
