@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
-from torchmend import store
+from torchmend import sources, store
 from torchmend.model import Finding, Summary
 from torchmend.verify.numerics import ATOL, RTOL
 
@@ -172,7 +172,7 @@ def propose(
     root: Path,
     select: list[str] | None = None,
     ignore: list[str] | None = None,
-    read: Callable[[str], str] = store.read_source,
+    read: Callable[[str], str] = sources.read_source,
 ) -> Fixes:
     """A proposal (or a NoFix with the reason) for every finding; nothing is accepted yet."""
     from torchmend.codemods.base import NoFix, Proposal
@@ -353,6 +353,6 @@ def patch_bytes(fixes: Fixes) -> bytes:
         return lambda b, a: unified_diff(fixes.session.display(path), b, a)
 
     return b"".join(
-        store.encode_diff(diff_of(path), before, after, store.source_encoding(path))
+        sources.encode_diff(diff_of(path), before, after, sources.source_encoding(path))
         for path, (before, after) in fixes.changes().items()
     )

@@ -13,7 +13,7 @@ from torchmend.codemods.source import Context
 from torchmend.model import Finding
 from torchmend.profiler.events import END
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
-from torchmend.store import read_source
+from torchmend.sources import read_source
 from torchmend.verify.attribution import attribute
 from torchmend.verify.compare import IMPROVED, judge
 from torchmend.verify.runs import from_outcome

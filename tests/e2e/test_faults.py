@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import torchmend
 
-from torchmend import store
+from torchmend import sources, store
 
 pytestmark = pytest.mark.faults
 
@@ -134,7 +134,7 @@ def test_bom_is_kept(tmp_path: Path, state: Path) -> None:
 def test_store_round_trips_encodings_byte_for_byte(tmp_path: Path, state: Path) -> None:
     cp = tmp_path / "cp.py"
     cp.write_bytes(b"# coding: cp1252\r\nx = '\x80'\r\n")  # CRLF and a euro sign in cp1252
-    text = store.read_source(str(cp))
+    text = sources.read_source(str(cp))
     assert text == "# coding: cp1252\r\nx = '\u20ac'\r\n"
     record = store.write_fix({str(cp): (text, text.replace("x =", "y ="))}, tmp_path, "patch", "")
     assert cp.read_bytes() == b"# coding: cp1252\r\ny = '\x80'\r\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from torchmend import store
+from torchmend import sources, store
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def test_a_record_from_before_the_journal_still_loads_and_undoes(
     }
     (folder / "20260101-000000-000.json").write_text(json.dumps(old))
     [record] = store.undo_records(project)
-    assert record.complete and record.encoding(str(project / "a.py")) == store.Encoding("utf-8", False)
+    assert record.complete and record.encoding(str(project / "a.py")) == sources.Encoding("utf-8", False)
     store.undo(record, project)
     assert (project / "a.py").read_text() == "a = 1\n"
 

@@ -288,7 +288,7 @@ def fix(
 def _check_python(path: Path, what: str) -> None:
     """Refuse a file Python itself rejects (an undecodable byte even in a comment, a bad coding line, a syntax
     error) before anything runs or is written: torchmend would otherwise misread it or write it back wrong."""
-    from torchmend.store import NotSource, check_python
+    from torchmend.sources import NotSource, check_python
 
     try:
         check_python(str(path))

@@ -112,7 +112,7 @@ def verify(
     from torchmend import pipeline
     from torchmend.cli.fixview import verification_view
     from torchmend.cli.running import project_root_for, run_spec
-    from torchmend.store import read_source
+    from torchmend.sources import read_source
     from torchmend.verify.patch import PatchError, apply_patch, from_directory
 
     if (patch is None) == (patched_dir is None):
