@@ -10,11 +10,11 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from torchmend.codemods.base import Proposal
+from torchmend.codemods.base import NoFix, Proposal
 from torchmend.codemods.engine import Conflict, Session
 from torchmend.codemods.review import ACCEPTED, CONFLICT, NOT_REVIEWED, REJECTED, accept_all, review
 from torchmend.codemods.source import Context
-from torchmend.model import Finding, Kind, Severity, Where
+from torchmend.model import Finding, Kind, Location, Severity, Where
 
 SOURCE = "a = 1\nb = 2\nprint(a, b)\n"
 
@@ -211,3 +211,34 @@ def test_accept_all_leaves_unsafe_changes_out_unless_asked(project):
     assert outcomes == [ACCEPTED, REJECTED]
     session2 = Session(session.ctx)
     assert [d.outcome for d in accept_all(session2, [safe, unsafe], unsafe=True)] == [ACCEPTED, ACCEPTED]
+
+
+def test_a_library_print_or_log_is_never_looked_up_in_your_file(tmp_path: Path) -> None:
+    """A library finding's line is the library's: the gate fixes say where it is instead of reading that line
+    in the user's file (or in the library) and reporting 'no logging call at line N'."""
+    library = tmp_path / "site-packages" / "lib" / "mod.py"
+    library.parent.mkdir(parents=True)
+    library.write_text("import logging\n" + "\n" * 40 + "logging.warning('deprecated')\n")
+    train = tmp_path / "proj" / "train.py"
+    train.parent.mkdir()
+    train.write_text("import lib.mod\n")
+    session = Session(Context(str(train.parent), lambda p: Path(p).read_text()))
+    for rule in ("TM101", "TM102"):
+        f = Finding(
+            rule=rule,
+            kind=Kind.GRAPH_BREAK,
+            title="t",
+            file=str(library),
+            line=42,
+            function="f",
+            path=str(library),
+            where=Where.LIBRARY,
+            reason="r",
+            count=1,
+            severity=Severity.FIX,
+            user_frame=Location(file="train.py", line=1, function="<module>", path=str(train)),
+        )
+        (result,) = session.propose([f])
+        assert isinstance(result, NoFix)
+        assert "inside a library" in result.reason and f"{library}:42" in result.reason, result.reason
+        assert "reorderable_logging_functions" in result.advice

@@ -7,7 +7,7 @@ import libcst as cst
 from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.codemods.torch_ops import IS_COMPILING, LOG_METHODS
-from torchmend.model import Finding
+from torchmend.model import Finding, Where
 
 
 def _is_print(src: SourceFile, call: cst.Call) -> bool:
@@ -39,6 +39,14 @@ def _already_gated(src: SourceFile, stmt: cst.CSTNode) -> bool:
 
 
 def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
+    if finding.where != Where.PROJECT:  # its line is the library's: never look it up in a file of yours
+        return NoFix(
+            finding,
+            f"the {what} call is inside a library ({finding.file}:{finding.line}), which torchmend does not edit",
+            "let dynamo move it out of the graph: add the function to "
+            "`torch._dynamo.config.reorderable_logging_functions` before compiling (the message still appears), "
+            "or raise that library logger's level so it does not log",
+        )
     src = ctx.file(finding.path)
     stmt = src.statement_at(finding.line)
     if not isinstance(stmt, cst.SimpleStatementLine):
