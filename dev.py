@@ -79,9 +79,10 @@ def main() -> int:
         print(f"the example's files are in {scratch}", flush=True)
         return code
     else:
-        # Two workers: most tests wait on a child process running torch on one core. Files whose tests share
-        # a module-scoped run are kept on one worker (xdist_group marks); cached scans are shared (conftest).
-        cmd = [str(BIN / "python"), "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup", *extra]
+        # Three workers on this 2-core machine: most tests wait on a child process running torch, and some wait on
+        # purpose (timeouts, hung ranks, signals), so a third keeps both cores busy. Files whose tests share a
+        # module-scoped run are kept on one worker (xdist_group marks); cached scans are shared (conftest).
+        cmd = [str(BIN / "python"), "-m", "pytest", "-q", "-n", "3", "--dist", "loadgroup", *extra]
     return subprocess.call(cmd, cwd=ROOT)
 
 
