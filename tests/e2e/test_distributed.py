@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, torchmend
+from conftest import ROOT, CliResult, torchmend
 
 # One worker runs this whole file under pytest-xdist: its module-scoped runs are shared by its tests.
 pytestmark = pytest.mark.xdist_group("distributed")
@@ -199,20 +199,29 @@ def test_fix_from_trace_proposes_without_running(checkout: Path, trace_dir: Path
 
 def test_fix_with_ranks_verifies_on_both_ranks(tmp_path: Path) -> None:
     shutil.copy(FIXTURE, tmp_path / "train.py")
-    r = torchmend(
-        "fix",
-        "--nproc-per-node",
-        "2",
-        "train.py",
-        "--yes",
-        "--unsafe",
-        "--verify-backend",
-        "aot_eager",
-        "--timeout",
-        "240",
-        cwd=tmp_path,
-        env=FAST,
-    )
+
+    def fix() -> CliResult:
+        return torchmend(
+            "fix",
+            "--nproc-per-node",
+            "2",
+            "train.py",
+            "--yes",
+            "--unsafe",
+            "--verify-backend",
+            "aot_eager",
+            "--timeout",
+            "120",
+            cwd=tmp_path,
+            env=FAST,
+        )
+
+    r = fix()
+    if r.returncode == 10 and "recorded 10 and 0 losses" in r.stdout:
+        # A verification arm that hung until the timeout without its END event: torch 2.13's gloo can deadlock
+        # a rank while the job shuts down (see the fixture), seen in about 1 of 4 runs on a loaded 2-core
+        # machine, also before torchmend's changes. One retry tells that apart from a torchmend failure.
+        r = fix()
     assert r.returncode == 0, r.stdout + r.stderr
     assert "verdict: improved" in r.stdout
     assert "numerics match" in r.stdout
