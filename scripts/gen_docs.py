@@ -1,7 +1,7 @@
 """Generate the documentation that must not drift from the code, or check that it has not.
 
     .venv/bin/python scripts/gen_docs.py           # rewrite what is stale
-    .venv/bin/python scripts/gen_docs.py --check   # exit 1 and name each stale file (tests/test_rules_and_docs.py)
+    .venv/bin/python scripts/gen_docs.py --check   # exit 1 and name each stale file (tests/unit/test_rules_and_docs.py)
 
 What it writes, and from what:
 
@@ -39,7 +39,7 @@ KIND_WORDS = {
     rules.RECOMPILE_LIMIT: "recompile limit",
     rules.SCRIPT_FAILURE: "script failure",
 }
-TESTED_BY = "tests/test_codemod_examples.py"
+TESTED_BY = "tests/unit/test_codemod_examples.py"
 
 # The comments that write findings into example sources (torchmend/codemods/examples.py). On a page a finding
 # is shown as `# TM101` on its line; the call-site and compiled-function marks say nothing to a reader.

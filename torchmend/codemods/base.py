@@ -118,7 +118,7 @@ class Codemod:
     # finding (TM250) whose failing guard is a float lr goes to the tensor-lr fix.
     causes: ClassVar[tuple[str, ...]] = ()
     name: ClassVar[str] = ""
-    # Inline examples, checked by tests/test_codemod_examples.py. Sources mark findings with comments
+    # Inline examples, checked by tests/unit/test_codemod_examples.py. Sources mark findings with comments
     # (see examples.py): INVALID sources become their expected text; VALID sources propose nothing. The docs
     # (docs/rules/) render them, so every example shown is a tested one.
     INVALID: ClassVar[Sequence[Invalid]] = ()
