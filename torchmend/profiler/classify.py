@@ -72,8 +72,19 @@ def cached_tensor_attribute(g: GuardFailure, mismatch: str | None) -> bool:
     return bool(attr["size"] or size_check or none_check or mismatch in ("size", "stride"))
 
 
+_RAISED = re.compile(r"raised exception (?P<exc>\w+\(.*\))$")
+
+
 def reason_for_break(gb: GraphBreak) -> str:
     ident = f"{gb.gb_id} " if gb.gb_id else ""
+    raised = _RAISED.match(gb.context)
+    if gb.gb_type == "Observed exception" and raised:
+        # The explanation says only that an exception escaped; which one is the lead a person needs.
+        return (
+            f"{ident}{gb.gb_type}: the code raised {raised['exc']} while dynamo traced it, so the function runs "
+            "eagerly; a path taken only under compile (e.g. skipped by `if ... not is_compiling()`) or an input "
+            "the traced code does not expect (None, a missing key)"
+        )
     return f"{ident}{gb.gb_type}: {gb.explanation}".strip()
 
 

@@ -64,6 +64,7 @@ class GraphBreak:
     gb_id: str | None  # e.g. "GB0170"
     docs_url: str | None
     user_stack: tuple[Frame, ...] = field(default=())
+    context: str = ""  # PyTorch's "Developer debug context", e.g. `raised exception TypeError("...")`
 
     @property
     def function(self) -> str:
@@ -99,7 +100,11 @@ def parse_graph_break(text: str) -> GraphBreak | None:
         gb_id=url["id"].upper() if url else None,
         docs_url=url.group(1) if url else None,
         user_stack=tuple(stack),
+        context=next((ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith(_CONTEXT)), ""),
     )
+
+
+_CONTEXT = "Developer debug context:"
 
 
 @dataclass(frozen=True)
