@@ -288,3 +288,49 @@ def compile_site(src: SourceFile, func: cst.BaseExpression) -> cst.CSTNode | Non
         if len(values) == 1 and compile_target(src, values[0]) is not None:
             return values[0]
     return None
+
+
+# --- wrappers: a def that stands in for another and passes its *args / **kwargs on ---------------------------
+
+
+def forwarding_call(fn: cst.FunctionDef) -> cst.Call | None:
+    """The call in `fn`'s body that passes `fn`'s own `*args` (and `**kwargs`, when it has them) on: the wrapped
+    function's call in a decorator's `def wrapper(self, *args, **kwargs): ... func(self, *args, **kwargs)`."""
+    p = fn.params
+    star = p.star_arg.name.value if isinstance(p.star_arg, cst.Param) else None
+    kwstar = p.star_kwarg.name.value if p.star_kwarg is not None else None
+    if star is None and kwstar is None:
+        return None
+    for call in _calls_in(fn):
+        spread = {(a.star, a.value.value) for a in call.args if a.star and isinstance(a.value, cst.Name)}
+        if (star is None or ("*", star) in spread) and (kwstar is None or ("**", kwstar) in spread):
+            return call
+    return None
+
+
+def _calls_in(fn: cst.FunctionDef) -> list[cst.Call]:
+    found: list[cst.Call] = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            found.append(node)
+
+    fn.body.visit(_Calls())
+    return found
+
+
+def wrappers_of(src: SourceFile, fn: cst.FunctionDef, ctx: Context | None = None) -> list[cst.FunctionDef]:
+    """The defs that run in place of `fn`: for each decorator of `fn` that is a def of the project
+    (`@capture_outputs`), the def nested in it that forwards its *args / **kwargs (its `wrapper`)."""
+    found: list[cst.FunctionDef] = []
+    for dec in fn.decorators:
+        target = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+        deco = callee(src, target, ctx)
+        if deco is None:
+            continue
+        found += [
+            inner
+            for inner in deco.src.nodes_in(deco.fn.body, cst.FunctionDef)
+            if inner is not deco.fn and forwarding_call(inner) is not None
+        ]
+    return found
