@@ -61,7 +61,7 @@ def _named(star: str, key: int | str) -> str:
 def compiled_def(ctx: Context, finding: Finding) -> cst.FunctionDef | None:
     """The def of the finding's compiled function (named by its `def` line or a decorator line), in the project."""
     cf = finding.compiled_function
-    if cf is None or not ctx.in_project(cf.path):
+    if cf is None or cf.path.startswith("<") or not ctx.in_project(cf.path):  # `<string>`: exec-made code
         return None
     src = ctx.file(cf.path)
     for node in src.nodes_in(src.module, cst.FunctionDef):
