@@ -69,3 +69,38 @@ def test_generated_code_with_no_real_frame_keeps_its_place() -> None:
     gb = GraphBreak("<string>", 4, "t", "e", None, None, (Frame("<string>", 4, "__eq__"),))
     moved, inner = out_of_generated_break(gb)
     assert moved is gb and inner == Frame("<string>", 4, "__eq__")
+
+
+def test_a_generated_function_compiled_on_its_own_is_not_named_as_the_compiled_function(tmp_path: Path) -> None:
+    """A dataclass's `__init__` compiled as a frame of its own (called from eager code after a break): its size
+    guard names no line, so the finding is at the call site, and `<string>` is never offered as a file to read."""
+    model = str(tmp_path / "model.py")
+    (tmp_path / "model.py").write_text(MODEL)
+    stack = [[model, 40, "main"], [model, 30, "forward"], ["<string>", 2, "__init__"]]
+    events = [
+        {"ev": "start", "torch": "2.13.0+cpu", "library_roots": []},
+        *(
+            e
+            for cid in ("0/0", "0/1")
+            for e in (
+                {"ev": "compile_start", "compile_id": cid, "stack": stack, "callers": stack[:-1]},
+                {
+                    "ev": "compile_end",
+                    "compile_id": cid,
+                    "co_name": "__init__",
+                    "co_filename": "<string>",
+                    "co_firstlineno": 2,
+                    "graph_op_count": 1,
+                    **(
+                        {"recompile_reason": "0/0: tensor 'hidden' size mismatch at index 0. expected 2, actual 3"}
+                        if cid == "0/1"
+                        else {}
+                    ),
+                },
+            )
+        ),
+        {"ev": "end", "reason": "finished", "steps": 2},
+    ]
+    (f,) = analyse(events, tmp_path)[0]
+    assert (f.rule, f.file, f.line) == ("TM204", "model.py", 30)
+    assert f.compiled_function is None and f.call_site is not None and f.call_site.line == 30

@@ -54,6 +54,7 @@ from torchmend.profiler.traceparse import (
 from torchmend.profiler.userframe import (
     break_lines,
     generated_note,
+    is_generated,
     out_of_generated_break,
     out_of_generated_guard,
     project_frame,
@@ -449,7 +450,9 @@ def _finding(
             code=site.code,
             user_frame=user_frame,
         )
-    compiled = places.location(info["compiled"]) if info.get("compiled") else None
+    # A compiled frame of generated code (a dataclass's `__init__` compiled on its own) has no file to read.
+    compiled_frame = info.get("compiled")
+    compiled = places.location(compiled_frame) if compiled_frame and not is_generated(compiled_frame.file) else None
     call_site = info.get("call_site")
     if info["type"] == "eager":
         fb: EagerFallback = info["fb"]
