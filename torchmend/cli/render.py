@@ -76,7 +76,9 @@ def _what(f: Finding) -> Text:
     if f.where != Where.PROJECT and f.user_frame:
         t.append(f"\nreached from {f.user_frame.file}:{f.user_frame.line} in {f.user_frame.function}", style="green")
     elif f.kind != "graph_break" and f.call_site and (f.call_site.file, f.call_site.line) != (f.file, f.line):
-        t.append(f"\ncalled from {f.call_site.file}:{f.call_site.line}", style="green")
+        # the same file: its name is the table's title, and a long path would fill a narrow column
+        place = f"line {f.call_site.line}" if f.call_site.file == f.file else f"{f.call_site.file}:{f.call_site.line}"
+        t.append(f"\ncalled from {place}", style="green")
     if f.ranks is not None:
         t.append(f"\non {ranks_text(f)}", style="default")
         if f.divergent:
