@@ -12,8 +12,7 @@ import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from rich.console import Console, Group, RenderableType
-from rich.padding import Padding
+from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -117,8 +116,29 @@ def _listed(
 ) -> Group:
     parts: list[RenderableType] = [Text(title) if isinstance(title, str) else title] if title is not None else []
     for r in rows:
-        cells = [Text(labels.get(i, "")) + (r[i] if isinstance(r[i], Text) else Text(str(r[i]))) for i in short]
+        cells = [_labelled(labels.get(i, ""), r[i]) for i in short]
         head = Text("  ").join(c for c in cells if c.plain)
         body = r[text_column]
-        parts += [head, Padding(body if isinstance(body, Text) else Text(body), (0, 0, 0, LIST_INDENT), expand=False)]
+        parts += [head, _Indented(body if isinstance(body, Text) else Text(body))]
     return Group(*parts)
+
+
+def _labelled(label: str, cell: str | Text) -> Text:
+    """`fix: gate-print`; `no fix` for an empty (`—`) cell."""
+    text = cell if isinstance(cell, Text) else Text(str(cell))
+    if label and text.plain in ("—", ""):
+        return Text(f"no {label.rstrip(': ')}")
+    return Text(label) + text
+
+
+class _Indented:
+    """Text wrapped under a list entry's head line, indented, with no trailing spaces (rich's Padding pads every
+    wrapped line to the block's width, which piped output keeps)."""
+
+    def __init__(self, text: Text) -> None:
+        self.text = text
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
+        for line in self.text.wrap(console, max(options.max_width - LIST_INDENT, 20)):
+            line.rstrip()
+            yield Text(" " * LIST_INDENT) + line
