@@ -84,7 +84,7 @@ def help_text() -> Text:
 
 
 def unfixed_view(items: list[NoFix], width: int = NO_TERMINAL_WIDTH) -> RenderableType:
-    rows = []
+    rows: list[list[str | Text]] = []
     for n in items:
         why = Text(n.reason)
         if n.advice:

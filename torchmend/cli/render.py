@@ -100,7 +100,7 @@ def findings_view(findings: list[Finding], width: int = NO_TERMINAL_WIDTH) -> Gr
     tables = []
     for (order, file), items in sorted(by_file.items()):
         where = {0: "", 1: "  (outside the project)", 2: "  (library: not edited; see 'reached from')"}[order]
-        rows = [
+        rows: list[list[str | Text]] = [
             [
                 str(f.line),
                 Text(f.rule, style=_SEVERITY_STYLE[f.severity]),

@@ -88,7 +88,9 @@ def bind_through(
     calls: list[cst.Call] = csrc.nodes_in(stmt, cst.Call) if stmt is not None else []
     # A call whose def is wrapped by this wrapper (a decorator of the project), else the one call on the line
     # that is not torch's or a builtin (`layer(h, mask, bias)` with `layer` from a ModuleList).
-    reached = [(c, t) for c in calls for t in [callee(csrc, c.func, ctx)] if t is not None and _wraps(t, wrapper, ctx)]
+    reached: list[tuple[cst.Call, Callee | None]] = [
+        (c, t) for c in calls for t in [callee(csrc, c.func, ctx)] if t is not None and _wraps(t, wrapper, ctx)
+    ]
     if not reached:
         unknown = [
             c
