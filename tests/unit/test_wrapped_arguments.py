@@ -90,11 +90,18 @@ def test_the_fix_lands_at_the_entry_through_a_decorator() -> None:
     assert "forward() now receives a tensor for `temperature`" in (result.note or "")
 
 
-def test_a_checkpointing_wrapper_called_from_a_module_list_says_why_not() -> None:
-    (result,) = _propose("noop_checkpointing_wrapper")
+def test_a_checkpointing_base_class_wrapper_is_seen_through_a_module_list() -> None:
+    (result,) = _propose("checkpointing_wrapper")
+    assert isinstance(result, Proposal), result
+    assert "pass `scale` to layer() as a 0-d tensor on `hidden`'s device" in result.why
+    assert "forward() now receives a tensor for `scale`" in (result.note or "")
+
+
+def test_a_module_list_of_two_classes_says_why_not() -> None:
+    (result,) = _propose("noop_checkpointing_mixed_layers")
     assert isinstance(result, NoFix)
     assert result.reason.startswith(
-        "`args[2]` is `scale` at line 43, passed on by forward_with_checkpointing() to a function torchmend cannot "
+        "`args[2]` is `scale` at line 48, passed on by forward_with_checkpointing() to a function torchmend cannot "
         "find from `layer`"
     ), result.reason
 

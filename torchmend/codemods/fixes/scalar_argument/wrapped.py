@@ -17,7 +17,7 @@ import libcst as cst
 
 from torchmend.codemods.analysis import Callee, callee
 from torchmend.codemods.analysis.binding import bind, packed_argument
-from torchmend.codemods.analysis.calls import forwarding_call, wrappers_of
+from torchmend.codemods.analysis.calls import forwarding_call, loop_element_callee, wrappers_of
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
 
@@ -103,7 +103,9 @@ def bind_through(
                 f"cannot tell which call at line {site.line} reaches {wname}()"
                 + (f" ({len(unknown)} calls there could)" if unknown else " (no call there could)")
             )
-        reached = [(unknown[0], None)]
+        func = unknown[0].func  # `for layer in self.layers: layer(h)`: the class of the container's modules
+        element = loop_element_callee(csrc, func, ctx) if isinstance(func, cst.Name) else None
+        reached = [(unknown[0], element if element is not None and _wraps(element, wrapper, ctx) else None)]
     if len(reached) != 1:
         return Unbound(f"{len(reached)} calls at line {site.line} reach {wname}(); cannot tell which recompiles")
     call, target = reached[0]
