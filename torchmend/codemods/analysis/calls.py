@@ -400,13 +400,26 @@ def loop_element_callee(src: SourceFile, name: cst.Name, ctx: Context | None = N
     return Callee(fn, owner[0], bound=True, owner=owner[1]) if fn is not None else None
 
 
+def _appended(src: SourceFile, attr: cst.Attribute) -> list[cst.BaseExpression]:
+    """What the class's methods append to `self.<attr>` (`self.block = nn.ModuleList()`, then
+    `self.block.append(Block(...))` in a loop)."""
+    cls = src.enclosing(attr, cst.ClassDef)
+    if cls is None:
+        return []
+    shape = m.Call(
+        func=m.Attribute(value=m.Attribute(value=m.Name("self"), attr=m.Name(attr.attr.value)), attr=m.Name("append"))
+    )
+    return [c.args[0].value for c in src.nodes_in(cls, cst.Call) if m.matches(c, shape) and len(c.args) == 1]
+
+
 def _elements(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> list[cst.BaseExpression]:
     """The module expressions a container expression holds: `self.layers` (its assigned values), a ModuleList /
     Sequential call, a list, tuple or list comprehension."""
     if depth > 3:
         return []
     if isinstance(expr, cst.Attribute) and m.matches(expr.value, m.Name("self")):
-        return [e for v in self_attr_values(src, expr) for e in _elements(src, v, depth + 1)]
+        held = [e for v in self_attr_values(src, expr) for e in _elements(src, v, depth + 1)]
+        return held + _appended(src, expr)
     if isinstance(expr, cst.Call) and src.qualified_names(expr.func) & set(_CONTAINERS):
         if len(expr.args) == 1 and not expr.args[0].star and isinstance(expr.args[0].value, (cst.List, cst.ListComp)):
             return _elements(src, expr.args[0].value, depth + 1)
