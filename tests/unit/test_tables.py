@@ -145,3 +145,25 @@ def test_unfixed_view_keeps_reasons_readable(width: int) -> None:
     assert lines_spanned(out, why) <= math.ceil(len(why) / 30), out
     # a path longer than the line is folded, not cut
     assert "models/very_long_package_name/modeling_something_quite_long.py:423" in out.replace("\n", "")
+
+
+def test_piped_with_no_terminal_lays_out_at_120_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchmend.cli.render import print_scan
+    from torchmend.model import EndedBy, Summary
+
+    def no_terminal(fd: int = 0) -> os.terminal_size:
+        raise OSError("not a terminal")
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(os, "get_terminal_size", no_terminal)
+    buf = io.StringIO()
+    console = Console(file=buf, no_color=True, highlight=False)
+    summary = Summary(frames_compiled=3, compiles=4, graphs=4, graph_breaks=1, recompiles=2, recompile_limit_hits=0,
+                      compile_seconds=4.59, steps=12, ended_by=EndedBy("finished"), wall_seconds=14.1,
+                      torch_version="2.13.0")  # fmt: skip
+    print_scan(console, [_finding(423, REASON)], summary)
+    lines = buf.getvalue().splitlines()
+    assert max(len(line) for line in lines) == NO_TERMINAL_WIDTH  # the table takes the 120 columns
+    summary_start = next(line for line in lines if line.startswith("3 frames compiled"))
+    assert 100 < len(summary_start) <= NO_TERMINAL_WIDTH  # the summary line too wraps at 120, not rich's 80
+    assert console.width == 80  # the console itself is left as it was

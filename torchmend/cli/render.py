@@ -127,9 +127,13 @@ def findings_view(findings: list[Finding], width: int = NO_TERMINAL_WIDTH) -> Gr
 
 
 def print_scan(console: Console, findings: list[Finding], summary: Summary) -> None:
+    with laid_out(console) as width:  # piped with no terminal: 120 columns for the summary lines too
+        _print_scan(console, findings, summary, width)
+
+
+def _print_scan(console: Console, findings: list[Finding], summary: Summary, width: int) -> None:
     if findings:
-        with laid_out(console) as width:
-            console.print(findings_view(findings, width))
+        console.print(findings_view(findings, width))
         fix = sum(f.severity == "fix" for f in findings)
         notes = sum(f.severity == "note" for f in findings)
         info = sum(f.severity == "info" for f in findings)
