@@ -104,3 +104,27 @@ def test_a_generated_function_compiled_on_its_own_is_not_named_as_the_compiled_f
     (f,) = analyse(events, tmp_path)[0]
     assert (f.rule, f.file, f.line) == ("TM204", "model.py", 30)
     assert f.compiled_function is None and f.call_site is not None and f.call_site.line == 30
+
+
+def test_a_generated_guard_with_no_stack_goes_to_the_call_site(tmp_path: Path) -> None:
+    model = str(tmp_path / "model.py")
+    (tmp_path / "model.py").write_text(MODEL)
+    stack = [[model, 40, "main"], [model, 20, "forward"]]
+    events = [
+        {"ev": "start", "torch": "2.13.0+cpu", "library_roots": []},
+        {"ev": "compile_start", "compile_id": "0/0", "stack": stack, "callers": stack[:-1]},
+        {"ev": "compile_end", "compile_id": "0/0", "co_name": "forward", "co_filename": model, "co_firstlineno": 20},
+        {"ev": "compile_start", "compile_id": "0/1", "stack": stack, "callers": stack[:-1]},
+        {
+            "ev": "compile_end",
+            "compile_id": "0/1",
+            "co_name": "forward",
+            "co_filename": model,
+            "co_firstlineno": 20,
+            "recompile_reason": "0/0: opts.scale == 0.5  #   # <string>:4 in __eq__",
+        },
+        {"ev": "end", "reason": "finished", "steps": 2},
+    ]
+    (f,) = analyse(events, tmp_path)[0]
+    assert (f.file, f.line, f.where) == ("model.py", 40, Where.PROJECT)
+    assert "code generated at run time (<string>)" in f.reason

@@ -91,14 +91,15 @@ def real_frame(frames: Sequence[Frame]) -> Frame | None:
 
 def out_of_generated_guard(g: GuardFailure) -> tuple[GuardFailure, Frame | None]:
     """A guard installed inside generated code (`opts.scale == 0.5  # <string>:4 in __eq__`) moved to the nearest
-    real frame of its user stack (`if opts == DEFAULT:` in forward), with the generated frame it was in."""
+    real frame of its user stack (`if opts == DEFAULT:` in forward), with the generated frame it was in; with no
+    real frame, to no site (the caller then files it at the call site)."""
     if g.site is None or not is_generated(g.site.file):
         return g, None
     lines = g.text.splitlines()
     marker = next((i for i, ln in enumerate(lines) if ln.strip().lstrip("- ").strip() == "User stack trace:"), None)
     frames = parse_stack([ln.replace("-   ", "  ", 1) for ln in lines[marker + 1 :]]) if marker is not None else []
-    real = real_frame(frames)
-    return (replace(g, site=real), g.site) if real is not None else (g, g.site)
+    # With no real frame in its stack, no site: the finding goes to the call site, as a guard with no line does.
+    return replace(g, site=real_frame(frames)), g.site
 
 
 def out_of_generated_break(gb: GraphBreak) -> tuple[GraphBreak, Frame | None]:
