@@ -160,6 +160,7 @@ def fix(
         run_spec,
         warn_failed_after_compile,
     )
+    from torchmend.cli.tables import laid_out
     from torchmend.codemods.review import ACCEPTED, CONFLICT
     from torchmend.vcs.body import fix_report, verify_command
     from torchmend.vcs.ship import PrOptions
@@ -213,7 +214,8 @@ def fix(
         f"{len(unfixed)} not fixable"
     )
     if unfixed:
-        ui.print(unfixed_view(unfixed))
+        with laid_out(ui) as width:
+            ui.print(unfixed_view(unfixed, width))
     display = fixes.where
 
     if check:

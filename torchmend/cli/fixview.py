@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from torchmend.cli.tables import NO_TERMINAL_WIDTH, fitted
 from torchmend.model import Finding, Where
 
 if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
@@ -82,17 +83,14 @@ def help_text() -> Text:
     return t
 
 
-def unfixed_view(items: list[NoFix]) -> Table:
-    table = Table(title=Text("not fixed", style="bold"), title_justify="left", show_header=True, expand=True)
-    table.add_column("where", no_wrap=True)
-    table.add_column("rule", no_wrap=True)
-    table.add_column("why not", ratio=1)
+def unfixed_view(items: list[NoFix], width: int = NO_TERMINAL_WIDTH) -> RenderableType:
+    rows: list[list[str | Text]] = []
     for n in items:
         why = Text(n.reason)
         if n.advice:
             why.append(f"\n→ {n.advice}", style="green")
-        table.add_row(where(n), n.finding.rule, why)
-    return table
+        rows.append([where(n), n.finding.rule, why])
+    return fitted(["where", "rule", "why not"], rows, text_column=2, width=width, title=Text("not fixed", style="bold"))
 
 
 def verification_view(v: Verification) -> Group:

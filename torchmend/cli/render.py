@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from rich.console import Console, Group
-from rich.table import Table
 from rich.text import Text
 
+from torchmend.cli.tables import NO_TERMINAL_WIDTH, fitted, laid_out
 from torchmend.model import Finding, Summary, Where
 
 ENDED_BY = {
@@ -76,7 +76,9 @@ def _what(f: Finding) -> Text:
     if f.where != Where.PROJECT and f.user_frame:
         t.append(f"\nreached from {f.user_frame.file}:{f.user_frame.line} in {f.user_frame.function}", style="green")
     elif f.kind != "graph_break" and f.call_site and (f.call_site.file, f.call_site.line) != (f.file, f.line):
-        t.append(f"\ncalled from {f.call_site.file}:{f.call_site.line}", style="green")
+        # the same file: its name is the table's title, and a long path would fill a narrow column
+        place = f"line {f.call_site.line}" if f.call_site.file == f.file else f"{f.call_site.file}:{f.call_site.line}"
+        t.append(f"\ncalled from {place}", style="green")
     if f.ranks is not None:
         t.append(f"\non {ranks_text(f)}", style="default")
         if f.divergent:
@@ -89,7 +91,8 @@ def _what(f: Finding) -> Text:
     return t
 
 
-def findings_view(findings: list[Finding]) -> Group:
+def findings_view(findings: list[Finding], width: int = NO_TERMINAL_WIDTH) -> Group:
+    """The findings grouped by file, each group a table (a list where `width` leaves the text too little room)."""
     by_file: dict[tuple[int, str], list[Finding]] = defaultdict(list)
     for f in findings:
         order = 0 if f.where == Where.PROJECT else (2 if f.where == Where.LIBRARY else 1)
@@ -97,31 +100,40 @@ def findings_view(findings: list[Finding]) -> Group:
     tables = []
     for (order, file), items in sorted(by_file.items()):
         where = {0: "", 1: "  (outside the project)", 2: "  (library: not edited; see 'reached from')"}[order]
-        table = Table(
-            title=Text(file + where, style="bold underline"), title_justify="left", expand=True, show_lines=True
-        )
-        table.add_column("line", justify="right", no_wrap=True)
-        table.add_column("rule", no_wrap=True)
-        table.add_column("kind", no_wrap=True)
-        table.add_column("function", no_wrap=True)
-        table.add_column("×", justify="right", no_wrap=True)
-        table.add_column("what", ratio=1)
-        for f in sorted(items, key=lambda f: (f.line, f.rule)):
-            table.add_row(
+        rows: list[list[str | Text]] = [
+            [
                 str(f.line),
                 Text(f.rule, style=_SEVERITY_STYLE[f.severity]),
                 _KIND_LABEL[f.kind],
                 f.function,
-                str(f.count),
+                f"{f.count}×",
                 _what(f),
+            ]
+            for f in sorted(items, key=lambda f: (f.line, f.rule))
+        ]
+        tables.append(
+            fitted(
+                ["line", "rule", "kind", "function", "×", "what"],
+                rows,
+                text_column=5,
+                width=width,
+                optional=(2,),  # the rule code says the kind
+                title=Text(file + where, style="bold underline"),
+                justify={0: "right", 4: "right"},
+                show_lines=True,
             )
-        tables.append(table)
+        )
     return Group(*tables)
 
 
 def print_scan(console: Console, findings: list[Finding], summary: Summary) -> None:
+    with laid_out(console) as width:  # piped with no terminal: 120 columns for the summary lines too
+        _print_scan(console, findings, summary, width)
+
+
+def _print_scan(console: Console, findings: list[Finding], summary: Summary, width: int) -> None:
     if findings:
-        console.print(findings_view(findings))
+        console.print(findings_view(findings, width))
         fix = sum(f.severity == "fix" for f in findings)
         notes = sum(f.severity == "note" for f in findings)
         info = sum(f.severity == "info" for f in findings)

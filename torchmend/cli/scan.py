@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from torchmend import rules
 from torchmend.cli import options as o
@@ -103,13 +102,19 @@ def scan(
 @app.command("rules", short_help="List the rule codes and the fix for each.")
 def list_rules() -> None:
     """List the rule codes (TM1xx graph breaks, TM2xx recompiles, TM9xx informational) and their fixes."""
-    table = Table("code", "kind", "name", "title", "fix")
-    for r in rules.RULES:
-        table.add_row(
+    from torchmend.cli.tables import fitted, laid_out
+
+    rows = [
+        [
             r.code,
             r.kind,
             r.name,
             r.title + (" (informational)" if r.informational else ""),
             rules.FIXES.get(r.code, "—"),
-        )
-    out.print(table)
+        ]
+        for r in rules.RULES
+    ]
+    with laid_out(out) as width:
+        # The code's family says the kind (TM1xx breaks, TM2xx recompiles): it goes first when the title needs room.
+        headers = ["code", "kind", "name", "title", "fix"]
+        out.print(fitted(headers, rows, text_column=3, width=width, optional=(1,), labelled=(4,)))

@@ -173,3 +173,70 @@ def compiled_save_finding(places: Any, end: dict[str, Any]) -> Finding | None:
         severity=Severity.FIX,
         code=loc.code,
     )
+
+
+# --- the exception a failed run ended with ----------------------------------------------------------------
+
+# What PyTorch appends to an exception's message after the message itself: the hints, the user stack, the docs
+# link. The first of these ends the message.
+_APPENDIX = re.compile(
+    r"^\s*(?:Set TORCHDYNAMO_VERBOSE=|For even more developer context|from user code:|Developer debug context"
+    r"|For more details about this graph break|Minifier script written|Last frame execution written)"
+)
+_EXPLANATION = re.compile(r"^\s*Explanation:\s*(?P<text>.+)")
+_WRAPPED = re.compile(r"got (?P<exc>[A-Z]\w*(?:Error|Exception)\(.*\))\s*$")
+_USER_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
+EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s.*|(?<=Error)|(?<=Exception)|(?<=Interrupt)):?$")
+MAX_SUMMARY = 400
+
+
+def is_hint(line: str) -> bool:
+    """A line PyTorch adds after an exception's message ("Set TORCHDYNAMO_VERBOSE=1 ...", "from user code:")."""
+    return bool(_APPENDIX.match(line))
+
+
+def exception_summary(error: str, output: str = "", traceback: str = "") -> str:
+    """The exception a failed run ended with, in one line: its type and message with PyTorch's hints left out.
+
+    `error`: the child's record of it (`Type: message`, the message as torch augmented it), or empty; `output`:
+    the run's output tail, read when there is no record (the last exception line that is not a hint). A message
+    that only says what dynamo was doing ("RuntimeError when making fake tensor call") gets the error it wraps
+    from its explanation; an empty one gets the user's line (from "from user code:", else the `traceback`)."""
+    lines = (error or "").strip().splitlines()
+    if not lines:
+        found = [ln.strip() for ln in output.strip().splitlines() if EXCEPTION_LINE.match(ln.strip())]
+        found = [ln for ln in found if not is_hint(ln)]
+        rest = [ln.strip() for ln in output.strip().splitlines() if ln.strip() and not is_hint(ln)]
+        return (found or rest or ["(no output)"])[-1][:MAX_SUMMARY]
+    message: list[str] = []
+    for ln in lines:
+        if is_hint(ln):
+            break
+        message.append(ln)
+    head = (message or lines)[0].strip().rstrip(":")
+    if is_hint(head):  # the message was empty: only PyTorch's appendix follows the type
+        head = ""
+    explanation = next((m["text"].strip() for ln in message for m in [_EXPLANATION.match(ln)] if m), "")
+    wrapped = _WRAPPED.search(explanation)
+    if wrapped:
+        head = f"{head}: {wrapped['exc']}"
+    elif explanation and len(head) < 80:
+        head = f"{head}: {explanation}"
+    if head.endswith(":") or ":" not in head or head.split(":", 1)[1].strip() == "":
+        frame = _innermost_user_frame(lines) or _innermost_user_frame(["from user code:", *traceback.splitlines()])
+        head = f"{head.rstrip(':')} (no message)" + (f" at {frame}" if frame else "")
+    return head[:MAX_SUMMARY]
+
+
+def _innermost_user_frame(lines: list[str]) -> str:
+    """`file:line in function` of the last frame under "from user code:", with its source line."""
+    start = next((i for i, ln in enumerate(lines) if ln.strip() == "from user code:"), None)
+    if start is None:
+        return ""
+    found = ""
+    for i, ln in enumerate(lines[start + 1 :], start + 1):
+        m = _USER_FRAME.match(ln)
+        if m:
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            found = f"{m['file']}:{m['line']} in {m['fn']}" + (f": {code}" if code and not is_hint(code) else "")
+    return found

@@ -51,7 +51,15 @@ from torchmend.profiler.traceparse import (
     resolve_short_path,
     user_function_name,
 )
-from torchmend.profiler.userframe import break_lines, project_frame, resumed_at
+from torchmend.profiler.userframe import (
+    break_lines,
+    generated_note,
+    is_generated,
+    out_of_generated_break,
+    out_of_generated_guard,
+    project_frame,
+    resumed_at,
+)
 
 PROJECT, LIBRARY, OUTSIDE = Where.PROJECT, Where.LIBRARY, Where.OUTSIDE
 
@@ -177,12 +185,16 @@ def _analyse_one(
         per_frame[frame_id] += 1
 
     def add_break(gb: GraphBreak, cid: str) -> int:
+        gb, generated = out_of_generated_break(gb)  # `<string>` (exec-made code) has no line to show or edit
         path = places.absolute(gb.file)
         where = places.where(path)
         code = classify_break(gb, where)
         site = gb.user_stack[-1] if gb.user_stack and gb.user_stack[-1].line == gb.line else Frame(gb.file, gb.line, "")
         root = starts[cid][-1] if starts.get(cid) else None  # the compiled frame
-        add((code, path, gb.line), {"type": "break", "gb": gb, "site": site, "where": where, "root": root})
+        add(
+            (code, path, gb.line),
+            {"type": "break", "gb": gb, "site": site, "where": where, "root": root, "generated": generated},
+        )
         return 1
 
     backend_breaks: dict[str, list[GraphBreak]] = {}  # compile id -> breaks that only say the backend failed
@@ -247,7 +259,7 @@ def _analyse_one(
                 graphs += 1
             if ev.get("recompile_reason"):
                 recompiles += 1
-                g = parse_recompile_reason(ev["recompile_reason"])
+                g, generated = out_of_generated_guard(parse_recompile_reason(ev["recompile_reason"]))
                 if g.site is not None:
                     g = replace(
                         g,
@@ -278,6 +290,7 @@ def _analyse_one(
                         "where": places.where(path),
                         "call_site": call_site,
                         "compiled": compiled,
+                        "generated": generated,
                     },
                     frame_id,
                 )
@@ -428,7 +441,7 @@ def _finding(
             function=loc.function or gb.function,
             path=path,
             where=Where(where),
-            reason=reason_for_break(gb),
+            reason=reason_for_break(gb) + (generated_note(info["generated"]) if info.get("generated") else ""),
             count=grp.count,
             severity=Severity.INFO if rule.informational else Severity.FIX,
             gb_id=gb.gb_id,
@@ -437,7 +450,9 @@ def _finding(
             code=site.code,
             user_frame=user_frame,
         )
-    compiled = places.location(info["compiled"]) if info.get("compiled") else None
+    # A compiled frame of generated code (a dataclass's `__init__` compiled on its own) has no file to read.
+    compiled_frame = info.get("compiled")
+    compiled = places.location(compiled_frame) if compiled_frame and not is_generated(compiled_frame.file) else None
     call_site = info.get("call_site")
     if info["type"] == "eager":
         fb: EagerFallback = info["fb"]
@@ -510,7 +525,7 @@ def _finding(
         rule=code,
         kind=Kind(rule.kind),
         title=rule.title,
-        reason=reason_for_guard(g),
+        reason=reason_for_guard(g) + (generated_note(info["generated"]) if info.get("generated") else ""),
         severity=severity,
         pattern=pattern,
         **common,

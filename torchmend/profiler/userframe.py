@@ -5,16 +5,20 @@ compiled frame itself when the break is inside a call it inlined: a break in `nn
 from `model.py` then looks as if the training loop called the library directly. The compiled frame is known
 (the compile's own stack), and so is the line it broke at: dynamo continues the frame in a resume function
 (`torch_dynamo_resume_in_forward_at_21`) that the frame calls from that line. Pure: no torch.
+
+Code generated at run time (`<string>`: dataclass and namedtuple methods made by exec) has no source: a finding
+inside it is moved to the nearest real frame, the line that called it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from torchmend.model import Location, Where
-from torchmend.profiler.traceparse import Frame, user_function_name
+from torchmend.profiler.traceparse import Frame, GraphBreak, GuardFailure, parse_stack, user_function_name
 
 _RESUME_AT_RE = re.compile(r"^torch_dynamo_resume_in_.+_at_(?P<line>\d+)$")
 
@@ -69,3 +73,48 @@ def resumed_at(places: Any, compiled: Frame | None) -> Location | None:
     if compiled is None or line is None or places.where(places.absolute(compiled.file)) != Where.PROJECT:
         return None
     return places.location(Frame(compiled.file, line, compiled.function))
+
+
+# --- code generated at run time ------------------------------------------------------------------------------
+
+
+def is_generated(file: str) -> bool:
+    """Code made at run time by exec/eval (a dataclass's `__init__`/`__eq__`, a namedtuple's `__new__`, attrs):
+    its file is `<string>` or another `<...>` name, with no source to read or edit."""
+    return file.startswith("<")
+
+
+def real_frame(frames: Sequence[Frame]) -> Frame | None:
+    """The innermost frame that has a source file: the line that called into generated code."""
+    return next((f for f in reversed(frames) if not is_generated(f.file)), None)
+
+
+def out_of_generated_guard(g: GuardFailure) -> tuple[GuardFailure, Frame | None]:
+    """A guard installed inside generated code (`opts.scale == 0.5  # <string>:4 in __eq__`) moved to the nearest
+    real frame of its user stack (`if opts == DEFAULT:` in forward), with the generated frame it was in; with no
+    real frame, to no site (the caller then files it at the call site)."""
+    if g.site is None or not is_generated(g.site.file):
+        return g, None
+    lines = g.text.splitlines()
+    marker = next((i for i, ln in enumerate(lines) if ln.strip().lstrip("- ").strip() == "User stack trace:"), None)
+    frames = parse_stack([ln.replace("-   ", "  ", 1) for ln in lines[marker + 1 :]]) if marker is not None else []
+    # With no real frame in its stack, no site: the finding goes to the call site, as a guard with no line does.
+    return replace(g, site=real_frame(frames)), g.site
+
+
+def out_of_generated_break(gb: GraphBreak) -> tuple[GraphBreak, Frame | None]:
+    """A graph break inside generated code moved to the nearest real frame of its user stack."""
+    if not is_generated(gb.file):
+        return gb, None
+    inner = gb.user_stack[-1] if gb.user_stack else Frame(gb.file, gb.line, "")
+    real = real_frame(gb.user_stack)
+    if real is None:
+        return gb, inner
+    keep = gb.user_stack[: gb.user_stack.index(real) + 1]
+    return replace(gb, file=real.file, line=real.line, user_stack=keep), inner
+
+
+def generated_note(frame: Frame) -> str:
+    """What the reason says about the generated code a finding was moved out of."""
+    what = f"`{frame.function}`" if frame.function else "a function"
+    return f" (inside {what}, code generated at run time ({frame.file}), called from this line)"

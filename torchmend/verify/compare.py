@@ -7,11 +7,11 @@ two repeats per arm, the ranges must not overlap and the medians differ by more 
 
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from torchmend.profiler.failures import exception_summary
 from torchmend.profiler.runner import RunOutcome
 from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
 from torchmend.verify.runs import ArmRun
@@ -163,15 +163,8 @@ def judge(before: list[ArmRun], after: list[ArmRun], rtol: float = RTOL, atol: f
     return Verification(len(after), counts, times, numerics, verdict, reasons, notes)
 
 
-_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s.*|(?<=Error)|(?<=Exception)|(?<=Interrupt))$")
-
-
 def failure_line(outcome: RunOutcome) -> str:
     """The exception a failed run ended with: the child's own record of it, else the last exception line of
-    its output (PyTorch appends hints such as "Set TORCHDYNAMO_VERBOSE=1 ..." after the exception)."""
-    error = (outcome.end or {}).get("error")
-    if error:
-        return str(error).strip().splitlines()[0]
-    lines = [line.strip() for line in outcome.output_tail.strip().splitlines()]
-    exceptions = [line for line in lines if _EXCEPTION_LINE.match(line)]
-    return (exceptions or lines or ["(no output)"])[-1]
+    its output, with PyTorch's hints ("Set TORCHDYNAMO_VERBOSE=1 ...") left out (profiler/failures.py)."""
+    end = outcome.end or {}
+    return exception_summary(str(end.get("error") or ""), outcome.output_tail, str(end.get("traceback") or ""))

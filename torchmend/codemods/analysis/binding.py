@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -93,3 +94,49 @@ def bind(call: cst.Call, fn: cst.FunctionDef, bound: bool = False) -> Binding:
     if kwstar is not None and kw_seen:
         out.unknown[kwstar.name.value] = STAR_KWARGS
     return out
+
+
+# --- what a wrapper's *args / **kwargs hold (a decorator's `def wrapper(self, *args, **kwargs)`) -------------
+
+_PACKED = re.compile(r"^(?P<star>[A-Za-z_]\w*)\[(?:(?P<index>\d+)|'(?P<key>[^']*)'|\"(?P<dkey>[^\"]*)\")\]$")
+
+
+def packed_key(variable: str) -> tuple[str, int | str] | None:
+    """A guard's name for what a `*args` or `**kwargs` parameter holds: `args[2]` -> ("args", 2),
+    `kwargs['scale']` -> ("kwargs", "scale")."""
+    m = _PACKED.match(variable or "")
+    if m is None:
+        return None
+    if m["index"] is not None:
+        return m["star"], int(m["index"])
+    return m["star"], m["key"] if m["key"] is not None else m["dkey"]
+
+
+def packed_argument(binding: Binding, star: str, key: int | str) -> tuple[cst.Arg | None, str]:
+    """The argument of the call that the def's `*star` holds at index `key`, or its `**star` under name `key`;
+    or (None, why not, in words)."""
+    p = binding.fn.params
+    call = binding.call
+    if isinstance(key, int):
+        if not (isinstance(p.star_arg, cst.Param) and p.star_arg.name.value == star):
+            return None, f"{binding.fn.name.value}() has no `*{star}` parameter"
+        held = binding.packed.get(star, [])
+        if key < len(held):
+            return held[key], ""
+        spread = next((a for a in call.args if a.star == "*"), None)
+        if spread is not None:
+            return None, f"the call spreads `*{_code(spread.value)}` before it, so its position is not known"
+        return None, f"the call passes {len(held)} argument{'s' * (len(held) != 1)} into *{star}, not {key + 1}"
+    if not (p.star_kwarg is not None and p.star_kwarg.name.value == star):
+        return None, f"{binding.fn.name.value}() has no `**{star}` parameter"
+    found = next((a for a in binding.packed.get(star, []) if a.keyword is not None and a.keyword.value == key), None)
+    if found is not None:
+        return found, ""
+    spread = next((a for a in call.args if a.star == "**"), None)
+    if spread is not None:
+        return None, f"`{key}` comes through the call's `**{_code(spread.value)}`, which this file does not spell out"
+    return None, f"the call does not pass `{key}` by name"
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)

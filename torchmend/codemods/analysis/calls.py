@@ -288,3 +288,144 @@ def compile_site(src: SourceFile, func: cst.BaseExpression) -> cst.CSTNode | Non
         if len(values) == 1 and compile_target(src, values[0]) is not None:
             return values[0]
     return None
+
+
+# --- wrappers: a def that stands in for another and passes its *args / **kwargs on ---------------------------
+
+
+def forwarding_call(fn: cst.FunctionDef) -> cst.Call | None:
+    """The call in `fn`'s body that passes `fn`'s own `*args` (and `**kwargs`, when it has them) on: the wrapped
+    function's call in a decorator's `def wrapper(self, *args, **kwargs): ... func(self, *args, **kwargs)`."""
+    p = fn.params
+    star = p.star_arg.name.value if isinstance(p.star_arg, cst.Param) else None
+    kwstar = p.star_kwarg.name.value if p.star_kwarg is not None else None
+    if star is None and kwstar is None:
+        return None
+    for call in _calls_in(fn):
+        spread = {(a.star, a.value.value) for a in call.args if a.star and isinstance(a.value, cst.Name)}
+        if (star is None or ("*", star) in spread) and (kwstar is None or ("**", kwstar) in spread):
+            return call
+    return None
+
+
+def _calls_in(fn: cst.FunctionDef) -> list[cst.Call]:
+    found: list[cst.Call] = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            found.append(node)
+
+    fn.body.visit(_Calls())
+    return found
+
+
+def wrappers_of(src: SourceFile, fn: cst.FunctionDef, ctx: Context | None = None) -> list[cst.FunctionDef]:
+    """The defs that run in place of `fn`: for each decorator of `fn` that is a def of the project
+    (`@capture_outputs`), the def nested in it that forwards its *args / **kwargs (its `wrapper`); and the
+    wrappers a base class installs over it (subclass_wrappers)."""
+    found: list[cst.FunctionDef] = []
+    for dec in fn.decorators:
+        target = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+        deco = callee(src, target, ctx)
+        if deco is None:
+            continue
+        found += [
+            inner
+            for inner in deco.src.nodes_in(deco.fn.body, cst.FunctionDef)
+            if inner is not deco.fn and forwarding_call(inner) is not None
+        ]
+    return found + subclass_wrappers(src, fn, ctx)
+
+
+def subclass_wrappers(src: SourceFile, fn: cst.FunctionDef, ctx: Context | None = None) -> list[cst.FunctionDef]:
+    """The defs a base class installs in place of method `fn` when a subclass is made: a gradient-checkpointing
+    base whose `__init_subclass__` does `forward = cls.forward`, defines `def forward_with_checkpointing(self,
+    *args, **kwargs)` that forwards to it, and sets `cls.forward = forward_with_checkpointing`."""
+    cls = src.enclosing(fn, cst.ClassDef)
+    found: list[cst.FunctionDef] = []
+    seen: set[int] = set()
+    todo = [(src, cls)] if isinstance(cls, cst.ClassDef) else []
+    while todo and len(seen) < 8:
+        csrc, c = todo.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        hook = next(
+            (s for s in c.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init_subclass__"), None
+        )
+        if hook is not None:
+            found += _installed(csrc, hook, fn.name.value)
+        for base in c.bases:
+            if isinstance(base.value, cst.Name):
+                hit = class_named(csrc, base.value.value, ctx)
+                if hit is not None:
+                    todo.append(hit)
+    return found
+
+
+def _installed(src: SourceFile, hook: cst.FunctionDef, name: str) -> list[cst.FunctionDef]:
+    """Nested defs of `hook` that forward their *args / **kwargs and that `hook` assigns to `cls.<name>`."""
+    cls_param = next(iter([*hook.params.posonly_params, *hook.params.params]), None)
+    owner = cls_param.name.value if cls_param is not None else "cls"
+    assigned = {
+        a.value.value
+        for a in src.nodes_in(hook.body, cst.Assign)
+        if isinstance(a.value, cst.Name)
+        and any(m.matches(t.target, m.Attribute(value=m.Name(owner), attr=m.Name(name))) for t in a.targets)
+    }
+    return [
+        inner
+        for inner in src.nodes_in(hook.body, cst.FunctionDef)
+        if inner.name.value in assigned and forwarding_call(inner) is not None
+    ]
+
+
+_CONTAINERS = ("torch.nn.ModuleList", "torch.nn.Sequential", "torch.nn.modules.container.ModuleList")
+
+
+def loop_element_callee(src: SourceFile, name: cst.Name, ctx: Context | None = None) -> Callee | None:
+    """`for layer in self.layers: layer(h)`: the forward that every module of the container runs, when they are
+    all of one class (`nn.ModuleList([Block(...) for _ in range(n)])`, `nn.Sequential(Block(), Block())`)."""
+    refs = src.referents(name)
+    loop = src.parents.get(refs[0]) if len(refs) == 1 else None
+    if not isinstance(loop, cst.For) or loop.target is not refs[0]:
+        return None
+    elements = _elements(src, loop.iter)
+    classes = [instance_class(src, e, ctx) for e in elements]
+    if not classes or any(c is None for c in classes) or len({id(c[1]) for c in classes if c}) != 1:
+        return None
+    owner = classes[0]
+    assert owner is not None
+    fn = method_of(owner[0], owner[1], "forward")
+    return Callee(fn, owner[0], bound=True, owner=owner[1]) if fn is not None else None
+
+
+def _appended(src: SourceFile, attr: cst.Attribute) -> list[cst.BaseExpression]:
+    """What the class's methods append to `self.<attr>` (`self.block = nn.ModuleList()`, then
+    `self.block.append(Block(...))` in a loop)."""
+    cls = src.enclosing(attr, cst.ClassDef)
+    if cls is None:
+        return []
+    shape = m.Call(
+        func=m.Attribute(value=m.Attribute(value=m.Name("self"), attr=m.Name(attr.attr.value)), attr=m.Name("append"))
+    )
+    return [c.args[0].value for c in src.nodes_in(cls, cst.Call) if m.matches(c, shape) and len(c.args) == 1]
+
+
+def _elements(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> list[cst.BaseExpression]:
+    """The module expressions a container expression holds: `self.layers` (its assigned values), a ModuleList /
+    Sequential call, a list, tuple or list comprehension."""
+    if depth > 3:
+        return []
+    if isinstance(expr, cst.Attribute) and m.matches(expr.value, m.Name("self")):
+        held = [e for v in self_attr_values(src, expr) for e in _elements(src, v, depth + 1)]
+        return held + _appended(src, expr)
+    if isinstance(expr, cst.Call) and src.qualified_names(expr.func) & set(_CONTAINERS):
+        if len(expr.args) == 1 and not expr.args[0].star and isinstance(expr.args[0].value, (cst.List, cst.ListComp)):
+            return _elements(src, expr.args[0].value, depth + 1)
+        return [a.value for a in expr.args if not a.star and a.keyword is None]
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return [e.value for e in expr.elements if isinstance(e, cst.Element)]
+    if isinstance(expr, cst.ListComp):
+        return [expr.elt]
+    return []

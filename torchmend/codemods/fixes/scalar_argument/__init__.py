@@ -21,6 +21,7 @@ from torchmend.codemods.analysis import (
     self_name,
     values,
 )
+from torchmend.codemods.analysis.binding import packed_key
 from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.scalar_argument.device import (
     Path,
@@ -31,6 +32,14 @@ from torchmend.codemods.fixes.scalar_argument.device import (
     _params_reached,
 )
 from torchmend.codemods.fixes.scalar_argument.sites import _bind, _calls_compiled, _key, _params
+from torchmend.codemods.fixes.scalar_argument.wrapped import (
+    Unbound,
+    bind_through,
+    compiled_def,
+    guarded_name,
+    none_guard,
+    wrapper_for,
+)
 from torchmend.codemods.registry import codemod_for
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
@@ -232,9 +241,11 @@ class ScalarArgument(Codemod):
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
-        name = finding.variable or ""
+        name = guarded_name(finding)
         if not name:
             return NoFix(finding, "the recompile names no variable", "see the guard in the finding")
+        if none_guard(finding.guard) and packed_key(name) is None:
+            return NoFix(finding, f"`{name}` {_NONE_WHY}", _NONE_ADVICE)
         src = ctx.file(finding.path)
         fns = functions_for(src, finding)
         if not fns:
@@ -246,10 +257,20 @@ class ScalarArgument(Codemod):
             )
         fn = next((f for f in fns if any(p.name.value == name for p in [*_params(f)[0], *_params(f)[1]])), None)
         if fn is None:
+            packed = packed_key(name)
+            wrapper = wrapper_for(fns, *packed) if packed else None
+            if packed and wrapper is None:  # the compiled wrapper lives in another file (a base class's)
+                compiled = compiled_def(ctx, finding)
+                wrapper = wrapper_for([compiled], *packed) if compiled is not None else None
+            if packed and wrapper is not None:
+                return self._through_wrapper(finding, ctx, wrapper, *packed)
             if not name.isidentifier():
                 return NoFix(
                     finding,
-                    f"`{name}` reaches the compiled function through *args or **kwargs",
+                    f"`{name}` reaches the compiled function through *args or **kwargs, and neither "
+                    f"{_names([f.name.value for f in fns])} has a `*{packed[0]}` parameter to bind it to"
+                    if packed
+                    else f"`{name}` is not a parameter torchmend can bind to a call",
                     "pass it as a named parameter, or wrap it yourself: `torch.tensor(v, device=...)`",
                 )
             # Dynamo names a closure variable as it names an argument (`warmup == 0.1`): it may be one.
@@ -278,6 +299,35 @@ class ScalarArgument(Codemod):
             return NoFix(finding, f"{fn.name.value}() is called from {site.path}, outside the project")
         csrc = ctx.file(site.path)
         return self._at_call_sites(finding, src, fn, name, uses, csrc, site.line, passed_on, ctx)
+
+    def _through_wrapper(
+        self, finding: Finding, ctx: Context, wrapper: cst.FunctionDef, star: str, key: int | str
+    ) -> Result:
+        """The guard names the *args / **kwargs of a wrapper that dynamo compiled in place of the function it
+        forwards to: bind them at the call site, check the wrapped def's parameter, fix the call (see wrapped.py)."""
+        found = bind_through(finding, ctx, wrapper, star, key)
+        if isinstance(found, Unbound):
+            if found.said and none_guard(finding.guard):
+                return NoFix(finding, f"{found.said}; it {_NONE_WHY}", _NONE_ADVICE)
+            return NoFix(finding, found.reason, "pass it by name and wrap it yourself: `torch.tensor(v, device=...)`")
+        line = found.csrc.line_of(found.call)
+        said = (
+            f"`{finding.variable}` is `{found.csrc.code(found.arg.value)}` at line {line}, passed on by "
+            f"{wrapper.name.value}() to {found.fn.name.value}()'s `{found.param}`"
+        )
+        if none_guard(finding.guard):
+            return NoFix(finding, f"{said}; it {_NONE_WHY}", _NONE_ADVICE)
+        uses = reads(found.src, found.fn, found.param)
+        passed_on: list[str] = []
+        problem = python_use(found.src, found.fn, uses, found.param, passed_on)
+        if problem:
+            return NoFix(
+                finding,
+                f"{said}, which is {problem[1]} at line {problem[0]} in {found.fn.name.value}(): as a tensor it "
+                "would make a data-dependent graph break",
+                _KEEP_NUMBER,
+            )
+        return self._at_call_sites(finding, found.src, found.fn, found.param, uses, found.csrc, line, passed_on, ctx)
 
     def _at_call_sites(
         self,
@@ -439,6 +489,16 @@ class ScalarArgument(Codemod):
             alternative="keep the number and accept one recompile: after it, dynamo treats a changing float as "
             "symbolic (torch._dynamo.config.specialize_float=False, the default)",
         )
+
+
+_NONE_WHY = (
+    "is None on some calls and a value on others (the guard checks `is None`): not a changing number, and "
+    "a tensor cannot stand in for None"
+)
+_NONE_ADVICE = (
+    "pass the same kind of value on every call (e.g. a tensor of zeros where None means nothing to add), or "
+    "accept one compile per kind: the recompiles stop once both are cached"
+)
 
 
 def _names(calls: list[str]) -> str:

@@ -1,0 +1,42 @@
+"""Real runs of two shapes real model code has (issue 18): a number reaching the compiled function through a
+decorator's `*args, **kwargs` wrapper (fixed at the call site, verified), and findings inside code generated at run
+time (`<string>`: dataclass methods), reported at the line that called that code."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from conftest import ROOT, scan_json, torchmend
+
+FIXTURES = ROOT / "fixtures"
+
+
+def test_generated_code_findings_land_on_the_calling_line() -> None:
+    fixture = FIXTURES / "generated_code"
+    report = scan_json(fixture / "train.py").json
+    got = sorted((f["rule"], Path(f["path"]).name, f["line"], f["where"], f["count"]) for f in report["findings"])
+    # 32: `if Stats(...) == self.reference:` breaks inside the dataclass's __eq__; 34: `if opts == DEFAULT:`
+    # guards `opts.scale` inside it (and once more at the line itself: one finding, 2 recompiles).
+    assert got == [("TM199", "train.py", 32, "project", 1), ("TM299", "train.py", 34, "project", 2)], got
+    for f in report["findings"]:
+        assert "<string>" not in f["path"] and f["user_frame"] is None
+        assert "code generated at run time (<string>)" in f["reason"]
+
+
+def test_a_number_through_a_decorator_wrapper_is_fixed_at_the_entry(tmp_path: Path) -> None:
+    project = tmp_path / "wrappers"
+    shutil.copytree(FIXTURES / "wrappers", project)
+    result = torchmend(
+        "fix", "--yes", "--unsafe", "--select", "TM202", "--backend", "aot_eager", "--verify-backend", "aot_eager",
+        "train.py", cwd=project, timeout=500,
+    )  # fmt: skip
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "verdict: improved" in out and "numerics match" in out, out
+    assert "removed TM202 at layers/capture.py:8" in out, out
+    text = (project / "train.py").read_text()
+    assert "compiled(x, 1.0 + step * 0.01, temperature=torch.tensor(2.0 - step * 0.1, device=x.device))" in text
+    # the wrappers themselves are left alone; the None guards say why they are not numbers
+    assert (project / "layers" / "capture.py").read_text() == (FIXTURES / "wrappers/layers/capture.py").read_text()
+    assert "`bias` is None on some calls and a value on others" in out, out
