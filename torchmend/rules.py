@@ -254,6 +254,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "TM104", GRAPH_BREAK, "tensor-to-python-scalar", "tensor turned into a Python number (.item(), float(), int())"
     ),
+    Rule("TM108", GRAPH_BREAK, "tensor-assert", "`assert` on a tensor value inside compiled code"),
     Rule(
         "TM105",
         GRAPH_BREAK,
@@ -391,6 +392,7 @@ FIXES: dict[str, str] = {
     "TM102": "gate-logging",
     "TM103": "branch-to-where",
     "TM104": "keep-scalar-tensor",
+    "TM108": "assert-in-graph",
     "TM201": "module-scalar-to-buffer",
     "TM202": "scalar-argument-to-tensor",
     "TM203": "tensor-learning-rate",

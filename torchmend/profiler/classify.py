@@ -11,7 +11,15 @@ from torchmend.profiler.traceparse import GraphBreak, GuardFailure, tensor_misma
 LIBRARY = Where.LIBRARY
 
 
-def classify_break(gb: GraphBreak, where: str) -> str:
+def classify_break(gb: GraphBreak, where: str, source: str = "") -> str:
+    """`source`: the break's source line, where known (an `assert` on a tensor is a rule of its own)."""
+    code = _classify_break(gb, where)
+    if code in ("TM103", "TM104") and re.match(r"\s*assert\b", source):
+        return "TM108"
+    return code
+
+
+def _classify_break(gb: GraphBreak, where: str) -> str:
     text = f"{gb.gb_type}\n{gb.explanation}"
     if where == LIBRARY and ("graph_break()" in text or "User-inserted graph break" in text):
         return "TM901"
