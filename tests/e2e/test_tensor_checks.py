@@ -1,0 +1,75 @@
+"""The TM108 rewrites under real torch, in a child process: the rewritten assert no longer breaks the graph
+(aot_eager), passes on good input, and still raises on bad input, in eager mode and compiled."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "codemods" / "TM108"
+
+# Runs one fixture file: `call(module, good)` / `call(module, bad)` eagerly and under torch.compile, and prints
+# per mode the graph breaks dynamo counted and what a bad input raised.
+CHILD = """\
+import importlib.util, json, sys
+import torch
+import torch._dynamo as dynamo
+
+spec = importlib.util.spec_from_file_location("fixture", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+kind = sys.argv[2]
+if kind == "range_tracker":
+    fn = mod.RangeTracker().train()
+    good, bad = (torch.randn(4, 3),), (torch.tensor([[1.0, float("nan")]]),)
+else:
+    fn = mod.normalise
+    good = (torch.ones(2), torch.ones(2))
+    bad = (torch.tensor([1e7, 1.0]), torch.ones(2))
+out = {}
+for mode in ("eager", "compiled"):
+    dynamo.reset()
+    f = fn if mode == "eager" else torch.compile(fn, backend="aot_eager")
+    breaks = dynamo.explain(fn)(*good).graph_break_count if mode == "compiled" else 0
+    dynamo.reset()
+    f(*good)
+    try:
+        f(*bad)
+        raised = None
+    except Exception as e:
+        raised = type(e).__name__
+    out[mode] = {"breaks": breaks, "raised": raised}
+print(json.dumps(out))
+"""
+
+
+def _run(tmp_path: Path, fixture: str, kind: str) -> dict:
+    child = tmp_path / "child.py"
+    child.write_text(CHILD)
+    proc = subprocess.run(
+        [sys.executable, str(child), str(FIXTURES / fixture), kind], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    "case, kind, compiled_error",
+    [
+        ("range_tracker_nan_check", "range_tracker", "RuntimeError"),  # assert kept, dynamo's _assert_async
+        ("or_with_division", "normalise", "RuntimeError"),  # torch._assert_async written out
+    ],
+)
+def test_rewritten_check_stays_in_graph_and_still_raises(tmp_path: Path, case: str, kind: str, compiled_error: str):
+    before = _run(tmp_path, f"{case}.in.py", kind)
+    after = _run(tmp_path, f"{case}.out.py", kind)
+    assert before["compiled"]["breaks"] >= 1  # the original breaks the graph at the assert
+    assert after["compiled"]["breaks"] == 0
+    # the failing check raises in eager mode as before, and under compile too
+    assert after["eager"]["raised"] == ("AssertionError" if kind == "range_tracker" else "RuntimeError")
+    assert before["eager"]["raised"] == "AssertionError"
+    assert after["compiled"]["raised"] == compiled_error
