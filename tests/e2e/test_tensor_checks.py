@@ -73,3 +73,55 @@ def test_rewritten_check_stays_in_graph_and_still_raises(tmp_path: Path, case: s
     assert after["eager"]["raised"] == ("AssertionError" if kind == "range_tracker" else "RuntimeError")
     assert before["eager"]["raised"] == "AssertionError"
     assert after["compiled"]["raised"] == compiled_error
+
+
+# The TM103 rewrite of buffers updated under a tensor test and a Python `elif` (fixtures/codemods/TM103/
+# ema_range_buffers): same buffers and outputs as the original, step by step, for each momentum, with no break.
+EMA_CHILD = """\
+import importlib.util, json, sys
+import torch
+import torch._dynamo as dynamo
+
+
+def load(path):
+    spec = importlib.util.spec_from_file_location("fixture", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+before, after = load(sys.argv[1]), load(sys.argv[2])
+out = {}
+for momentum in (0.9, -1):
+    ref = before.RangeObserver(momentum).train()
+    new = after.RangeObserver(momentum).train()
+    dynamo.reset()
+    breaks = dynamo.explain(after.RangeObserver(momentum).train())(torch.randn(8)).graph_break_count
+    dynamo.reset()
+    compiled = torch.compile(new, backend="aot_eager")
+    g = torch.Generator().manual_seed(0)
+    worst = 0.0
+    for step in range(4):
+        x = torch.randn(8, generator=g) * (step + 1)
+        worst = max(worst, (ref(x) - compiled(x)).abs().max().item())
+        worst = max(worst, (ref.lo - new.lo).abs().max().item(), (ref.hi - new.hi).abs().max().item())
+    out[str(momentum)] = {"breaks": breaks, "worst": worst}
+print(json.dumps(out))
+"""
+
+
+def test_buffer_branch_rewrite_keeps_the_running_range(tmp_path: Path):
+    child = tmp_path / "child.py"
+    child.write_text(EMA_CHILD)
+    folder = FIXTURES.parent / "TM103"
+    proc = subprocess.run(
+        [sys.executable, str(child), str(folder / "ema_range_buffers.in.py"), str(folder / "ema_range_buffers.out.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    for momentum, r in result.items():
+        assert r["breaks"] == 0, momentum
+        assert r["worst"] <= 1e-6, (momentum, r)

@@ -86,13 +86,49 @@ def _describe_target(t: cst.BaseExpression) -> str:
     if isinstance(t, cst.Attribute):
         return (
             f"the branch sets `{_short(t)}`, state that outlives the call; torchmend only merges branches that "
-            "set local names"
+            "set local names or tensors the class registers (buffers)"
         )
     if isinstance(t, cst.Subscript):
         return (
             f"the branch writes into `{_short(t)}` in place; torchmend only merges branches that set whole local names"
         )
     return f"the branch unpacks into `{_short(t)}`; write one assignment per name first"
+
+
+def self_attribute(target: cst.BaseExpression) -> str:
+    """`self.x_min` (an attribute of `self`, one level): its dotted name, else ''."""
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+        return f"self.{target.attr.value}"
+    return ""
+
+
+def _tensor_attribute(src: SourceFile, node: cst.CSTNode, dotted: str) -> bool:
+    """`self.<attr>` holds a tensor: its class registers it as a buffer or parameter, or sets it from a torch call
+    (`self.lo = nn.Buffer(torch.zeros(1))`, `self.register_buffer("lo", ...)`, `self.lo = torch.zeros(1)`)."""
+    cls = src.enclosing(node, cst.ClassDef)
+    if cls is None:
+        return False
+    attr = dotted.split(".", 1)[1]
+    for call in src.nodes_in(cls, cst.Call):
+        func = call.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in ("register_buffer", "register_parameter")
+            and call.args
+            and isinstance(call.args[0].value, cst.SimpleString)
+            and call.args[0].value.evaluated_value == attr
+        ):
+            return True
+    for assign in src.nodes_in(cls, cst.Assign):
+        if (
+            len(assign.targets) == 1
+            and self_attribute(assign.targets[0].target) == dotted
+            and isinstance(assign.value, cst.Call)
+            and assign.value.func in src.positions
+            and any(q.startswith("torch.") for q in src.qualified_names(assign.value.func))
+        ):
+            return True
+    return False
 
 
 def _in_place(src: SourceFile, e: cst.CSTNode) -> str:
@@ -194,6 +230,9 @@ def _op(src: SourceFile, small: cst.BaseSmallStatement, line: _Line) -> _Op | No
             return _Op(names, tuple(el.value for el in value.elements), line, small, tuple_form=True)
         if isinstance(target, (cst.Tuple, cst.List)) and _names_only(target):
             raise _NeedsCond(f"the branch unpacks `{_short(value)}` (torch.where cannot split it)")
+        dotted = self_attribute(target)
+        if dotted and _tensor_attribute(src, small, dotted):  # `self.running_max = ...`: a buffer of the module
+            return _Op((dotted,), (value,), line, small)
         raise _Unfixable(_describe_target(target), "")
     if isinstance(small, cst.AugAssign):
         if not isinstance(small.target, cst.Name):
@@ -271,6 +310,7 @@ class _Names:
     src: SourceFile
     node: cst.If
     consumed: cst.CSTNode | None  # the `return` after the `if` that became its else branch
+    reserved: set[str] = field(default_factory=set)  # names the rewrite itself introduces
 
     def __post_init__(self) -> None:
         self.scope = self.src.scopes.get(self.node)
@@ -296,7 +336,7 @@ class _Names:
         return self.node in anc or (self.consumed is not None and self.consumed in anc)
 
     def defined_before(self, name: str) -> bool:
-        if name in self.declared:
+        if "." in name or name in self.declared:  # `self.x`: an attribute set on the object before the call
             return True
         for a in self.scope.assignments[name] if self.scope is not None else ():
             node = getattr(a, "node", None)
@@ -329,7 +369,7 @@ class _Names:
         return False
 
     def used(self) -> set[str]:
-        return {n.value for n in self.src.nodes_in(self.function, cst.Name)}
+        return {n.value for n in self.src.nodes_in(self.function, cst.Name)} | self.reserved
 
 
 def _merge(slots: list[dict[int, _Op]], k: int, ops: list[_Op]) -> list[dict[int, _Op]]:
