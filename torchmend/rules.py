@@ -255,6 +255,7 @@ RULES: tuple[Rule, ...] = (
         "TM104", GRAPH_BREAK, "tensor-to-python-scalar", "tensor turned into a Python number (.item(), float(), int())"
     ),
     Rule("TM108", GRAPH_BREAK, "tensor-assert", "`assert` on a tensor value inside compiled code"),
+    Rule("TM109", GRAPH_BREAK, "requires-grad-in-compiled-code", "`requires_grad` turned on inside compiled code"),
     Rule(
         "TM105",
         GRAPH_BREAK,
@@ -393,6 +394,7 @@ FIXES: dict[str, str] = {
     "TM103": "branch-to-where",
     "TM104": "keep-scalar-tensor",
     "TM108": "assert-in-graph",
+    "TM109": "gate-requires-grad",
     "TM201": "module-scalar-to-buffer",
     "TM202": "scalar-argument-to-tensor",
     "TM203": "tensor-learning-rate",

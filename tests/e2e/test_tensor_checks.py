@@ -125,3 +125,65 @@ def test_buffer_branch_rewrite_keeps_the_running_range(tmp_path: Path):
     for momentum, r in result.items():
         assert r["breaks"] == 0, momentum
         assert r["worst"] <= 1e-6, (momentum, r)
+
+
+# TM109: the original trained eagerly against the gated rewrite compiled (aot_eager): equal losses and parameter
+# gradients over three steps, and no graph break left.
+LEAF_CHILD = """\
+import importlib.util, json, sys
+import torch
+import torch._dynamo as dynamo
+
+
+def load(path):
+    spec = importlib.util.spec_from_file_location("fixture", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def train(module_cls, compiled):
+    torch.manual_seed(0)
+    model = module_cls().train()
+    run = torch.compile(model, backend="aot_eager") if compiled else model
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    losses, grads = [], []
+    for _ in range(3):
+        loss = run(torch.randn(2, 64, generator=g)).pow(2).mean()
+        loss.backward()
+        losses.append(loss.item())
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+        opt.step()
+        opt.zero_grad()
+    return losses, torch.stack(grads)
+
+
+before, after = load(sys.argv[1]), load(sys.argv[2])
+out = {}
+for name, mod in (("before", before), ("after", after)):
+    dynamo.reset()
+    out[name + "_breaks"] = dynamo.explain(mod.ConvFrontEnd().train())(torch.randn(2, 64)).graph_break_count
+ref_losses, ref_grads = train(before.ConvFrontEnd, compiled=False)
+dynamo.reset()
+losses, grads = train(after.ConvFrontEnd, compiled=True)
+out["loss_diff"] = max(abs(a - b) for a, b in zip(losses, ref_losses))
+out["grad_diff"] = (grads - ref_grads).abs().max().item()
+print(json.dumps(out))
+"""
+
+
+def test_gated_requires_grad_keeps_losses_and_gradients(tmp_path: Path):
+    child = tmp_path / "child.py"
+    child.write_text(LEAF_CHILD)
+    folder = FIXTURES.parent / "TM109"
+    proc = subprocess.run(
+        [sys.executable, str(child), str(folder / "conv_frontend_leaf.in.py"), str(folder / "conv_frontend_leaf.out.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["before_breaks"] >= 1 and result["after_breaks"] == 0, result
+    assert result["loss_diff"] <= 1e-6 and result["grad_diff"] <= 1e-6, result

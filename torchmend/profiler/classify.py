@@ -27,6 +27,8 @@ def _classify_break(gb: GraphBreak, where: str) -> str:
         return "TM101"
     if "logging" in text.lower() or "Logger" in text:
         return "TM102"
+    if gb.gb_id == "GB0206" or "requires_grad" in gb.gb_type:  # setattr() on Tensor.requires_grad, requires_grad_()
+        return "TM109"
     if "Data-dependent branching" in gb.gb_type or "data-dependent branching" in text.lower():
         return "TM103"
     if re.search(r"Tensor\.(item|tolist)\(\)|tensor.*(to|into) a Python (scalar|number)", text):
