@@ -16,7 +16,13 @@ def classify_break(gb: GraphBreak, where: str, source: str = "") -> str:
     code = _classify_break(gb, where)
     if code in ("TM103", "TM104") and re.match(r"\s*assert\b", source):
         return "TM108"
+    if code in ("TM103", "TM104", "TM199") and _HOST_RANDOM.search(source):
+        return "TM110"
     return code
+
+
+# NumPy's or Python's random generator called on the break's line (SpecAugment masks, random crops).
+_HOST_RANDOM = re.compile(r"\b(?:np|numpy)\.random\.\w+\(|\brandom\.(?:random|randint|uniform|choice|sample|shuffle)\(")
 
 
 def _classify_break(gb: GraphBreak, where: str) -> str:
