@@ -178,7 +178,12 @@ def test_gated_requires_grad_keeps_losses_and_gradients(tmp_path: Path):
     child.write_text(LEAF_CHILD)
     folder = FIXTURES.parent / "TM109"
     proc = subprocess.run(
-        [sys.executable, str(child), str(folder / "conv_frontend_leaf.in.py"), str(folder / "conv_frontend_leaf.out.py")],
+        [
+            sys.executable,
+            str(child),
+            str(folder / "conv_frontend_leaf.in.py"),
+            str(folder / "conv_frontend_leaf.out.py"),
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -13,8 +13,16 @@ from torchmend.profiler.traceparse import GraphBreak
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "codemods"
 
-BRANCHING = ("Data-dependent branching", "Detected data-dependent branching (e.g. `if my_tensor.sum() > 0:`).", "GB0170")
-ITEM = ("Unsupported Tensor.item() call with capture_scalar_outputs=False", "Dynamo does not support Tensor.item()", "GB0124")
+BRANCHING = (
+    "Data-dependent branching",
+    "Detected data-dependent branching (e.g. `if my_tensor.sum() > 0:`).",
+    "GB0170",
+)
+ITEM = (
+    "Unsupported Tensor.item() call with capture_scalar_outputs=False",
+    "Dynamo does not support Tensor.item()",
+    "GB0124",
+)
 SCALAR = ("Data dependent operator", "Operator `aten._local_scalar_dense.default` has a non-Tensor output", "GB0033")
 SETATTR = ("setattr() on Tensor.requires_grad", "setattr() on Tensor.requires_grad not supported.", "GB0206")
 

@@ -57,7 +57,7 @@ def _message_text(msg: cst.BaseExpression) -> str | None:
         for p in msg.parts:
             if isinstance(p, cst.FormattedStringText):
                 parts.append(p.value.replace("{{", "{").replace("}}", "}"))
-            else:
+            elif isinstance(p, cst.FormattedStringExpression):
                 parts.append("{" + _short(p.expression) + "}")
         return "".join(parts)
     return None
@@ -186,8 +186,9 @@ class TensorAssert(Codemod):
         python_part, tensor_test = _split_test(src, node.test)
         mask = _mask(src, tensor_test, trusted=True).expr
         items = _DropItem()
-        mask = mask.visit(items)
-        assert isinstance(mask, cst.BaseExpression)
+        dropped = mask.visit(items)
+        assert isinstance(dropped, cst.BaseExpression)  # a transformer that only swaps calls for their receivers
+        mask = dropped
         test = mask if python_part is None else cst.BooleanOperation(python_part, cst.And(), mask)
         if python_part is not None and tensor_test.lpar and not test.lpar:
             test = test.with_changes(lpar=node.test.lpar, rpar=node.test.rpar)

@@ -173,9 +173,7 @@ def _target_expr(target: str) -> cst.BaseExpression:
 
 def _dotted_reads(e: cst.CSTNode) -> set[str]:
     """`self.x` read anywhere in `e` (every Name.attr chain, as text): state a merged branch may set."""
-    return {
-        f"{n.value.value}.{n.attr.value}" for n in _walk(e, cst.Attribute) if isinstance(n.value, cst.Name)
-    }
+    return {f"{n.value.value}.{n.attr.value}" for n in _walk(e, cst.Attribute) if isinstance(n.value, cst.Name)}
 
 
 def _where_chain(where: cst.BaseExpression, pieces: list[cst.BaseExpression]) -> cst.BaseExpression:
