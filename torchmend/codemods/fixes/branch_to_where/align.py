@@ -16,9 +16,11 @@ from torchmend.codemods.fixes.branch_to_where.test import (
     _NeedsCond,
     _paren,
     _short,
+    _tensor_attribute,
     _tensor_test,
     _Unfixable,
     _walk,
+    self_attribute,
 )
 from torchmend.codemods.source import SourceFile, simple_names
 
@@ -93,42 +95,6 @@ def _describe_target(t: cst.BaseExpression) -> str:
             f"the branch writes into `{_short(t)}` in place; torchmend only merges branches that set whole local names"
         )
     return f"the branch unpacks into `{_short(t)}`; write one assignment per name first"
-
-
-def self_attribute(target: cst.BaseExpression) -> str:
-    """`self.x_min` (an attribute of `self`, one level): its dotted name, else ''."""
-    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-        return f"self.{target.attr.value}"
-    return ""
-
-
-def _tensor_attribute(src: SourceFile, node: cst.CSTNode, dotted: str) -> bool:
-    """`self.<attr>` holds a tensor: its class registers it as a buffer or parameter, or sets it from a torch call
-    (`self.lo = nn.Buffer(torch.zeros(1))`, `self.register_buffer("lo", ...)`, `self.lo = torch.zeros(1)`)."""
-    cls = src.enclosing(node, cst.ClassDef)
-    if cls is None:
-        return False
-    attr = dotted.split(".", 1)[1]
-    for call in src.nodes_in(cls, cst.Call):
-        func = call.func
-        if (
-            isinstance(func, cst.Attribute)
-            and func.attr.value in ("register_buffer", "register_parameter")
-            and call.args
-            and isinstance(call.args[0].value, cst.SimpleString)
-            and call.args[0].value.evaluated_value == attr
-        ):
-            return True
-    for assign in src.nodes_in(cls, cst.Assign):
-        if (
-            len(assign.targets) == 1
-            and self_attribute(assign.targets[0].target) == dotted
-            and isinstance(assign.value, cst.Call)
-            and assign.value.func in src.positions
-            and any(q.startswith("torch.") for q in src.qualified_names(assign.value.func))
-        ):
-            return True
-    return False
 
 
 def _in_place(src: SourceFile, e: cst.CSTNode) -> str:

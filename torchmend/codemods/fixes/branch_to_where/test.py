@@ -431,3 +431,72 @@ def random_skip(src: SourceFile, test: cst.BaseExpression) -> _Unfixable | None:
         "torch.cond traces those draws differently too (measured on torch 2.13)",
         _RANDOM_ADVICE,
     )
+
+
+# --- tests on `self` state: tensor attributes, Python configuration -----------------------------------
+
+
+def self_attribute(target: cst.BaseExpression) -> str:
+    """`self.x_min` (an attribute of `self`, one level): its dotted name, else ''."""
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+        return f"self.{target.attr.value}"
+    return ""
+
+
+def _tensor_attribute(src: SourceFile, node: cst.CSTNode, dotted: str) -> bool:
+    """`self.<attr>` holds a tensor: its class registers it as a buffer or parameter, or sets it from a torch call
+    (`self.lo = nn.Buffer(torch.zeros(1))`, `self.register_buffer("lo", ...)`, `self.lo = torch.zeros(1)`)."""
+    cls = src.enclosing(node, cst.ClassDef)
+    if cls is None:
+        return False
+    attr = dotted.split(".", 1)[1]
+    for call in src.nodes_in(cls, cst.Call):
+        func = call.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in ("register_buffer", "register_parameter")
+            and call.args
+            and isinstance(call.args[0].value, cst.SimpleString)
+            and call.args[0].value.evaluated_value == attr
+        ):
+            return True
+    for assign in src.nodes_in(cls, cst.Assign):
+        if (
+            len(assign.targets) == 1
+            and self_attribute(assign.targets[0].target) == dotted
+            and isinstance(assign.value, cst.Call)
+            and assign.value.func in src.positions
+            and any(q.startswith("torch.") for q in src.qualified_names(assign.value.func))
+        ):
+            return True
+    return False
+
+
+def _python_test(src: SourceFile, test: cst.BaseExpression) -> bool:
+    """An `elif` test that is plain Python (a config number compared to a constant, a flag): one that does not
+    look like a tensor and calls nothing, so evaluating it earlier and on every call changes nothing."""
+    if values(src).is_python(test):
+        return True
+    if any(True for _ in _walk(test, cst.Call)):
+        return False
+    if _config_test(src, test):
+        return True
+    try:
+        return not _mask(src, test, trusted=False).tensor
+    except _Unfixable:
+        return True
+
+
+def _config_test(src: SourceFile, e: cst.BaseExpression) -> bool:
+    """`self.momentum == -1`, `self.flag and self.k > 2`: attributes of `self` the class does not set from torch,
+    and constants."""
+    if isinstance(e, cst.BooleanOperation):
+        return _config_test(src, e.left) and _config_test(src, e.right)
+    if isinstance(e, cst.UnaryOperation):
+        return _config_test(src, e.expression)
+    if isinstance(e, cst.Comparison):
+        return all(_config_test(src, x) for x in [e.left, *(t.comparator for t in e.comparisons)])
+    if _constant(e) is not None or isinstance(e, (cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    dotted = self_attribute(e)
+    return bool(dotted) and not _tensor_attribute(src, e, dotted)

@@ -8,7 +8,6 @@ from typing import cast
 
 import libcst as cst
 
-from torchmend.codemods.analysis import values
 from torchmend.codemods.base import SAFE, UNSAFE, Proposal, Result
 from torchmend.codemods.fixes.branch_to_where.align import (
     _RETURN,
@@ -24,9 +23,7 @@ from torchmend.codemods.fixes.branch_to_where.align import (
     _next_statement,
     _Op,
     _ops,
-    _tensor_attribute,
     _wrap,
-    self_attribute,
 )
 from torchmend.codemods.fixes.branch_to_where.test import (
     _COND_ADVICE,
@@ -36,6 +33,7 @@ from torchmend.codemods.fixes.branch_to_where.test import (
     _Mask,
     _mask,
     _paren,
+    _python_test,
     _short,
     _strip,
     _Unfixable,
@@ -427,36 +425,6 @@ def proposal(finding: Finding, src: SourceFile, edits: dict, imports: tuple, pla
 
 
 # --- an `elif` on a Python value: `if T: A elif P: B else: C` -> `c = T; if P: A-or-B else: A-or-C` -------------
-
-
-def _python_test(src: SourceFile, test: cst.BaseExpression) -> bool:
-    """An `elif` test that is plain Python (a config number compared to a constant, a flag): one that does not
-    look like a tensor and calls nothing, so evaluating it earlier and on every call changes nothing."""
-    if values(src).is_python(test):
-        return True
-    if any(True for _ in _walk(test, cst.Call)):
-        return False
-    if _config_test(src, test):
-        return True
-    try:
-        return not _mask(src, test, trusted=False).tensor
-    except _Unfixable:
-        return True
-
-
-def _config_test(src: SourceFile, e: cst.BaseExpression) -> bool:
-    """`self.momentum == -1`, `self.flag and self.k > 2`: attributes of `self` the class does not set from torch,
-    and constants."""
-    if isinstance(e, cst.BooleanOperation):
-        return _config_test(src, e.left) and _config_test(src, e.right)
-    if isinstance(e, cst.UnaryOperation):
-        return _config_test(src, e.expression)
-    if isinstance(e, cst.Comparison):
-        return all(_config_test(src, x) for x in [e.left, *(t.comparator for t in e.comparisons)])
-    if _constant(e) is not None or isinstance(e, (cst.SimpleString, cst.ConcatenatedString)):
-        return True
-    dotted = self_attribute(e)
-    return bool(dotted) and not _tensor_attribute(src, e, dotted)
 
 
 def _python_elif_fix(
