@@ -267,7 +267,9 @@ Example:
         return np.stack([np.random.choice(length, n, replace=False) for _ in range(batch)])
 
 Fix:
-    No codemod: a rewrite in torch would change the random stream, so the numerics could not be verified.
+    No codemod. The compiled run already draws other numbers than the eager one, so no rewrite can keep both:
+    a rewrite in torch changes the stream again, and making the helper run eagerly restores NumPy's stream,
+    which a verification against the compiled run reports as changed numerics.
     By hand, make the mask outside the compiled model (in the data collator or the training loop) and pass
     it in as a tensor; or decorate the helper with `@torch.compiler.disable`, so it runs eagerly with NumPy's
     generator exactly as without compile (one graph break at its call):
@@ -298,10 +300,11 @@ RULES: tuple[Rule, ...] = (
         GRAPH_BREAK,
         "host-random-in-compiled-code",
         "NumPy or Python random draw inside compiled code",
-        advice="not fixable in place: under compile np.random draws from torch's generator (the numerics already "
-        "differ from eager) and its values go back to Python; make the random mask outside the compiled model "
-        "(data collator or training loop) and pass it in as a tensor, or decorate the helper that draws it with "
-        "@torch.compiler.disable so it runs eagerly with NumPy's generator (one break at its call)",
+        advice="not fixable in place: under compile np.random draws from torch's generator (the compiled run's "
+        "numerics already differ from eager, so no rewrite can match both) and its values go back to Python; make "
+        "the random mask outside the compiled model (data collator or training loop) and pass it in as a tensor, "
+        "or decorate the helper that draws it with @torch.compiler.disable so it runs eagerly with NumPy's "
+        "generator, exactly as without compile (one break at its call)",
         doc=_TM110,
     ),
     Rule(
