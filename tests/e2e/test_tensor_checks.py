@@ -192,3 +192,44 @@ def test_gated_requires_grad_keeps_losses_and_gradients(tmp_path: Path):
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["before_breaks"] >= 1 and result["after_breaks"] == 0, result
     assert result["loss_diff"] <= 1e-6 and result["grad_diff"] <= 1e-6, result
+
+
+def test_fixture_fix_verifies_and_explains_what_it_leaves():
+    """fixtures/scan/checks_and_random end to end: the assert, the buffer branch and the requires_grad line are
+    rewritten and verified (numerics equal); the LayerDrop skip and the NumPy draws stay, each with its reason."""
+    from conftest import ROOT, SCAN_FIXTURES, scan_events, scan_json
+
+    from torchmend.codemods.base import NoFix, Proposal
+    from torchmend.codemods.engine import Session
+    from torchmend.codemods.source import Context
+    from torchmend.model import Finding
+    from torchmend.profiler.events import END
+    from torchmend.profiler.runner import RunOutcome, RunSpec, run
+    from torchmend.sources import read_source
+    from torchmend.verify.compare import IMPROVED, judge
+    from torchmend.verify.runs import from_outcome
+
+    script = SCAN_FIXTURES / "checks_and_random" / "train.py"
+    scan = scan_json(script)
+    assert scan.returncode == 0, scan.stderr
+    events = scan_events(script)
+    end = next(e for e in reversed(events) if e.get("ev") == END)
+    before = from_outcome("before", 0, RunOutcome(events, end["reason"], 0, 0.0, "", end), ROOT)
+
+    session = Session(Context(str(ROOT), read_source))
+    results = session.propose([Finding.from_json(f) for f in scan.json["findings"]])
+    accepted = [r for r in results if isinstance(r, Proposal)]
+    for p in accepted:
+        session.accept(p)
+    assert sorted((p.finding.rule, p.finding.line) for p in accepted) == [("TM103", 33), ("TM108", 32), ("TM109", 57)]
+    refused = {(r.finding.rule, r.finding.line): r for r in results if isinstance(r, NoFix)}
+    assert refused[("TM103", 67)].reason.startswith("the test depends on a random draw")
+    assert "torch's generator" in refused[("TM110", 12)].advice
+
+    overlay = tuple((path, new) for path, (_, new) in session.changed().items())
+    after = from_outcome("after", 0, run(RunSpec(script=script, backend="aot_eager", cwd=ROOT, overlay=overlay)), ROOT)
+    left = sorted(f.rule for f in after.findings if f.where == "project")  # lines below the rewrites moved
+    assert left == ["TM103", "TM110", "TM110"]
+    verdict = judge([before], [after])
+    assert verdict.verdict == IMPROVED, verdict.reasons
+    assert verdict.numerics is not None and verdict.numerics.equal, verdict.numerics
