@@ -183,6 +183,17 @@ class TensorAssert(Codemod):
             return NoFix(finding, e.reason, e.advice or _ADVICE)
 
     def _fix(self, finding: Finding, src: SourceFile, node: cst.Assert) -> Result:
+        converted = [
+            c for c in src.nodes_in(node.test, cst.Call) if src.is_qualified(c.func, "builtins.int", "builtins.float")
+        ]
+        if converted:
+            raise _Unfixable(
+                f"`{_short(converted[0])}` turns a tensor into a Python number inside the assert (int() also "
+                "truncates, so comparing the tensor itself is not the same test)",
+                "compare the tensor itself (`assert (t > 0).all()`), or, with "
+                "torch._dynamo.config.capture_scalar_outputs = True, state the check as "
+                "`torch._check(<python condition>)`, which stays in the graph as a runtime assert",
+            )
         python_part, tensor_test = _split_test(src, node.test)
         mask = _mask(src, tensor_test, trusted=True).expr
         items = _DropItem()
