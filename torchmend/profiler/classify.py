@@ -11,7 +11,21 @@ from torchmend.profiler.traceparse import GraphBreak, GuardFailure, tensor_misma
 LIBRARY = Where.LIBRARY
 
 
-def classify_break(gb: GraphBreak, where: str) -> str:
+def classify_break(gb: GraphBreak, where: str, source: str = "") -> str:
+    """`source`: the break's source line, where known (an `assert` on a tensor is a rule of its own)."""
+    code = _classify_break(gb, where)
+    if code in ("TM103", "TM104") and re.match(r"\s*assert\b", source):
+        return "TM108"
+    if code in ("TM103", "TM104", "TM199") and _HOST_RANDOM.search(source):
+        return "TM110"
+    return code
+
+
+# NumPy's or Python's random generator called on the break's line (SpecAugment masks, random crops).
+_HOST_RANDOM = re.compile(r"\b(?:np|numpy)\.random\.\w+\(|\brandom\.(?:random|randint|uniform|choice|sample|shuffle)\(")
+
+
+def _classify_break(gb: GraphBreak, where: str) -> str:
     text = f"{gb.gb_type}\n{gb.explanation}"
     if where == LIBRARY and ("graph_break()" in text or "User-inserted graph break" in text):
         return "TM901"
@@ -19,6 +33,8 @@ def classify_break(gb: GraphBreak, where: str) -> str:
         return "TM101"
     if "logging" in text.lower() or "Logger" in text:
         return "TM102"
+    if gb.gb_id == "GB0206" or "requires_grad" in gb.gb_type:  # setattr() on Tensor.requires_grad, requires_grad_()
+        return "TM109"
     if "Data-dependent branching" in gb.gb_type or "data-dependent branching" in text.lower():
         return "TM103"
     if re.search(r"Tensor\.(item|tolist)\(\)|tensor.*(to|into) a Python (scalar|number)", text):

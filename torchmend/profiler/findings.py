@@ -188,8 +188,8 @@ def _analyse_one(
         gb, generated = out_of_generated_break(gb)  # `<string>` (exec-made code) has no line to show or edit
         path = places.absolute(gb.file)
         where = places.where(path)
-        code = classify_break(gb, where)
         site = gb.user_stack[-1] if gb.user_stack and gb.user_stack[-1].line == gb.line else Frame(gb.file, gb.line, "")
+        code = classify_break(gb, where, site.code or linecache.getline(path, gb.line))
         root = starts[cid][-1] if starts.get(cid) else None  # the compiled frame
         add(
             (code, path, gb.line),

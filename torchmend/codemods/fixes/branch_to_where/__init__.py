@@ -28,6 +28,7 @@ from torchmend.codemods.fixes.branch_to_where.test import (
     _split_test,
     _strip,
     _Unfixable,
+    random_skip,
 )
 from torchmend.codemods.fixes.branch_to_where.where import _Plan, _where, proposal, where_fix
 from torchmend.codemods.source import Context, SourceFile
@@ -249,6 +250,9 @@ class BranchToWhere(Codemod):
     # --- `if` statements ---
 
     def _if(self, finding: Finding, src: SourceFile, node: cst.If) -> Result:
+        random = random_skip(src, node.test)
+        if random is not None:
+            raise random
         python_part, tensor_test = _split_test(src, node.test)
         try:
             return where_fix(finding, src, node, python_part, tensor_test)
@@ -285,6 +289,9 @@ class BranchToWhere(Codemod):
             )
         e = ifexps[0]
         assert isinstance(e, cst.IfExp)
+        random = random_skip(src, e.test)
+        if random is not None:
+            raise random
         problem = _in_place(src, e)
         if problem:
             raise _Unfixable(problem)

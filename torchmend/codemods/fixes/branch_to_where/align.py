@@ -16,9 +16,11 @@ from torchmend.codemods.fixes.branch_to_where.test import (
     _NeedsCond,
     _paren,
     _short,
+    _tensor_attribute,
     _tensor_test,
     _Unfixable,
     _walk,
+    self_attribute,
 )
 from torchmend.codemods.source import SourceFile, simple_names
 
@@ -86,7 +88,7 @@ def _describe_target(t: cst.BaseExpression) -> str:
     if isinstance(t, cst.Attribute):
         return (
             f"the branch sets `{_short(t)}`, state that outlives the call; torchmend only merges branches that "
-            "set local names"
+            "set local names or tensors the class registers (buffers)"
         )
     if isinstance(t, cst.Subscript):
         return (
@@ -194,6 +196,9 @@ def _op(src: SourceFile, small: cst.BaseSmallStatement, line: _Line) -> _Op | No
             return _Op(names, tuple(el.value for el in value.elements), line, small, tuple_form=True)
         if isinstance(target, (cst.Tuple, cst.List)) and _names_only(target):
             raise _NeedsCond(f"the branch unpacks `{_short(value)}` (torch.where cannot split it)")
+        dotted = self_attribute(target)
+        if dotted and _tensor_attribute(src, small, dotted):  # `self.running_max = ...`: a buffer of the module
+            return _Op((dotted,), (value,), line, small)
         raise _Unfixable(_describe_target(target), "")
     if isinstance(small, cst.AugAssign):
         if not isinstance(small.target, cst.Name):
@@ -271,6 +276,7 @@ class _Names:
     src: SourceFile
     node: cst.If
     consumed: cst.CSTNode | None  # the `return` after the `if` that became its else branch
+    reserved: set[str] = field(default_factory=set)  # names the rewrite itself introduces
 
     def __post_init__(self) -> None:
         self.scope = self.src.scopes.get(self.node)
@@ -296,7 +302,7 @@ class _Names:
         return self.node in anc or (self.consumed is not None and self.consumed in anc)
 
     def defined_before(self, name: str) -> bool:
-        if name in self.declared:
+        if "." in name or name in self.declared:  # `self.x`: an attribute set on the object before the call
             return True
         for a in self.scope.assignments[name] if self.scope is not None else ():
             node = getattr(a, "node", None)
@@ -329,7 +335,7 @@ class _Names:
         return False
 
     def used(self) -> set[str]:
-        return {n.value for n in self.src.nodes_in(self.function, cst.Name)}
+        return {n.value for n in self.src.nodes_in(self.function, cst.Name)} | self.reserved
 
 
 def _merge(slots: list[dict[int, _Op]], k: int, ops: list[_Op]) -> list[dict[int, _Op]]:

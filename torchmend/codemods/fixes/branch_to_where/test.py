@@ -50,6 +50,13 @@ _ASSERT_ADVICE = (
     'to keep the check inside the graph, use `torch._assert_async(<test>, "message")` (it raises a '
     "RuntimeError when the test is false); or check outside the compiled function"
 )
+_RANDOM_ADVICE = (
+    "to keep the skip and its numerics, draw it on the host outside the compiled model (e.g. `skips = "
+    "(torch.rand(num_layers) < p).tolist()` in the training loop, passed in as Python bools: one graph per skip "
+    "pattern seen) and leave the graph break as it is otherwise; if a different random stream is acceptable, "
+    "`h = torch.where(skip, h, layer(h))` runs every layer (slower) with the same skip probability; or set the "
+    "skip probability to 0 while compiling"
+)
 _COND_ADVICE = (
     "to run only one branch, rewrite it as torch.cond(<test>, then_fn, else_fn, (operands,)): both "
     "functions take the same tensors and return tensors of the same shapes and dtypes"
@@ -387,3 +394,109 @@ def _tensor_test(src: SourceFile, test: cst.BaseExpression) -> bool:
         return _split_test(src, test)[0] is None and _mask(src, test, trusted=False).tensor
     except _Unfixable:
         return False
+
+
+def _random_draw(src: SourceFile, e: cst.CSTNode, depth: int = 3) -> cst.Call | None:
+    """The random draw (`torch.rand([])`, `np.random.rand()`, ...) a test's value comes from, followed through
+    the local assignments of the names it reads (a LayerDrop-style random skip)."""
+    for call in _walk(e, cst.Call):
+        name, torchy = _call_name(src, call)
+        qualified = src.qualified_names(call.func) if call.func in src.positions else set()
+        if (torchy and name in RANDOM) or any(q.startswith(("numpy.random.", "random.")) for q in qualified):
+            return call
+    if depth == 0:
+        return None
+    for n in _walk(e, cst.Name):
+        scope = src.scopes.get(n) if n in src.positions else None
+        if scope is None:
+            continue
+        for assignment in scope.assignments[n.value]:
+            target = getattr(assignment, "node", None)
+            parent = src.parents.get(target) if target is not None else None
+            stmt = src.parents.get(parent) if isinstance(parent, cst.AssignTarget) else None
+            if isinstance(stmt, cst.Assign) and (found := _random_draw(src, stmt.value, depth - 1)) is not None:
+                return found
+    return None
+
+
+def random_skip(src: SourceFile, test: cst.BaseExpression) -> _Unfixable | None:
+    """Why a test on a random draw is not rewritten: torch.where would run the code it skips on every call."""
+    draw = _random_draw(src, test)
+    if draw is None:
+        return None
+    return _Unfixable(
+        f"the test depends on a random draw (`{_short(draw)}`, line {src.line_of(draw)}): a random skip such "
+        "as LayerDrop. torch.where would run the skipped code on every call (the compute it saves is lost) "
+        "and its own random draws (dropout) would shift the random stream, so losses and gradients differ; "
+        "torch.cond traces those draws differently too (measured on torch 2.13)",
+        _RANDOM_ADVICE,
+    )
+
+
+# --- tests on `self` state: tensor attributes, Python configuration -----------------------------------
+
+
+def self_attribute(target: cst.BaseExpression) -> str:
+    """`self.x_min` (an attribute of `self`, one level): its dotted name, else ''."""
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+        return f"self.{target.attr.value}"
+    return ""
+
+
+def _tensor_attribute(src: SourceFile, node: cst.CSTNode, dotted: str) -> bool:
+    """`self.<attr>` holds a tensor: its class registers it as a buffer or parameter, or sets it from a torch call
+    (`self.lo = nn.Buffer(torch.zeros(1))`, `self.register_buffer("lo", ...)`, `self.lo = torch.zeros(1)`)."""
+    cls = src.enclosing(node, cst.ClassDef)
+    if cls is None:
+        return False
+    attr = dotted.split(".", 1)[1]
+    for call in src.nodes_in(cls, cst.Call):
+        func = call.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in ("register_buffer", "register_parameter")
+            and call.args
+            and isinstance(call.args[0].value, cst.SimpleString)
+            and call.args[0].value.evaluated_value == attr
+        ):
+            return True
+    for assign in src.nodes_in(cls, cst.Assign):
+        if (
+            len(assign.targets) == 1
+            and self_attribute(assign.targets[0].target) == dotted
+            and isinstance(assign.value, cst.Call)
+            and assign.value.func in src.positions
+            and any(q.startswith("torch.") for q in src.qualified_names(assign.value.func))
+        ):
+            return True
+    return False
+
+
+def _python_test(src: SourceFile, test: cst.BaseExpression) -> bool:
+    """An `elif` test that is plain Python (a config number compared to a constant, a flag): one that does not
+    look like a tensor and calls nothing, so evaluating it earlier and on every call changes nothing."""
+    if values(src).is_python(test):
+        return True
+    if any(True for _ in _walk(test, cst.Call)):
+        return False
+    if _config_test(src, test):
+        return True
+    try:
+        return not _mask(src, test, trusted=False).tensor
+    except _Unfixable:
+        return True
+
+
+def _config_test(src: SourceFile, e: cst.BaseExpression) -> bool:
+    """`self.momentum == -1`, `self.flag and self.k > 2`: attributes of `self` the class does not set from torch,
+    and constants."""
+    if isinstance(e, cst.BooleanOperation):
+        return _config_test(src, e.left) and _config_test(src, e.right)
+    if isinstance(e, cst.UnaryOperation):
+        return _config_test(src, e.expression)
+    if isinstance(e, cst.Comparison):
+        return all(_config_test(src, x) for x in [e.left, *(t.comparator for t in e.comparisons)])
+    if _constant(e) is not None or isinstance(e, (cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    dotted = self_attribute(e)
+    return bool(dotted) and not _tensor_attribute(src, e, dotted)

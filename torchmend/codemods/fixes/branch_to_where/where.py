@@ -33,6 +33,7 @@ from torchmend.codemods.fixes.branch_to_where.test import (
     _Mask,
     _mask,
     _paren,
+    _python_test,
     _short,
     _strip,
     _Unfixable,
@@ -149,7 +150,9 @@ def _merged_statements(
                     _one_sided(target, sorted(slot), branches),
                     f"give `{target}` a value before the `if` (the one it keeps when the branch is not taken)",
                 )
-            values.append(_where_chain(where, [p if p is not None else cst.Name(target) for p in pieces]))
+            values.append(_where_chain(where, [p if p is not None else _target_expr(target) for p in pieces]))
+            if None in pieces and "." in target:
+                notes.append(f"`{target}` is now set on every call (to its own value when no branch sets it)")
             if all(p is None or _constant(p) is not None for p in pieces):
                 notes.append(
                     f"`{target}` becomes a 0-d tensor (it was a Python number in every branch)"
@@ -159,6 +162,16 @@ def _merged_statements(
         exists |= set(first.targets)
         emitted.append((slot, _statement(first, values)))
     return emitted, notes
+
+
+def _target_expr(target: str) -> cst.BaseExpression:
+    """A target's current value: a local name, or `self.x`."""
+    return cst.parse_expression(target) if "." in target else cst.Name(target)
+
+
+def _dotted_reads(e: cst.CSTNode) -> set[str]:
+    """`self.x` read anywhere in `e` (every Name.attr chain, as text): state a merged branch may set."""
+    return {f"{n.value.value}.{n.attr.value}" for n in _walk(e, cst.Attribute) if isinstance(n.value, cst.Name)}
 
 
 def _where_chain(where: cst.BaseExpression, pieces: list[cst.BaseExpression]) -> cst.BaseExpression:
@@ -191,7 +204,11 @@ def _conditions(
         multiline = "\n" in _code(expr)
         before = emitted[: uses[k][0]] if uses[k] else []
         written = {n for slot, _ in before for n in next(iter(slot.values())).targets}
-        if len(uses[k]) > 1 or multiline or written & simple_names(expr):
+        every_written = {n for slot, _ in emitted for n in next(iter(slot.values())).targets}
+        if isinstance(expr, cst.Name) and expr.value not in every_written:
+            replacements[_placeholder(k).value] = expr  # a name nothing here rebinds: read it where it is used
+            continue
+        if len(uses[k]) > 1 or multiline or written & (simple_names(expr) | _dotted_reads(expr)):
             name = next(fresh)
             value = _paren(expr) if multiline else expr  # a value over several lines needs its parentheses
             evaluated_at[k] = len(temps)
@@ -289,7 +306,9 @@ def _statement(op: _Op, values: list[cst.BaseExpression]) -> cst.BaseSmallStatem
     if op.is_return:
         return cst.Return(value)
     if isinstance(op.small, cst.AnnAssign) or (
-        isinstance(op.small, cst.Assign) and not op.tuple_form and isinstance(op.small.targets[0].target, cst.Name)
+        isinstance(op.small, cst.Assign)
+        and not op.tuple_form
+        and isinstance(op.small.targets[0].target, (cst.Name, cst.Attribute))
     ):
         return op.small.with_changes(value=value, semicolon=cst.MaybeSentinel.DEFAULT)  # keeps `x: T = ...`
     if isinstance(op.small, cst.Assign) and op.tuple_form:
@@ -356,6 +375,14 @@ def where_fix(
             op.line = _Line(op.line.node, [], None)
         branches[-1].comments = []
 
+    python_elifs = [k for k, b in enumerate(branches) if k and b.test is not None and _python_test(src, b.test)]
+    if python_elifs:
+        if python_part is not None or len(python_elifs) > 1:
+            raise _Unfixable(
+                "the chain mixes several Python tests with tensor tests",
+                "split it into `if <python check>:` around an `if <tensor test>:`",
+            )
+        return _python_elif_fix(finding, src, node, branches, python_elifs[0], tensor_test, trailing, all(returning))
     masks = [_mask(src, tensor_test, trusted=True)]
     for b in branches[1:]:
         if b.test is not None:
@@ -395,3 +422,63 @@ def proposal(finding: Finding, src: SourceFile, edits: dict, imports: tuple, pla
         note="; ".join(notes),
         alternative=_COND_ADVICE if plan.hazards else "",
     )
+
+
+# --- an `elif` on a Python value: `if T: A elif P: B else: C` -> `c = T; if P: A-or-B else: A-or-C` -------------
+
+
+def _python_elif_fix(
+    finding: Finding,
+    src: SourceFile,
+    node: cst.If,
+    branches: list[_Branch],
+    p: int,
+    tensor_test: cst.BaseExpression,
+    trailing: cst.SimpleStatementLine | None,
+    returns: bool,
+) -> Result:
+    """The tensor tests before the Python `elif` are evaluated first, as before, into temporaries; the Python
+    test then chooses between two torch.where merges: the tensor branches with the `elif` branch, or with
+    what follows it."""
+    names = _Names(src, node, trailing)
+    fresh = _fresh(names.used())
+    hoisted: list[cst.SimpleStatementLine] = []
+    tested: list[_Mask] = []
+    for k, b in enumerate(branches[:p]):
+        assert b.test is not None
+        mask = _mask(src, tensor_test if k == 0 else b.test, trusted=k == 0)
+        name = next(fresh)
+        names.reserved.add(name)
+        line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], _strip(mask.expr))])
+        hoisted.append(_with_comment(line, b.header))
+        b.header = None
+        tested.append(_Mask(cst.Name(name), True))
+    later: list[_Mask] = []
+    for b in branches[p + 1 :]:
+        if b.test is not None:
+            later.append(_mask(src, b.test, trusted=False))
+    elif_branch = branches[p]
+    assert elif_branch.test is not None
+    where, imports = src.torch_expr("where")
+    chosen = _build(src, [*branches[:p], _Branch(None, elif_branch.ops)], names, where, tested, returns)
+    rest = _build(src, [*branches[:p], *branches[p + 1 :]], names, where, tested + later, returns)
+    header = cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "), comment=elif_branch.header)
+    split = cst.If(
+        test=_strip(elif_branch.test),
+        body=cst.IndentedBlock(list(chosen.lines), header=header if elif_branch.header else cst.TrailingWhitespace()),
+        orelse=cst.Else(cst.IndentedBlock(list(rest.lines))),
+        leading_lines=elif_branch.comments,
+    )
+    edits = _wrap(src, node, [*hoisted, split], None)
+    if trailing is not None:
+        edits[trailing] = cst.RemovalSentinel.REMOVE
+    plan = _Plan(
+        [],
+        [
+            f"the Python test `{_short(elif_branch.test)}` is now evaluated on every call, after the tensor "
+            "test (it was evaluated only when the tensor test was false)",
+            *dict.fromkeys(chosen.notes + rest.notes),
+        ],
+        list(dict.fromkeys(chosen.hazards + rest.hazards)),
+    )
+    return proposal(finding, src, edits, imports, plan, _short(tensor_test))

@@ -1,0 +1,66 @@
+"""Rules for checks and randomness in compiled code: which break is TM108 / TM109 / TM110 (from PyTorch's texts and
+the break's source line), and the reasons `fix` gives where it refuses (a random skip, a requires_grad=False)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchmend.codemods.examples import fix_text, proposals, unfixed
+from torchmend.profiler.classify import classify_break
+from torchmend.profiler.traceparse import GraphBreak
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "codemods"
+
+BRANCHING = (
+    "Data-dependent branching",
+    "Detected data-dependent branching (e.g. `if my_tensor.sum() > 0:`).",
+    "GB0170",
+)
+ITEM = (
+    "Unsupported Tensor.item() call with capture_scalar_outputs=False",
+    "Dynamo does not support Tensor.item()",
+    "GB0124",
+)
+SCALAR = ("Data dependent operator", "Operator `aten._local_scalar_dense.default` has a non-Tensor output", "GB0033")
+SETATTR = ("setattr() on Tensor.requires_grad", "setattr() on Tensor.requires_grad not supported.", "GB0206")
+
+
+def _gb(kind: tuple[str, str, str]) -> GraphBreak:
+    gb_type, explanation, gb_id = kind
+    return GraphBreak("/p/model.py", 10, gb_type, explanation, gb_id, None)
+
+
+@pytest.mark.parametrize(
+    "kind, source, rule",
+    [
+        (BRANCHING, "assert x_max.isnan().sum() == 0 and x_min.isnan().sum() == 0, (", "TM108"),
+        (ITEM, "    assert ids.max().item() < vocab", "TM108"),
+        (BRANCHING, "if x.sum() > 0 and flag:", "TM103"),
+        (BRANCHING, "", "TM103"),  # no source line (a recorded run from another machine): the GB id decides
+        (ITEM, "n = int(x.sum().item())", "TM104"),
+        (SETATTR, "hidden_states.requires_grad = True", "TM109"),
+        (SCALAR, "epsilon = np.random.rand(1).item()", "TM110"),
+        (SCALAR, "idx = numpy.random.choice(", "TM110"),
+        (SCALAR, "k = int(counts.max())", "TM199"),
+    ],
+)
+def test_break_rule_from_its_texts_and_line(kind, source, rule):
+    assert classify_break(_gb(kind), "project", source) == rule
+
+
+def test_layerdrop_skip_is_refused_with_its_reason_up_front():
+    source = (FIXTURES / "TM103" / "noop_layerdrop_random_skip.in.py").read_text()
+    text, results = fix_text(source, name="encoder.py")
+    assert text == source and not proposals(results)
+    (why,) = unfixed(results)
+    assert why.reason.startswith("the test depends on a random draw (`torch.rand([])`, line 16)")
+    assert "random stream" in why.reason and "outside the compiled model" in why.advice
+
+
+def test_requires_grad_false_is_refused():
+    source = "import torch\n\n\ndef f(x):\n    x.requires_grad = False  # tm: TM109\n    return x * 2\n"
+    text, results = fix_text(source, name="f.py")
+    (why,) = unfixed(results)
+    assert text == source and "detach" in why.advice
