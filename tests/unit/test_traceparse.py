@@ -79,5 +79,5 @@ def test_an_exception_raised_while_traced_is_named_in_the_reason():
 
     gb = parse_graph_break(OBSERVED_TEXT)
     assert gb is not None and gb.gb_id == "GB0088"
-    assert gb.context == 'raised exception TypeError("\'NoneType\' object is not subscriptable")'
+    assert gb.context == "raised exception TypeError(\"'NoneType' object is not subscriptable\")"
     assert "raised TypeError(\"'NoneType' object is not subscriptable\") while dynamo traced it" in reason_for_break(gb)

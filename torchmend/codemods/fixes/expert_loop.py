@@ -51,15 +51,14 @@ def _count(mask: cst.BaseExpression) -> cst.BaseExpression:
         summed = mask.args[0].value  # torch.greater(X, 0) / torch.gt(X, 0)
     elif isinstance(mask, cst.Comparison):
         summed = mask.left
-    if m.matches(
+    if summed is not None and m.matches(
         summed,
         m.Call(func=m.Attribute(value=m.Name(), attr=m.Name("sum")), args=[m.Arg(keyword=m.Name("dim"))]),
     ):
         assert isinstance(summed, cst.Call) and isinstance(summed.func, cst.Attribute)
         dims = summed.args[0].value
         negative = isinstance(dims, cst.Tuple) and all(
-            isinstance(e.value, cst.UnaryOperation) and isinstance(e.value.operator, cst.Minus)
-            for e in dims.elements
+            isinstance(e.value, cst.UnaryOperation) and isinstance(e.value.operator, cst.Minus) for e in dims.elements
         )
         if negative:
             return cst.parse_expression(f"{cst.Module([]).code_for_node(summed.func.value)}.shape[0]")
@@ -137,7 +136,7 @@ def propose_expert_loop(finding: Finding, ctx: Context) -> Result | None:
     loop uses its row in a way this rewrite cannot keep."""
     src = ctx.file(finding.path)
     stmt = src.statement_at(finding.line)
-    if not m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())])])):
+    if stmt is None or not m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())])])):
         return None
     assert isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign)
     assign = stmt.body[0]
@@ -150,7 +149,9 @@ def propose_expert_loop(finding: Finding, ctx: Context) -> Result | None:
     if func is None:
         return None
     loops = [
-        f for f in src.nodes_in(func, cst.For) if m.matches(f.iter, m.Name(hit.value)) and isinstance(f.target, cst.Name)
+        f
+        for f in src.nodes_in(func, cst.For)
+        if m.matches(f.iter, m.Name(hit.value)) and isinstance(f.target, cst.Name)
     ]
     if len(loops) != 1 or src.line_of(loops[0]) < finding.line:
         return None
@@ -160,7 +161,9 @@ def propose_expert_loop(finding: Finding, ctx: Context) -> Result | None:
     var = loop.target.value  # type: ignore[attr-defined]
     stmts = list(loop.body.body)
     first = stmts[0] if stmts else None
-    if m.matches(first, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name(var))])])):
+    if first is not None and m.matches(
+        first, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name(var))])])
+    ):
         assert isinstance(first, cst.SimpleStatementLine) and isinstance(first.body[0], cst.Assign)
         if not _is_first_item(first.body[0].value, var):
             return None
@@ -169,13 +172,15 @@ def propose_expert_loop(finding: Finding, ctx: Context) -> Result | None:
         other = 0
     else:
         body = _Body(var)
-        new_body = loop.body.visit(body)
+        visited = loop.body.visit(body)
+        assert isinstance(visited, cst.BaseSuite)
+        new_body = visited
         other = body.other
     if other:
         return NoFix(
             finding,
             f"the loop uses its row `{var}` as a tensor, not only its index (`{var}[0]`, `mask[{var}].squeeze(0)`)",
-            f"loop over `range(n)` with a Python int index and select with `torch.where(mask[i])` inside, then set "
+            "loop over `range(n)` with a Python int index and select with `torch.where(mask[i])` inside, then set "
             "`torch._dynamo.config.capture_dynamic_output_shape_ops = True` before compiling",
         )
     new_loop = loop.with_changes(
