@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -58,34 +59,66 @@ FIX_ANSWERS = SCAN_ANSWERS | {WRITE_REFUSED, VERIFY_FAILED}
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
-        prog="run.py", description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+        prog="run.py",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("--models", required=True, metavar="A,B|FILE",
-                    help="model classes exported by transformers, comma-separated, or a file with one per line "
-                    "(# comments); a file's name gives the list's label (models-dev.txt: dev)")
+    ap.add_argument(
+        "--models",
+        required=True,
+        metavar="A,B|FILE",
+        help="model classes exported by transformers, comma-separated, or a file with one per line "
+        "(# comments); a file's name gives the list's label (models-dev.txt: dev)",
+    )
     ap.add_argument("--label", help="the list's label in the results (default: from the file name, else 'custom')")
-    ap.add_argument("--venv", type=Path, default=HERE / ".venv",
-                    help="the benchmark venv; created with pinned torch and transformers and torchmend installed "
-                    "editable from this checkout when it does not exist (default: benchmarks/corpus/.venv)")
-    ap.add_argument("--torch-index-url", default=TORCH_CPU_INDEX,
-                    help="where pip finds torch when the venv is created ('' for PyPI; default: the CPU wheels)")
-    ap.add_argument("--torchmend", type=Path, metavar="CHECKOUT",
-                    help="run this checkout's torchmend (put first on PYTHONPATH) instead of the venv's install")
-    ap.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "torchmend-corpus",
-                    help="scratch folder: the project, logs, patches, scan JSON (default: $TMPDIR/torchmend-corpus)")
-    ap.add_argument("--results", type=Path,
-                    help="the JSON lines file (default: benchmarks/results/corpus-torch<V>-transformers<V>.jsonl)")
-    ap.add_argument("--script", type=Path, default=HERE / "train_model.py",
-                    help="the generic training script copied into the project (default: train_model.py)")
-    ap.add_argument("--vendor", default="transformers",
-                    help="the package copied from the venv into the project ('' for none)")
+    ap.add_argument(
+        "--venv",
+        type=Path,
+        default=HERE / ".venv",
+        help="the benchmark venv; created with pinned torch and transformers and torchmend installed "
+        "editable from this checkout when it does not exist (default: benchmarks/corpus/.venv)",
+    )
+    ap.add_argument(
+        "--torch-index-url",
+        default=TORCH_CPU_INDEX,
+        help="where pip finds torch when the venv is created ('' for PyPI; default: the CPU wheels)",
+    )
+    ap.add_argument(
+        "--torchmend",
+        type=Path,
+        metavar="CHECKOUT",
+        help="run this checkout's torchmend (put first on PYTHONPATH) instead of the venv's install",
+    )
+    ap.add_argument(
+        "--work",
+        type=Path,
+        default=Path(os.environ.get("TMPDIR", "/tmp")) / "torchmend-corpus",
+        help="scratch folder: the project, logs, patches, scan JSON (default: $TMPDIR/torchmend-corpus)",
+    )
+    ap.add_argument(
+        "--results",
+        type=Path,
+        help="the JSON lines file (default: benchmarks/results/corpus-torch<V>-transformers<V>.jsonl)",
+    )
+    ap.add_argument(
+        "--script",
+        type=Path,
+        default=HERE / "train_model.py",
+        help="the generic training script copied into the project (default: train_model.py)",
+    )
+    ap.add_argument(
+        "--vendor", default="transformers", help="the package copied from the venv into the project ('' for none)"
+    )
     ap.add_argument("--backend", default="aot_eager", help="torchmend's --backend and --verify-backend")
     ap.add_argument("--steps", type=int, default=3, help="optimizer steps per run (default 3)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per stage (default 300)")
     ap.add_argument("--redo", action="store_true", help="run models that already have a result again")
-    ap.add_argument("--always-rescan", action="store_true",
-                    help="scan after fix even when fix wrote nothing (the counts are then measured twice)")
+    ap.add_argument(
+        "--always-rescan",
+        action="store_true",
+        help="scan after fix even when fix wrote nothing (the counts are then measured twice)",
+    )
     ap.add_argument("--report", action="store_true", help="write the Markdown report and plot when done")
     return ap.parse_args(argv)
 
@@ -203,8 +236,9 @@ class Stage:
 def run_stage(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float, log: Path) -> Stage:
     """One child process (its own process group, killed whole at the time limit); output kept in log.*."""
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
         rc: int | None = proc.returncode
@@ -250,22 +284,34 @@ def scan_result(stage: Stage, label: str) -> tuple[dict | None, dict | None]:
         return None, {"kind": "timeout", "stage": label, "detail": f"no result in {stage.seconds} s"}
     if stage.rc not in SCAN_ANSWERS or crashed(stage):
         return None, {"kind": "torchmend_failure", "stage": label, "rc": stage.rc, "detail": stage.tail()}
+    if stage.rc == NOTHING_COMPILED:  # the script never reached torch.compile: the driver's doing
+        return None, {"kind": "driver_error", "stage": label, "rc": stage.rc, "detail": stage.tail()}
     if stage.rc == SCRIPT_FAILED:  # the eager check passed: the script fails under compile before any graph
         return None, {"kind": "compile_error", "stage": label, "rc": stage.rc, "detail": stage.tail()}
     try:
         data = json.loads(stage.out)
     except json.JSONDecodeError:
-        if stage.rc == NOTHING_COMPILED:
-            return None, {"kind": "driver_error", "stage": label, "rc": stage.rc, "detail": stage.tail()}
-        return None, {"kind": "torchmend_failure", "stage": label, "rc": stage.rc,
-                      "detail": "no JSON on stdout: " + stage.tail()}
+        return None, {
+            "kind": "torchmend_failure",
+            "stage": label,
+            "rc": stage.rc,
+            "detail": "no JSON on stdout: " + stage.tail(),
+        }
     return data, None
 
 
 def counts(scan: dict) -> dict:
     s = scan.get("summary", {})
-    keep = ("graph_breaks", "recompiles", "recompile_limit_hits", "graphs", "compile_seconds", "wall_seconds",
-            "steady_step_s", "ended_by")
+    keep = (
+        "graph_breaks",
+        "recompiles",
+        "recompile_limit_hits",
+        "graphs",
+        "compile_seconds",
+        "wall_seconds",
+        "steady_step_s",
+        "ended_by",
+    )
     c = {k: s.get(k) for k in keep}
     c["findings"] = len(scan.get("findings", []))
     c["error"] = (scan.get("error") or "")[-TAIL:] or None
@@ -285,9 +331,12 @@ def parse_fix(stage: Stage) -> dict:
     fix: dict = {"rc": stage.rc, "seconds": stage.seconds}
     if m := _SUMMARY.search(text):
         fix.update(zip(("findings", "to_fix", "proposed", "not_fixable"), map(int, m.groups())))
-    verdicts = _VERDICT.findall(text)
-    fix["verdict"] = verdicts[-1] if verdicts else None
+    verdicts = list(_VERDICT.finditer(text))
+    fix["verdict"] = verdicts[-1].group(1) if verdicts else None
     fix["rounds"] = len(verdicts)
+    if verdicts:  # the verdict's reasons and notes: the indented lines under it
+        below = text[verdicts[-1].end() :].lstrip("\n").splitlines()
+        fix["verdict_reasons"] = [ln.strip() for ln in itertools.takewhile(lambda ln: ln.startswith("  "), below)]
     fix["effects"] = [{"rule": r, "helped": mark == "✓", "what": what} for mark, r, _, what in _EFFECT.findall(text)]
     fix["skipped"] = [{"where": w, "rule": r, "detail": d} for w, r, d in _SKIPPED.findall(text)]
     if m := _WROTE.search(text):
@@ -403,14 +452,19 @@ def main(argv: list[str] | None = None) -> int:
     a.work.mkdir(parents=True, exist_ok=True)
     env0 = child_env(a.torchmend, a.work / "state")
     info = probe(python, env0, a.vendor, a.work)
+    if not info.get("torchmend_path"):
+        sys.exit(f"{python} cannot import torchmend: install it into the venv, or name a checkout with --torchmend")
     results = a.results or REPO / "benchmarks" / "results" / result_name(info["torch"], info["transformers"], "jsonl")
     results.parent.mkdir(parents=True, exist_ok=True)
     project = build_project(a.work, a.script, info.get("vendor_path"))
     done = set() if a.redo else done_models(results)
     todo = [m for m in models if m not in done]
-    print(f"{len(models)} models ({label}), {len(models) - len(todo)} already in {results}; torch {info['torch']}, "
-          f"transformers {info['transformers']}, torchmend {info.get('torchmend_path')} "
-          f"({info.get('torchmend_commit')}); project {project}", flush=True)
+    print(
+        f"{len(models)} models ({label}), {len(models) - len(todo)} already in {results}; torch {info['torch']}, "
+        f"transformers {info['transformers']}, torchmend {info.get('torchmend_path')} "
+        f"({info.get('torchmend_commit')}); project {project}",
+        flush=True,
+    )
     stop = False
 
     def interrupted(*_: object) -> None:
@@ -424,17 +478,27 @@ def main(argv: list[str] | None = None) -> int:
             break
         start = time.monotonic()
         rec = run_model(model, a, python, project, env0)
-        rec.update(list=label, seconds=round(time.monotonic() - start, 1), date=time.strftime("%Y-%m-%d %H:%M"),
-                   torch=info["torch"], transformers=info["transformers"],
-                   torchmend=info.get("torchmend_commit"), backend=a.backend, steps=a.steps)
+        rec.update(
+            list=label,
+            seconds=round(time.monotonic() - start, 1),
+            date=time.strftime("%Y-%m-%d %H:%M"),
+            torch=info["torch"],
+            transformers=info["transformers"],
+            torchmend=info.get("torchmend_commit"),
+            backend=a.backend,
+            steps=a.steps,
+        )
         with results.open("a") as f:
             f.write(json.dumps(rec) + "\n")
         b, af = rec.get("before") or {}, rec.get("after") or {}
         total = lambda c: (c.get("graph_breaks") or 0) + (c.get("recompiles") or 0)  # noqa: E731
-        print(f"[{i}/{len(todo)}] {model}: {rec['status']}"
-              + (f", breaks+recompiles {total(b)} -> {total(af)}" if b else "")
-              + (f", verdict {rec['fix'].get('verdict')}" if rec.get("fix") else "")
-              + f" ({rec['seconds']} s)", flush=True)
+        print(
+            f"[{i}/{len(todo)}] {model}: {rec['status']}"
+            + (f", breaks+recompiles {total(b)} -> {total(af)}" if b else "")
+            + (f", verdict {rec['fix'].get('verdict')}" if rec.get("fix") else "")
+            + f" ({rec['seconds']} s)",
+            flush=True,
+        )
     if a.report:
         from report import write_report  # benchmarks/corpus/report.py
 

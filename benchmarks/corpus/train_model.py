@@ -75,6 +75,10 @@ SMALL = {
     "moe_intermediate_size": 37,
     "shared_expert_intermediate_size": 37,
     "expert_capacity": 8,
+    "num_sparse_encoder_layers": 1,  # Switch: one sparse layer in two (3 of 2 layers would make none sparse)
+    "num_sparse_decoder_layers": 1,
+    "attn_layer_period": 2,  # Jamba: attention in layer 1, experts in layer 1, Mamba in layer 0
+    "attn_layer_offset": 1,
     # audio
     "conv_dim": (16, 16),
     "conv_kernel": (3, 3),
@@ -98,6 +102,8 @@ PER_STAGE = {
     "num_attention_heads": lambda n: [1] * n,
     "hidden_sizes": lambda n: [16 * 2**i for i in range(n)],
 }
+# Every how many layers a layer is sparse (mixtures of experts): at most 2 here, so that 2 layers hold one.
+CAPPED = {"encoder_sparse_step": 2, "decoder_sparse_step": 2, "expert_layer_period": 2}
 # Grouped matmuls of mixture-of-experts layers need 16-byte strides: an expert width of 37 floats has not.
 EXPERT_WIDTH = {"intermediate_size": 48, "moe_intermediate_size": 48, "shared_expert_intermediate_size": 48}
 BATCH, SEQ, AUDIO, FRAMES, PIXELS = 2, 20, 1600, 64, 32
@@ -114,6 +120,9 @@ def small_config(config_cls: type) -> transformers.PretrainedConfig:
         if isinstance(default, (list, tuple)) and not isinstance(v, (list, tuple)):
             continue  # a scalar where the model wants one per stage: PER_STAGE below, or left as it is
         kw[k] = v
+    for k, cap in CAPPED.items():
+        if isinstance(getattr(base, k, None), int) and getattr(base, k) > cap:
+            kw[k] = cap
     stages = 2 if hasattr(base, "num_stages") else None  # ConvNeXt-like: two stages; else the default count
     if stages:
         kw["num_stages"] = stages
