@@ -190,7 +190,7 @@ def plot(records: list[dict], png: Path) -> bool:
         return False
     rows.sort(key=lambda r: (r.get("list", ""), -total(r["before"])))
     names = [f"{r['model'].removesuffix('Model')} ({r.get('list', '')})" for r in rows]
-    fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(rows) + 2), 4.5))
+    fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(rows) + 2), 5))
     x = range(len(rows))
     ax.bar([i - 0.2 for i in x], [total(r["before"]) for r in rows], 0.4, label="before", color="#c44e52")
     ax.bar([i + 0.2 for i in x], [total(r.get("after")) for r in rows], 0.4, label="after fix", color="#55a868")
@@ -199,8 +199,8 @@ def plot(records: list[dict], png: Path) -> bool:
     ax.set_ylabel("graph breaks + recompiles")
     r0 = rows[0]
     ax.set_title(
-        f"torchmend on transformers {r0.get('transformers')} models (torch {r0.get('torch')}, "
-        f"{r0.get('backend')}, {r0.get('steps')} steps)",
+        f"torchmend on transformers {r0.get('transformers')} models\n(torch {r0.get('torch')}, "
+        f"{r0.get('backend')}, {r0.get('steps')} steps; fix --yes --unsafe)",
         fontsize=10,
     )
     ax.legend()

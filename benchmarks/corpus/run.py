@@ -12,8 +12,8 @@ For each model class of the list, in a scratch project (a git repository holding
 Each stage is one child process with a time limit; the tree is reset (git reset --hard, git clean -fdx) before
 each model. One JSON line per model goes to the results file as soon as the model is done, so a run that is
 stopped resumes where it was (models already there are skipped unless --redo). A model whose plain eager run
-fails is a *driver error* (the generic inputs do not suit it); torchmend exiting with an internal error, a
-traceback, or JSON it cannot have meant is a *torchmend failure*; the two are never mixed. report.py turns the
+fails is a *driver error* (the generic inputs do not suit it); torchmend exiting with an internal error (exit 1, or
+any code it does not document for that command) or a scan without its JSON is a *torchmend failure*; the two are never mixed. report.py turns the
 JSON lines into benchmarks/results/corpus-torch<V>-transformers<V>.md and a plot.
 
 Examples:
@@ -49,7 +49,8 @@ TAIL = 2000  # characters of a failing stage's output kept in the record
 # torchmend's exit codes (torchmend/cli/exitcodes.py) as this driver reads them
 OK, INTERNAL_ERROR, SCRIPT_FAILED, NOTHING_COMPILED, SCRIPT_FAILED_AFTER_COMPILE = 0, 1, 4, 5, 8
 WRITE_REFUSED, VERIFY_FAILED = 9, 10
-# Exit codes that mean torchmend did its job (a finding, a refusal, a failing script are answers, not crashes)
+# Exit codes that mean torchmend did its job (a finding, a refusal, a failing script are answers, not crashes); a
+# crash of torchmend (an uncaught exception: a traceback, exit 1) or of its profiled child's hooks exits 1.
 SCAN_ANSWERS = {OK, SCRIPT_FAILED, NOTHING_COMPILED, SCRIPT_FAILED_AFTER_COMPILE}
 FIX_ANSWERS = SCAN_ANSWERS | {WRITE_REFUSED, VERIFY_FAILED}
 
@@ -273,16 +274,11 @@ def kill_tree(pid: int) -> None:
             pass
 
 
-def crashed(stage: Stage) -> bool:
-    """A traceback of torchmend's own (not the script's, which torchmend reports as its output)."""
-    return "Traceback (most recent call last)" in stage.err and "torchmend" in stage.err.split("Traceback")[-1]
-
-
 def scan_result(stage: Stage, label: str) -> tuple[dict | None, dict | None]:
     """(the scan's JSON, a failure record) from a scan stage."""
     if stage.timed_out:
         return None, {"kind": "timeout", "stage": label, "detail": f"no result in {stage.seconds} s"}
-    if stage.rc not in SCAN_ANSWERS or crashed(stage):
+    if stage.rc not in SCAN_ANSWERS:
         return None, {"kind": "torchmend_failure", "stage": label, "rc": stage.rc, "detail": stage.tail()}
     if stage.rc == NOTHING_COMPILED:  # the script never reached torch.compile: the driver's doing
         return None, {"kind": "driver_error", "stage": label, "rc": stage.rc, "detail": stage.tail()}
@@ -405,7 +401,7 @@ def run_model(model: str, a: argparse.Namespace, python: Path, project: Path, en
     if before.get("findings"):
         fix_stage = stage("fix", tm + ["fix", "--yes", "--unsafe", "--verify-backend", a.backend] + budget + target)
         rec["fix"] = parse_fix(fix_stage)
-        if fix_stage.timed_out or fix_stage.rc not in FIX_ANSWERS or crashed(fix_stage):
+        if fix_stage.timed_out or fix_stage.rc not in FIX_ANSWERS:
             kind = "timeout" if fix_stage.timed_out else "torchmend_failure"
             rec["status"] = kind
             rec["failure"] = {"kind": kind, "stage": "fix", "rc": fix_stage.rc, "detail": fix_stage.tail()}
