@@ -13,8 +13,8 @@ Each stage is one child process with a time limit; the tree is reset (git reset 
 each model. One JSON line per model goes to the results file as soon as the model is done, so a run that is
 stopped resumes where it was (models already there are skipped unless --redo). A model whose plain eager run
 fails is a *driver error* (the generic inputs do not suit it); torchmend exiting with an internal error (exit 1, or
-any code it does not document for that command) or a scan without its JSON is a *torchmend failure*; the two are never mixed. report.py turns the
-JSON lines into benchmarks/results/corpus-torch<V>-transformers<V>.md and a plot.
+any code it does not document for that command) or a scan without its JSON is a *torchmend failure*; the two are
+never mixed. report.py turns the JSON lines into benchmarks/results/corpus-torch<V>-transformers<V>.md and a plot.
 
 Examples:
 
