@@ -24,6 +24,8 @@ STATUS = {
     "timeout": "timed out",
 }
 
+FIX = {"not_fixable": "not fixable", "proposal": "proposed, not kept", "skipped": "nothing to fix"}  # explain.py
+
 
 def load(path: Path) -> list[dict]:
     last: dict[str, dict] = {}
@@ -87,9 +89,9 @@ def left_by_rule(records: list[dict]) -> list[str]:
             g["findings"] += 1
             g["count"] += f.get("count") or 0
             g["models"].add(r["model"])
-            g["why"][f.get("why") or f.get("fix") or "—"] += 1
+            g["why"][f"{FIX.get(f.get('fix'), f.get('fix') or '?')}: {f.get('why') or ''}"] += f.get("count") or 1
     rows = [
-        "| rule | GB id | kind | findings | count | models | torchmend's reason (most frequent) |",
+        "| rule | GB id | kind | findings | count | models | torchmend's reason (the most counted) |",
         "|---|---|---|---|---|---|---|",
     ]
     for (rule, gb, kind), g in sorted(groups.items(), key=lambda kv: -kv[1]["count"]):
@@ -106,9 +108,7 @@ def findings_left(r: dict) -> list[str]:
         place = f"{f.get('file')}:{f.get('line')}"
         if f.get("user_frame"):
             place += f" (from {f['user_frame']})"
-        fix = {"not_fixable": "not fixable", "proposal": "proposed, not kept", "skipped": "nothing to fix"}.get(
-            f.get("fix"), f.get("fix") or "?"
-        )
+        fix = FIX.get(f.get("fix"), f.get("fix") or "?")
         why = f.get("why") or ""
         rows.append(
             f"| {f.get('rule')} | {f.get('gb_id') or '—'} | {f.get('severity')} | {cell(place, 110)} | "
