@@ -68,6 +68,8 @@ def model_row(r: dict) -> str:
     verdict = fix.get("verdict") or fix.get("outcome") or ("no fix run" if b and not fix else "")
     if fix.get("verdict_reasons"):
         verdict += ": " + "; ".join(fix["verdict_reasons"])
+    if fix.get("numerics") and fix.get("verdict") != "refused":  # a refusal names the difference itself
+        verdict += f" (numerics: {fix['numerics']})"
     steady = ""
     if b.get("steady_step_s") and a.get("steady_step_s") and a.get("rescanned"):
         steady = f"{1000 * b['steady_step_s']:.1f} → {1000 * a['steady_step_s']:.1f}"

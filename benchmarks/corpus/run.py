@@ -316,6 +316,7 @@ def counts(scan: dict) -> dict:
 
 _SUMMARY = re.compile(r"(\d+) findings? \((\d+) to fix\): (\d+) changes? proposed, (\d+) not fixable")
 _VERDICT = re.compile(r"^\s*verdict: (.+?)\s*$", re.M)
+_NUMERICS = re.compile(r"^numerics \(rtol [^)]*\): (.*?)\s*$", re.M)
 _WROTE = re.compile(r"Wrote (\d+) files? \((\d+) changes?\)")
 _EFFECT = re.compile(r"^\s*([✓✗]) (TM\d+) change (removed|did not remove) (.*?)(?:: not written)?\s*$", re.M)
 _SKIPPED = re.compile(r"^skipped (\S+) (TM\d+): (.*)$", re.M)
@@ -332,7 +333,10 @@ def parse_fix(stage: Stage) -> dict:
     fix["rounds"] = len(verdicts)
     if verdicts:  # the verdict's reasons and notes: the indented lines under it
         below = text[verdicts[-1].end() :].lstrip("\n").splitlines()
-        fix["verdict_reasons"] = [ln.strip() for ln in itertools.takewhile(lambda ln: ln.startswith("  "), below)]
+        under = itertools.takewhile(lambda ln: ln.startswith("  "), below)
+        fix["verdict_reasons"] = [ln.strip() for ln in under if not ln.strip().startswith(("✓", "✗"))]
+    numerics = _NUMERICS.findall(text)
+    fix["numerics"] = numerics[-1] if numerics else None
     fix["effects"] = [{"rule": r, "helped": mark == "✓", "what": what} for mark, r, _, what in _EFFECT.findall(text)]
     fix["skipped"] = [{"where": w, "rule": r, "detail": d} for w, r, d in _SKIPPED.findall(text)]
     if m := _WROTE.search(text):

@@ -25,6 +25,7 @@ before → after (1 run per arm, interleaved)
 numerics (rtol 0.0001, atol 1e-06): parameter 15 (32,) differs (abs: 0.51 relative)
 verdict: refused
   numerics differ: parameter 15 (32,) differs (abs: 0.51 relative)
+  ✗ TM103 change did not remove TM103 at transformers/models/wav2vec2/modeling_wav2vec2.py:692: not written
 """
 
 
@@ -63,6 +64,7 @@ def test_fix_output_is_read() -> None:
     finally:
         sys.path.remove(str(CORPUS))
     fix = run.parse_fix(run.Stage(10, FIX_OUT, "torchmend: verification refused these changes", 1.0))
+    assert fix["numerics"] == "parameter 15 (32,) differs (abs: 0.51 relative)"
     assert (fix["findings"], fix["proposed"], fix["not_fixable"]) == (6, 1, 5)
     assert fix["verdict"] == "refused" and fix["verdict_reasons"] == [
         "numerics differ: parameter 15 (32,) differs (abs: 0.51 relative)"
