@@ -66,16 +66,16 @@ def model_row(r: dict) -> str:
         rules = sorted({x.split()[0] for x in w.get("rules", [])})
         changes = f"{len(w['files'])} files, {w['lines']} lines ({', '.join(rules)})"
     verdict = fix.get("verdict") or fix.get("outcome") or ("no fix run" if b and not fix else "")
+    if fix.get("numerics") and fix.get("verdict") != "refused":  # a refusal names the difference itself
+        verdict += f" ({fix['numerics']})"
     if fix.get("verdict_reasons"):
         verdict += ": " + "; ".join(fix["verdict_reasons"])
-    if fix.get("numerics") and fix.get("verdict") != "refused":  # a refusal names the difference itself
-        verdict += f" (numerics: {fix['numerics']})"
     steady = ""
     if b.get("steady_step_s") and a.get("steady_step_s") and a.get("rescanned"):
         steady = f"{1000 * b['steady_step_s']:.1f} → {1000 * a['steady_step_s']:.1f}"
     status = r["status"] if r["status"] in ("ok", "clean") else f"**{r['status']}**"
     return (
-        f"| {r['model']} | {status} | {counts} | {after} | {cell(changes)} | {cell(verdict, 120)} | {steady} | "
+        f"| {r['model']} | {status} | {counts} | {after} | {cell(changes)} | {cell(verdict, 160)} | {steady} | "
         f"{r.get('seconds', '')} |"
     )
 
@@ -142,7 +142,22 @@ def section(label: str, records: list[dict]) -> list[str]:
         "steady step ms before → after | wall s |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    out += [model_row(r) for r in records]
+    out += [model_row(r) for r in records if r["status"] != "clean"]  # the clean ones are named above
+    contained = [
+        f"{r['model']} ({f.get('rule')} at {f.get('file')}:{f.get('line')})"
+        for r in records
+        for f in r.get("left") or []
+        if "internal error" in (f.get("why") or "")
+    ]
+    if contained:  # a codemod crashed and torchmend went on: no torchmend failure, but a bug to report
+        out += ["", f"torchmend internal errors given as a finding's reason: {'; '.join(contained)}"]
+    unhelpful = [
+        r["model"]
+        for r in records
+        if (r.get("written") or {}).get("files") and total(r.get("after")) >= total(r.get("before"))
+    ]
+    if unhelpful:
+        out += ["", f"changes written that left the count as it was: {', '.join(unhelpful)}"]
     failed = [r for r in records if r.get("failure")]
     if failed:
         out += ["", "Did not run through:", ""]
