@@ -251,7 +251,7 @@ def write_report(jsonl: Path) -> str:
     for label in order:
         out += section(label, lists[label])
     if plot(records, png):
-        out.insert(3, f"![graph breaks + recompiles before and after fix]({png.name})\n")
+        out.insert(4, f"![graph breaks + recompiles before and after fix]({png.name})\n")
     md.write_text("\n".join(out))
     return f"wrote {md}" + (f" and {png}" if png.exists() else "")
 
