@@ -158,6 +158,10 @@ def make_batch(model: torch.nn.Module, g: torch.Generator) -> dict[str, torch.Te
     x: dict[str, torch.Tensor] = {}
     if main == "input_ids":
         x["input_ids"] = torch.randint(0, vocab, (BATCH, SEQ), generator=g)
+        if "attention_mask" in accepted:
+            # As a tokenizer returns it. Without it some models take another path under compile (Switch's
+            # encoder skips building the mask when is_torchdynamo_compiling() and raises while traced).
+            x["attention_mask"] = torch.ones(BATCH, SEQ, dtype=torch.long)
     elif main == "input_values":
         x["input_values"] = torch.randn(BATCH, AUDIO, generator=g)
     elif main == "input_features" and hasattr(config, "input_feat_size"):  # Speech2Text: (batch, time, feature)
