@@ -1,13 +1,29 @@
-"""Gate print() and logging calls in compiled code behind `torch.compiler.is_compiling()` (TM101, TM102)."""
+"""Gate print() and logging calls in compiled code behind `torch.compiler.is_compiling()` (TM101, TM102), or,
+where torch can keep the message, have dynamo print it after the graph instead
+(`torch._dynamo.config.reorderable_logging_functions`, placed before the script's compile call).
+
+Which calls torch 2.13 reorders (checked on the installed release): plain functions only
+(`types.FunctionType` or a builtin: `print`, `logging.warning`, ...), called with tensors, constants or
+strings (f-strings included) and no keyword arguments. A `logging.Logger` method (`logger.warning`,
+transformers' `warning_once`) is never reordered: dynamo consults only `ignore_logging_functions` for
+those, which drops the message, as a gate does. So a logger call is gated.
+"""
 
 from __future__ import annotations
 
 import libcst as cst
+from libcst.helpers import get_full_name_for_node
 
-from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.source import Context, SourceFile
-from torchmend.codemods.torch_ops import IS_COMPILING, LOG_METHODS
+from torchmend.codemods.analysis.entry import compile_site_for
+from torchmend.codemods.analysis.loggers import is_logging_module, logging_call
+from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
+from torchmend.codemods.fixes.compile_config.settings import add_member, has_member
+from torchmend.codemods.source import Context, SourceError, SourceFile
+from torchmend.codemods.torch_ops import IS_COMPILING, LOG_METHODS, NOT_TENSOR_ATTRS
 from torchmend.model import Finding, Where
+
+REORDER = "reorderable_logging_functions"
+_CONTAINERS = (cst.List, cst.Tuple, cst.Dict, cst.Set, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
 def _is_print(src: SourceFile, call: cst.Call) -> bool:
@@ -18,12 +34,65 @@ def _is_print(src: SourceFile, call: cst.Call) -> bool:
 
 
 def _is_log(src: SourceFile, call: cst.Call) -> bool:
+    """A logger's method, whatever its name (the logger told by how it is bound: analysis/loggers.py), or a
+    logging function; else, as before, a LOG_METHODS name on anything but torch (`torch.log(x)`)."""
+    if logging_call(src, call):
+        return True
     func = call.func
     if not isinstance(func, cst.Attribute) or func.attr.value not in LOG_METHODS:
         return False
-    # logging.info(...) / log.info(...) / self.logger.info(...): a logger method or the logging module's helper.
-    return src.is_qualified(func, *(f"logging.{n}" for n in LOG_METHODS)) or not src.is_qualified(
-        func, *(f"torch.{n}" for n in LOG_METHODS)
+    return not src.is_qualified(func, *(f"torch.{n}" for n in LOG_METHODS))
+
+
+def _reorder_member(src: SourceFile, call: cst.Call) -> str | None:
+    """What to add to reorderable_logging_functions for this call (`print`, `logging.warning`), or None when
+    torch would not reorder it: a logger method, keyword or starred arguments, or an argument that is not a
+    tensor, a constant or a string (a container, `x.shape`)."""
+    if _is_print(src, call):
+        member = "print"
+    elif isinstance(call.func, cst.Attribute) and is_logging_module(src, call.func.value):
+        member = f"logging.{call.func.attr.value}"
+    else:
+        return None
+    for arg in call.args:
+        value = arg.value
+        if arg.keyword is not None or arg.star or isinstance(value, _CONTAINERS):
+            return None
+        if isinstance(value, cst.Attribute) and value.attr.value in NOT_TENSOR_ATTRS:
+            return None
+        if isinstance(value, cst.Call) and get_full_name_for_node(value.func) in ("str", "repr", "len"):
+            return None
+    return member
+
+
+def _reorder(finding: Finding, ctx: Context, src: SourceFile, call: cst.Call, what: str) -> Result | None:
+    """Keep the message: dynamo prints it after the graph. None when torch would not reorder this call."""
+    member = _reorder_member(src, call)
+    if member is None:
+        return None
+    site = compile_site_for(finding, ctx)
+    if isinstance(site, str):
+        return None
+    if has_member(site.src, REORDER, member):
+        return NoFix(
+            finding,
+            f"`{member}` is already in `torch._dynamo.config.{REORDER}` ({site.src.path}); if the break is still "
+            "there, dynamo could not reorder this call's arguments",
+            f"gate the {what} by hand: `if not torch.compiler.is_compiling():`",
+        )
+    return add_member(
+        (finding,),
+        site,
+        REORDER,
+        member,
+        (("logging", None),) if member.startswith("logging.") else (),
+        why=f"let dynamo run the {what} after the graph instead of breaking it: the message still appears",
+        note=f"every `{member}(...)` call in compiled code is now reordered: its output comes after the graph's "
+        "work rather than in the middle of it, and a tensor changed in place after the call prints its later "
+        "value",
+        alternative="gate it instead: `if not torch.compiler.is_compiling():` (the message is then not shown in "
+        "compiled code)",
+        safety=SAFE,
     )
 
 
@@ -39,12 +108,16 @@ def _already_gated(src: SourceFile, stmt: cst.CSTNode) -> bool:
 
 
 def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
-    if finding.where != Where.PROJECT:  # its line is the library's: never look it up in a file of yours
+    if finding.where != Where.PROJECT:  # its line is the library's: never edit it, but the script may reorder it
+        reordered = _library_reorder(finding, ctx, is_target, what)
+        if reordered is not None:
+            return reordered
         return NoFix(
             finding,
             f"the {what} call is inside a library ({finding.file}:{finding.line}), which torchmend does not edit",
             "let dynamo move it out of the graph: add the function to "
-            "`torch._dynamo.config.reorderable_logging_functions` before compiling (the message still appears), "
+            "`torch._dynamo.config.reorderable_logging_functions` before compiling (the message still appears; "
+            "torch 2.13 does this for plain functions such as print and logging.warning, not for Logger methods), "
             "or raise that library logger's level so it does not log",
         )
     src = ctx.file(finding.path)
@@ -56,6 +129,12 @@ def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
         return NoFix(finding, f"no {what} call at line {finding.line}")
     if _already_gated(src, stmt):
         return NoFix(finding, f"the {what} call is already gated by is_compiling()", skipped=True)
+    # A logging function keeps its message by reordering; a print is gated (reordering is the alternative
+    # offered), a Logger method is gated as torch cannot reorder it.
+    if what == "logging" or len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr):
+        reordered = _reorder(finding, ctx, src, calls[0], what)
+        if reordered is not None:
+            return reordered
     if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr) or stmt.body[0].value is not calls[0]:
         return NoFix(
             finding,
@@ -78,6 +157,18 @@ def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
         why=f"skip the {what} while torch.compile traces, so the graph does not break",
         note=f"the {what} no longer runs in compiled code (it still runs when the code runs eagerly)",
     )
+
+
+def _library_reorder(finding: Finding, ctx: Context, is_target, what: str) -> Result | None:
+    """A print or logging function inside a library: read its line (never edited) and reorder it from the
+    user's script."""
+    try:
+        src = ctx.file(finding.path)
+    except SourceError:
+        return None
+    stmt = src.statement_at(finding.line)
+    calls = [n for n in src.nodes_in(stmt, cst.Call) if is_target(src, n)] if stmt is not None else []
+    return _reorder(finding, ctx, src, calls[0], what) if calls else None
 
 
 class GatePrint(Codemod):
@@ -205,11 +296,14 @@ class GatePrint(Codemod):
 
 
 class GateLogging(Codemod):
-    """Gate a logging call in compiled code.
+    """Gate a logging call in compiled code, or keep its message by letting dynamo reorder it.
 
     What it does:
         TM102: a `logger.info(...)`, `logging.warning(...)` or other logging call reached inside a
-        torch.compile'd function or module.
+        torch.compile'd function or module. The logger is told by how its name is bound, whatever the method:
+        `logging.getLogger(...)`, a library's `get_logger(...)` (transformers' `logging.get_logger(__name__)`,
+        whose loggers also have `warning_once`, `info_once`, `warning_advice`), a module-level `logger` /
+        `log`, `self.logger`.
 
     Why is this bad:
         Dynamo does not trace logging.Logger methods: each call ends the graph, runs in Python, and starts
@@ -222,8 +316,18 @@ class GateLogging(Codemod):
         if not torch.compiler.is_compiling():
             log.info("forward on batch of %d", x.shape[0])
 
+        A call of the logging module's own functions (`logging.warning(...)`) with tensor, constant or string
+        arguments keeps its message instead: `torch._dynamo.config.reorderable_logging_functions.add(
+        logging.warning)` goes right before the script's `torch.compile(...)` call, and dynamo logs after the
+        graph. torch 2.13 reorders plain functions only, never a Logger method (it consults only
+        `ignore_logging_functions` for those, which drops the message just as the gate does), so a
+        `logger.<method>(...)` call is gated; so is a logging call inside a library's code that you cannot
+        reorder.
+
     Fix safety:
-        Unsafe: the record is no longer logged from compiled code (it still is when the code runs eagerly).
+        Unsafe when gated: the record is no longer logged from compiled code (it still is when the code runs
+        eagerly). Safe when reordered: the message still appears, after the graph's work rather than in the
+        middle of it.
     """
 
     rules = ("TM102",)
@@ -267,6 +371,60 @@ class GateLogging(Codemod):
                 if not torch.compiler.is_compiling():
                     logging.warning('big')  # tm: TM102
                 return x
+            """,
+        ),
+        # a library's logger, bound by its get_logger, with a method the library patched onto Logger
+        Invalid(
+            """
+            import torch
+            from ...utils import logging
+            logger = logging.get_logger(__name__)
+
+            def pad(x, window):
+                if x.shape[-1] % window:
+                    logger.warning_once(  # tm: TM102
+                        f"padded to a multiple of {window}"
+                    )
+                return x
+            """,
+            """
+            import torch
+            from ...utils import logging
+            logger = logging.get_logger(__name__)
+
+            def pad(x, window):
+                if x.shape[-1] % window:
+                    if not torch.compiler.is_compiling():
+                        logger.warning_once(  # tm: TM102
+                            f"padded to a multiple of {window}"
+                        )
+                return x
+            """,
+        ),
+        # a logging function: dynamo logs it after the graph, from the line before the compile call
+        Invalid(
+            """
+            import logging
+            import torch
+
+            def f(x):
+                y = x * 2
+                logging.warning('y is %s', y)  # tm: TM102
+                return y
+
+            fast = torch.compile(f)
+            """,
+            """
+            import logging
+            import torch
+
+            def f(x):
+                y = x * 2
+                logging.warning('y is %s', y)  # tm: TM102
+                return y
+
+            torch._dynamo.config.reorderable_logging_functions.add(logging.warning)
+            fast = torch.compile(f)
             """,
         ),
     )
