@@ -1,12 +1,14 @@
-"""Gate print() and logging calls in compiled code behind `torch.compiler.is_compiling()` (TM101, TM102), or,
-where torch can keep the message, have dynamo print it after the graph instead
-(`torch._dynamo.config.reorderable_logging_functions`, placed before the script's compile call).
+"""Gate print() and logging calls in compiled code behind `torch.compiler.is_compiling()` (TM101, TM102); keep a
+print's output instead, where gating cannot reach it, by letting dynamo print after the graph
+(`torch._dynamo.config.reorderable_logging_functions.add(print)`, placed before the script's compile call).
 
-Which calls torch 2.13 reorders (checked on the installed release): plain functions only
-(`types.FunctionType` or a builtin: `print`, `logging.warning`, ...), called with tensors, constants or
-strings (f-strings included) and no keyword arguments. A `logging.Logger` method (`logger.warning`,
-transformers' `warning_once`) is never reordered: dynamo consults only `ignore_logging_functions` for
-those, which drops the message, as a gate does. So a logger call is gated.
+What torch 2.13 reorders (checked on the installed release): plain functions only (`types.FunctionType` or a
+builtin), called with tensors, constants or strings (f-strings included) and no keyword arguments (a `sep=` is
+silently dropped). A `logging.Logger` method (`logger.warning`, transformers' `warning_once`) is never
+reordered: dynamo consults only `ignore_logging_functions` for those, which drops the message as a gate does.
+A logging function (`logging.warning`) is reordered out of the graph, but dynamo then compiles the logging
+module's own frames when the reordered call runs, which break inside it: in a training run the breaks stay
+(12 before, 11 after), so logging calls are gated, not reordered.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from torchmend.codemods.analysis.entry import compile_site_for
-from torchmend.codemods.analysis.loggers import is_logging_module, logging_call
+from torchmend.codemods.analysis.loggers import logging_call
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.compile_config.settings import add_member, has_member
 from torchmend.codemods.source import Context, SourceError, SourceFile
@@ -45,15 +47,12 @@ def _is_log(src: SourceFile, call: cst.Call) -> bool:
 
 
 def _reorder_member(src: SourceFile, call: cst.Call) -> str | None:
-    """What to add to reorderable_logging_functions for this call (`print`, `logging.warning`), or None when
-    torch would not reorder it: a logger method, keyword or starred arguments, or an argument that is not a
-    tensor, a constant or a string (a container, `x.shape`)."""
-    if _is_print(src, call):
-        member = "print"
-    elif isinstance(call.func, cst.Attribute) and is_logging_module(src, call.func.value):
-        member = f"logging.{call.func.attr.value}"
-    else:
+    """What to add to reorderable_logging_functions for this call (`print`), or None when torch would not
+    reorder it: not a print, keyword or starred arguments, or an argument that is not a tensor, a constant or
+    a string (a container, `x.shape`)."""
+    if not _is_print(src, call):
         return None
+    member = "print"
     for arg in call.args:
         value = arg.value
         if arg.keyword is not None or arg.star or isinstance(value, _CONTAINERS):
@@ -85,7 +84,7 @@ def _reorder(finding: Finding, ctx: Context, src: SourceFile, call: cst.Call, wh
         site,
         REORDER,
         member,
-        (("logging", None),) if member.startswith("logging.") else (),
+        (),
         why=f"let dynamo run the {what} after the graph instead of breaking it: the message still appears",
         note=f"every `{member}(...)` call in compiled code is now reordered: its output comes after the graph's "
         "work rather than in the middle of it, and a tensor changed in place after the call prints its later "
@@ -108,34 +107,37 @@ def _already_gated(src: SourceFile, stmt: cst.CSTNode) -> bool:
 
 
 def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
-    if finding.where != Where.PROJECT:  # its line is the library's: never edit it, but the script may reorder it
-        reordered = _library_reorder(finding, ctx, is_target, what)
-        if reordered is not None:
-            return reordered
-        return NoFix(
-            finding,
-            f"the {what} call is inside a library ({finding.file}:{finding.line}), which torchmend does not edit",
-            "let dynamo move it out of the graph: add the function to "
-            "`torch._dynamo.config.reorderable_logging_functions` before compiling (the message still appears; "
-            "torch 2.13 does this for plain functions such as print and logging.warning, not for Logger methods), "
-            "or raise that library logger's level so it does not log",
-        )
-    src = ctx.file(finding.path)
-    stmt = src.statement_at(finding.line)
+    path, line = finding.path, finding.line
+    if finding.where != Where.PROJECT:  # its line is the library's: never edit it
+        frame = finding.user_frame
+        mine = frame is not None and ctx.in_project(frame.path) and _holds_call(ctx, frame.path, frame.line, is_target)
+        if not mine:  # no call of yours reached it: the script may still reorder a library's print
+            reordered = _library_reorder(finding, ctx)
+            if reordered is not None:
+                return reordered
+            return NoFix(
+                finding,
+                f"the {what} call is inside a library ({finding.file}:{finding.line}), which torchmend does not edit",
+                "let dynamo move it out of the graph: add the function to "
+                "`torch._dynamo.config.reorderable_logging_functions` before compiling (the message still "
+                "appears; torch 2.13 does this for print, not for Logger methods), or raise that library "
+                "logger's level so it does not log",
+            )
+        assert frame is not None
+        path, line = frame.path, frame.line  # your call that dynamo followed into the library (logging.warning)
+    src = ctx.file(path)
+    stmt = src.statement_at(line)
     if not isinstance(stmt, cst.SimpleStatementLine):
-        return NoFix(finding, f"no {what} statement at line {finding.line}")
+        return NoFix(finding, f"no {what} statement at line {line}")
     calls = [n for n in src.nodes_in(stmt, cst.Call) if is_target(src, n)]
     if not calls:
-        return NoFix(finding, f"no {what} call at line {finding.line}")
+        return NoFix(finding, f"no {what} call at line {line}")
     if _already_gated(src, stmt):
         return NoFix(finding, f"the {what} call is already gated by is_compiling()", skipped=True)
-    # A logging function keeps its message by reordering; a print is gated (reordering is the alternative
-    # offered), a Logger method is gated as torch cannot reorder it.
-    if what == "logging" or len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr):
-        reordered = _reorder(finding, ctx, src, calls[0], what)
+    if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr) or stmt.body[0].value is not calls[0]:
+        reordered = _reorder(finding, ctx, src, calls[0], what)  # a print inside an expression can still be kept
         if reordered is not None:
             return reordered
-    if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr) or stmt.body[0].value is not calls[0]:
         return NoFix(
             finding,
             f"the {what} call is part of a larger statement; move it to a statement of its own first",
@@ -159,16 +161,24 @@ def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
     )
 
 
-def _library_reorder(finding: Finding, ctx: Context, is_target, what: str) -> Result | None:
-    """A print or logging function inside a library: read its line (never edited) and reorder it from the
-    user's script."""
+def _holds_call(ctx: Context, path: str, line: int, is_target) -> bool:
+    try:
+        src = ctx.file(path)
+    except SourceError:
+        return False
+    stmt = src.statement_at(line)
+    return stmt is not None and any(is_target(src, n) for n in src.nodes_in(stmt, cst.Call))
+
+
+def _library_reorder(finding: Finding, ctx: Context) -> Result | None:
+    """A print inside a library's code (read, never edited): reordered from the user's script."""
     try:
         src = ctx.file(finding.path)
     except SourceError:
         return None
     stmt = src.statement_at(finding.line)
-    calls = [n for n in src.nodes_in(stmt, cst.Call) if is_target(src, n)] if stmt is not None else []
-    return _reorder(finding, ctx, src, calls[0], what) if calls else None
+    calls = [n for n in src.nodes_in(stmt, cst.Call) if _reorder_member(src, n)] if stmt is not None else []
+    return _reorder(finding, ctx, src, calls[0], "print") if calls else None
 
 
 class GatePrint(Codemod):
@@ -189,10 +199,16 @@ class GatePrint(Codemod):
         if not torch.compiler.is_compiling():
             print("hidden mean", h.mean())
 
+        Where a gate cannot reach the print (inside a library's code, or inside an expression such as
+        `debug and print(...)`), the output is kept instead: `torch._dynamo.config.reorderable_logging_functions.add(
+        print)` goes right before the script's `torch.compile(...)` call, and dynamo prints after the graph.
+        torch 2.13 reorders a print whose arguments are tensors, constants or strings, without keywords.
+
     Fix safety:
-        Unsafe: the message is no longer printed in compiled code. To keep it, PyTorch can print after the
-        graph instead: `torch._dynamo.config.reorderable_logging_functions.add(print)` at start-up (the
-        arguments must be tensors, constants or strings).
+        Unsafe when gated: the message is no longer printed in compiled code. To keep it, PyTorch can print
+        after the graph instead: `torch._dynamo.config.reorderable_logging_functions.add(print)` at start-up.
+        Safe when reordered: the message still appears, after the graph's work rather than in the middle of
+        it (a tensor changed in place after the print shows its later value).
     """
 
     rules = ("TM101",)
@@ -259,6 +275,30 @@ class GatePrint(Codemod):
                 return x
             """,
         ),
+        # a print inside an expression cannot be gated: dynamo prints it after the graph instead
+        Invalid(
+            """
+            import torch
+
+            def f(x, debug=True):
+                y = x * 2
+                debug and print('y', y)  # tm: TM101
+                return y
+
+            fast = torch.compile(f)
+            """,
+            """
+            import torch
+
+            def f(x, debug=True):
+                y = x * 2
+                debug and print('y', y)  # tm: TM101
+                return y
+
+            torch._dynamo.config.reorderable_logging_functions.add(print)
+            fast = torch.compile(f)
+            """,
+        ),
     )
     VALID = (
         Valid(
@@ -296,7 +336,7 @@ class GatePrint(Codemod):
 
 
 class GateLogging(Codemod):
-    """Gate a logging call in compiled code, or keep its message by letting dynamo reorder it.
+    """Gate a logging call in compiled code.
 
     What it does:
         TM102: a `logger.info(...)`, `logging.warning(...)` or other logging call reached inside a
@@ -316,18 +356,14 @@ class GateLogging(Codemod):
         if not torch.compiler.is_compiling():
             log.info("forward on batch of %d", x.shape[0])
 
-        A call of the logging module's own functions (`logging.warning(...)`) with tensor, constant or string
-        arguments keeps its message instead: `torch._dynamo.config.reorderable_logging_functions.add(
-        logging.warning)` goes right before the script's `torch.compile(...)` call, and dynamo logs after the
-        graph. torch 2.13 reorders plain functions only, never a Logger method (it consults only
-        `ignore_logging_functions` for those, which drops the message just as the gate does), so a
-        `logger.<method>(...)` call is gated; so is a logging call inside a library's code that you cannot
-        reorder.
+        A call of yours that dynamo followed into a library (`logging.warning(...)`, traced into the logging
+        module, where the breaks are reported) is gated at your line. Reordering
+        (`torch._dynamo.config.reorderable_logging_functions`) would keep the message, but torch 2.13 never
+        reorders a Logger method, and a reordered `logging.warning` still breaks inside the logging module when
+        it runs.
 
     Fix safety:
-        Unsafe when gated: the record is no longer logged from compiled code (it still is when the code runs
-        eagerly). Safe when reordered: the message still appears, after the graph's work rather than in the
-        middle of it.
+        Unsafe: the record is no longer logged from compiled code (it still is when the code runs eagerly).
     """
 
     rules = ("TM102",)
@@ -399,32 +435,6 @@ class GateLogging(Codemod):
                             f"padded to a multiple of {window}"
                         )
                 return x
-            """,
-        ),
-        # a logging function: dynamo logs it after the graph, from the line before the compile call
-        Invalid(
-            """
-            import logging
-            import torch
-
-            def f(x):
-                y = x * 2
-                logging.warning('y is %s', y)  # tm: TM102
-                return y
-
-            fast = torch.compile(f)
-            """,
-            """
-            import logging
-            import torch
-
-            def f(x):
-                y = x * 2
-                logging.warning('y is %s', y)  # tm: TM102
-                return y
-
-            torch._dynamo.config.reorderable_logging_functions.add(logging.warning)
-            fast = torch.compile(f)
             """,
         ),
     )
