@@ -82,7 +82,9 @@ def test_the_config_line_goes_before_the_scripts_compile_call_not_a_vendored_pac
 
 
 def test_several_findings_asking_for_one_switch_make_one_line(tmp_path: Path) -> None:
-    model = _write(tmp_path, "model.py", MODEL.replace("return x[hit[:, 0]]", "cols = x.nonzero()\n        return cols"))
+    model = _write(
+        tmp_path, "model.py", MODEL.replace("return x[hit[:, 0]]", "cols = x.nonzero()\n        return cols")
+    )
     script = _write(tmp_path, "train.py", SCRIPT)
     session = Session(Context(str(tmp_path), read_source))
     results = session.propose(

@@ -84,7 +84,6 @@ def _reorder(finding: Finding, ctx: Context, src: SourceFile, call: cst.Call, wh
         site,
         REORDER,
         member,
-        (),
         why=f"let dynamo run the {what} after the graph instead of breaking it: the message still appears",
         note=f"every `{member}(...)` call in compiled code is now reordered: its output comes after the graph's "
         "work rather than in the middle of it, and a tensor changed in place after the call prints its later "

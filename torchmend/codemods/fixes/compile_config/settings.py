@@ -52,9 +52,11 @@ def has_member(src: SourceFile, option: str, member: str) -> bool:
 
 
 def _line(src: SourceFile, code: str) -> tuple[cst.SimpleStatementLine, tuple[tuple[str, str | None], ...]]:
-    torch, imports = src.torch_expr(CONFIG)
-    prefix = src.code(torch) if not isinstance(torch, cst.Attribute) else cst.Module([]).code_for_node(torch)
-    return cst.parse_statement(f"{prefix}.{code}\n"), imports  # type: ignore[return-value]
+    """`torch._dynamo.config.<code>` as a statement, torch spelled as the file imports it."""
+    config, imports = src.torch_expr(CONFIG)
+    stmt = cst.parse_statement(f"{cst.Module([]).code_for_node(config)}.{code}\n")
+    assert isinstance(stmt, cst.SimpleStatementLine)
+    return stmt, imports
 
 
 def switch_on(
@@ -75,7 +77,15 @@ def switch_on(
 
 
 def add_member(
-    findings: tuple[Finding, ...], site: CompileSite, option: str, member: str, imports_member: tuple, **kw
+    findings: tuple[Finding, ...],
+    site: CompileSite,
+    option: str,
+    member: str,
+    *,
+    why: str,
+    note: str,
+    alternative: str,
+    safety: str,
 ) -> Proposal:
     """`torch._dynamo.config.<option>.add(<member>)` right before the compile call."""
     stmt, imports = _line(site.src, f"{option}.add({member})")
@@ -83,7 +93,10 @@ def add_member(
         findings,
         findings[0].rule,
         site.src.path,
+        why=why,
+        safety=safety,
         insert_before={site.statement: [stmt]},
-        imports=imports + imports_member,
-        **kw,
+        imports=imports,
+        note=note,
+        alternative=alternative,
     )
