@@ -15,7 +15,9 @@ from torchmend.codemods.source import SourceFile
 from torchmend.codemods.torch_ops import DYNAMIC_SHAPE_CALLS
 
 _BRANCHING = ("`not`", "`and`/`or`", "condition", "assert", "iterated", "formatted", "Python number")
-_PYTHON_CALLS = frozenset({"len", "int", "float", "bool", "list", "tuple", "range", "enumerate", "iter", "zip"})
+_PYTHON_CALLS = frozenset(
+    {"len", "int", "float", "bool", "round", "list", "tuple", "range", "enumerate", "iter", "zip"}
+)
 _PYTHON_METHODS = frozenset({"tolist", "item", "__len__", "__iter__", "__bool__"})
 
 
@@ -45,6 +47,10 @@ def scalar_moves(src: SourceFile, stmt: cst.CSTNode) -> str | None:
         return None
     for name in _target_names(stmt):
         uses = [r for r in reads(src, fn, name.value) if src.line_of(r) > src.line_of(stmt)]
+        for use in uses:  # inside Python-only code, however much arithmetic comes first (`int(p * n + eps)`)
+            why = _python_context(src, use)
+            if why:
+                return f"`{name.value}` is {why} at line {src.line_of(use)}"
         hit = python_use(src, fn, uses, name.value)
         if hit is not None and (
             any(word in hit[1] for word in _BRANCHING) or (hit[1].startswith("passed to") and "size" not in hit[1])
@@ -71,6 +77,29 @@ def _python_read(src: SourceFile, node: cst.Name) -> str | None:
             return f"passed to {call.func.value}()"
     if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in _PYTHON_METHODS:
         return f"turned into Python values (`.{parent.attr.value}()`)"
+    return None
+
+
+def _python_context(src: SourceFile, node: cst.CSTNode) -> str | None:
+    """The Python-only construct an expression sits in, up to its statement: a builtin that needs a real
+    number (`int(...)`, `range(...)`), or a truth test (`if`, `and`/`or`, `not`)."""
+    child = node
+    for parent in src.ancestors(node):
+        if isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)) and not isinstance(
+            parent, (cst.If, cst.While)
+        ):
+            return None
+        if isinstance(parent, cst.Call) and isinstance(parent.func, cst.Name) and parent.func.value in _PYTHON_CALLS:
+            return f"passed to {parent.func.value}()"
+        if isinstance(parent, (cst.If, cst.While)):
+            return "in the condition of an `if`/`while`" if parent.test is child else None
+        if isinstance(parent, cst.IfExp) and parent.test is child:
+            return "in the condition of a conditional expression"
+        if isinstance(parent, cst.BooleanOperation) or (
+            isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not)
+        ):
+            return "used as a Python truth value"
+        child = parent
     return None
 
 
