@@ -186,3 +186,27 @@ def test_loggers_are_told_by_how_they_are_bound() -> None:
     assert seen["acc.info_once"] and seen["self.logger.log"] and seen["logging.warning"]
     assert not seen["notes.append"] and not seen["self.history.append"]
     assert not seen["hf_logging.get_logger"]
+
+
+def test_a_number_that_reaches_int_through_arithmetic_in_a_closure_is_refused(tmp_path: Path) -> None:
+    model = _write(
+        tmp_path,
+        "model.py",
+        """
+        import numpy as np
+
+        def spans(lengths, p):
+            eps = np.random.rand(1).item()
+
+            def count(n):
+                return int(p * n + eps)
+
+            return [count(n) for n in lengths]
+        """,
+    )
+    _write(tmp_path, "train.py", "import torch\nfrom model import spans\nf = torch.compile(spans)\n")
+    session = Session(Context(str(tmp_path), read_source))
+    (r,) = session.propose(
+        [_finding(model, 4, "TM108", tmp_path, gb_id="GB0033", reason="aten._local_scalar_dense.default")]
+    )
+    assert isinstance(r, NoFix) and "passed to int() at line 7" in r.reason
