@@ -8,10 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from conftest import torchmend
 
-pytestmark = pytest.mark.xdist_group("compile_config")
 
 LOOP = """
 def main():
