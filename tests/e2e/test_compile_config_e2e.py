@@ -10,7 +10,6 @@ from pathlib import Path
 
 from conftest import torchmend
 
-
 LOOP = """
 def main():
     torch.manual_seed(0)
