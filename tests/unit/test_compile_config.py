@@ -210,3 +210,33 @@ def test_a_number_that_reaches_int_through_arithmetic_in_a_closure_is_refused(tm
         [_finding(model, 4, "TM108", tmp_path, gb_id="GB0033", reason="aten._local_scalar_dense.default")]
     )
     assert isinstance(r, NoFix) and "passed to int() at line 7" in r.reason
+
+
+def test_a_function_that_now_compiles_is_not_refused_for_its_extra_graph() -> None:
+    """Wav2Vec2's masking function, given up on by aot_eager (aten.nonzero), compiles once the switch is on: one
+    graph more, no more breaks, one finding fewer. That is the fix working, not a regression."""
+    from torchmend.model import Summary
+    from torchmend.profiler.runner import RunOutcome
+    from torchmend.verify.compare import IMPROVED, judge
+    from torchmend.verify.runs import ArmRun
+
+    def run(arm: str, graphs: int, findings: int) -> ArmRun:
+        summary = Summary(
+            frames_compiled=19,
+            compiles=graphs,
+            graphs=graphs,
+            graph_breaks=11,
+            recompiles=0,
+            recompile_limit_hits=0,
+            compile_seconds=1.0,
+            steps=3,
+            ended_by="steps",
+            wall_seconds=5.0,
+            torch_version="2.13",
+        )
+        end = {"ev": "end", "reason": "steps", "losses": [1.0, 0.9, 0.8], "params": None}
+        fs = [_finding(Path("/p/m.py"), i + 1, "TM199", Path("/p")) for i in range(findings)]
+        return ArmRun(arm, 0, fs, summary, RunOutcome([], "steps", 0, 5.0, "", end))
+
+    v = judge([run("before", 6, 6)], [run("after", 7, 5)])
+    assert v.verdict == IMPROVED, v.reasons
