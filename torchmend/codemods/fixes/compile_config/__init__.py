@@ -20,7 +20,9 @@ DYNAMIC, SCALAR = "capture_dynamic_output_shape_ops", "capture_scalar_outputs"
 _OP = re.compile(r"aten\.(\w+)")
 _NOTE = {
     DYNAMIC: "the setting holds for everything compiled after this line: each data-dependent size becomes a "
-    "symbolic size in the graph; a later shape check on it (an `if`, a view) can still break or raise",
+    "symbolic size in the graph; a later shape check on it (an `if`, a view) can still break or raise; code "
+    "compiled with data-dependent sizes can run slower than the eager code it replaces (Wav2Vec2's SpecAugment "
+    "masking: steady step 3.2x on CPU), so judge speed with --repeat 3",
     SCALAR: "the setting holds for everything compiled after this line: each `.item()` becomes a symbolic "
     "number in the graph; Python control flow on it still breaks",
 }
