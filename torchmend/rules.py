@@ -97,7 +97,7 @@ _TM199 = """
 What it does:
     Any graph break that no more specific rule covers: not a print (TM101), a logging call (TM102), a
     data-dependent branch (TM103), a tensor turned into a Python number (TM104), a call to a skipped function
-    (TM105) or an operator of data-dependent shape (TM108); a deliberate break inside a library is TM901. The finding carries PyTorch's own account: the GB id,
+    (TM105) or an operator of data-dependent shape (TM111); a deliberate break inside a library is TM901. The finding carries PyTorch's own account: the GB id,
     the break type, its explanation, and the link to PyTorch's page for that break (`docs_url` in the JSON).
 
 Why is this bad:
@@ -264,7 +264,7 @@ RULES: tuple[Rule, ...] = (
         doc=_TM105,
     ),
     Rule(
-        "TM108",
+        "TM111",
         GRAPH_BREAK,
         "data-dependent-operator",
         "operator whose output shape or value depends on tensor data (nonzero, .item() inside an op)",
@@ -379,7 +379,7 @@ FIXES: dict[str, str] = {
     "TM103": "branch-to-where",
     "TM104": "keep-scalar-tensor",
     "TM106": "capture-for-backend",
-    "TM108": "capture-data-dependent-op",
+    "TM111": "capture-data-dependent-op",
     "TM201": "module-scalar-to-buffer",
     "TM202": "scalar-argument-to-tensor",
     "TM203": "tensor-learning-rate",

@@ -57,7 +57,7 @@ def test_a_data_dependent_length_is_traced_by_the_switch_set_before_the_compile_
         "        h = self.fc(x)\n        rows = torch.where(h[:, 0] > 0)[0]\n        return h.sum() + (h[rows] * 2).sum()\n",
     )
     before = _scan(script)
-    assert [(f["rule"], f["gb_id"]) for f in before["findings"] if f["kind"] == "graph_break"] == [("TM108", "GB0036")]
+    assert [(f["rule"], f["gb_id"]) for f in before["findings"] if f["kind"] == "graph_break"] == [("TM111", "GB0036")]
     fixed = _fix(script)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "numerics match" in fixed.stdout and "verdict: improved" in fixed.stdout

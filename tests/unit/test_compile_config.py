@@ -70,7 +70,7 @@ def test_the_config_line_goes_before_the_scripts_compile_call_not_a_vendored_pac
     _write(tmp_path, "vendor/__init__.py", "")
     _write(tmp_path, "vendor/fast.py", "import torch\nf = torch.compile(lambda x: x)\n")
     session = Session(Context(str(tmp_path), read_source))
-    (result,) = session.propose([_finding(model, 6, "TM108", tmp_path, gb_id="GB0036")])
+    (result,) = session.propose([_finding(model, 6, "TM111", tmp_path, gb_id="GB0036")])
     assert isinstance(result, Proposal) and result.path == str(script)
     session.accept(result)
     assert session.text(str(script)).splitlines()[4:8] == [
@@ -88,7 +88,7 @@ def test_several_findings_asking_for_one_switch_make_one_line(tmp_path: Path) ->
     script = _write(tmp_path, "train.py", SCRIPT)
     session = Session(Context(str(tmp_path), read_source))
     results = session.propose(
-        [_finding(model, 6, "TM108", tmp_path, gb_id="GB0036"), _finding(model, 7, "TM108", tmp_path, gb_id="GB0036")]
+        [_finding(model, 6, "TM111", tmp_path, gb_id="GB0036"), _finding(model, 7, "TM111", tmp_path, gb_id="GB0036")]
     )
     (p,) = results
     assert isinstance(p, Proposal) and len(p.findings) == 2
@@ -101,7 +101,7 @@ def test_two_scripts_that_compile_are_not_guessed_between(tmp_path: Path) -> Non
     _write(tmp_path, "train.py", SCRIPT)
     _write(tmp_path, "bench.py", SCRIPT)
     src = Context(str(tmp_path), read_source)
-    why = compile_site_for(_finding(model, 6, "TM108", tmp_path, gb_id="GB0036"), src)
+    why = compile_site_for(_finding(model, 6, "TM111", tmp_path, gb_id="GB0036"), src)
     assert isinstance(why, str) and "bench.py" in why and "train.py" in why
 
 
@@ -121,7 +121,7 @@ def test_an_item_that_decides_an_if_is_refused_with_why(tmp_path: Path) -> None:
     _write(tmp_path, "train.py", "import torch\nfrom model import encode\nf = torch.compile(encode)\n")
     session = Session(Context(str(tmp_path), read_source))
     (r,) = session.propose(
-        [_finding(model, 4, "TM108", tmp_path, gb_id="GB0033", reason="aten._local_scalar_dense.default")]
+        [_finding(model, 4, "TM111", tmp_path, gb_id="GB0033", reason="aten._local_scalar_dense.default")]
     )
     assert isinstance(r, NoFix) and "would only move the break" in r.reason and "line 5" in r.reason
 
@@ -207,7 +207,7 @@ def test_a_number_that_reaches_int_through_arithmetic_in_a_closure_is_refused(tm
     _write(tmp_path, "train.py", "import torch\nfrom model import spans\nf = torch.compile(spans)\n")
     session = Session(Context(str(tmp_path), read_source))
     (r,) = session.propose(
-        [_finding(model, 4, "TM108", tmp_path, gb_id="GB0033", reason="aten._local_scalar_dense.default")]
+        [_finding(model, 4, "TM111", tmp_path, gb_id="GB0033", reason="aten._local_scalar_dense.default")]
     )
     assert isinstance(r, NoFix) and "passed to int() at line 7" in r.reason
 

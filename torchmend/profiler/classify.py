@@ -20,7 +20,7 @@ def classify_break(gb: GraphBreak, where: str) -> str:
     if "logging" in text.lower() or "Logger" in text:
         return "TM102"
     if gb.gb_type.startswith(("Dynamic shape operator", "Data dependent operator")):
-        return "TM108"  # GB0036 / GB0033: a config switch may trace it (codemods/fixes/compile_config)
+        return "TM111"  # GB0036 / GB0033: a config switch may trace it (codemods/fixes/compile_config)
     if "Data-dependent branching" in gb.gb_type or "data-dependent branching" in text.lower():
         return "TM103"
     if re.search(r"Tensor\.(item|tolist)\(\)|tensor.*(to|into) a Python (scalar|number)", text):

@@ -79,7 +79,7 @@ class CaptureDataDependentOp(Codemod):
     """Trace a data-dependent operator with a config switch set before compiling.
 
     What it does:
-        TM108: an operator whose output shape depends on the data (`x.nonzero()`, `torch.where(mask)`,
+        TM111: an operator whose output shape depends on the data (`x.nonzero()`, `torch.where(mask)`,
         `masked_select`, `unique`: GB0036), or one that reads a tensor into a number inside an operator
         (`aten._local_scalar_dense`: GB0033), reached inside compiled code. The fix sets the switch PyTorch
         names for it, `torch._dynamo.config.capture_dynamic_output_shape_ops = True` or
@@ -110,7 +110,7 @@ class CaptureDataDependentOp(Codemod):
         after it, and verification re-runs the script (counts and numerics) before anything is written.
     """
 
-    rules = ("TM108",)
+    rules = ("TM111",)
     name = "capture-data-dependent-op"
     INVALID = (
         Invalid(
@@ -118,7 +118,7 @@ class CaptureDataDependentOp(Codemod):
             import torch
 
             def route(x, w):
-                hit = (x > 0).nonzero()  # tm: TM108 gb_id=GB0036
+                hit = (x > 0).nonzero()  # tm: TM111 gb_id=GB0036
                 return x[hit[:, 0]] * w
 
             fast = torch.compile(route)
@@ -127,7 +127,7 @@ class CaptureDataDependentOp(Codemod):
             import torch
 
             def route(x, w):
-                hit = (x > 0).nonzero()  # tm: TM108 gb_id=GB0036
+                hit = (x > 0).nonzero()  # tm: TM111 gb_id=GB0036
                 return x[hit[:, 0]] * w
 
             torch._dynamo.config.capture_dynamic_output_shape_ops = True
@@ -140,9 +140,9 @@ class CaptureDataDependentOp(Codemod):
             import torch as t
 
             def pick(x, m):
-                rows = t.where(m)[0]  # tm: TM108 gb_id=GB0036
-                n = x.sum().item()  # tm: TM108 gb_id=GB0033 reason=aten._local_scalar_dense
-                cols = m.nonzero()  # tm: TM108 gb_id=GB0036
+                rows = t.where(m)[0]  # tm: TM111 gb_id=GB0036
+                n = x.sum().item()  # tm: TM111 gb_id=GB0033 reason=aten._local_scalar_dense
+                cols = m.nonzero()  # tm: TM111 gb_id=GB0036
                 return x[rows] * n + cols.sum()
 
             def main(x, m):
@@ -153,9 +153,9 @@ class CaptureDataDependentOp(Codemod):
             import torch as t
 
             def pick(x, m):
-                rows = t.where(m)[0]  # tm: TM108 gb_id=GB0036
-                n = x.sum().item()  # tm: TM108 gb_id=GB0033 reason=aten._local_scalar_dense
-                cols = m.nonzero()  # tm: TM108 gb_id=GB0036
+                rows = t.where(m)[0]  # tm: TM111 gb_id=GB0036
+                n = x.sum().item()  # tm: TM111 gb_id=GB0033 reason=aten._local_scalar_dense
+                cols = m.nonzero()  # tm: TM111 gb_id=GB0036
                 return x[rows] * n + cols.sum()
 
             def main(x, m):
@@ -173,10 +173,10 @@ class CaptureDataDependentOp(Codemod):
             import torch
 
             def experts(x, mask):
-                hit = (mask.sum(0) > 0).nonzero()  # tm: TM108 gb_id=GB0036
+                hit = (mask.sum(0) > 0).nonzero()  # tm: TM111 gb_id=GB0036
                 out = x * 0
                 for e in hit:
-                    idx = torch.where(mask[:, e[0]])[0]  # tm: TM108 gb_id=GB0036
+                    idx = torch.where(mask[:, e[0]])[0]  # tm: TM111 gb_id=GB0036
                     out[idx] += x[idx]
                 return out
 
@@ -189,7 +189,7 @@ class CaptureDataDependentOp(Codemod):
             import torch
 
             def f(x):
-                flag = x.any().item()  # tm: TM108 gb_id=GB0033 reason=aten._local_scalar_dense
+                flag = x.any().item()  # tm: TM111 gb_id=GB0033 reason=aten._local_scalar_dense
                 if flag:
                     return x * 2
                 return x
@@ -203,7 +203,7 @@ class CaptureDataDependentOp(Codemod):
             import torch
 
             def f(x):
-                return x[x.nonzero()]  # tm: TM108 gb_id=GB0036
+                return x[x.nonzero()]  # tm: TM111 gb_id=GB0036
 
             torch._dynamo.config.capture_dynamic_output_shape_ops = True
             fast = torch.compile(f)
@@ -215,7 +215,7 @@ class CaptureDataDependentOp(Codemod):
             import torch
 
             def f(x):
-                return torch.ops.mylib.count(x)  # tm: TM108 gb_id=GB0033 reason=aten.mylib_count
+                return torch.ops.mylib.count(x)  # tm: TM111 gb_id=GB0033 reason=aten.mylib_count
 
             fast = torch.compile(f)
             """,
