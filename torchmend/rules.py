@@ -96,8 +96,8 @@ Fix safety:
 _TM199 = """
 What it does:
     Any graph break that no more specific rule covers: not a print (TM101), a logging call (TM102), a
-    data-dependent branch (TM103), a tensor turned into a Python number (TM104) or a call to a skipped function
-    (TM105); a deliberate break inside a library is TM901. The finding carries PyTorch's own account: the GB id,
+    data-dependent branch (TM103), a tensor turned into a Python number (TM104), a call to a skipped function
+    (TM105) or an operator of data-dependent shape (TM111); a deliberate break inside a library is TM901. The finding carries PyTorch's own account: the GB id,
     the break type, its explanation, and the link to PyTorch's page for that break (`docs_url` in the JSON).
 
 Why is this bad:
@@ -317,6 +317,12 @@ RULES: tuple[Rule, ...] = (
         doc=_TM105,
     ),
     Rule(
+        "TM111",
+        GRAPH_BREAK,
+        "data-dependent-operator",
+        "operator whose output shape or value depends on tensor data (nonzero, .item() inside an op)",
+    ),
+    Rule(
         "TM199",
         GRAPH_BREAK,
         "other-graph-break",
@@ -386,25 +392,6 @@ RULES: tuple[Rule, ...] = (
         "compiled function the backend cannot compile: it runs eagerly (WON'T CONVERT)",
         advice="change the line the backend failed on (a 0-d tensor used as an index: index with `t.view(1)` or "
         "`index_select`, or pass a Python int); the reason says whether the script's own backend fails too",
-        doc="""
-What it does:
-    Finds a compiled function that dynamo gave up on: the backend compiler raised while compiling its graph
-    ("WON'T CONVERT"), so no graph is kept and the function runs eagerly on every call. The finding sits at
-    the line the backend failed on, not at the `def`.
-Why is this bad:
-    Nothing of the function is compiled, silently: the run looks normal but the speed-up never comes. When
-    the detection backend (`--backend`) is not the script's own, the scan hands the failing graph to the
-    script's backend too and says whether the two disagree.
-Example:
-    def step(self, model_output, timestep, sample):      # timestep is a 0-d tensor
-        alpha_prod_t = self.alphas_cumprod[timestep]      # AOTAutograd: aten._local_scalar_dense
-Fix:
-    alpha_prod_t = self.alphas_cumprod[timestep.view(1)]  # or .index_select(0, timestep.view(1))
-    Or pass the timestep as a Python int where that is what the code means.
-Fix safety:
-    Manual. Indexing with a one-element tensor returns a one-element tensor, not a 0-d one: check the
-    shapes that broadcasting gives downstream.
-""",
     ),
     Rule(
         "TM107",
@@ -444,8 +431,10 @@ FIXES: dict[str, str] = {
     "TM102": "gate-logging",
     "TM103": "branch-to-where",
     "TM104": "keep-scalar-tensor",
+    "TM106": "capture-for-backend",
     "TM108": "assert-in-graph",
     "TM109": "gate-requires-grad",
+    "TM111": "capture-data-dependent-op",
     "TM201": "module-scalar-to-buffer",
     "TM202": "scalar-argument-to-tensor",
     "TM203": "tensor-learning-rate",

@@ -50,7 +50,14 @@ class _Apply(cst.CSTTransformer):
             if isinstance(result, cst.FlattenSentinel)
             else ([] if isinstance(result, cst.RemovalSentinel) else [result])
         )
-        return cst.FlattenSentinel([*(before or []), *middle, *(after or [])])
+        before = list(before or [])
+        lines = list(getattr(middle[0], "leading_lines", ())) if middle else []
+        blank = next((i for i, line in enumerate(lines) if line.comment is not None), len(lines))
+        if before and blank and not before[0].leading_lines:
+            # blank lines that set the statement apart stay above what is inserted before it (comments stay on it)
+            before[0] = before[0].with_changes(leading_lines=lines[:blank])
+            middle[0] = middle[0].with_changes(leading_lines=lines[blank:])
+        return cst.FlattenSentinel([*before, *middle, *(after or [])])
 
 
 def apply(source: SourceFile, proposals: Sequence[Proposal]) -> str:

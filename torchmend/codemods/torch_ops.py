@@ -495,3 +495,13 @@ NEEDS_NUMBER = {
     "builtins.max",
     "builtins.min",
 }
+
+# Operators whose output shape depends on the data (aten names, as PyTorch's "Dynamic shape operator" breaks and
+# backend failures name them): traced only with `torch._dynamo.config.capture_dynamic_output_shape_ops = True`.
+DYNAMIC_SHAPE_OPS = frozenset(
+    {"nonzero", "masked_select", "unique", "_unique", "_unique2", "unique_dim", "unique_consecutive", "argwhere"}
+)
+# Operators that read a tensor's value into a Python number: traced with `capture_scalar_outputs = True`.
+SCALAR_OUTPUT_OPS = frozenset({"item", "_local_scalar_dense"})
+# Calls in Python source that make a tensor of data-dependent shape (`torch.where(mask)` with one argument too).
+DYNAMIC_SHAPE_CALLS = frozenset({"nonzero", "masked_select", "unique", "unique_consecutive", "argwhere"})

@@ -16,7 +16,7 @@ def classify_break(gb: GraphBreak, where: str, source: str = "") -> str:
     code = _classify_break(gb, where)
     if code in ("TM103", "TM104") and re.match(r"\s*assert\b", source):
         return "TM108"
-    if code in ("TM103", "TM104", "TM199") and _HOST_RANDOM.search(source):
+    if code in ("TM103", "TM104", "TM111", "TM199") and _HOST_RANDOM.search(source):
         return "TM110"
     return code
 
@@ -35,6 +35,8 @@ def _classify_break(gb: GraphBreak, where: str) -> str:
         return "TM102"
     if gb.gb_id == "GB0206" or "requires_grad" in gb.gb_type:  # setattr() on Tensor.requires_grad, requires_grad_()
         return "TM109"
+    if gb.gb_type.startswith(("Dynamic shape operator", "Data dependent operator")):
+        return "TM111"  # GB0036 / GB0033: a config switch may trace it (codemods/fixes/compile_config)
     if "Data-dependent branching" in gb.gb_type or "data-dependent branching" in text.lower():
         return "TM103"
     if re.search(r"Tensor\.(item|tolist)\(\)|tensor.*(to|into) a Python (scalar|number)", text):

@@ -1,0 +1,102 @@
+"""End to end for issue 18 (config beside the compile call, and output kept or gated): the real CLI fixes a real
+training script, the verified re-run shows the break gone with numerics equal, and the patched script still
+prints what it printed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import torchmend
+
+LOOP = """
+def main():
+    torch.manual_seed(0)
+    model = Net()
+    compiled = torch.compile(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(4):
+        loss = compiled(torch.randn(6, 8)) ** 2
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def _project(tmp_path: Path, forward: str, head: str = "") -> Path:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import logging\n\nimport torch\nfrom torch import nn\n"
+        + head
+        + "\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(8, 8)\n\n    def forward(self, x):\n" + forward + "\n" + LOOP
+    )
+    return script
+
+
+def _fix(script: Path, *extra: str):
+    return torchmend("fix", "--yes", *extra, "--backend", "aot_eager", str(script), cwd=script.parent, timeout=900)
+
+
+def _scan(script: Path) -> dict:
+    import json
+
+    out = torchmend("scan", "--backend", "aot_eager", "--format", "json", str(script), cwd=script.parent, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_a_data_dependent_length_is_traced_by_the_switch_set_before_the_compile_call(tmp_path: Path) -> None:
+    script = _project(
+        tmp_path,
+        "        h = self.fc(x)\n        rows = torch.where(h[:, 0] > 0)[0]\n        return h.sum() + (h[rows] * 2).sum()\n",
+    )
+    before = _scan(script)
+    assert [(f["rule"], f["gb_id"]) for f in before["findings"] if f["kind"] == "graph_break"] == [("TM111", "GB0036")]
+    fixed = _fix(script)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "numerics match" in fixed.stdout and "verdict: improved" in fixed.stdout
+    text = script.read_text()
+    assert (
+        "    torch._dynamo.config.capture_dynamic_output_shape_ops = True\n    compiled = torch.compile(model)" in text
+    )
+    assert _scan(script)["summary"]["graph_breaks"] == 0
+
+
+def test_a_print_a_gate_cannot_reach_is_reordered_and_still_prints(tmp_path: Path) -> None:
+    script = _project(
+        tmp_path,
+        "        h = torch.relu(self.fc(x))\n        DEBUG and print('hidden mean', h.mean())\n        return h.sum()\n",
+        head="DEBUG = True\n",
+    )
+    fixed = _fix(script)  # reordering is safe: no --unsafe needed
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "torch._dynamo.config.reorderable_logging_functions.add(print)\n    compiled = torch.compile" in (
+        script.read_text()
+    )
+    assert _scan(script)["summary"]["graph_breaks"] == 0
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("hidden mean tensor(") == 4  # once per step, as before the fix
+
+
+def test_a_logging_function_traced_into_the_logging_module_is_gated_at_the_users_line(tmp_path: Path) -> None:
+    script = _project(
+        tmp_path,
+        "        h = torch.relu(self.fc(x))\n        logging.warning('hidden mean %s', h.mean())\n        return h.sum()\n",
+    )
+    before = _scan(script)
+    assert before["summary"]["graph_breaks"] > 0
+    assert {f["where"] for f in before["findings"] if f["rule"] == "TM102"} == {"library"}
+    fixed = _fix(script, "--unsafe")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert (
+        "        if not torch.compiler.is_compiling():\n            logging.warning('hidden mean %s', h.mean())"
+        in script.read_text()
+    )
+    assert _scan(script)["summary"]["graph_breaks"] == 0

@@ -1,0 +1,325 @@
+"""Config switches placed right before the user's compile call, when the break's own GB id (or the operator a
+backend failed on) says a switch is the remedy: `capture_dynamic_output_shape_ops` for operators whose output
+shape depends on the data (`nonzero`, GB0036), `capture_scalar_outputs` for operators that read a tensor into a
+number (`.item()` inside an op, GB0033). Refused where the switch would only move the break: the value then
+meets Python control flow (flow.py)."""
+
+from __future__ import annotations
+
+import re
+
+from torchmend.codemods.analysis.entry import compile_site_for
+from torchmend.codemods.base import SAFE, Codemod, Invalid, NoFix, Result, Valid
+from torchmend.codemods.fixes.compile_config.flow import scalar_moves, shape_moves
+from torchmend.codemods.fixes.compile_config.settings import has_switch, switch_on
+from torchmend.codemods.source import Context
+from torchmend.codemods.torch_ops import DYNAMIC_SHAPE_OPS, SCALAR_OUTPUT_OPS
+from torchmend.model import Finding, Where
+
+DYNAMIC, SCALAR = "capture_dynamic_output_shape_ops", "capture_scalar_outputs"
+_OP = re.compile(r"aten\.(\w+)")
+_NOTE = {
+    DYNAMIC: "the setting holds for everything compiled after this line: each data-dependent size becomes a "
+    "symbolic size in the graph; a later shape check on it (an `if`, a view) can still break or raise; code "
+    "compiled with data-dependent sizes can run slower than the eager code it replaces (Wav2Vec2's SpecAugment "
+    "masking: steady step 3.2x on CPU), so judge speed with --repeat 3",
+    SCALAR: "the setting holds for everything compiled after this line: each `.item()` becomes a symbolic "
+    "number in the graph; Python control flow on it still breaks",
+}
+
+
+def _operator(finding: Finding) -> str | None:
+    op = _OP.search(finding.reason or "")
+    return op.group(1) if op else None
+
+
+def _option(finding: Finding) -> str | None:
+    """The switch the finding's GB id or operator asks for."""
+    op = _operator(finding)
+    if "meta kernel" in (finding.reason or ""):
+        return None  # "Dynamic shape operator (no meta kernel)": the switch is on and does not help
+    if finding.gb_id == "GB0036" or op in DYNAMIC_SHAPE_OPS:
+        return DYNAMIC
+    if finding.gb_id == "GB0124" or op in SCALAR_OUTPUT_OPS:
+        return SCALAR
+    return None
+
+
+def _propose(finding: Finding, ctx: Context, option: str, check_flow: bool) -> Result:
+    if check_flow and finding.where == Where.PROJECT:
+        src = ctx.file(finding.path)
+        stmt = src.statement_at(finding.line)
+        moved = None if stmt is None else (shape_moves if option == DYNAMIC else scalar_moves)(src, stmt)
+        if moved:
+            return NoFix(
+                finding,
+                f"`{option} = True` would only move the break: {moved}, and Python needs the real value there",
+                "keep the work on tensors (a mask instead of the indices; `torch.where` instead of an `if`), or "
+                "loop over a fixed range and mask inside it",
+            )
+    site = compile_site_for(finding, ctx)
+    if isinstance(site, str):
+        return NoFix(finding, site, f"set `torch._dynamo.config.{option} = True` before compiling")
+    if has_switch(site.src, option):
+        return NoFix(
+            finding,
+            f"{site.src.path} already sets `torch._dynamo.config.{option}`; the break is not about that setting",
+        )
+    return switch_on(
+        (finding,),
+        site,
+        option,
+        why=f"let dynamo trace the operator: `torch._dynamo.config.{option} = True` before compiling",
+        note=_NOTE[option],
+        safety=SAFE,
+    )
+
+
+class CaptureDataDependentOp(Codemod):
+    """Trace a data-dependent operator with a config switch set before compiling.
+
+    What it does:
+        TM111: an operator whose output shape depends on the data (`x.nonzero()`, `torch.where(mask)`,
+        `masked_select`, `unique`: GB0036), or one that reads a tensor into a number inside an operator
+        (`aten._local_scalar_dense`: GB0033), reached inside compiled code. The fix sets the switch PyTorch
+        names for it, `torch._dynamo.config.capture_dynamic_output_shape_ops = True` or
+        `capture_scalar_outputs = True`, on the line before the script's `torch.compile(...)` /
+        `model.compile()` call; one line per switch however many findings ask for it.
+
+    Why is this bad:
+        By default dynamo cannot give such an operator's output a size (or value) it does not know while
+        tracing: it breaks the graph at the operator, on every call.
+
+    Example:
+        def route(x, w):
+            hit = (x > 0).nonzero()
+            return x[hit[:, 0]] * w
+
+        fast = torch.compile(route)
+
+    Fix:
+        torch._dynamo.config.capture_dynamic_output_shape_ops = True
+        fast = torch.compile(route)
+
+        Refused when the value then meets Python control flow (iterated by a `for`, an `if`, `len()`,
+        `int()`), or the line runs inside a `for` over such a value (MoE routing: `for e in mask.nonzero():`):
+        there the switch only moves the break. The operator's own hint is in the finding's reason.
+
+    Fix safety:
+        Safe: the same operators run, traced with symbolic sizes; the setting holds for everything compiled
+        after it, and verification re-runs the script (counts and numerics) before anything is written.
+    """
+
+    rules = ("TM111",)
+    name = "capture-data-dependent-op"
+    INVALID = (
+        Invalid(
+            """
+            import torch
+
+            def route(x, w):
+                hit = (x > 0).nonzero()  # tm: TM111 gb_id=GB0036
+                return x[hit[:, 0]] * w
+
+            fast = torch.compile(route)
+            """,
+            """
+            import torch
+
+            def route(x, w):
+                hit = (x > 0).nonzero()  # tm: TM111 gb_id=GB0036
+                return x[hit[:, 0]] * w
+
+            torch._dynamo.config.capture_dynamic_output_shape_ops = True
+            fast = torch.compile(route)
+            """,
+        ),
+        # two findings ask for the same switch: one line
+        Invalid(
+            """
+            import torch as t
+
+            def pick(x, m):
+                rows = t.where(m)[0]  # tm: TM111 gb_id=GB0036
+                n = x.sum().item()  # tm: TM111 gb_id=GB0033 reason=aten._local_scalar_dense
+                cols = m.nonzero()  # tm: TM111 gb_id=GB0036
+                return x[rows] * n + cols.sum()
+
+            def main(x, m):
+                fast = t.compile(pick)
+                return fast(x, m)
+            """,
+            """
+            import torch as t
+
+            def pick(x, m):
+                rows = t.where(m)[0]  # tm: TM111 gb_id=GB0036
+                n = x.sum().item()  # tm: TM111 gb_id=GB0033 reason=aten._local_scalar_dense
+                cols = m.nonzero()  # tm: TM111 gb_id=GB0036
+                return x[rows] * n + cols.sum()
+
+            def main(x, m):
+                t._dynamo.config.capture_dynamic_output_shape_ops = True
+                t._dynamo.config.capture_scalar_outputs = True
+                fast = t.compile(pick)
+                return fast(x, m)
+            """,
+        ),
+    )
+    VALID = (
+        # a loop over the rows of nonzero(): the switch only moves the break into the loop
+        Valid(
+            """
+            import torch
+
+            def experts(x, mask):
+                hit = (mask.sum(0) > 0).nonzero()  # tm: TM111 gb_id=GB0036
+                out = x * 0
+                for e in hit:
+                    idx = torch.where(mask[:, e[0]])[0]  # tm: TM111 gb_id=GB0036
+                    out[idx] += x[idx]
+                return out
+
+            fast = torch.compile(experts)
+            """,
+        ),
+        # the number decides an `if`: still a break with the switch on
+        Valid(
+            """
+            import torch
+
+            def f(x):
+                flag = x.any().item()  # tm: TM111 gb_id=GB0033 reason=aten._local_scalar_dense
+                if flag:
+                    return x * 2
+                return x
+
+            fast = torch.compile(f)
+            """,
+        ),
+        # already set
+        Valid(
+            """
+            import torch
+
+            def f(x):
+                return x[x.nonzero()]  # tm: TM111 gb_id=GB0036
+
+            torch._dynamo.config.capture_dynamic_output_shape_ops = True
+            fast = torch.compile(f)
+            """,
+        ),
+        # an operator no switch traces
+        Valid(
+            """
+            import torch
+
+            def f(x):
+                return torch.ops.mylib.count(x)  # tm: TM111 gb_id=GB0033 reason=aten.mylib_count
+
+            fast = torch.compile(f)
+            """,
+        ),
+    )
+
+    def propose(self, finding: Finding, ctx: Context) -> Result:
+        option = _option(finding)
+        if option is None:
+            return NoFix(
+                finding,
+                f"no config switch traces `{_operator(finding) or 'this operator'}`",
+                "wrap the operator in a custom op with a fake (meta) implementation, or move it out of the "
+                "compiled code",
+            )
+        return _propose(finding, ctx, option, check_flow=True)
+
+
+class CaptureForBackend(Codemod):
+    """Let the backend compile a function it gave up on, when a config switch is what it lacked.
+
+    What it does:
+        TM106: a compiled function that dynamo gave up on: the backend compiler raised while compiling its
+        graph ("WON'T CONVERT"), so no graph is kept and the function runs eagerly on every call. The finding
+        sits at the line the backend failed on. When the backend failed on an operator whose output shape or
+        value depends on the data (`aten.nonzero`, `aten._local_scalar_dense`), the fix sets
+        `torch._dynamo.config.capture_dynamic_output_shape_ops = True` (or `capture_scalar_outputs = True`)
+        on the line before the script's `torch.compile(...)` / `model.compile()` call.
+
+    Why is this bad:
+        Nothing of the function is compiled, silently: the run looks normal but the speed-up never comes. When
+        the detection backend (`--backend`) is not the script's own, the scan hands the failing graph to the
+        script's backend too and says whether the two disagree.
+
+    Example:
+        def mask_hidden(h, m):          # m: a boolean mask; h[m] = ... is aten.nonzero under AOTAutograd
+            h[m] = 0.0
+            return h
+
+        model = torch.compile(model)
+
+    Fix:
+        torch._dynamo.config.capture_dynamic_output_shape_ops = True
+        model = torch.compile(model)
+
+        For any other failure (a 0-d tensor used as an index: `aten._local_scalar_dense` from
+        `self.alphas_cumprod[timestep]`) change the line the backend failed on: index with
+        `timestep.view(1)` or `index_select`, or pass a Python int where that is what the code means.
+
+    Fix safety:
+        Safe for the switch: the same operators run, traced with symbolic sizes, and verification re-runs the
+        script before anything is written. A hand fix that indexes with a one-element tensor returns a
+        one-element tensor, not a 0-d one: check the shapes broadcasting gives downstream.
+    """
+
+    rules = ("TM106",)
+    name = "capture-for-backend"
+    INVALID = (
+        Invalid(
+            """
+            import torch
+
+            def mask_hidden(h, m):
+                h[m] = 0.0
+                return h  # tm: TM106 reason=failed_with_aten.nonzero.default
+
+            def main(h, m):
+                fast = torch.compile(mask_hidden)
+                return fast(h, m)
+            """,
+            """
+            import torch
+
+            def mask_hidden(h, m):
+                h[m] = 0.0
+                return h  # tm: TM106 reason=failed_with_aten.nonzero.default
+
+            def main(h, m):
+                torch._dynamo.config.capture_dynamic_output_shape_ops = True
+                fast = torch.compile(mask_hidden)
+                return fast(h, m)
+            """,
+        ),
+    )
+    VALID = (
+        Valid(
+            """
+            import torch
+
+            def step(x, table):
+                return table[x]  # tm: TM106 reason=failed_with_aten.index_put
+
+            fast = torch.compile(step)
+            """,
+        ),
+    )
+
+    def propose(self, finding: Finding, ctx: Context) -> Result:
+        option = _option(finding)
+        if option is None:
+            return NoFix(
+                finding,
+                f"the backend failed on `{_operator(finding) or 'an operator'}`, which no config switch traces",
+                "change the line the backend failed on (a 0-d tensor used as an index: index with `t.view(1)` or "
+                "`index_select`, or pass a Python int); the reason says whether the script's own backend fails too",
+            )
+        return _propose(finding, ctx, option, check_flow=False)
