@@ -100,3 +100,23 @@ def test_a_logging_function_traced_into_the_logging_module_is_gated_at_the_users
         in script.read_text()
     )
     assert _scan(script)["summary"]["graph_breaks"] == 0
+
+
+def test_a_loop_over_the_experts_some_token_chose_becomes_one_graph(tmp_path: Path) -> None:
+    """fixtures/scan/moe_dispatch: the loop over nonzero()'s rows becomes a loop over range(n), the selection
+    inside it gets the switch; the re-run shows every break gone and the same losses (plain SGD: an expert
+    with no tokens gets a zero gradient instead of none, which SGD without momentum treats alike)."""
+    import shutil
+
+    fixture = Path(__file__).resolve().parents[2] / "fixtures" / "scan" / "moe_dispatch" / "train.py"
+    script = tmp_path / "train.py"
+    shutil.copy(fixture, script)
+    fixed = _fix(script, "--unsafe")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "numerics match" in fixed.stdout and "verdict: improved" in fixed.stdout
+    text = script.read_text()
+    assert "for idx in range(routed.shape[0]):" in text and ".nonzero()" not in text
+    assert 'self[f"expert_{idx}"]' in text and "torch.where(routed[idx])" in text
+    assert "torch._dynamo.config.capture_dynamic_output_shape_ops = True\ncompiled = torch.compile(model)" in text
+    after = _scan(script)["summary"]
+    assert (after["graph_breaks"], after["recompiles"]) == (0, 0)

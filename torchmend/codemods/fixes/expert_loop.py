@@ -15,6 +15,8 @@ for that break, proposed beside the compile call).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 import libcst.matchers as m
 
@@ -130,12 +132,18 @@ def _uses(src: SourceFile, scope_root: cst.CSTNode, name: str) -> int:
     return sum(1 for n in src.nodes_in(scope_root, cst.Name) if n.value == name)
 
 
-def propose_expert_loop(finding: Finding, ctx: Context) -> Result | None:
-    """The loop rewrite when the finding's line is `H = M.nonzero()` and the next statement using `H` is
-    `for v in H:`; None when the line is not that shape (another fix may apply); NoFix when it is but the
-    loop uses its row in a way this rewrite cannot keep."""
-    src = ctx.file(finding.path)
-    stmt = src.statement_at(finding.line)
+@dataclass(frozen=True)
+class LoopPlan:
+    """The rewrite of one loop: the `H = M.nonzero()` statement goes, the loop becomes `new_loop`."""
+
+    assign: cst.SimpleStatementLine
+    loop: cst.For
+    new_loop: cst.For
+
+
+def plan(src: SourceFile, stmt: cst.CSTNode | None) -> LoopPlan | tuple[str, str] | None:
+    """The loop rewrite when `stmt` is `H = M.nonzero()` and `H` is then iterated by a `for`; (reason, advice)
+    when it is that shape but the loop uses its rows in a way this rewrite cannot keep; None otherwise."""
     if stmt is None or not m.matches(stmt, m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())])])):
         return None
     assert isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign)
@@ -153,11 +161,11 @@ def propose_expert_loop(finding: Finding, ctx: Context) -> Result | None:
         for f in src.nodes_in(func, cst.For)
         if m.matches(f.iter, m.Name(hit.value)) and isinstance(f.target, cst.Name)
     ]
-    if len(loops) != 1 or src.line_of(loops[0]) < finding.line:
+    if len(loops) != 1 or src.line_of(loops[0]) < src.line_of(stmt):
         return None
     loop = loops[0]
     if _uses(src, func, hit.value) != 2:  # the assignment and the loop: nothing else reads the rows
-        return NoFix(finding, f"`{hit.value}` (the rows of nonzero()) is used outside the loop over it")
+        return f"`{hit.value}` (the rows of nonzero()) is also used outside the loop over it", ""
     var = loop.target.value  # type: ignore[attr-defined]
     stmts = list(loop.body.body)
     first = stmts[0] if stmts else None
@@ -177,21 +185,41 @@ def propose_expert_loop(finding: Finding, ctx: Context) -> Result | None:
         new_body = visited
         other = body.other
     if other:
-        return NoFix(
-            finding,
+        return (
             f"the loop uses its row `{var}` as a tensor, not only its index (`{var}[0]`, `mask[{var}].squeeze(0)`)",
             "loop over `range(n)` with a Python int index and select with `torch.where(mask[i])` inside, then set "
             "`torch._dynamo.config.capture_dynamic_output_shape_ops = True` before compiling",
         )
-    new_loop = loop.with_changes(
-        iter=cst.Call(func=cst.Name("range"), args=[cst.Arg(_count(mask))]),
-        body=new_body,
-    )
+    new_loop = loop.with_changes(iter=cst.Call(func=cst.Name("range"), args=[cst.Arg(_count(mask))]), body=new_body)
+    return LoopPlan(stmt, loop, new_loop)
+
+
+def loop_rewritten(src: SourceFile, loop: cst.For) -> bool:
+    """Whether `loop` (over the rows of a nonzero()) is one this rewrite turns into a loop over range(n)."""
+    if not isinstance(loop.iter, cst.Name):
+        return False
+    for ref in src.referents(loop.iter):
+        stmt = src.enclosing(ref, cst.SimpleStatementLine)
+        found = plan(src, stmt)
+        if isinstance(found, LoopPlan) and found.loop is loop:
+            return True
+    return False
+
+
+def propose_expert_loop(finding: Finding, ctx: Context) -> Result | None:
+    """The loop rewrite for a finding on `H = M.nonzero()` followed by `for v in H:`; None when the line is not
+    that shape (another fix may apply); NoFix when it is but the loop uses its rows as tensors."""
+    src = ctx.file(finding.path)
+    found = plan(src, src.statement_at(finding.line))
+    if found is None:
+        return None
+    if isinstance(found, tuple):
+        return NoFix(finding, *found)
     return Proposal(
         (finding,),
         finding.rule,
         src.path,
-        replace={stmt: cst.RemovalSentinel.REMOVE, loop: new_loop},
+        replace={found.assign: cst.RemovalSentinel.REMOVE, found.loop: found.new_loop},
         safety=UNSAFE,
         why="loop over every index instead of the rows of nonzero(), whose number depends on the data",
         note=_NOTE,

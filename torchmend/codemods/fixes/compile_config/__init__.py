@@ -12,6 +12,7 @@ from torchmend.codemods.analysis.entry import compile_site_for
 from torchmend.codemods.base import SAFE, Codemod, Invalid, NoFix, Result, Valid
 from torchmend.codemods.fixes.compile_config.flow import scalar_moves, shape_moves
 from torchmend.codemods.fixes.compile_config.settings import has_switch, switch_on
+from torchmend.codemods.fixes.expert_loop import propose_expert_loop
 from torchmend.codemods.source import Context
 from torchmend.codemods.torch_ops import DYNAMIC_SHAPE_OPS, SCALAR_OUTPUT_OPS
 from torchmend.model import Finding, Where
@@ -101,18 +102,53 @@ class CaptureDataDependentOp(Codemod):
         torch._dynamo.config.capture_dynamic_output_shape_ops = True
         fast = torch.compile(route)
 
-        Refused when the value then meets Python control flow (iterated by a `for`, an `if`, `len()`,
-        `int()`), or the line runs inside a `for` over such a value (MoE routing: `for e in mask.nonzero():`):
-        there the switch only moves the break. The operator's own hint is in the finding's reason.
+        A loop over the rows of `mask.nonzero()` that uses each row only as an index (mixture-of-experts
+        routing: `for e in hit: ... self[f"expert_{e[0]}"] ... mask[e].squeeze(0)`) becomes a loop over
+        `range(n)` with a Python int index (fixes/expert_loop.py), and the selection inside it gets the switch.
+        Refused when the value meets Python control flow otherwise (an `if`, `len()`, `int()`, a loop that
+        uses its row as a tensor): there the switch only moves the break. The operator's own hint is in the
+        finding's reason.
 
     Fix safety:
-        Safe: the same operators run, traced with symbolic sizes; the setting holds for everything compiled
-        after it, and verification re-runs the script (counts and numerics) before anything is written.
+        The switch alone is safe: the same operators run, traced with symbolic sizes; the setting holds for
+        everything compiled after it. The loop rewrite is unsafe: an index with no rows now runs too, on an
+        empty selection; its parameters then get a zero gradient instead of none, which an optimizer with
+        weight decay or momentum (AdamW) treats differently. Verification re-runs the script (counts and
+        numerics) before anything is written.
     """
 
     rules = ("TM111",)
     name = "capture-data-dependent-op"
     INVALID = (
+        # mixture-of-experts routing: the loop over the rows of nonzero() becomes a loop over every index
+        Invalid(
+            """
+            import torch
+
+            def experts(x, mask):
+                hit = (mask.sum(0) > 0).nonzero()  # tm: TM111 gb_id=GB0036
+                out = x * 0
+                for e in hit:
+                    idx = torch.where(mask[:, e[0]])[0]  # tm: TM111 gb_id=GB0036
+                    out[idx] += x[idx]
+                return out
+
+            fast = torch.compile(experts)
+            """,
+            """
+            import torch
+
+            def experts(x, mask):
+                out = x * 0
+                for e in range((mask.sum(0) > 0).shape[0]):
+                    idx = torch.where(mask[:, e])[0]  # tm: TM111 gb_id=GB0036
+                    out[idx] += x[idx]
+                return out
+
+            torch._dynamo.config.capture_dynamic_output_shape_ops = True
+            fast = torch.compile(experts)
+            """,
+        ),
         Invalid(
             """
             import torch
@@ -167,20 +203,18 @@ class CaptureDataDependentOp(Codemod):
         ),
     )
     VALID = (
-        # a loop over the rows of nonzero(): the switch only moves the break into the loop
+        # a loop that uses its row of nonzero() as a tensor: the switch only moves the break into the loop
         Valid(
             """
             import torch
 
-            def experts(x, mask):
-                hit = (mask.sum(0) > 0).nonzero()  # tm: TM111 gb_id=GB0036
-                out = x * 0
-                for e in hit:
-                    idx = torch.where(mask[:, e[0]])[0]  # tm: TM111 gb_id=GB0036
-                    out[idx] += x[idx]
-                return out
+            def shift(x, mask):
+                hit = mask.nonzero()  # tm: TM111 gb_id=GB0036
+                for row in hit:
+                    x = x + row.sum()
+                return x
 
-            fast = torch.compile(experts)
+            fast = torch.compile(shift)
             """,
         ),
         # the number decides an `if`: still a break with the switch on
@@ -224,6 +258,10 @@ class CaptureDataDependentOp(Codemod):
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
         option = _option(finding)
+        if option == DYNAMIC and finding.where == Where.PROJECT:
+            loop = propose_expert_loop(finding, ctx)  # `for e in mask.nonzero():` becomes `for e in range(n):`
+            if loop is not None:
+                return loop
         if option is None:
             return NoFix(
                 finding,
@@ -315,6 +353,10 @@ class CaptureForBackend(Codemod):
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
         option = _option(finding)
+        if option == DYNAMIC and finding.where == Where.PROJECT:
+            loop = propose_expert_loop(finding, ctx)  # `for e in mask.nonzero():` becomes `for e in range(n):`
+            if loop is not None:
+                return loop
         if option is None:
             return NoFix(
                 finding,

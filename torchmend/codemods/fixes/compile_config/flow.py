@@ -11,6 +11,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchmend.codemods.analysis import python_use, reads
+from torchmend.codemods.fixes.expert_loop import loop_rewritten
 from torchmend.codemods.source import SourceFile
 from torchmend.codemods.torch_ops import DYNAMIC_SHAPE_CALLS
 
@@ -133,6 +134,8 @@ def shape_moves(src: SourceFile, stmt: cst.CSTNode) -> str | None:
             break
         if not isinstance(loop, cst.For) or not isinstance(loop.iter, cst.Name):
             continue
+        if loop_rewritten(src, loop):
+            continue  # the loop over nonzero()'s rows becomes a loop over range(n) (fixes/expert_loop.py)
         for ref in src.referents(loop.iter):
             value = src.assigned_value(ref)
             if value is not None and _dynamic_shape_value(src, value):
