@@ -140,8 +140,8 @@ def _fsync_dir(directory: str | Path) -> None:
 @contextlib.contextmanager
 def deferred_signals() -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP wait until the block is done (every file replaced, or put back); then the
-    first one is acted on: SIGINT raises KeyboardInterrupt, the others get their earlier handler (by default:
-    the process ends, exit 143 or 129 in a shell)."""
+    first one is acted on: SIGINT raises KeyboardInterrupt, the others get their earlier handler (in the CLI:
+    torchmend.interrupts.Stopped is raised, exit 143 or 129; by default the process ends)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -158,9 +158,11 @@ def fix(
         project_root_for,
         project_root_of,
         run_spec,
+        stopped,
         warn_failed_after_compile,
     )
     from torchmend.codemods.review import ACCEPTED, CONFLICT
+    from torchmend.interrupts import STOPPING
     from torchmend.vcs.body import fix_report, verify_command
     from torchmend.vcs.ship import PrOptions
 
@@ -224,9 +226,12 @@ def fix(
         return
     try:
         decisions = pipeline.accept_all(fixes, unsafe) if not interactive else _interactive(fixes)
-    except (KeyboardInterrupt, EOFError):
+    except EOFError:
         err.print("\n[bold]interrupted: nothing was written.[/]")
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except STOPPING as e:
+        err.print()
+        stopped(e, "nothing was written")
     for d in decisions:
         if d.outcome == CONFLICT or (d.detail and d.outcome != ACCEPTED):
             ui.print(Text(f"skipped {display(d.proposal)} {d.proposal.rule}: {d.detail}", style="yellow"))
@@ -270,11 +275,8 @@ def fix(
         record = pipeline.write(fixes, root, report)
     except pipeline.WriteRefused as e:
         fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
-    except KeyboardInterrupt:  # it waited for the write to finish: the files are all written, the record complete
-        err.print(
-            "\n[bold]interrupted after the write finished:[/] every file was written; `torchmend undo` puts them back."
-        )
-        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except STOPPING as e:  # it waited for the write to finish: the files are all written, the record complete
+        stopped(e, "the write under way was finished first: every file was written; `torchmend undo` puts them back")
     out.print(
         f"[bold green]Wrote {len(record.files)} file{'s' * (len(record.files) != 1)}[/] "
         f"({len(accepted)} change{'s' * (len(accepted) != 1)}): "
@@ -335,24 +337,27 @@ def _verify(
     (the session keeps the changes left to write)."""
     from torchmend import pipeline
     from torchmend.cli.fixview import location, verification_view
+    from torchmend.cli.running import stop_on_signals
     from torchmend.cli.verify import show_run
 
     done = None
-    for event in pipeline.verify_rounds(
+    rounds = pipeline.verify_rounds(
         scan, fixes, root, backend=backend, repeat=repeat, rtol=rtol, atol=atol, on_run=show_run
-    ):
-        if isinstance(event, pipeline.Round):
-            out.print(verification_view(event.verification))
-            for e in event.effects:
-                what = ", ".join(f"{f.rule} at {location(f)}" for f in (e.removed or e.remaining))
-                if e.helped:
-                    out.print(Text(f"  ✓ {e.proposal.rule} change removed {what}", style="green"))
-                else:
-                    out.print(Text(f"  ✗ {e.proposal.rule} change did not remove {what}: not written", style="red"))
-        elif isinstance(event, pipeline.Retry):
-            out.print("[dim]Verifying again without the changes that did not help.[/]")
-        else:
-            done = event
+    )
+    with stop_on_signals("the verification runs were stopped; nothing was written"):
+        for event in rounds:
+            if isinstance(event, pipeline.Round):
+                out.print(verification_view(event.verification))
+                for e in event.effects:
+                    what = ", ".join(f"{f.rule} at {location(f)}" for f in (e.removed or e.remaining))
+                    if e.helped:
+                        out.print(Text(f"  ✓ {e.proposal.rule} change removed {what}", style="green"))
+                    else:
+                        out.print(Text(f"  ✗ {e.proposal.rule} change did not remove {what}: not written", style="red"))
+            elif isinstance(event, pipeline.Retry):
+                out.print("[dim]Verifying again without the changes that did not help.[/]")
+            else:
+                done = event
     assert done is not None
     if done.outcome == pipeline.REFUSED:
         fail(ExitCode.VERIFY_FAILED, "verification refused these changes; nothing was written")

@@ -3,9 +3,12 @@ exits for runs that show nothing (shared by scan and fix)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
+import typer
 from rich.console import Console
 from rich.text import Text
 
@@ -97,9 +100,10 @@ def profile(
     before-run)."""
     from torchmend.cli.render import ENDED_BY
 
-    result = scan_with_progress(
-        spec, root, live, label, keep_events=keep_events, console=console, own_caches=own_caches
-    )
+    with stop_on_signals("the script was stopped; nothing was written"):
+        result = scan_with_progress(
+            spec, root, live, label, keep_events=keep_events, console=console, own_caches=own_caches
+        )
     outcome = result.outcome
     if show_output and outcome.output_tail:
         err.rule("script output (tail)")
@@ -117,8 +121,6 @@ def profile(
             f"could not install the compile-event collector: {outcome.end.get('error')}",
             outcome.end.get("traceback", ""),
         )
-    if outcome.ended_by == "interrupted":
-        fail(ExitCode.SCRIPT_FAILED, "interrupted")
     if not result.compiled:
         if result.failed:
             fail(
@@ -138,6 +140,26 @@ def profile(
             "Check that it calls torch.compile on the code that runs, or raise the budget.",
         )
     return result
+
+
+@contextlib.contextmanager
+def stop_on_signals(what: str) -> Iterator[None]:
+    """Ctrl-C, SIGTERM or SIGHUP in the block (torchmend.interrupts): the runner has already stopped the script
+    and removed its folders; say so in one line (`what`: what became of the work) and exit 130, 143 or 129."""
+    from torchmend.interrupts import STOPPING
+
+    try:
+        yield
+    except STOPPING as e:
+        stopped(e, what)
+
+
+def stopped(exc: BaseException, what: str) -> NoReturn:
+    from torchmend.interrupts import describe, exit_code
+
+    with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+        err.print(f"[bold red]torchmend:[/] {describe(exc)}: {what}")
+    raise typer.Exit(exit_code(exc))
 
 
 def warn_failed_after_compile(p: Scan) -> None:
