@@ -83,7 +83,8 @@ _STALE = "changed since it was scanned; run torchmend again on the new version"
 def _check(path: str, expected: str, after: str, project: Path, stale: str) -> Encoding:
     real = os.path.realpath(path)
     if not real.startswith(str(project.resolve()) + os.sep):
-        raise WriteRefused(f"{path} is outside the project ({project}); torchmend never edits files there")
+        link = f" (a symbolic link to {real})" if real != os.path.abspath(path) else ""
+        raise WriteRefused(f"{path}{link} is outside the project ({project}); torchmend never edits files there")
     try:
         current, encoding = decode(Path(path).read_bytes(), path)
     except OSError as e:

@@ -344,6 +344,42 @@ def test_sigterm_during_the_verification_of_a_fix_stops_it_and_writes_nothing(tm
     assert (proj / "train.py").read_bytes() == before and store.records(proj) == store.Records([], [], [])
 
 
+# ---------------------------------------------------------------------------------------- the project boundary
+
+
+def test_a_script_linked_to_a_file_outside_the_project_is_never_edited(tmp_path: Path, state: Path) -> None:
+    proj, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    proj.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "train.py").write_text(_train_printing())
+    (proj / "train.py").symlink_to(elsewhere / "train.py")
+    before = (elsewhere / "train.py").read_bytes()
+    for mode in (FIX, ("--diff", "--unsafe", "--steps", "3")):
+        r = torchmend("fix", "train.py", *mode, cwd=proj)
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 9, r.stdout + r.stderr
+        assert f"{proj / 'train.py'} leads through a symbolic link to {elsewhere / 'train.py'}" in said, said
+        assert "outside the project" in said and "Traceback" not in said
+        assert "finding" not in r.stdout + r.stderr and r.stdout == ""  # refused before anything ran
+    assert (elsewhere / "train.py").read_bytes() == before and not store.records(proj).complete
+    assert not store.records(elsewhere).complete
+
+
+def test_a_module_linked_to_a_file_outside_the_project_is_never_edited(two_files: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (two_files / "model.py").rename(elsewhere / "model.py")
+    (two_files / "model.py").symlink_to(elsewhere / "model.py")
+    r = torchmend("fix", "train.py", *FIX, cwd=two_files)
+    said = " ".join(r.stdout.split())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"warning: model.py leads through a symbolic link to {elsewhere / 'model.py'}, outside the project" in said
+    assert (elsewhere / "model.py").read_text() == MODEL and (two_files / "model.py").is_symlink()
+    assert "is_compiling" in (two_files / "train.py").read_text()  # the project's own file is fixed
+    [record] = store.undo_records(two_files)
+    assert list(record.files) == [str(two_files / "train.py")]
+
+
 # ----------------------------------------------------------------------------------------- the state dir
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -153,6 +154,8 @@ def fix(
     from torchmend.cli.fixview import print_proposal_list, unfixed_view
     from torchmend.cli.pr import check_pull_request, open_pull_request
     from torchmend.cli.running import (
+        given_script,
+        link_outside,
         profile,
         profile_trace,
         project_root_for,
@@ -184,10 +187,13 @@ def fix(
         spec = run_spec(
             script, args, nproc_per_node, from_trace, steps=steps, timeout=timeout, backend=backend, seed=seed
         )
+        given = given_script(script, args, nproc_per_node)  # type: ignore[arg-type]
         script = spec.script
         _check_python(script, "the script")
-    # script is None exactly when the findings come from a trace
-    root = (project or (project_root_of(Path.cwd()) if script is None else project_root_for(script))).resolve()
+    # script is None exactly when the findings come from a trace; the project is drawn from the path as given
+    root = (project or (project_root_of(Path.cwd()) if script is None else project_root_for(given))).resolve()
+    if script is not None:
+        _refuse_link_outside(given, root)
     pr_options = PrOptions(remote=remote, base=base, api_url=api_url, token_env=token_env) if pr else None
     if pr_options is not None:
         check_pull_request(root, pr_options)
@@ -204,7 +210,14 @@ def fix(
     if before.failed:
         warn_failed_after_compile(before)
     for path in _project_files(before, root):
-        _check_python(path, "a file with findings")
+        real = link_outside(path, root)
+        if real is None:
+            _check_python(path, "a file with findings")
+        else:  # the scan counts it as a library's (by its real path); say why it is left alone
+            ui.print(
+                f"[yellow]warning:[/] {os.path.relpath(path, root)} leads through a symbolic link to {real}, outside "
+                "the project: its findings are not fixed (torchmend never edits files outside the project)"
+            )
 
     fixes = pipeline.propose(before.findings, root, select, ignore)
     proposals, unfixed = fixes.proposals, fixes.unfixed
@@ -298,6 +311,21 @@ def _check_python(path: Path, what: str) -> None:
         fail(ExitCode.SCRIPT_FAILED, f"Python rejects {what}: {e}; fix or re-encode it first")
     except OSError as e:
         fail(ExitCode.SCRIPT_NOT_FOUND, f"cannot read {path}: {e.strerror or e}")
+
+
+def _refuse_link_outside(path: Path, root: Path) -> None:
+    """A file that a symbolic link puts outside the project is read, never edited: refuse before anything is
+    run or written (the store checks again when writing)."""
+    from torchmend.cli.running import link_outside
+
+    real = link_outside(path, root)
+    if real is not None:
+        fail(
+            ExitCode.WRITE_REFUSED,
+            f"{path} leads through a symbolic link to {real}, outside the project ({root}); torchmend never "
+            "edits files outside the project, and nothing was written. Run fix where the file is, or give "
+            "--project DIR holding both",
+        )
 
 
 def _project_files(scan: Scan, root: Path) -> list[Path]:

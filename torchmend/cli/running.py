@@ -4,6 +4,7 @@ exits for runs that show nothing (shared by scan and fix)."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -23,16 +24,32 @@ if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --hel
 
 def project_root_for(script: Path) -> Path:
     """The git work tree holding the script, else the script's directory."""
-    return project_root_of(script.parent)
+    return project_root_of(Path(os.path.abspath(script)).parent)
 
 
 def project_root_of(directory: Path) -> Path:
-    """The git work tree holding the directory, else the directory itself."""
-    directory = directory.resolve()
+    """The git work tree holding the directory, else the directory itself; found from the path as given, links
+    not followed (a link into another tree does not move the project there), then resolved."""
+    directory = Path(os.path.abspath(directory))
     for d in [directory, *directory.parents]:
         if (d / ".git").exists():
-            return d
-    return directory
+            return d.resolve()
+    return directory.resolve()
+
+
+def given_script(script: Path, args: list[str] | None, nproc_per_node: int | None) -> Path:
+    """The script's path as the command line gave it (after a torchrun command too), absolute, links not
+    resolved: the project is drawn from it, whatever the links say (RunSpec.script is resolved)."""
+    from torchmend.profiler.launch import resolve
+
+    return Path(os.path.abspath(resolve(str(script), list(args or ()), nproc_per_node).script))
+
+
+def link_outside(path: Path | str, root: Path) -> Path | None:
+    """Where `path` really is, when a symbolic link (of the file or of a folder on its way) puts it outside the
+    project `root`; else None. torchmend reads such a file but never edits it."""
+    real = Path(os.path.realpath(path))
+    return None if real.is_relative_to(root.resolve()) else real
 
 
 def check_script(script: Path) -> None:
