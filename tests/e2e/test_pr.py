@@ -17,6 +17,7 @@ import re
 import socket
 import subprocess
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -67,6 +68,8 @@ class FakeGitHub:
         self.pulls: dict[int, dict] = {}
         self.fail: dict[str, tuple[int, str]] = {}  # method -> (status, message): answer that instead
         self.redirect_to: str | None = None  # answer every request with a 301 to this URL
+        self.slow: dict[str, float] = {}  # method -> seconds: do the work, then wait that long before answering
+        self.garbage: dict[str, bytes] = {}  # method -> a 200 answer that is not JSON (a proxy's login page)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -97,7 +100,18 @@ class FakeGitHub:
                     "raw": raw.decode(),
                 }
                 fake.requests.append(req)
-                self._answer(*fake.answer(req))
+                if self.command in fake.garbage:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.end_headers()
+                    self.wfile.write(fake.garbage[self.command])
+                    return
+                answer = fake.answer(req)
+                time.sleep(fake.slow.get(self.command, 0))
+                try:
+                    self._answer(*answer)
+                except OSError:  # the client gave up waiting
+                    pass
 
             do_GET = do_POST = do_PATCH = _handle
 
@@ -389,6 +403,7 @@ def test_preflight_for_fix_pr(world: World, monkeypatch: pytest.MonkeyPatch) -> 
 # -- the command --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.faults
 def test_dry_run_prints_the_plan_and_touches_nothing(world: World) -> None:
     world.record(report=_report())
     refs_before, objects_before = git(world.proj, "for-each-ref"), git(world.proj, "count-objects")
@@ -539,6 +554,7 @@ def test_no_remote(world: World) -> None:
     assert world.branches() == [] and world.gh.requests == []
 
 
+@pytest.mark.faults
 def test_push_rejected_keeps_the_local_branch_and_a_retry_works(world: World) -> None:
     world.record(report=_report())
     branch = re.search(r"branch:\s+(torchmend/\S+)", world.pr("--dry-run").stdout)[1]
@@ -561,6 +577,7 @@ def test_push_rejected_keeps_the_local_branch_and_a_retry_works(world: World) ->
     assert len(world.gh.pulls) == 1
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize(
     "case, code, says",
     [
@@ -594,6 +611,7 @@ def test_api_errors_before_anything_is_created(
     _untouched(world, "M train.py")
 
 
+@pytest.mark.faults
 def test_api_422_after_the_push_says_what_is_left(world: World) -> None:
     world.record()
     result = world.pr("--base", "develop")  # no such branch on the remote: GitHub answers 422
@@ -696,3 +714,97 @@ def test_fix_with_pr_checks_before_running(world: World, monkeypatch: pytest.Mon
     assert result.returncode == 18, result.stderr
     assert "nothing was scanned or written" in " ".join(result.stderr.split())
     assert (world.proj / "train.py").read_text() == BEFORE
+
+
+# -- faults (pytest -m faults): slow and malformed answers, a detached HEAD, fix --pr --repo ------------------
+
+
+@pytest.mark.faults
+def test_a_slow_api_before_the_push_leaves_nothing(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    world.record()
+    monkeypatch.setenv("TORCHMEND_API_TIMEOUT", "1")
+    world.gh.slow["GET"] = 3
+    result = world.pr()
+    assert result.returncode == 21, result.stderr
+    err = " ".join(result.stderr.split())
+    assert "got no answer within 1 s (timed out)" in err and "Nothing was created or pushed." in err, err
+    assert "Traceback" not in err
+    assert world.branches() == [] and world.remote_branches() == [] and world.gh.pulls == {}
+    _untouched(world, "M train.py")
+
+
+@pytest.mark.faults
+def test_a_slow_api_after_the_push_says_what_is_left_and_a_retry_updates(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.record()
+    monkeypatch.setenv("TORCHMEND_API_TIMEOUT", "1")
+    world.gh.slow["POST"] = 3  # GitHub makes the pull request, but answers too late
+    result = world.pr()
+    assert result.returncode == 21, result.stderr
+    err = " ".join(result.stderr.split())
+    [branch] = world.branches()
+    assert "timed out" in err and f"The branch {branch}" in err and "is pushed to origin" in err, err
+    assert "Run `torchmend pr` again" in err and "Traceback" not in err
+    assert world.remote_branches() == [branch]
+    _untouched(world, "M train.py")
+    time.sleep(2.5)  # the late answer is done with
+    world.gh.slow.clear()
+    retry = world.pr()
+    assert retry.returncode == 0, retry.stderr
+    assert "Updated pull request #1" in retry.stdout and len(world.gh.pulls) == 1  # found, not opened twice
+
+
+@pytest.mark.faults
+def test_an_answer_that_is_not_json(world: World) -> None:
+    world.record()
+    world.gh.garbage["GET"] = b"<html><body>Sign in to the proxy</body></html>"
+    result = world.pr()
+    assert result.returncode == 21, result.stderr
+    err = " ".join(result.stderr.split())
+    assert "answered 200 with something that is not JSON: '<html><body>Sign in to the proxy" in err, err
+    assert "a proxy or a login page in the way?" in err and "Nothing was created or pushed." in err
+    assert world.branches() == [] and world.remote_branches() == []
+    world.gh.garbage = {"POST": b"{not json"}  # after the push: the pushed branch is named, the rest to do said
+    result = world.pr()
+    assert result.returncode == 21, result.stderr
+    err = " ".join(result.stderr.split())
+    [branch] = world.branches()
+    assert "not JSON" in err and f"The branch {branch}" in err and "is pushed to origin" in err, err
+    assert "Traceback" not in err
+    _untouched(world, "M train.py")
+
+
+@pytest.mark.faults
+def test_a_detached_head_needs_base(world: World) -> None:
+    world.record()
+    head = git(world.proj, "rev-parse", "HEAD")
+    git(world.proj, "checkout", "-q", "--detach")
+    result = world.pr()
+    assert result.returncode == 2, result.stderr
+    assert "HEAD is detached" in result.stderr and "--base" in result.stderr
+    assert world.branches() == [] and world.gh.requests == []
+    result = world.pr("--base", "main")  # named: it ships, and HEAD stays detached where it was
+    assert result.returncode == 0, result.stderr
+    assert world.gh.pulls[1]["base"]["ref"] == "main"
+    assert (
+        git(world.proj, "symbolic-ref", "-q", "HEAD", check=False) == ""
+        and git(world.proj, "rev-parse", "HEAD") == head
+    )
+    assert git(world.proj, "status", "--porcelain") == "M train.py"
+
+
+@pytest.mark.faults
+def test_fix_pr_takes_repo_like_pr(world: World) -> None:
+    git(world.proj, "remote", "set-url", "origin", str(world.bare))  # a URL that names no GitHub repository
+    runs = {}
+    for name, extra in (("none", ()), ("bad", ("--repo", "not-a-repo")), ("named", ("--repo", f"{OWNER}/{NAME}"))):
+        runs[name] = torchmend(
+            "fix", "train.py", "--yes", "--pr", "--api-url", world.gh.api_url, *extra, cwd=world.proj, timeout=300
+        )
+        world.results.append(runs[name])
+    assert runs["none"].returncode == 16 and "Name it with --repo OWNER/NAME" in " ".join(runs["none"].stderr.split())
+    assert runs["bad"].returncode == 2 and "--repo must be OWNER/NAME, not 'not-a-repo'" in runs["bad"].stderr
+    # Named, the checks pass and the scan runs: this script compiles nothing (exit 5), so nothing is written.
+    assert runs["named"].returncode == 5, runs["named"].stderr
+    assert (world.proj / "train.py").read_text() == BEFORE and world.gh.requests == []

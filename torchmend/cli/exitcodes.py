@@ -25,7 +25,7 @@ class ExitCode(IntEnum):
     FORGE_AUTH = 18  # pr: no token, or the API refused it (401, 403)
     FORGE_NOT_FOUND = 19  # pr: the API does not know the repository (404)
     FORGE_INVALID = 20  # pr: the API refused the request as invalid (422)
-    FORGE_UNREACHABLE = 21  # pr: the API could not be reached, or failed (network, timeout, 5xx)
+    FORGE_UNREACHABLE = 21  # pr: the API could not be reached, or failed (network, timeout, 5xx, not JSON)
     TRACE_UNREADABLE = 22  # --from-trace: no trace logs at the path, or they record no compilation
     STDOUT_FAILED = 23  # stdout could not be written (a full disk, /dev/full): what it got is incomplete
     HANGUP = 129  # SIGHUP (the terminal closed), handled as Ctrl-C is
@@ -66,8 +66,8 @@ DESCRIPTIONS = {
     ExitCode.FORGE_NOT_FOUND: "pr: the GitHub API does not know the repository, or the token cannot see it (404)",
     ExitCode.FORGE_INVALID: "pr: the GitHub API refused the pull request as invalid (422: e.g. the base branch "
     "does not exist there)",
-    ExitCode.FORGE_UNREACHABLE: "pr: the GitHub API could not be reached or failed (network, timeout, 5xx); "
-    "--api-url sets it",
+    ExitCode.FORGE_UNREACHABLE: "pr: the GitHub API could not be reached or failed (network, timeout, 5xx, an "
+    "answer that is not JSON); --api-url sets it, $TORCHMEND_API_TIMEOUT the seconds to wait (30)",
     ExitCode.TRACE_UNREADABLE: "--from-trace: the path holds no TORCH_TRACE logs, or they record no compilation",
     ExitCode.STDOUT_FAILED: "stdout could not be written (e.g. a full disk, or /dev/full): the output is "
     "incomplete; what the command did to files stands (`fix --diff` writes none)",

@@ -127,6 +127,13 @@ def fix(
     base: Annotated[
         Optional[str], typer.Option(help="With --pr: the branch the pull request goes into.", show_default=False)
     ] = None,
+    repo: Annotated[
+        Optional[str],
+        typer.Option(
+            help="With --pr: OWNER/NAME of the GitHub repository, when the remote URL does not say.",
+            show_default=False,
+        ),
+    ] = None,
     api_url: Annotated[
         Optional[str],
         typer.Option(
@@ -194,7 +201,7 @@ def fix(
     root = (project or (project_root_of(Path.cwd()) if script is None else project_root_for(given))).resolve()
     if script is not None:
         _refuse_link_outside(given, root)
-    pr_options = PrOptions(remote=remote, base=base, api_url=api_url, token_env=token_env) if pr else None
+    pr_options = PrOptions(remote=remote, base=base, repo=repo, api_url=api_url, token_env=token_env) if pr else None
     if pr_options is not None:
         check_pull_request(root, pr_options)
     _check_journal(root, writes=not (diff or check))

@@ -98,6 +98,14 @@ class PrResult:
         return self.plan.branch
 
 
+def api_timeout() -> float:
+    """Seconds to wait for each answer of the API: $TORCHMEND_API_TIMEOUT, else 30."""
+    try:
+        return max(0.1, float(os.environ.get("TORCHMEND_API_TIMEOUT", "") or 30))
+    except ValueError:
+        return 30.0
+
+
 def redactor(token: str) -> Callable[[str], str]:
     if len(token) < 4:
         return lambda s: s
@@ -381,7 +389,7 @@ def ship(
         lines.append(redact(s))
         log(redact(s))
 
-    gh = GitHub(p.api_url, token, redact)
+    gh = GitHub(p.api_url, token, redact, timeout=api_timeout())
     owner, name = p.repo.owner, p.repo.name
     try:
         existing_prs = gh.open_pulls(owner, name, p.branch)
@@ -481,6 +489,11 @@ def _api_error(e: ForgeError, p: Plan, options: PrOptions, left: str) -> PrError
             f"GitHub refused the request as invalid ({e.status or 'bad answer'}). Common causes: the base "
             f"branch {p.base!r} does not exist on GitHub (choose it with --base), or the branch has no "
             "change against it."
+        )
+    elif e.status is not None and e.status < 300:
+        what = (
+            f"the GitHub API at {p.api_url} answered with something GitHub does not send (a proxy or a login "
+            "page in the way?): check the network and --api-url."
         )
     else:
         what = f"the GitHub API at {p.api_url} could not be reached or failed: check the network and --api-url."
