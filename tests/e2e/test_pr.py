@@ -12,6 +12,7 @@ real `torchmend fix`. A distinctive fake token must appear in no output, git con
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 import socket
@@ -27,7 +28,7 @@ import pytest
 from conftest import CliResult, torchmend
 
 from torchmend.model import Finding
-from torchmend.store import save_undo
+from torchmend.store import save_undo, write_fix
 from torchmend.vcs import ship
 from torchmend.vcs.body import fix_report, md_code, md_fence, md_link, md_text
 from torchmend.vcs.forge import ForgeError, GitHub
@@ -271,8 +272,8 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         assert TOKEN not in place.read_text()
     for repo_args in (("-C", str(proj)), ("--git-dir", str(bare))):
         history = subprocess.run(
-            ["git", *repo_args, "log", "--all", "-p", "--format=%H %B"], capture_output=True, text=True
-        ).stdout
+            ["git", *repo_args, "log", "--all", "-p", "--format=%H %B"], capture_output=True
+        ).stdout.decode("utf-8", "replace")  # a latin-1 file's diff is not UTF-8
         assert TOKEN not in history
     assert TOKEN not in git(proj, "reflog", "--all", check=False)
     for req in gh.requests:
@@ -808,3 +809,30 @@ def test_fix_pr_takes_repo_like_pr(world: World) -> None:
     # Named, the checks pass and the scan runs: this script compiles nothing (exit 5), so nothing is written.
     assert runs["named"].returncode == 5, runs["named"].stderr
     assert (world.proj / "train.py").read_text() == BEFORE and world.gh.requests == []
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("encoding", ["latin-1", "bom"])
+def test_a_latin1_or_bom_file_ships_byte_for_byte(world: World, encoding: str) -> None:
+    # As `fix` writes them (store.write_fix keeps the coding line's encoding, or the BOM): pr must read the
+    # file as bytes in that encoding, not as UTF-8 (which took it for "edited after the fix").
+    if encoding == "bom":
+        head, before_bytes = "", codecs.BOM_UTF8 + BEFORE.replace("mean", "moyenne \u00e9").encode()
+    else:
+        head = "# -*- coding: latin-1 -*-\n"
+        before_bytes = (head + BEFORE.replace("mean", "moyenne \u00e9")).encode("latin-1")
+    (world.proj / "train.py").write_bytes(before_bytes)
+    git(world.proj, "commit", "-q", "-am", "an accent")
+    before = head + BEFORE.replace("mean", "moyenne \u00e9")
+    after = head + AFTER.replace("mean", "moyenne \u00e9")
+    write_fix({str(world.proj / "train.py"): (before, after)}, world.proj, "(patch)", SUMMARY)
+    on_disk = (world.proj / "train.py").read_bytes()
+    assert on_disk != after.encode() and b"is_compiling" in on_disk  # not UTF-8 without BOM: the case at hand
+    result = world.pr()
+    assert result.returncode == 0, result.stderr
+    [branch] = world.branches()
+    shipped = subprocess.run(
+        ["git", "show", f"{branch}:train.py"], cwd=world.proj, capture_output=True, check=True
+    ).stdout
+    assert shipped == on_disk  # the commit holds the bytes the fix wrote
+    assert git(world.proj, "diff", "--stat", "HEAD", branch) != "" and world.gh.pulls[1]["head"]["ref"] == branch
