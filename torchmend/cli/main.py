@@ -22,7 +22,7 @@ def run() -> None:
             stream=sys.stderr,
             format="torchmend %(levelname)s: %(message)s",
         )
-    sys.stdout = GuardedStdout(sys.stdout)  # type: ignore[assignment]  # a full or closed stdout: StdoutFailed
+    sys.stdout = GuardedStdout(sys.stdout)  # a full or closed stdout: StdoutFailed
     install()  # SIGTERM and SIGHUP stop torchmend the way Ctrl-C does, through the code that runs
     try:
         try:
