@@ -796,18 +796,20 @@ def test_a_detached_head_needs_base(world: World) -> None:
 
 
 @pytest.mark.faults
-def test_fix_pr_takes_repo_like_pr(world: World) -> None:
+def test_fix_pr_takes_repo_like_pr(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     git(world.proj, "remote", "set-url", "origin", str(world.bare))  # a URL that names no GitHub repository
+    monkeypatch.delenv("GITHUB_TOKEN")  # so that passing the repository checks ends at the token, before any run
     runs = {}
     for name, extra in (("none", ()), ("bad", ("--repo", "not-a-repo")), ("named", ("--repo", f"{OWNER}/{NAME}"))):
         runs[name] = torchmend(
-            "fix", "train.py", "--yes", "--pr", "--api-url", world.gh.api_url, *extra, cwd=world.proj, timeout=300
+            "fix", "train.py", "--yes", "--pr", "--api-url", world.gh.api_url, *extra, cwd=world.proj
         )
         world.results.append(runs[name])
     assert runs["none"].returncode == 16 and "Name it with --repo OWNER/NAME" in " ".join(runs["none"].stderr.split())
     assert runs["bad"].returncode == 2 and "--repo must be OWNER/NAME, not 'not-a-repo'" in runs["bad"].stderr
-    # Named, the checks pass and the scan runs: this script compiles nothing (exit 5), so nothing is written.
-    assert runs["named"].returncode == 5, runs["named"].stderr
+    named = " ".join(runs["named"].stderr.split())  # the repository named: the next check speaks
+    assert runs["named"].returncode == 18 and "$GITHUB_TOKEN is not set" in named, named
+    assert "nothing was scanned or written" in named
     assert (world.proj / "train.py").read_text() == BEFORE and world.gh.requests == []
 
 
