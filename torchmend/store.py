@@ -83,7 +83,8 @@ _STALE = "changed since it was scanned; run torchmend again on the new version"
 def _check(path: str, expected: str, after: str, project: Path, stale: str) -> Encoding:
     real = os.path.realpath(path)
     if not real.startswith(str(project.resolve()) + os.sep):
-        raise WriteRefused(f"{path} is outside the project ({project}); torchmend never edits files there")
+        link = f" (a symbolic link to {real})" if real != os.path.abspath(path) else ""
+        raise WriteRefused(f"{path}{link} is outside the project ({project}); torchmend never edits files there")
     try:
         current, encoding = decode(Path(path).read_bytes(), path)
     except OSError as e:
@@ -140,8 +141,8 @@ def _fsync_dir(directory: str | Path) -> None:
 @contextlib.contextmanager
 def deferred_signals() -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP wait until the block is done (every file replaced, or put back); then the
-    first one is acted on: SIGINT raises KeyboardInterrupt, the others get their earlier handler (by default:
-    the process ends, exit 143 or 129 in a shell)."""
+    first one is acted on: SIGINT raises KeyboardInterrupt, the others get their earlier handler (in the CLI:
+    torchmend.interrupts.Stopped is raised, exit 143 or 129; by default the process ends)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

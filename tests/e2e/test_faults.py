@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -194,17 +195,189 @@ def test_sigkill_after_the_last_write_is_rolled_back_by_the_next_fix(two_files: 
     assert _snapshot(two_files) == before  # rolled back first; the safe-only rerun changes nothing
 
 
-@pytest.mark.parametrize("sig, code", [("TERM", -signal.SIGTERM), ("INT", 130)])
+@pytest.mark.parametrize("sig, code", [("TERM", 143), ("INT", 130)])
 def test_a_signal_between_the_two_writes_waits_for_the_write_to_finish(two_files: Path, sig: str, code: int) -> None:
     before = _snapshot(two_files)
     r = torchmend("fix", "train.py", *FIX, cwd=two_files, env={"TORCHMEND_TEST_SIGNAL_AFTER_WRITE": f"1:{sig}"})
     assert r.returncode == code, r.stderr
+    assert "every file was written" in r.stderr and "Traceback" not in r.stderr
     after = _snapshot(two_files)
     assert all(after[n] != before[n] for n in before) and b"is_compiling" in after["model.py"]  # all, not half
     found = store.records(two_files)
     assert len(found.complete) == 1 and not found.incomplete and not _leftover_temps(two_files)
     assert torchmend("undo", cwd=two_files).returncode == 0
     assert _snapshot(two_files) == before
+
+
+# A training loop that runs until it is stopped once it is the HANG_FROM_RUN-th run of the script (1: the scan;
+# 2: fix's first verification run, the scan being the first): it starts a subprocess, as a data loader does, and
+# says where both are (pid, process group) once the compiled function ran.
+SLEEPER = """import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+here = Path(__file__).parent
+with open(here / "runs.txt", "a") as f:
+    f.write("run\\n")
+run = len((here / "runs.txt").read_text().splitlines())
+hang = run >= int(os.environ["HANG_FROM_RUN"])
+worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+
+
+def step(x):
+    print("step", x.shape[0])
+    return x * 2
+
+
+g = torch.compile(step, backend="aot_eager")
+for i in range(10**6 if hang else 3):
+    g(torch.randn(4))
+    if i == 0 and hang:
+        (here / "pids.tmp").write_text(f"{os.getpid()} {os.getpgid(0)} {worker.pid}")
+        os.replace(here / "pids.tmp", here / "pids")
+    time.sleep(0.05)
+worker.kill()
+"""
+
+
+def _alive(pid: int) -> bool:
+    """A process that exists and is not a zombie (this container's init reaps no orphans)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def _stop_during_run(proj: Path, tmp: Path, sig: signal.Signals, *args: str, hang_from: int) -> tuple[int, str, list]:
+    """Start `torchmend ARGS` on the sleeper, wait until the run that hangs is under way, send SIG to torchmend
+    only (as `kill`, `timeout` or a CI runner does; Ctrl-C at a terminal reaches torchmend alone too, the script
+    running in a session of its own), and return its exit status, its stderr and the pids the script wrote."""
+    env = dict(os.environ, NO_COLOR="1", COLUMNS="200", TMPDIR=str(tmp), HANG_FROM_RUN=str(hang_from))
+
+    def default_handlers() -> None:  # a test started from a non-interactive shell inherits SIGINT ignored
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_DFL)
+
+    p = subprocess.Popen(
+        [sys.executable, "-m", "torchmend", *args],
+        cwd=proj,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_handlers,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not (proj / "pids").exists():
+            assert p.poll() is None, p.communicate()
+            assert time.monotonic() < deadline, "the script never started its loop"
+            time.sleep(0.1)
+        pids = [int(x) for x in (proj / "pids").read_text().split()]
+        assert all(_alive(pid) for pid in (pids[0], pids[2]))
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    return p.returncode, out + err, pids
+
+
+def _ours(tmp: Path) -> list[str]:
+    """torchmend's temporary folders (torch's own caches, torchinductor_USER, are not ours to remove)."""
+    return [p.name for p in tmp.iterdir() if p.name.startswith("torchmend")]
+
+
+STOPS = [
+    (signal.SIGINT, 130, "interrupted (Ctrl-C)"),
+    (signal.SIGTERM, 143, "stopped by SIGTERM"),
+    (signal.SIGHUP, 129, "stopped by SIGHUP"),
+]
+
+
+@pytest.mark.parametrize("sig, code, said", STOPS, ids=["INT", "TERM", "HUP"])
+def test_a_signal_during_the_scan_stops_the_script_and_cleans_up(
+    tmp_path: Path, state: Path, sig: signal.Signals, code: int, said: str
+) -> None:
+    proj, tmp = tmp_path / "proj", tmp_path / "tmp"
+    proj.mkdir()
+    tmp.mkdir()
+    (proj / "train.py").write_text(SLEEPER)
+    returncode, output, (child, pgid, worker) = _stop_during_run(proj, tmp, sig, "scan", "train.py", hang_from=1)
+    assert returncode == code, output
+    assert f"torchmend: {said}: the script was stopped; nothing was written" in output
+    assert "Traceback" not in output
+    assert not _alive(child) and not _alive(worker) and _group_members(pgid) == []  # nothing orphaned
+    assert _ours(tmp) == []  # the events folder is gone
+
+
+def test_sigterm_during_the_verification_of_a_fix_stops_it_and_writes_nothing(tmp_path: Path, state: Path) -> None:
+    proj, tmp = tmp_path / "proj", tmp_path / "tmp"
+    proj.mkdir()
+    tmp.mkdir()
+    (proj / "train.py").write_text(SLEEPER)
+    before = (proj / "train.py").read_bytes()
+    args = ("fix", "train.py", "--yes", "--unsafe", "--verify-backend", "aot_eager")
+    returncode, output, (child, pgid, worker) = _stop_during_run(proj, tmp, signal.SIGTERM, *args, hang_from=2)
+    assert returncode == 143, output
+    assert "stopped by SIGTERM: the verification runs were stopped; nothing was written" in output
+    assert "Traceback" not in output
+    assert not _alive(child) and not _alive(worker) and _group_members(pgid) == []
+    assert _ours(tmp) == []  # the events folder, the scan's and the arms' cache folders are gone
+    assert (proj / "train.py").read_bytes() == before and store.records(proj) == store.Records([], [], [])
+
+
+# ---------------------------------------------------------------------------------------- the project boundary
+
+
+def test_a_script_linked_to_a_file_outside_the_project_is_never_edited(tmp_path: Path, state: Path) -> None:
+    proj, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    proj.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "train.py").write_text(_train_printing())
+    (proj / "train.py").symlink_to(elsewhere / "train.py")
+    before = (elsewhere / "train.py").read_bytes()
+    for mode in (FIX, ("--diff", "--unsafe", "--steps", "3")):
+        r = torchmend("fix", "train.py", *mode, cwd=proj)
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 9, r.stdout + r.stderr
+        assert f"{proj / 'train.py'} leads through a symbolic link to {elsewhere / 'train.py'}" in said, said
+        assert "outside the project" in said and "Traceback" not in said
+        assert "finding" not in r.stdout + r.stderr and r.stdout == ""  # refused before anything ran
+    assert (elsewhere / "train.py").read_bytes() == before and not store.records(proj).complete
+    assert not store.records(elsewhere).complete
+
+
+def test_a_module_linked_to_a_file_outside_the_project_is_never_edited(two_files: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (two_files / "model.py").rename(elsewhere / "model.py")
+    (two_files / "model.py").symlink_to(elsewhere / "model.py")
+    r = torchmend("fix", "train.py", *FIX, cwd=two_files)
+    said = " ".join(r.stdout.split())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"warning: model.py leads through a symbolic link to {elsewhere / 'model.py'}, outside the project" in said
+    assert (elsewhere / "model.py").read_text() == MODEL and (two_files / "model.py").is_symlink()
+    assert "is_compiling" in (two_files / "train.py").read_text()  # the project's own file is fixed
+    [record] = store.undo_records(two_files)
+    assert list(record.files) == [str(two_files / "train.py")]
 
 
 # ----------------------------------------------------------------------------------------- the state dir
@@ -290,17 +463,52 @@ def test_diff_to_a_full_or_closed_stdout(tmp_path: Path, state: Path) -> None:
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / "train.py").write_text(_train_printing())
-    env = dict(os.environ, NO_COLOR="1")
-    cmd = [sys.executable, "-m", "torchmend", "fix", "train.py", "--diff", "--unsafe", "--steps", "3"]
-    with open("/dev/full", "w") as full:
-        r = subprocess.run(cmd, cwd=proj, env=env, stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
-    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
-    assert "cannot write to stdout: No space left on device" in r.stderr
+    cmd = ["fix", "train.py", "--diff", "--unsafe", "--steps", "3"]
+    code, err = _to_full_stdout(proj, *cmd)  # the summary goes to stderr with --diff, then one line
+    assert code == 23 and err.splitlines()[-1] == "torchmend: cannot write to stdout: No space left on device", err
+    assert "Traceback" not in err
     # A reader that is gone before the patch comes: quiet, exit 141 as with SIGPIPE.
-    p = subprocess.Popen(cmd, cwd=proj, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    code, err = _to_closed_pipe(proj, *cmd)
+    assert code == 141 and "Traceback" not in err and "Error" not in err and "stdout" not in err, err
+
+
+@pytest.mark.parametrize("args", [("rules",), ("undo", "--list"), ("scan", "--help")], ids=" ".join)
+def test_any_output_to_a_full_or_closed_stdout(tmp_path: Path, state: Path, args: tuple[str, ...]) -> None:
+    # print() and rich alike (these run no script: quick); the same line and codes as for --diff.
+    code, err = _to_full_stdout(tmp_path, *args)
+    assert code == 23 and err == "torchmend: cannot write to stdout: No space left on device", err
+    code, err = _to_closed_pipe(tmp_path, *args)
+    assert code == 141 and err == "", err
+
+
+def _to_full_stdout(cwd: Path, *args: str) -> tuple[int, str]:
+    env = dict(os.environ, NO_COLOR="1")
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(
+            [sys.executable, "-m", "torchmend", *args],
+            cwd=cwd,
+            env=env,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+        )
+    return r.returncode, r.stderr.strip()
+
+
+def _to_closed_pipe(cwd: Path, *args: str) -> tuple[int, str]:
+    env = dict(os.environ, NO_COLOR="1")
+    p = subprocess.Popen(
+        [sys.executable, "-m", "torchmend", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     p.stdout.close()  # type: ignore[union-attr]
     err = p.stderr.read()  # type: ignore[union-attr]
-    assert p.wait(timeout=300) == 141 and "Traceback" not in err and "Error" not in err, err
+    return p.wait(timeout=300), err.strip()
 
 
 def test_a_record_that_cannot_be_finished_puts_the_files_back(

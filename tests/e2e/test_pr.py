@@ -12,11 +12,13 @@ real `torchmend fix`. A distinctive fake token must appear in no output, git con
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 import socket
 import subprocess
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -26,7 +28,7 @@ import pytest
 from conftest import CliResult, torchmend
 
 from torchmend.model import Finding
-from torchmend.store import save_undo
+from torchmend.store import save_undo, write_fix
 from torchmend.vcs import ship
 from torchmend.vcs.body import fix_report, md_code, md_fence, md_link, md_text
 from torchmend.vcs.forge import ForgeError, GitHub
@@ -67,6 +69,8 @@ class FakeGitHub:
         self.pulls: dict[int, dict] = {}
         self.fail: dict[str, tuple[int, str]] = {}  # method -> (status, message): answer that instead
         self.redirect_to: str | None = None  # answer every request with a 301 to this URL
+        self.slow: dict[str, float] = {}  # method -> seconds: do the work, then wait that long before answering
+        self.garbage: dict[str, bytes] = {}  # method -> a 200 answer that is not JSON (a proxy's login page)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -97,7 +101,18 @@ class FakeGitHub:
                     "raw": raw.decode(),
                 }
                 fake.requests.append(req)
-                self._answer(*fake.answer(req))
+                if self.command in fake.garbage:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.end_headers()
+                    self.wfile.write(fake.garbage[self.command])
+                    return
+                answer = fake.answer(req)
+                time.sleep(fake.slow.get(self.command, 0))
+                try:
+                    self._answer(*answer)
+                except OSError:  # the client gave up waiting
+                    pass
 
             do_GET = do_POST = do_PATCH = _handle
 
@@ -257,8 +272,8 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         assert TOKEN not in place.read_text()
     for repo_args in (("-C", str(proj)), ("--git-dir", str(bare))):
         history = subprocess.run(
-            ["git", *repo_args, "log", "--all", "-p", "--format=%H %B"], capture_output=True, text=True
-        ).stdout
+            ["git", *repo_args, "log", "--all", "-p", "--format=%H %B"], capture_output=True
+        ).stdout.decode("utf-8", "replace")  # a latin-1 file's diff is not UTF-8
         assert TOKEN not in history
     assert TOKEN not in git(proj, "reflog", "--all", check=False)
     for req in gh.requests:
@@ -389,6 +404,7 @@ def test_preflight_for_fix_pr(world: World, monkeypatch: pytest.MonkeyPatch) -> 
 # -- the command --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.faults
 def test_dry_run_prints_the_plan_and_touches_nothing(world: World) -> None:
     world.record(report=_report())
     refs_before, objects_before = git(world.proj, "for-each-ref"), git(world.proj, "count-objects")
@@ -539,6 +555,7 @@ def test_no_remote(world: World) -> None:
     assert world.branches() == [] and world.gh.requests == []
 
 
+@pytest.mark.faults
 def test_push_rejected_keeps_the_local_branch_and_a_retry_works(world: World) -> None:
     world.record(report=_report())
     branch = re.search(r"branch:\s+(torchmend/\S+)", world.pr("--dry-run").stdout)[1]
@@ -561,6 +578,7 @@ def test_push_rejected_keeps_the_local_branch_and_a_retry_works(world: World) ->
     assert len(world.gh.pulls) == 1
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize(
     "case, code, says",
     [
@@ -594,6 +612,7 @@ def test_api_errors_before_anything_is_created(
     _untouched(world, "M train.py")
 
 
+@pytest.mark.faults
 def test_api_422_after_the_push_says_what_is_left(world: World) -> None:
     world.record()
     result = world.pr("--base", "develop")  # no such branch on the remote: GitHub answers 422
@@ -696,3 +715,126 @@ def test_fix_with_pr_checks_before_running(world: World, monkeypatch: pytest.Mon
     assert result.returncode == 18, result.stderr
     assert "nothing was scanned or written" in " ".join(result.stderr.split())
     assert (world.proj / "train.py").read_text() == BEFORE
+
+
+# -- faults (pytest -m faults): slow and malformed answers, a detached HEAD, fix --pr --repo ------------------
+
+
+@pytest.mark.faults
+def test_a_slow_api_before_the_push_leaves_nothing(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    world.record()
+    monkeypatch.setenv("TORCHMEND_API_TIMEOUT", "1")
+    world.gh.slow["GET"] = 3
+    result = world.pr()
+    assert result.returncode == 21, result.stderr
+    err = " ".join(result.stderr.split())
+    assert "got no answer within 1 s (timed out)" in err and "Nothing was created or pushed." in err, err
+    assert "Traceback" not in err
+    assert world.branches() == [] and world.remote_branches() == [] and world.gh.pulls == {}
+    _untouched(world, "M train.py")
+
+
+@pytest.mark.faults
+def test_a_slow_api_after_the_push_says_what_is_left_and_a_retry_updates(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.record()
+    monkeypatch.setenv("TORCHMEND_API_TIMEOUT", "1")
+    world.gh.slow["POST"] = 3  # GitHub makes the pull request, but answers too late
+    result = world.pr()
+    assert result.returncode == 21, result.stderr
+    err = " ".join(result.stderr.split())
+    [branch] = world.branches()
+    assert "timed out" in err and f"The branch {branch}" in err and "is pushed to origin" in err, err
+    assert "Run `torchmend pr` again" in err and "Traceback" not in err
+    assert world.remote_branches() == [branch]
+    _untouched(world, "M train.py")
+    time.sleep(2.5)  # the late answer is done with
+    world.gh.slow.clear()
+    retry = world.pr()
+    assert retry.returncode == 0, retry.stderr
+    assert "Updated pull request #1" in retry.stdout and len(world.gh.pulls) == 1  # found, not opened twice
+
+
+@pytest.mark.faults
+def test_an_answer_that_is_not_json(world: World) -> None:
+    world.record()
+    world.gh.garbage["GET"] = b"<html><body>Sign in to the proxy</body></html>"
+    result = world.pr()
+    assert result.returncode == 21, result.stderr
+    err = " ".join(result.stderr.split())
+    assert "answered 200 with something that is not JSON: '<html><body>Sign in to the proxy" in err, err
+    assert "a proxy or a login page in the way?" in err and "Nothing was created or pushed." in err
+    assert world.branches() == [] and world.remote_branches() == []
+    world.gh.garbage = {"POST": b"{not json"}  # after the push: the pushed branch is named, the rest to do said
+    result = world.pr()
+    assert result.returncode == 21, result.stderr
+    err = " ".join(result.stderr.split())
+    [branch] = world.branches()
+    assert "not JSON" in err and f"The branch {branch}" in err and "is pushed to origin" in err, err
+    assert "Traceback" not in err
+    _untouched(world, "M train.py")
+
+
+@pytest.mark.faults
+def test_a_detached_head_needs_base(world: World) -> None:
+    world.record()
+    head = git(world.proj, "rev-parse", "HEAD")
+    git(world.proj, "checkout", "-q", "--detach")
+    result = world.pr()
+    assert result.returncode == 2, result.stderr
+    assert "HEAD is detached" in result.stderr and "--base" in result.stderr
+    assert world.branches() == [] and world.gh.requests == []
+    result = world.pr("--base", "main")  # named: it ships, and HEAD stays detached where it was
+    assert result.returncode == 0, result.stderr
+    assert world.gh.pulls[1]["base"]["ref"] == "main"
+    assert (
+        git(world.proj, "symbolic-ref", "-q", "HEAD", check=False) == ""
+        and git(world.proj, "rev-parse", "HEAD") == head
+    )
+    assert git(world.proj, "status", "--porcelain") == "M train.py"
+
+
+@pytest.mark.faults
+def test_fix_pr_takes_repo_like_pr(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    git(world.proj, "remote", "set-url", "origin", str(world.bare))  # a URL that names no GitHub repository
+    monkeypatch.delenv("GITHUB_TOKEN")  # so that passing the repository checks ends at the token, before any run
+    runs = {}
+    for name, extra in (("none", ()), ("bad", ("--repo", "not-a-repo")), ("named", ("--repo", f"{OWNER}/{NAME}"))):
+        runs[name] = torchmend(
+            "fix", "train.py", "--yes", "--pr", "--api-url", world.gh.api_url, *extra, cwd=world.proj
+        )
+        world.results.append(runs[name])
+    assert runs["none"].returncode == 16 and "Name it with --repo OWNER/NAME" in " ".join(runs["none"].stderr.split())
+    assert runs["bad"].returncode == 2 and "--repo must be OWNER/NAME, not 'not-a-repo'" in runs["bad"].stderr
+    named = " ".join(runs["named"].stderr.split())  # the repository named: the next check speaks
+    assert runs["named"].returncode == 18 and "$GITHUB_TOKEN is not set" in named, named
+    assert "nothing was scanned or written" in named
+    assert (world.proj / "train.py").read_text() == BEFORE and world.gh.requests == []
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("encoding", ["latin-1", "bom"])
+def test_a_latin1_or_bom_file_ships_byte_for_byte(world: World, encoding: str) -> None:
+    # As `fix` writes them (store.write_fix keeps the coding line's encoding, or the BOM): pr must read the
+    # file as bytes in that encoding, not as UTF-8 (which took it for "edited after the fix").
+    if encoding == "bom":
+        head, before_bytes = "", codecs.BOM_UTF8 + BEFORE.replace("mean", "moyenne \u00e9").encode()
+    else:
+        head = "# -*- coding: latin-1 -*-\n"
+        before_bytes = (head + BEFORE.replace("mean", "moyenne \u00e9")).encode("latin-1")
+    (world.proj / "train.py").write_bytes(before_bytes)
+    git(world.proj, "commit", "-q", "-am", "an accent")
+    before = head + BEFORE.replace("mean", "moyenne \u00e9")
+    after = head + AFTER.replace("mean", "moyenne \u00e9")
+    write_fix({str(world.proj / "train.py"): (before, after)}, world.proj, "(patch)", SUMMARY)
+    on_disk = (world.proj / "train.py").read_bytes()
+    assert on_disk != after.encode() and b"is_compiling" in on_disk  # not UTF-8 without BOM: the case at hand
+    result = world.pr()
+    assert result.returncode == 0, result.stderr
+    [branch] = world.branches()
+    shipped = subprocess.run(
+        ["git", "show", f"{branch}:train.py"], cwd=world.proj, capture_output=True, check=True
+    ).stdout
+    assert shipped == on_disk  # the commit holds the bytes the fix wrote
+    assert git(world.proj, "diff", "--stat", "HEAD", branch) != "" and world.gh.pulls[1]["head"]["ref"] == branch

@@ -6,7 +6,7 @@ import errno
 import os
 import sys
 from enum import Enum
-from typing import Annotated, NoReturn, Optional
+from typing import Annotated, Any, NoReturn, Optional, TextIO
 
 import typer
 from rich.console import Console
@@ -56,22 +56,62 @@ def fail(code: ExitCode, message: str, detail: str = "") -> NoReturn:
 
 
 def write_stdout(data: bytes) -> None:
-    """Write `data` (a patch) to stdout as it is. A reader that stopped early (`| head`) ends the command
-    quietly with 141, as SIGPIPE would; any other failure (a full disk, /dev/full) with a one-line error."""
+    """Write `data` (a patch) to stdout as it is; a failure ends the command as stdout_failed() says."""
     try:
         sys.stdout.flush()
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
-    except BrokenPipeError:
-        _quiet_stdout()
-        raise typer.Exit(141) from None
+    except StdoutFailed as e:
+        raise typer.Exit(stdout_failed(e.error)) from None
     except OSError as e:
-        _quiet_stdout()
-        fail(ExitCode.INTERNAL_ERROR, f"cannot write to stdout: {e.strerror or errno.errorcode.get(e.errno or 0, e)}")
+        raise typer.Exit(stdout_failed(e)) from None
+
+
+class StdoutFailed(Exception):
+    """A write to stdout failed. Not an OSError, so that typer (which ends a command with 1 on a closed pipe, and
+    re-raises other OSErrors) lets it through to main.run; not caught by the code that was printing either, since
+    nothing but stdout_failed() can do anything about it."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class GuardedStdout:
+    """sys.stdout, its write errors raised as StdoutFailed (main.run puts it in place for print() and rich)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as e:
+            raise StdoutFailed(e) from e
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as e:
+            raise StdoutFailed(e) from e
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def stdout_failed(e: OSError) -> int:
+    """The exit status for a failed write to stdout, after the one line it deserves: a reader that stopped early
+    (`| head`) ends the command quietly with BROKEN_PIPE (141, as SIGPIPE would); any other failure (a full
+    disk, /dev/full) with a one-line error and STDOUT_FAILED."""
+    _quiet_stdout()
+    if isinstance(e, BrokenPipeError):
+        return int(ExitCode.BROKEN_PIPE)
+    err.print(f"[bold red]torchmend:[/] cannot write to stdout: {e.strerror or errno.errorcode.get(e.errno or 0, e)}")
+    return int(ExitCode.STDOUT_FAILED)
 
 
 def _quiet_stdout() -> None:
     # What is still buffered would fail again when Python flushes stdout at exit: send it nowhere instead.
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    os.dup2(devnull, sys.__stdout__.fileno())  # type: ignore[union-attr]
     os.close(devnull)

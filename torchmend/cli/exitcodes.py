@@ -25,9 +25,13 @@ class ExitCode(IntEnum):
     FORGE_AUTH = 18  # pr: no token, or the API refused it (401, 403)
     FORGE_NOT_FOUND = 19  # pr: the API does not know the repository (404)
     FORGE_INVALID = 20  # pr: the API refused the request as invalid (422)
-    FORGE_UNREACHABLE = 21  # pr: the API could not be reached, or failed (network, timeout, 5xx)
+    FORGE_UNREACHABLE = 21  # pr: the API could not be reached, or failed (network, timeout, 5xx, not JSON)
     TRACE_UNREADABLE = 22  # --from-trace: no trace logs at the path, or they record no compilation
-    INTERRUPTED = 130  # Ctrl-C: nothing was written
+    STDOUT_FAILED = 23  # stdout could not be written (a full disk, /dev/full): what it got is incomplete
+    HANGUP = 129  # SIGHUP (the terminal closed), handled as Ctrl-C is
+    INTERRUPTED = 130  # Ctrl-C (SIGINT): the script's process group stopped, temp folders removed
+    BROKEN_PIPE = 141  # the reader of stdout went away early (`... | head`): quiet, as SIGPIPE would end it
+    TERMINATED = 143  # SIGTERM (`timeout`, CI runners, `docker stop`), handled as Ctrl-C is
 
 
 DESCRIPTIONS = {
@@ -62,8 +66,16 @@ DESCRIPTIONS = {
     ExitCode.FORGE_NOT_FOUND: "pr: the GitHub API does not know the repository, or the token cannot see it (404)",
     ExitCode.FORGE_INVALID: "pr: the GitHub API refused the pull request as invalid (422: e.g. the base branch "
     "does not exist there)",
-    ExitCode.FORGE_UNREACHABLE: "pr: the GitHub API could not be reached or failed (network, timeout, 5xx); "
-    "--api-url sets it",
+    ExitCode.FORGE_UNREACHABLE: "pr: the GitHub API could not be reached or failed (network, timeout, 5xx, an "
+    "answer that is not JSON); --api-url sets it, $TORCHMEND_API_TIMEOUT the seconds to wait (30)",
     ExitCode.TRACE_UNREADABLE: "--from-trace: the path holds no TORCH_TRACE logs, or they record no compilation",
-    ExitCode.INTERRUPTED: "interrupted (Ctrl-C); nothing was written",
+    ExitCode.STDOUT_FAILED: "stdout could not be written (e.g. a full disk, or /dev/full): the output is "
+    "incomplete; what the command did to files stands (`fix --diff` writes none)",
+    ExitCode.HANGUP: "stopped by SIGHUP (the terminal closed), handled as Ctrl-C is",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGINT) at any step: a running script is stopped with everything it "
+    "started (its process group), torchmend's temporary folders are removed, and nothing is written; a write "
+    "already under way is finished first and kept (`torchmend undo` puts it back)",
+    ExitCode.BROKEN_PIPE: "the program reading stdout stopped early (e.g. `head`): torchmend stops quietly, as "
+    "SIGPIPE would end it",
+    ExitCode.TERMINATED: "stopped by SIGTERM (what `timeout`, CI runners and `docker stop` send), handled as Ctrl-C is",
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -126,6 +127,13 @@ def fix(
     base: Annotated[
         Optional[str], typer.Option(help="With --pr: the branch the pull request goes into.", show_default=False)
     ] = None,
+    repo: Annotated[
+        Optional[str],
+        typer.Option(
+            help="With --pr: OWNER/NAME of the GitHub repository, when the remote URL does not say.",
+            show_default=False,
+        ),
+    ] = None,
     api_url: Annotated[
         Optional[str],
         typer.Option(
@@ -153,15 +161,19 @@ def fix(
     from torchmend.cli.fixview import print_proposal_list, unfixed_view
     from torchmend.cli.pr import check_pull_request, open_pull_request
     from torchmend.cli.running import (
+        given_script,
+        link_outside,
         profile,
         profile_trace,
         project_root_for,
         project_root_of,
         run_spec,
+        stopped,
         warn_failed_after_compile,
     )
     from torchmend.cli.tables import laid_out
     from torchmend.codemods.review import ACCEPTED, CONFLICT
+    from torchmend.interrupts import STOPPING
     from torchmend.vcs.body import fix_report, verify_command
     from torchmend.vcs.ship import PrOptions
 
@@ -183,11 +195,14 @@ def fix(
         spec = run_spec(
             script, args, nproc_per_node, from_trace, steps=steps, timeout=timeout, backend=backend, seed=seed
         )
+        given = given_script(script, args, nproc_per_node)  # type: ignore[arg-type]
         script = spec.script
         _check_python(script, "the script")
-    # script is None exactly when the findings come from a trace
-    root = (project or (project_root_of(Path.cwd()) if script is None else project_root_for(script))).resolve()
-    pr_options = PrOptions(remote=remote, base=base, api_url=api_url, token_env=token_env) if pr else None
+    # script is None exactly when the findings come from a trace; the project is drawn from the path as given
+    root = (project or (project_root_of(Path.cwd()) if script is None else project_root_for(given))).resolve()
+    if script is not None:
+        _refuse_link_outside(given, root)
+    pr_options = PrOptions(remote=remote, base=base, repo=repo, api_url=api_url, token_env=token_env) if pr else None
     if pr_options is not None:
         check_pull_request(root, pr_options)
     _check_journal(root, writes=not (diff or check))
@@ -203,7 +218,14 @@ def fix(
     if before.failed:
         warn_failed_after_compile(before)
     for path in _project_files(before, root):
-        _check_python(path, "a file with findings")
+        real = link_outside(path, root)
+        if real is None:
+            _check_python(path, "a file with findings")
+        else:  # the scan counts it as a library's (by its real path); say why it is left alone
+            ui.print(
+                f"[yellow]warning:[/] {os.path.relpath(path, root)} leads through a symbolic link to {real}, outside "
+                "the project: its findings are not fixed (torchmend never edits files outside the project)"
+            )
 
     fixes = pipeline.propose(before.findings, root, select, ignore)
     proposals, unfixed = fixes.proposals, fixes.unfixed
@@ -226,9 +248,12 @@ def fix(
         return
     try:
         decisions = pipeline.accept_all(fixes, unsafe) if not interactive else _interactive(fixes)
-    except (KeyboardInterrupt, EOFError):
+    except EOFError:
         err.print("\n[bold]interrupted: nothing was written.[/]")
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except STOPPING as e:
+        err.print()
+        stopped(e, "nothing was written")
     for d in decisions:
         if d.outcome == CONFLICT or (d.detail and d.outcome != ACCEPTED):
             ui.print(Text(f"skipped {display(d.proposal)} {d.proposal.rule}: {d.detail}", style="yellow"))
@@ -272,11 +297,8 @@ def fix(
         record = pipeline.write(fixes, root, report)
     except pipeline.WriteRefused as e:
         fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
-    except KeyboardInterrupt:  # it waited for the write to finish: the files are all written, the record complete
-        err.print(
-            "\n[bold]interrupted after the write finished:[/] every file was written; `torchmend undo` puts them back."
-        )
-        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except STOPPING as e:  # it waited for the write to finish: the files are all written, the record complete
+        stopped(e, "the write under way was finished first: every file was written; `torchmend undo` puts them back")
     out.print(
         f"[bold green]Wrote {len(record.files)} file{'s' * (len(record.files) != 1)}[/] "
         f"({len(accepted)} change{'s' * (len(accepted) != 1)}): "
@@ -298,6 +320,21 @@ def _check_python(path: Path, what: str) -> None:
         fail(ExitCode.SCRIPT_FAILED, f"Python rejects {what}: {e}; fix or re-encode it first")
     except OSError as e:
         fail(ExitCode.SCRIPT_NOT_FOUND, f"cannot read {path}: {e.strerror or e}")
+
+
+def _refuse_link_outside(path: Path, root: Path) -> None:
+    """A file that a symbolic link puts outside the project is read, never edited: refuse before anything is
+    run or written (the store checks again when writing)."""
+    from torchmend.cli.running import link_outside
+
+    real = link_outside(path, root)
+    if real is not None:
+        fail(
+            ExitCode.WRITE_REFUSED,
+            f"{path} leads through a symbolic link to {real}, outside the project ({root}); torchmend never "
+            "edits files outside the project, and nothing was written. Run fix where the file is, or give "
+            "--project DIR holding both",
+        )
 
 
 def _project_files(scan: Scan, root: Path) -> list[Path]:
@@ -337,24 +374,27 @@ def _verify(
     (the session keeps the changes left to write)."""
     from torchmend import pipeline
     from torchmend.cli.fixview import location, verification_view
+    from torchmend.cli.running import stop_on_signals
     from torchmend.cli.verify import show_run
 
     done = None
-    for event in pipeline.verify_rounds(
+    rounds = pipeline.verify_rounds(
         scan, fixes, root, backend=backend, repeat=repeat, rtol=rtol, atol=atol, on_run=show_run
-    ):
-        if isinstance(event, pipeline.Round):
-            out.print(verification_view(event.verification))
-            for e in event.effects:
-                what = ", ".join(f"{f.rule} at {location(f)}" for f in (e.removed or e.remaining))
-                if e.helped:
-                    out.print(Text(f"  ✓ {e.proposal.rule} change removed {what}", style="green"))
-                else:
-                    out.print(Text(f"  ✗ {e.proposal.rule} change did not remove {what}: not written", style="red"))
-        elif isinstance(event, pipeline.Retry):
-            out.print("[dim]Verifying again without the changes that did not help.[/]")
-        else:
-            done = event
+    )
+    with stop_on_signals("the verification runs were stopped; nothing was written"):
+        for event in rounds:
+            if isinstance(event, pipeline.Round):
+                out.print(verification_view(event.verification))
+                for e in event.effects:
+                    what = ", ".join(f"{f.rule} at {location(f)}" for f in (e.removed or e.remaining))
+                    if e.helped:
+                        out.print(Text(f"  ✓ {e.proposal.rule} change removed {what}", style="green"))
+                    else:
+                        out.print(Text(f"  ✗ {e.proposal.rule} change did not remove {what}: not written", style="red"))
+            elif isinstance(event, pipeline.Retry):
+                out.print("[dim]Verifying again without the changes that did not help.[/]")
+            else:
+                done = event
     assert done is not None
     if done.outcome == pipeline.REFUSED:
         fail(ExitCode.VERIFY_FAILED, "verification refused these changes; nothing was written")

@@ -10,7 +10,8 @@ import os
 import sys
 
 from torchmend.cli import fix, pr, scan, undo, verify  # noqa: F401  (each registers its commands)
-from torchmend.cli.app import app
+from torchmend.cli.app import GuardedStdout, StdoutFailed, app, stdout_failed
+from torchmend.interrupts import Stopped, describe, exit_code, install
 
 
 def run() -> None:
@@ -21,7 +22,20 @@ def run() -> None:
             stream=sys.stderr,
             format="torchmend %(levelname)s: %(message)s",
         )
+    sys.stdout = GuardedStdout(sys.stdout)  # a full or closed stdout: StdoutFailed
+    install()  # SIGTERM and SIGHUP stop torchmend the way Ctrl-C does, through the code that runs
     try:
-        app()
+        try:
+            app()  # typer turns a KeyboardInterrupt no command caught into exit 130
+        finally:
+            sys.stdout.flush()  # what is still buffered fails here, where it is handled, not at exit
     except KeyboardInterrupt:
         sys.exit(130)
+    except StdoutFailed as e:
+        sys.exit(stdout_failed(e.error))
+    except Stopped as e:  # one no command caught: nothing of torchmend's own was left half done (store defers them)
+        try:
+            print(f"torchmend: {describe(e)}", file=sys.stderr)
+        except OSError:  # SIGHUP: the terminal may be gone
+            pass
+        sys.exit(exit_code(e))

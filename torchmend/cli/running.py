@@ -3,9 +3,13 @@ exits for runs that show nothing (shared by scan and fix)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
+import typer
 from rich.console import Console
 from rich.text import Text
 
@@ -20,16 +24,32 @@ if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --hel
 
 def project_root_for(script: Path) -> Path:
     """The git work tree holding the script, else the script's directory."""
-    return project_root_of(script.parent)
+    return project_root_of(Path(os.path.abspath(script)).parent)
 
 
 def project_root_of(directory: Path) -> Path:
-    """The git work tree holding the directory, else the directory itself."""
-    directory = directory.resolve()
+    """The git work tree holding the directory, else the directory itself; found from the path as given, links
+    not followed (a link into another tree does not move the project there), then resolved."""
+    directory = Path(os.path.abspath(directory))
     for d in [directory, *directory.parents]:
         if (d / ".git").exists():
-            return d
-    return directory
+            return d.resolve()
+    return directory.resolve()
+
+
+def given_script(script: Path, args: list[str] | None, nproc_per_node: int | None) -> Path:
+    """The script's path as the command line gave it (after a torchrun command too), absolute, links not
+    resolved: the project is drawn from it, whatever the links say (RunSpec.script is resolved)."""
+    from torchmend.profiler.launch import resolve
+
+    return Path(os.path.abspath(resolve(str(script), list(args or ()), nproc_per_node).script))
+
+
+def link_outside(path: Path | str, root: Path) -> Path | None:
+    """Where `path` really is, when a symbolic link (of the file or of a folder on its way) puts it outside the
+    project `root`; else None. torchmend reads such a file but never edits it."""
+    real = Path(os.path.realpath(path))
+    return None if real.is_relative_to(root.resolve()) else real
 
 
 def check_script(script: Path) -> None:
@@ -97,9 +117,10 @@ def profile(
     before-run)."""
     from torchmend.cli.render import ENDED_BY
 
-    result = scan_with_progress(
-        spec, root, live, label, keep_events=keep_events, console=console, own_caches=own_caches
-    )
+    with stop_on_signals("the script was stopped; nothing was written"):
+        result = scan_with_progress(
+            spec, root, live, label, keep_events=keep_events, console=console, own_caches=own_caches
+        )
     outcome = result.outcome
     if show_output and outcome.output_tail:
         err.rule("script output (tail)")
@@ -117,8 +138,6 @@ def profile(
             f"could not install the compile-event collector: {outcome.end.get('error')}",
             outcome.end.get("traceback", ""),
         )
-    if outcome.ended_by == "interrupted":
-        fail(ExitCode.SCRIPT_FAILED, "interrupted")
     if not result.compiled:
         if result.failed:
             fail(
@@ -138,6 +157,26 @@ def profile(
             "Check that it calls torch.compile on the code that runs, or raise the budget.",
         )
     return result
+
+
+@contextlib.contextmanager
+def stop_on_signals(what: str) -> Iterator[None]:
+    """Ctrl-C, SIGTERM or SIGHUP in the block (torchmend.interrupts): the runner has already stopped the script
+    and removed its folders; say so in one line (`what`: what became of the work) and exit 130, 143 or 129."""
+    from torchmend.interrupts import STOPPING
+
+    try:
+        yield
+    except STOPPING as e:
+        stopped(e, what)
+
+
+def stopped(exc: BaseException, what: str) -> NoReturn:
+    from torchmend.interrupts import describe, exit_code
+
+    with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+        err.print(f"[bold red]torchmend:[/] {describe(exc)}: {what}")
+    raise typer.Exit(exit_code(exc))
 
 
 def warn_failed_after_compile(p: Scan) -> None:

@@ -111,7 +111,7 @@ def verify(
     """
     from torchmend import pipeline
     from torchmend.cli.fixview import verification_view
-    from torchmend.cli.running import project_root_for, run_spec
+    from torchmend.cli.running import project_root_for, run_spec, stop_on_signals
     from torchmend.sources import read_source
     from torchmend.verify.patch import PatchError, apply_patch, from_directory
 
@@ -133,7 +133,8 @@ def verify(
         except SyntaxError as e:
             fail(ExitCode.USAGE, f"the patched {path} has a syntax error at line {e.lineno}: {e.msg}")
     after = replace(before, overlay=tuple(texts.items()))
-    v, b, a = pipeline.verify(before, after, root, repeat, rtol, atol, on_run=show_run)
+    with stop_on_signals("the runs were stopped"):
+        v, b, a = pipeline.verify(before, after, root, repeat, rtol, atol, on_run=show_run)
     if all(r.summary.compiles == 0 for r in b):
         fail(ExitCode.NOTHING_COMPILED, "the original script compiled nothing: there is nothing to compare")
     command = "torchmend " + " ".join(shlex.quote(x) for x in sys.argv[1:])

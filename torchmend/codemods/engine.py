@@ -71,7 +71,7 @@ def apply(source: SourceFile, proposals: Sequence[Proposal]) -> str:
         for module, name in sorted(imports, key=lambda i: (i[0], i[1] or "")):
             AddImportsVisitor.add_needed_import(context, module, name)
         tree = AddImportsVisitor(context).transform_module(tree)
-    return tree.code
+    return source.restore(tree.code)  # a large file: libcst saw a window of it
 
 
 def unified_diff(display: str, before: str, after: str) -> str:
@@ -112,6 +112,8 @@ class Session:
         self, findings: Iterable[Finding], select: list[str] | None = None, ignore: list[str] | None = None
     ) -> list[Result]:
         """A Proposal or a NoFix for every finding; findings that one edit fixes together share a Proposal."""
+        findings = list(findings)
+        self.ctx.focus(findings)  # a large file is parsed around these lines
         results: list[Result] = []
         for f in findings:
             results.append(self._propose_one(f, select, ignore))

@@ -8,7 +8,7 @@ found by position (PositionProvider), never by regex; names by QualifiedNameProv
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar, cast, overload
@@ -26,6 +26,9 @@ from libcst.metadata import (
 )
 from libcst.metadata.base_provider import LazyValue
 
+from torchmend.codemods.window import is_large, window
+from torchmend.model import Finding
+
 N = TypeVar("N", bound=cst.CSTNode)
 
 
@@ -34,11 +37,13 @@ class SourceError(Exception):
 
 
 class SourceFile:
-    def __init__(self, path: str, text: str) -> None:
+    def __init__(self, path: str, text: str, focus: Collection[int] = ()) -> None:
+        """`focus`: the lines findings point at; a large file is parsed around them (torchmend/codemods/window.py)."""
         self.path = path
         self.text = text
+        self._window = window(text, focus) if is_large(text) else None
         try:
-            parsed = cst.parse_module(text)
+            parsed = cst.parse_module(self._window.text if self._window else text)
         except cst.ParserSyntaxError as e:
             raise SourceError(f"{path} does not parse: {e.message} (line {e.raw_line})") from e
         # unsafe_skip_copy: the wrapper's module *is* `parsed`, so proposals and the engine share node identities.
@@ -48,6 +53,17 @@ class SourceFile:
         self.parents: dict[cst.CSTNode, cst.CSTNode] = dict(self.wrapper.resolve(ParentNodeProvider))
         self._qnames = self.wrapper.resolve(QualifiedNameProvider)
         self.scopes = self.wrapper.resolve(ScopeProvider)
+        if self._window is not None:  # a stub is no statement of the file: no line finds it
+            stubs = self._window.stub_texts
+            for stmt in self.module.body:
+                if m.matches(stmt, m.SimpleStatementLine([m.Expr(m.SimpleString())])):
+                    string = cast(cst.Expr, cast(cst.SimpleStatementLine, stmt).body[0]).value
+                    if cast(cst.SimpleString, string).value in stubs:
+                        del self.positions[stmt]
+
+    def restore(self, code: str) -> str:
+        """The file's text for this module's (changed) code: in a large file, the left-out text put back."""
+        return self._window.restore(code) if self._window else code
 
     # --- positions ----------------------------------------------------------------------------------
 
@@ -190,6 +206,15 @@ class Context:
 
     def __post_init__(self) -> None:
         self._files: dict[str, SourceFile] = {}
+        self._focus: dict[str, set[int]] = {}
+
+    def focus(self, findings: Iterable[Finding]) -> None:
+        """The lines these findings point at, per file: in a large file, the part libcst parses (window.py).
+        Call before the files are read."""
+        for f in findings:
+            for loc in (f, f.user_frame, f.call_site, f.compiled_function):
+                if loc is not None and loc.path:
+                    self._focus.setdefault(os.path.realpath(loc.path), set()).add(loc.line)
 
     def file(self, path: str) -> SourceFile:
         path = os.path.realpath(path)
@@ -198,7 +223,7 @@ class Context:
                 text = self.read(path)
             except OSError as e:
                 raise SourceError(f"cannot read {path}: {e.strerror or e}") from e
-            self._files[path] = SourceFile(path, text)
+            self._files[path] = SourceFile(path, text, self._focus.get(path, ()))
         return self._files[path]
 
     def in_project(self, path: str) -> bool:

@@ -5,6 +5,7 @@ Never imports torch: the user's script, and torch with it, live only in the chil
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchmend.interrupts import STOPPING, shielded
 from torchmend.profiler.events import (
     CHILD_ENV,
     COMPILE_END,
@@ -85,7 +87,7 @@ class Progress:
 @dataclass
 class RunOutcome:
     events: list[dict[str, Any]]
-    ended_by: str  # finished | steps | timeout | error | exit | killed | no_torch | interrupted
+    ended_by: str  # finished | steps | timeout | error | exit | killed | no_torch | internal_error
     returncode: int | None
     wall_s: float
     output_tail: str
@@ -110,23 +112,34 @@ def _tail(path: Path, max_lines: int = 30) -> str:
 
 
 def _stop(proc: subprocess.Popen[bytes], workers: AbstractSet[int] = frozenset()) -> None:
-    """Stop the child and everything it started (its own process group), and torchrun's workers, which
-    torchrun starts in sessions of their own."""
-    for sig, wait in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, 5.0)):
-        for pid in workers:
+    """Stop the child and everything it started (its own process group), and torchrun's workers, which torchrun
+    starts in sessions of their own: SIGTERM, a grace period for the child to end, then SIGKILL for whatever is
+    left of the groups (a subprocess that ignores SIGTERM, or that outlives its parent, is stopped too)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pgid in (*workers, proc.pid):
             try:
-                os.killpg(pid, sig)
+                os.killpg(pgid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
+        if sig == signal.SIGTERM:
+            _exited(proc, _TERM_GRACE_S)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5.0)
+
+
+def _exited(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Wait up to `timeout` for the child to end, without reaping it: while it is a zombie its pid, which is its
+    process group's id, cannot be taken by a new process, so the SIGKILL after this reaches its group only."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.returncode is None:
         try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return
+        except (AttributeError, ChildProcessError):  # no waitid on this system, or reaped already
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        time.sleep(0.05)
 
 
 def _rank_of(path: Path) -> int | None:
@@ -177,7 +190,9 @@ def run(
     on_progress: Callable[[Progress], None] | None = None,
     keep_dir: Path | None = None,
 ) -> RunOutcome:
-    """Run the script in a child process and return what it showed. Blocks until the run ends."""
+    """Run the script in a child process and return what it showed. Blocks until the run ends. Ctrl-C,
+    SIGTERM or SIGHUP (raised as KeyboardInterrupt or interrupts.Stopped) stop the child's process group and
+    remove the run's folder, and are raised on."""
     workdir = Path(tempfile.mkdtemp(prefix="torchmend-run-"))
     events_path = workdir / "events.jsonl"
     log_path = workdir / "output.log"
@@ -207,51 +222,55 @@ def run(
     progress = Progress()
     tails: dict[Path, EventTail] = {}
     workers: set[int] = set()
-    timed_out = interrupted = False
+    timed_out = False
     t0 = time.monotonic()
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            spec.command(),
-            cwd=str(spec.cwd or Path.cwd()),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # so a timeout can stop the script's own subprocesses too
-        )
-        try:
-            while proc.poll() is None:
-                time.sleep(_POLL_S)
-                progress.elapsed_s = time.monotonic() - t0
-                for path in workdir.glob("events*.jsonl"):
-                    for ev in tails.setdefault(path, EventTail(path)).new():
-                        progress.update(ev)
-                        if ev.get("ev") == "start" and spec.ranked and ev.get("pid"):
-                            workers.add(ev["pid"])
-                if on_progress:
-                    on_progress(progress)
-                if spec.timeout is not None and progress.elapsed_s > spec.timeout:
-                    timed_out = True
+    try:
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                spec.command(),
+                cwd=str(spec.cwd or Path.cwd()),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # so a timeout or a signal can stop the script's own subprocesses too
+            )
+            try:
+                while proc.poll() is None:
+                    time.sleep(_POLL_S)
+                    progress.elapsed_s = time.monotonic() - t0
+                    for path in workdir.glob("events*.jsonl"):
+                        for ev in tails.setdefault(path, EventTail(path)).new():
+                            progress.update(ev)
+                            if ev.get("ev") == "start" and spec.ranked and ev.get("pid"):
+                                workers.add(ev["pid"])
+                    if on_progress:
+                        on_progress(progress)
+                    if spec.timeout is not None and progress.elapsed_s > spec.timeout:
+                        timed_out = True
+                        _stop(proc, workers)
+            except STOPPING:
+                # Ctrl-C, SIGTERM or SIGHUP (torchmend.interrupts): the child is in a session of its own, so
+                # nothing else stops it. Stop it and everything it started, then let the stop go on up.
+                with shielded():
                     _stop(proc, workers)
-        except KeyboardInterrupt:
-            interrupted = True
-            _stop(proc, workers)
-    wall = time.monotonic() - t0
-    events, ends = _collect(workdir)
-    end = _deciding_end(spec, events, ends)
-    if interrupted:
-        ended_by = "interrupted"
-    elif timed_out and (not end or end.get("reason") == "timeout"):
-        ended_by = "timeout"
-    elif end:
-        ended_by = end.get("reason", "finished")
-    else:
-        ended_by = "killed"  # died without a word: a signal, the OOM killer, os._exit in user code
-    outcome = RunOutcome(events, ended_by, proc.returncode, wall, _tail(log_path), end)
-    if keep_dir is not None:
-        keep_dir.mkdir(parents=True, exist_ok=True)
-        for src in (*workdir.glob("events*.jsonl"), log_path):
-            if src.exists():
-                shutil.copy(src, keep_dir / src.name)
-    shutil.rmtree(workdir, ignore_errors=True)
+                raise
+        wall = time.monotonic() - t0
+        events, ends = _collect(workdir)
+        end = _deciding_end(spec, events, ends)
+        if timed_out and (not end or end.get("reason") == "timeout"):
+            ended_by = "timeout"
+        elif end:
+            ended_by = end.get("reason", "finished")
+        else:
+            ended_by = "killed"  # died without a word: a signal, the OOM killer, os._exit in user code
+        outcome = RunOutcome(events, ended_by, proc.returncode, wall, _tail(log_path), end)
+        if keep_dir is not None:
+            keep_dir.mkdir(parents=True, exist_ok=True)
+            for src in (*workdir.glob("events*.jsonl"), log_path):
+                if src.exists():
+                    shutil.copy(src, keep_dir / src.name)
+    finally:
+        with shielded():
+            shutil.rmtree(workdir, ignore_errors=True)
     return outcome

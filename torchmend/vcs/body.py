@@ -230,7 +230,7 @@ def commit_message(summary: str, paths: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def branch_name(summary: str, files: Mapping[str, str]) -> str:
+def branch_name(summary: str, files: Mapping[str, str | bytes]) -> str:
     """torchmend/<rules>-<first file's stem>-<hash of the changed texts>: the same fix gets the same branch."""
     codes = sorted({r.lower() for r, _ in fixes_of(summary) if re.fullmatch(r"TM\d{3}", r)})
     parts = codes[:3] + (["more"] if len(codes) > 3 else [])
@@ -238,7 +238,8 @@ def branch_name(summary: str, files: Mapping[str, str]) -> str:
     stem = re.sub(r"[^a-z0-9]+", "-", first.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()).strip("-")[:24]
     digest = hashlib.sha256()
     for path in sorted(files):
-        digest.update(path.encode() + b"\0" + files[path].encode() + b"\0")
+        data = files[path]
+        digest.update(path.encode() + b"\0" + (data if isinstance(data, bytes) else data.encode()) + b"\0")
     slug = "-".join([*parts, stem or "fix", digest.hexdigest()[:7]])
     return f"torchmend/{slug}"
 

@@ -26,7 +26,8 @@ AUTH, NOT_FOUND, INVALID, UNREACHABLE = "auth", "not_found", "invalid", "unreach
 
 class ForgeError(Exception):
     """An API call failed. `kind` is AUTH (401, 403), NOT_FOUND (404), INVALID (422 and other 4xx, 3xx) or
-    UNREACHABLE (network, timeout, 5xx); the message holds the status and what the server said (redacted)."""
+    UNREACHABLE (network, timeout, 5xx, an answer that is not what GitHub sends); the message holds the status
+    and what the server said (redacted)."""
 
     def __init__(self, kind: str, status: int | None, message: str) -> None:
         self.kind = kind
@@ -94,7 +95,7 @@ class GitHub:
             {"head": f"{owner}:{branch}", "state": "open", "per_page": "10"},
         )
         if not isinstance(data, list):
-            raise ForgeError(INVALID, 200, "the API answered the pull request list with something else")
+            raise ForgeError(UNREACHABLE, 200, "the API answered the pull request list with something else")
         return [_pull(p) for p in data]
 
     def create_pull(
@@ -130,17 +131,26 @@ class GitHub:
         try:
             with self._opener.open(req, timeout=self._timeout) as resp:
                 raw = resp.read()
+                status = resp.status
         except urllib.error.HTTPError as e:
             raise self._http_error(e, where) from None
         except (TimeoutError, urllib.error.URLError, OSError, http.client.HTTPException) as e:
             reason = getattr(e, "reason", None) or e
-            raise ForgeError(
-                UNREACHABLE, None, self._redact(f"could not reach the API at {self.api_url} ({reason})")
-            ) from None
+            if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+                said = f"{where} got no answer within {self._timeout:g} s (timed out)"
+            else:
+                said = f"could not reach the API at {self.api_url} ({reason})"
+            raise ForgeError(UNREACHABLE, None, self._redact(said)) from None
         try:
             return json.loads(raw.decode("utf-8")) if raw else None
         except ValueError:
-            raise ForgeError(INVALID, None, f"{where}: the answer is not JSON") from None
+            # A proxy's or a login page's HTML, or a cut-off answer: the API failed, whatever the status says.
+            shown = " ".join(raw.decode("utf-8", "replace").split())[:120]
+            raise ForgeError(
+                UNREACHABLE,
+                status,
+                self._redact(f"{where} answered {status} with something that is not JSON: {shown!r}"),
+            ) from None
 
     def _http_error(self, e: urllib.error.HTTPError, where: str) -> ForgeError:
         status = e.code
@@ -191,7 +201,7 @@ def _said(e: urllib.error.HTTPError) -> str:
 
 def _pull(data: Any) -> PullRequest:
     if not isinstance(data, dict) or "number" not in data:
-        raise ForgeError(INVALID, None, "the API answered without a pull request number")
+        raise ForgeError(UNREACHABLE, None, "the API answered without a pull request number")
     head = data.get("head") or {}
     base = data.get("base") or {}
     return PullRequest(

@@ -140,10 +140,11 @@ class Git:
         line = self.out("ls-tree", rev, "--", path)
         return line.split()[0] if line else None
 
-    def hash_text(self, path: str, text: str, write: bool = False) -> str:
-        """The blob id `text` would have as `path` (the path's clean filters applied, e.g. autocrlf)."""
+    def hash_text(self, path: str, text: str | bytes, write: bool = False) -> str:
+        """The blob id `text` (bytes as they are, a str as UTF-8) would have as `path` (the path's clean filters
+        applied, e.g. autocrlf)."""
         args = ["hash-object", "--stdin", f"--path={path}"] + (["-w"] if write else [])
-        return self.out(*args, input=text.encode("utf-8"))
+        return self.out(*args, input=text if isinstance(text, bytes) else text.encode("utf-8"))
 
     def commit_message(self, rev: str) -> str:
         return self.out("log", "-1", "--format=%B", rev)
@@ -155,8 +156,9 @@ class Git:
 
     # -- the commit ------------------------------------------------------------------------------------------
 
-    def commit_files(self, parent: str, files: Mapping[str, str], message: str) -> str:
-        """A commit on top of `parent` whose tree is parent's with `files` (path -> text) replaced.
+    def commit_files(self, parent: str, files: Mapping[str, str | bytes], message: str) -> str:
+        """A commit on top of `parent` whose tree is parent's with `files` (path -> bytes, or text as UTF-8)
+        replaced.
 
         Uses a temporary index, so the user's index and working tree stay as they are. Returns the commit id.
         """

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from torchmend.sources import Encoding, decode
 from torchmend.vcs import body as md
 from torchmend.vcs.forge import AUTH, INVALID, NOT_FOUND, UNREACHABLE, ForgeError, GitHub, check_api_url
 from torchmend.vcs.git import Git, GitError
@@ -74,7 +75,7 @@ class Plan:
     api_url: str
     remote: str
     remote_url: str  # for display: no credentials
-    files: dict[str, str]  # path relative to the top -> text to commit
+    files: dict[str, bytes]  # path relative to the top -> bytes to commit (the file's own encoding, BOM kept)
     title: str
     message: str
     body: str
@@ -98,16 +99,26 @@ class PrResult:
         return self.plan.branch
 
 
+def api_timeout() -> float:
+    """Seconds to wait for each answer of the API: $TORCHMEND_API_TIMEOUT, else 30."""
+    try:
+        return max(0.1, float(os.environ.get("TORCHMEND_API_TIMEOUT", "") or 30))
+    except ValueError:
+        return 30.0
+
+
 def redactor(token: str) -> Callable[[str], str]:
     if len(token) < 4:
         return lambda s: s
     return lambda s: s.replace(token, "***")
 
 
-def _read(path: str) -> str | None:
+def _read(path: str) -> tuple[bytes, str, Encoding] | None:
+    """A source's bytes, its text and its encoding, read as Python reads it (PEP 263 coding line, BOM)."""
     try:
-        return Path(path).read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        data = Path(path).read_bytes()
+        return (data, *decode(data, path))
+    except OSError:  # sources.NotSource too
         return None
 
 
@@ -244,7 +255,7 @@ def plan(
 
     # The files: inside the repository, still as the fix left them, committed as the fix found them.
     top_real = os.path.realpath(top)
-    files: dict[str, str] = {}
+    files: dict[str, bytes] = {}
     diffs: dict[str, str] = {}
     already: list[str] = []
     for path, (before, after) in sorted(record.files.items()):
@@ -253,13 +264,16 @@ def plan(
         if rel == os.curdir or rel.startswith(os.pardir + os.sep) or rel == os.pardir:
             raise PrError(NOT_A_REPO, f"{path} (changed by the fix) is outside the git repository at {top}.")
         rel = rel.replace(os.sep, "/")
-        if _read(path) != after:
+        # Compared as text, committed as bytes: in the file's own encoding (a coding line, a BOM), as on disk.
+        read = _read(path)
+        if read is None or read[1] != after:
             raise PrError(
                 DIRTY,
                 f"{rel} was edited after the fix (or the fix was undone): the pull request would "
                 "not hold what torchmend wrote and verified. Run `torchmend fix` again on the current "
                 "version, then `torchmend pr`.",
             )
+        after_bytes, before_bytes = read[0], read[2].encode(before)
         in_head = git.blob_of("HEAD", rel)
         if in_head is None:
             raise PrError(
@@ -267,17 +281,17 @@ def plan(
                 f"{rel} is not in the last commit (HEAD): commit it as it was before the fix "
                 "first, so the pull request holds torchmend's change alone.",
             )
-        if in_head == git.hash_text(rel, after):
+        if in_head == git.hash_text(rel, after_bytes):
             already.append(rel)
             continue
-        if in_head != git.hash_text(rel, before):
+        if in_head != git.hash_text(rel, before_bytes):
             raise PrError(
                 DIRTY,
                 f"{rel} had changes of yours that were not committed when the fix ran: the "
                 "commit would carry them too. Commit your own changes to it first (`git add -p`, "
                 "leaving torchmend's out), then run `torchmend pr` again.",
             )
-        files[rel] = after
+        files[rel] = after_bytes
         diffs[rel] = md.unified_diff(rel, before, after)
     if already and not files:
         raise PrError(
@@ -381,7 +395,7 @@ def ship(
         lines.append(redact(s))
         log(redact(s))
 
-    gh = GitHub(p.api_url, token, redact)
+    gh = GitHub(p.api_url, token, redact, timeout=api_timeout())
     owner, name = p.repo.owner, p.repo.name
     try:
         existing_prs = gh.open_pulls(owner, name, p.branch)
@@ -481,6 +495,11 @@ def _api_error(e: ForgeError, p: Plan, options: PrOptions, left: str) -> PrError
             f"GitHub refused the request as invalid ({e.status or 'bad answer'}). Common causes: the base "
             f"branch {p.base!r} does not exist on GitHub (choose it with --base), or the branch has no "
             "change against it."
+        )
+    elif e.status is not None and e.status < 300:
+        what = (
+            f"the GitHub API at {p.api_url} answered with something GitHub does not send (a proxy or a login "
+            "page in the way?): check the network and --api-url."
         )
     else:
         what = f"the GitHub API at {p.api_url} could not be reached or failed: check the network and --api-url."
