@@ -320,7 +320,7 @@ RULES: tuple[Rule, ...] = (
         "TM111",
         GRAPH_BREAK,
         "data-dependent-operator",
-        "operator whose output shape or value depends on tensor data (nonzero, .item() inside an op)",
+        "operator whose output depends on tensor data (nonzero, unique, .item() in an op)",
     ),
     Rule(
         "TM199",
