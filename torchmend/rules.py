@@ -421,6 +421,7 @@ Fix safety:
 """,
     ),
 )
+RULES = tuple(sorted(RULES, key=lambda r: r.code))  # listed by code, whatever order they were added in
 
 BY_CODE: dict[str, Rule] = {r.code: r for r in RULES}
 
