@@ -212,7 +212,7 @@ def test_fix_with_ranks_verifies_on_both_ranks(tmp_path: Path) -> None:
             "--verify-backend",
             "aot_eager",
             "--timeout",
-            "120",
+            "60",
             cwd=tmp_path,
             env=FAST,
         )
