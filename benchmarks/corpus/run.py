@@ -82,8 +82,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument(
         "--torch-index-url",
-        default=TORCH_CPU_INDEX,
-        help="where pip finds torch when the venv is created ('' for PyPI; default: the CPU wheels)",
+        default="",
+        help="where pip finds torch when the venv is created (default '': pip's configured index with the exact "
+        f"pin, as dev.py does; {TORCH_CPU_INDEX} for PyTorch's CPU wheels)",
     )
     ap.add_argument(
         "--torchmend",
