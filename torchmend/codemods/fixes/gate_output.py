@@ -20,8 +20,9 @@ from torchmend.codemods.analysis.entry import compile_site_for
 from torchmend.codemods.analysis.loggers import logging_call
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.compile_config.settings import add_member, has_member
+from torchmend.codemods.gating import already_gated, gate
 from torchmend.codemods.source import Context, SourceError, SourceFile
-from torchmend.codemods.torch_ops import IS_COMPILING, LOG_METHODS, NOT_TENSOR_ATTRS
+from torchmend.codemods.torch_ops import LOG_METHODS, NOT_TENSOR_ATTRS
 from torchmend.model import Finding, Where
 
 REORDER = "reorderable_logging_functions"
@@ -94,17 +95,6 @@ def _reorder(finding: Finding, ctx: Context, src: SourceFile, call: cst.Call, wh
     )
 
 
-def _already_gated(src: SourceFile, stmt: cst.CSTNode) -> bool:
-    for anc in src.ancestors(stmt):
-        if isinstance(anc, cst.If):
-            for call in src.nodes_in(anc.test, cst.Call):
-                if src.qualified_names(call.func) & IS_COMPILING:
-                    return True
-        if isinstance(anc, cst.FunctionDef):
-            return False
-    return False
-
-
 def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
     path, line = finding.path, finding.line
     if finding.where != Where.PROJECT:  # its line is the library's: never edit it
@@ -131,7 +121,7 @@ def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
     calls = [n for n in src.nodes_in(stmt, cst.Call) if is_target(src, n)]
     if not calls:
         return NoFix(finding, f"no {what} call at line {line}")
-    if _already_gated(src, stmt):
+    if already_gated(src, stmt):
         return NoFix(finding, f"the {what} call is already gated by is_compiling()", skipped=True)
     if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr) or stmt.body[0].value is not calls[0]:
         reordered = _reorder(finding, ctx, src, calls[0], what)  # a print inside an expression can still be kept
@@ -142,12 +132,7 @@ def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
             f"the {what} call is part of a larger statement; move it to a statement of its own first",
             "gate it with `if not torch.compiler.is_compiling():` by hand",
         )
-    is_compiling, imports = src.torch_expr("compiler.is_compiling")
-    gated = cst.If(
-        test=cst.UnaryOperation(cst.Not(), cst.Call(is_compiling)),
-        body=cst.IndentedBlock([stmt.with_changes(leading_lines=[])]),
-        leading_lines=stmt.leading_lines,
-    )
+    gated, imports = gate(src, stmt)
     return Proposal(
         (finding,),
         finding.rule,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.source import Context, SourceFile
-from torchmend.codemods.torch_ops import IS_COMPILING
+from torchmend.codemods.gating import already_gated, gate
+from torchmend.codemods.source import Context
 from torchmend.model import Finding, Where
 
 _ADVICE = (
@@ -26,13 +26,6 @@ def _switch(small: cst.BaseSmallStatement) -> tuple[cst.BaseExpression, cst.Base
         if isinstance(call.func, cst.Attribute) and call.func.attr.value == "requires_grad_":
             return call.func.value, call.args[0].value if call.args else None
     return None
-
-
-def _gated(src: SourceFile, stmt: cst.CSTNode) -> bool:
-    return any(
-        isinstance(a, cst.If) and any(src.is_qualified(c.func, *IS_COMPILING) for c in src.nodes_in(a.test, cst.Call))
-        for a in src.ancestors(stmt)
-    )
 
 
 class GateRequiresGrad(Codemod):
@@ -141,7 +134,7 @@ class GateRequiresGrad(Codemod):
                 "gradients to a tensor that should have none",
                 "stop the gradient with `t = t.detach()` instead",
             )
-        if _gated(src, stmt):
+        if already_gated(src, stmt):
             return NoFix(finding, "the line is already gated by is_compiling()", skipped=True)
         name = src.code(tensor)
         fn = src.enclosing(stmt, cst.FunctionDef)
@@ -162,12 +155,7 @@ class GateRequiresGrad(Codemod):
         params = {p.name.value for p in fn.params.params} if fn is not None else set()
         if isinstance(tensor, cst.Name) and tensor.value in params:
             notes.append(f"`{name}` is an argument: a caller that reads its .grad gets None under compile")
-        is_compiling, imports = src.torch_expr("compiler.is_compiling")
-        gated = cst.If(
-            test=cst.UnaryOperation(cst.Not(), cst.Call(is_compiling)),
-            body=cst.IndentedBlock([stmt.with_changes(leading_lines=[])]),
-            leading_lines=stmt.leading_lines,
-        )
+        gated, imports = gate(src, stmt)
         return Proposal(
             (finding,),
             finding.rule,
