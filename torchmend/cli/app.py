@@ -29,8 +29,17 @@ err = Console(stderr=True, highlight=False)
 
 
 class Format(str, Enum):
-    table = "table"
-    json = "json"
+    """How a command that reports findings prints them (docs/formats.md)."""
+
+    table = "table"  # for people: grouped by file
+    json = "json"  # torchmend's own schema (docs/scan-json.md)
+    sarif = "sarif"  # SARIF 2.1.0, for code scanning (torchmend/cli/formats/sarif.py)
+    github = "github"  # GitHub Actions workflow commands: annotations on the lines (torchmend/cli/formats/github.py)
+
+    @property
+    def for_people(self) -> bool:
+        """Whether stdout is for a person: otherwise it carries the report alone, and progress goes to stderr."""
+        return self is Format.table
 
 
 def _version(value: bool) -> None:

@@ -11,7 +11,7 @@ import typer
 from rich.text import Text
 
 from torchmend.cli import options as o
-from torchmend.cli.app import app, err, fail, out, write_stdout
+from torchmend.cli.app import Format, app, err, fail, out, write_stdout
 from torchmend.cli.exitcodes import ExitCode
 from torchmend.cli.verify import Atol, Repeat, Rtol, Seed
 from torchmend.verify.numerics import ATOL, RTOL
@@ -99,6 +99,15 @@ def fix(
     check: Annotated[
         bool, typer.Option("--check", help="Write nothing; list the changes and exit 6 when there are any (for CI).")
     ] = False,
+    format: Annotated[
+        Format,
+        typer.Option(
+            "--format",
+            "-f",
+            help="With --check: how to list them: table, sarif (SARIF 2.1.0: every finding, each change as its "
+            "fix) or github (workflow annotations); see docs/formats.md.",
+        ),
+    ] = Format.table,
     no_verify: Annotated[bool, typer.Option("--no-verify", help="Write without verifying the changes first.")] = False,
     verify_backend: Annotated[
         Optional[str],
@@ -186,6 +195,10 @@ def fix(
             "stdin is not a terminal, so fix cannot ask about each change: use --yes (apply the "
             "safe changes), --diff (print them) or --check (exit 6 when there are any)",
         )
+    if not format.for_people and not check:
+        fail(ExitCode.USAGE, f"--format {format.value} goes with --check (the other modes print a diff or ask)")
+    if format is Format.json:
+        fail(ExitCode.USAGE, "fix --check has no JSON report: use --format sarif (or scan --format json)")
     if pr and (diff or check):
         fail(ExitCode.USAGE, "--pr ships what fix writes: it does not go with --diff or --check")
     trace = from_trace is not None and script is None
@@ -206,7 +219,7 @@ def fix(
     if pr_options is not None:
         check_pull_request(root, pr_options)
     _check_journal(root, writes=not (diff or check))
-    ui = err if diff else out  # with --diff, stdout carries the patch alone
+    ui = err if diff or not format.for_people else out  # with --diff or a --format, stdout carries it alone
     if trace:
         before = profile_trace(from_trace, root, path_map, console=ui)  # type: ignore[arg-type]
     else:
@@ -241,7 +254,12 @@ def fix(
     display = fixes.where
 
     if check:
-        print_proposal_list(out, proposals, display)
+        if format.for_people:
+            print_proposal_list(out, proposals, display)
+        else:
+            from torchmend.cli import formats
+
+            print(formats.report(format, before.findings, root, formats.text_fixes(fixes)), end="")
         raise typer.Exit(int(ExitCode.FINDINGS) if proposals else 0)
     if not proposals:
         ui.print("[green]Nothing to change.[/]")

@@ -27,7 +27,10 @@ def scan(
     format: Annotated[
         Format,
         typer.Option(
-            "--format", "-f", help="table (grouped by file) or json (schema torchmend.scan/1, see docs/scan-json.md)."
+            "--format",
+            "-f",
+            help="table (grouped by file), json (schema torchmend.scan/1, docs/scan-json.md), sarif (SARIF 2.1.0 for "
+            "code scanning, with the proposed fixes) or github (workflow annotations); see docs/formats.md.",
         ),
     ] = Format.table,
     fail_on_findings: Annotated[
@@ -61,7 +64,7 @@ def scan(
 
     if from_trace is not None and script is None:
         root = (project or project_root_of(Path.cwd())).resolve()
-        result = profile_trace(from_trace, root, path_map, console=err if format is Format.json else out)
+        result = profile_trace(from_trace, root, path_map, console=out if format.for_people else err)
         spec = None
     else:
         spec = run_spec(script, args, nproc_per_node, from_trace, steps=steps, timeout=timeout, backend=backend)
@@ -71,9 +74,10 @@ def scan(
         result = profile(
             spec,
             root,
-            live=format is Format.table and out.is_terminal,
+            live=format.for_people and out.is_terminal,
             show_output=show_output,
             keep_events=keep_events,
+            console=out if format.for_people else err,
         )
     if format is Format.json:
         print(
@@ -90,8 +94,12 @@ def scan(
                 indent=2,
             )
         )
-    else:
+    elif format is Format.table:
         print_scan(out, result.findings, result.summary)
+    else:
+        from torchmend.cli.formats import report
+
+        print(report(format, result.findings, root, run_properties={"summary": result.summary.to_json()}), end="")
     if result.failed:
         warn_failed_after_compile(result)
         raise typer.Exit(int(ExitCode.SCRIPT_FAILED_AFTER_COMPILE))

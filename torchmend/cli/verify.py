@@ -28,6 +28,7 @@ class VerifyFormat(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
+    github = "github"  # one workflow command with the verdict (docs/formats.md)
 
 
 Repeat = Annotated[
@@ -96,7 +97,13 @@ def verify(
     nproc_per_node: o.NprocPerNode = None,
     project: o.Project = None,
     format: Annotated[
-        VerifyFormat, typer.Option("--format", "-f", help="table, json, or markdown (the block a pull request shows).")
+        VerifyFormat,
+        typer.Option(
+            "--format",
+            "-f",
+            help="table, json, markdown (the block a pull request shows), or github (the verdict as a workflow "
+            "annotation).",
+        ),
     ] = VerifyFormat.table,
 ) -> None:
     """Run SCRIPT as it is and with a patch, with the same seed, budget and backend, each run in its own
@@ -149,6 +156,14 @@ def verify(
         from torchmend.verify.report import markdown as render_markdown
 
         print(render_markdown(v, command))
+    elif format is VerifyFormat.github:
+        from torchmend.cli.formats.github import verdict_command
+        from torchmend.verify.report import rows
+
+        lines = [f"{label}: {b} → {a}" for label, b, a, _ in rows(v)]
+        if v.numerics is not None:
+            lines.append(f"numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics.describe()}")
+        print(verdict_command(v.verdict, [*v.reasons, *lines, *(f"note: {n}" for n in v.notes)]), end="")
     else:
         out.print(verification_view(v))
     raise typer.Exit(exit_code(v))
