@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -11,7 +12,7 @@ import typer
 from rich.text import Text
 
 from torchmend.cli import options as o
-from torchmend.cli.app import Format, app, err, fail, out, write_stdout
+from torchmend.cli.app import app, err, fail, out, write_stdout
 from torchmend.cli.exitcodes import ExitCode
 from torchmend.cli.verify import Atol, Repeat, Rtol, Seed
 from torchmend.verify.numerics import ATOL, RTOL
@@ -20,6 +21,14 @@ if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --hel
     from torchmend.codemods.review import Decision
     from torchmend.pipeline import Fixes, Scan
     from torchmend.verify.compare import Verification
+
+
+class CheckFormat(str, Enum):
+    """How `fix --check` lists what it would change (docs/formats.md). No json: scan --format json has the findings."""
+
+    table = "table"
+    sarif = "sarif"
+    github = "github"
 
 
 def _ask(index: int, total: int) -> str:
@@ -100,14 +109,14 @@ def fix(
         bool, typer.Option("--check", help="Write nothing; list the changes and exit 6 when there are any (for CI).")
     ] = False,
     format: Annotated[
-        Format,
+        CheckFormat,
         typer.Option(
             "--format",
             "-f",
             help="With --check: how to list them: table, sarif (SARIF 2.1.0: every finding, each change as its "
             "fix) or github (workflow annotations); see docs/formats.md.",
         ),
-    ] = Format.table,
+    ] = CheckFormat.table,
     no_verify: Annotated[bool, typer.Option("--no-verify", help="Write without verifying the changes first.")] = False,
     verify_backend: Annotated[
         Optional[str],
@@ -188,6 +197,8 @@ def fix(
 
     if sum((yes, diff, check)) > 1:
         fail(ExitCode.USAGE, "choose one of --yes, --diff and --check")
+    if format is not CheckFormat.table and not check:
+        fail(ExitCode.USAGE, f"--format {format.value} goes with --check (the other modes print a diff or ask)")
     interactive = not (yes or diff or check)
     if interactive and not sys.stdin.isatty():
         fail(
@@ -195,10 +206,6 @@ def fix(
             "stdin is not a terminal, so fix cannot ask about each change: use --yes (apply the "
             "safe changes), --diff (print them) or --check (exit 6 when there are any)",
         )
-    if not format.for_people and not check:
-        fail(ExitCode.USAGE, f"--format {format.value} goes with --check (the other modes print a diff or ask)")
-    if format is Format.json:
-        fail(ExitCode.USAGE, "fix --check has no JSON report: use --format sarif (or scan --format json)")
     if pr and (diff or check):
         fail(ExitCode.USAGE, "--pr ships what fix writes: it does not go with --diff or --check")
     trace = from_trace is not None and script is None
@@ -219,7 +226,7 @@ def fix(
     if pr_options is not None:
         check_pull_request(root, pr_options)
     _check_journal(root, writes=not (diff or check))
-    ui = err if diff or not format.for_people else out  # with --diff or a --format, stdout carries it alone
+    ui = err if diff or format is not CheckFormat.table else out  # with --diff or a --format, stdout carries it alone
     if trace:
         before = profile_trace(from_trace, root, path_map, console=ui)  # type: ignore[arg-type]
     else:
@@ -254,12 +261,14 @@ def fix(
     display = fixes.where
 
     if check:
-        if format.for_people:
+        if format is CheckFormat.table:
             print_proposal_list(out, proposals, display)
         else:
+            from torchmend import rules
             from torchmend.cli import formats
 
-            print(formats.report(format, before.findings, root, formats.text_fixes(fixes)), end="")
+            listed = [f for f in before.findings if rules.select([f.rule], select, ignore)]
+            print(formats.report(format, listed, root, formats.text_fixes(fixes)), end="")
         raise typer.Exit(int(ExitCode.FINDINGS) if proposals else 0)
     if not proposals:
         ui.print("[green]Nothing to change.[/]")
