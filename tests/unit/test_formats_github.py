@@ -12,8 +12,9 @@ from test_formats_sarif import recorded_findings
 
 from torchmend import pipeline
 from torchmend.cli.formats import report, text_fixes, to_github
-from torchmend.cli.formats.github import command, escape_data, escape_property, verdict_command
+from torchmend.cli.formats.github import command, escape_data, escape_property, verdict_command, verification
 from torchmend.model import Finding, Kind, Location, Severity, Where
+from torchmend.verify.compare import Metric, Stat, Verification
 
 # What the runner does with a line (actions/runner, ActionCommand.TryParseV2): the command's name, then
 # `key=value` pairs split at `,` and `=`, then the message after the second `::`; values and message unescaped.
@@ -120,3 +121,16 @@ def test_verify_verdict_is_one_run_level_annotation():
     assert message == "numerics differ: loss 3, 1.5 vs 1.6\ngraph breaks: 9 → 0"
     assert parse(verdict_command("improved", ["ok"]).rstrip("\n"))[0] == "notice"
     assert parse(verdict_command("no_change", ["same"]).rstrip("\n"))[0] == "warning"
+
+
+def test_verify_format_github_says_verdict_reasons_and_counts():
+    counts = [Metric("graph_breaks", Stat(9, 9, 9), Stat(0, 0, 0)), Metric("recompiles", Stat(8, 8, 8), Stat(1, 1, 1))]
+    v = Verification(1, counts, [], None, "improved", reasons=["removed 9 graph breaks"], notes=["one run per arm"])
+    name, props, message = parse(verification(v).rstrip("\n"))
+    assert (name, props["title"]) == ("notice", "torchmend verify: improved")
+    assert message.splitlines() == [
+        "removed 9 graph breaks",
+        "graph breaks: 9 → 0",
+        "recompiles: 8 → 1",
+        "note: one run per arm",
+    ]

@@ -157,13 +157,9 @@ def verify(
 
         print(render_markdown(v, command))
     elif format is VerifyFormat.github:
-        from torchmend.cli.formats.github import verdict_command
-        from torchmend.verify.report import rows
+        from torchmend.cli.formats.github import verification
 
-        lines = [f"{label}: {b} → {a}" for label, b, a, _ in rows(v)]
-        if v.numerics is not None:
-            lines.append(f"numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics.describe()}")
-        print(verdict_command(v.verdict, [*v.reasons, *lines, *(f"note: {n}" for n in v.notes)]), end="")
+        print(verification(v), end="")
     else:
         out.print(verification_view(v))
     raise typer.Exit(exit_code(v))

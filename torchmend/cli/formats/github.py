@@ -8,9 +8,13 @@ property value also `:` and `,`, which would otherwise end the value.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from torchmend.cli.formats.annotation import Lines, TextFix, fix_for, in_order, message
 from torchmend.model import Finding, Kind
+
+if TYPE_CHECKING:
+    from torchmend.verify.compare import Verification
 
 
 def escape_data(text: str) -> str:
@@ -51,6 +55,18 @@ def to_github(findings: Iterable[Finding], fixes: Sequence[TextFix] = ()) -> str
         else:
             out.append(command(annotation_level(f), f"{where.file}:{where.line}: {text}", title=title))
     return "".join(line + "\n" for line in out)
+
+
+def verification(v: Verification) -> str:
+    """`torchmend verify --format github`: the verdict with its reasons, the before → after counts and times, and the
+    numerics, as one run-level workflow command."""
+    from torchmend.verify.report import rows
+
+    lines = [*v.reasons, *(f"{label}: {before} → {after}" for label, before, after, _ in rows(v))]
+    if v.numerics is not None:
+        lines.append(f"numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics.describe()}")
+    lines += [f"note: {n}" for n in v.notes]
+    return verdict_command(v.verdict, lines)
 
 
 def verdict_command(verdict: str, lines: Sequence[str]) -> str:
