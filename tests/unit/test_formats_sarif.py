@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 from torchmend import pipeline, rules
-from torchmend.cli.formats import report, text_fixes, to_sarif
+from torchmend.cli.formats import report, text_fixes, to_github, to_sarif
 from torchmend.cli.formats.annotation import split_lines
 from torchmend.cli.formats.sarif import RULE_DOCS, replacements
 from torchmend.model import Finding, Kind, Severity, Where
@@ -185,6 +185,16 @@ def test_a_library_finding_with_no_frame_of_the_users_keeps_its_absolute_place()
     validate(log)
     artifact = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
     assert artifact == {"uri": Path(library.path).as_uri()}
+
+
+def test_code_with_no_file_keeps_its_name():
+    findings, root = recorded_findings("several")
+    generated = replace(findings[0], where=Where.OUTSIDE, file="<string>", path="<string>", line=3)
+    log = to_sarif([generated], root)
+    validate(log)
+    artifact = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert artifact == {"uri": "%3Cstring%3E"}
+    assert "<string>:3: " in to_github([generated])
 
 
 def test_fingerprints_survive_the_code_moving(tmp_path: Path):

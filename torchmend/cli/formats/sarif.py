@@ -59,7 +59,7 @@ def rule_descriptor(rule: rules.Rule) -> dict[str, Any]:
         "id": rule.code,
         "name": rule.name,
         "shortDescription": {"text": rule.title},
-        "fullDescription": {"text": doing or rule.title},
+        "fullDescription": {"text": " ".join(what.split()) or rule.title},
         "helpUri": url,
         "help": {"text": text, "markdown": text.replace(f"Documentation: {url}", f"[Documentation]({url})")},
         "defaultConfiguration": {"level": _rule_level(rule)},
@@ -75,8 +75,10 @@ def _location(where: Place) -> dict[str, Any]:
     artifact: dict[str, Any] = {"uri": _uri(where.file)}
     if where.in_project:
         artifact["uriBaseId"] = SRCROOT
-    else:  # a library's file: an absolute file URI, which code scanning cannot show (it has the project only)
+    elif os.path.isabs(where.path):  # a library's file: a file URI, which code scanning cannot show (not the project's)
         artifact["uri"] = Path(where.path).as_uri()
+    else:  # code with no file (`<string>`, generated at run time): its name, as a relative reference
+        artifact["uri"] = _uri(where.path)
     region = {"startLine": where.line, "startColumn": where.column}
     return {"physicalLocation": {"artifactLocation": artifact, "region": region}}
 
