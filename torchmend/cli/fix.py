@@ -113,7 +113,7 @@ def fix(
         typer.Option(
             "--format",
             "-f",
-            help="With --check: how to list them: table, sarif (SARIF 2.1.0: every finding, each change as its "
+            help="With --check: how to list the changes: table, sarif (SARIF 2.1.0: every finding, each change as its "
             "fix) or github (workflow annotations); see docs/formats.md.",
         ),
     ] = CheckFormat.table,
