@@ -106,7 +106,7 @@ def test_a_recompile_names_its_call_site_and_ranks():
         tm202, ranks={1: 1}, divergent=True, call_site=Location(file="loop.py", line=7, function="m", path="/x")
     )
     _, _, message = parse(to_github([ranked]).rstrip("\n"))
-    assert "Seen 1× (once) on ranks 1 (1×); rank-divergent" in message
+    assert "Seen 1× (one-time) on ranks 1 (1×); rank-divergent" in message
     assert "The compiled function is called from loop.py:7." in message
 
 

@@ -10,7 +10,7 @@ import copy
 import functools
 import json
 import shutil
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -260,3 +260,24 @@ def test_report_is_the_one_call_a_command_makes():
     assert sum("fixes" in r for r in log["runs"][0]["results"]) == 5  # report() asked the codemods itself
     with pytest.raises(ValueError):
         report("table", findings, root)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StaticFinding(Finding):
+    """A finding of `torchmend lint` (model.Finding has `confidence` once lint is merged; the same field here)."""
+
+    confidence: str | None = None
+
+
+def test_a_static_finding_says_how_sure_it_is_instead_of_a_count():
+    findings, root = recorded_findings("several")
+    tm101 = next(f for f in findings if f.rule == "TM101")
+    fields = {k: getattr(tm101, k) for k in Finding.__dataclass_fields__ if k != "confidence"}
+    static = StaticFinding(**{**fields, "count": 0}, confidence="likely")
+    log = to_sarif([static], root)
+    validate(log)
+    (result,) = log["runs"][0]["results"]
+    assert result["properties"]["confidence"] == "likely" and "count" not in result["properties"]
+    text = result["message"]["text"]
+    assert "Static finding (likely): `torchmend scan` confirms it by running the script." in text
+    assert "Seen" not in text

@@ -111,7 +111,7 @@ def fix_for(f: Finding, fixes: Sequence[TextFix]) -> TextFix | None:
     return next((x for x in fixes if x.fixes(f)), None)
 
 
-_PATTERN = {"once": "once", "storm": "a recompile storm", "limit": "until the recompile limit"}
+_PATTERN = {"once": "one-time", "storm": "a recompile storm", "limit": "until the recompile limit"}
 
 
 def _confidence(f: Finding) -> str | None:
