@@ -30,10 +30,7 @@ from torchmend.sources import read_source
 
 UNUSED = "TM903"
 DIRECTIVE = re.compile(r"#\s*torchmend\s*:\s*ignore\b(?:\[([^\]]*)\])?")
-SCAN_HINT = (
-    "scan sees only the code that ran and compiled in this run, so this is a hint: the line may not have run, "
-    "or its finding may need more steps (`torchmend lint` checks the source without running it)"
-)
+SCAN_HINT = "A hint only: a run sees just the code that ran and compiled (`torchmend lint` reads all the source)"
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,9 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
-@app.command("config", short_help="Show the effective settings ([tool.torchmend] in pyproject.toml) and their source.")
+@app.command(
+    "config", short_help="Show the effective settings (tool.torchmend in pyproject.toml) and where each came from."
+)
 def show_config(
     path: Annotated[
         Optional[Path],
@@ -60,7 +62,7 @@ def show_config(
     project: o.Project = None,
     format: Annotated[Format, typer.Option("--format", "-f", help="table or json.")] = Format.table,
 ) -> None:
-    """Print every setting torchmend reads from `[tool.torchmend]` in pyproject.toml, its effective value and
+    """Print every setting torchmend reads from the `tool.torchmend` table of pyproject.toml, its effective value and
     where it came from: default, pyproject.toml:LINE, or the command line (the options given here stand for a
     command's own). The file is found from PATH's folder upwards, up to the top of the git work tree. An unknown
     key, a wrong type or a file that is not TOML exits with code 24.
