@@ -341,7 +341,7 @@ def key_lines(text: str) -> dict[str, int]:
             key = _KEY.match(line)
             if key and current == TABLE:
                 lines.setdefault(next(g for g in key.groups() if g), number)
-            elif key and current == TABLE[:1]:  # [tool] with torchmend.KEY = ...
+            elif current == TABLE[:1] and "=" in line:  # [tool] with torchmend.KEY = ...
                 dotted = _dotted(line.split("=", 1)[0])
                 if dotted[:1] == TABLE[1:] and len(dotted) > 1:
                     lines.setdefault(dotted[1], number)
