@@ -164,6 +164,8 @@ def apply_suppressions(
         (suppressed if hit else kept).append(f)
     unused: list[Finding] = []
     for path, source in comments.items():
+        if not rules.select([UNUSED], select, ignore) or _matches(UNUSED, config.ignored_codes(path)):
+            continue  # TM903 is a rule like the others: --ignore TM903 turns it off
         possible = [
             c for c in rules.select(list(rules.BY_CODE), select, ignore) if not _matches(c, config.ignored_codes(path))
         ]

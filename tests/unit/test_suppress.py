@@ -103,10 +103,14 @@ def test_what_is_suppressed_and_what_is_kept(project: Path):
 def test_unused_only_for_rules_the_run_could_report(project: Path):
     path = project / "train.py"
     # --select TM1: the TM2 on line 10 could not have been seen; --ignore TM101: line 6's neither
-    _, _, unused = apply_suppressions([finding(path, 9)], project, select=["TM1"], ignore=["TM101"], hint=SCAN_HINT)
+    selected = ["TM1", "TM903"]  # TM903 is a rule too: --select TM1 alone turns it off (below)
+    _, _, unused = apply_suppressions([finding(path, 9)], project, select=selected, ignore=["TM101"], hint=SCAN_HINT)
     assert [u.line for u in unused] == [11, 16, 21]  # the bare one, line 16's TM104, the unknown code
     assert unused[0].reason.endswith(SCAN_HINT + ".") or SCAN_HINT in unused[0].reason
     assert SCAN_HINT not in unused[2].reason  # an unknown code is no hint: it is wrong whatever ran
+    assert apply_suppressions([finding(path, 9)], project, select=["TM1"]).unused == []
+    (project / "pyproject.toml").write_text('[tool.torchmend.per-file-ignores]\n"*.py" = ["TM903"]\n')
+    assert apply_suppressions([finding(path, 9)], project, config=load_config(project)).unused == []
 
 
 def test_select_ignore_and_per_file_ignores(project: Path):
