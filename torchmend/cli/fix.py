@@ -246,8 +246,8 @@ def fix(
     fixable = sum(f.severity == "fix" for f in findings)
     ui.print(
         f"[bold]{len(findings)} finding{'s' * (len(findings) != 1)}[/] "
-        f"({fixable} to fix, {len(suppressed)} suppressed): "
-        f"[bold]{len(proposals)} change{'s' * (len(proposals) != 1)} proposed[/], {len(unfixed)} not fixable"
+        f"({fixable} to fix): [bold]{len(proposals)} change{'s' * (len(proposals) != 1)} proposed[/], "
+        f"{len(unfixed)} not fixable" + (f", {len(suppressed)} suppressed" if suppressed else "")
     )
     for u in unused:
         ui.print(Text(f"{u.rule} {u.file}:{u.line}: {u.reason}", style="dim"))
