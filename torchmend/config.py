@@ -21,6 +21,7 @@ API for commands (scan, fix, verify, pr, config, lint):
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import re
 import sys
@@ -198,6 +199,7 @@ class Config:
 # ------------------------------------------------------------------------------------------------ globs
 
 
+@functools.lru_cache(maxsize=1024)  # lint asks for every file: each pattern is compiled once
 def _glob_regex(pattern: str) -> re.Pattern[str]:
     out, i = [], 0
     while i < len(pattern):
@@ -307,6 +309,9 @@ def load_config(start: Path) -> Config:
         values[key] = value
     if "project-root" in values:
         values["project-root"] = (path.parent / values["project-root"]).resolve()
+        if not values["project-root"].is_dir():
+            where = f"{path}:{lines['project-root']}" if "project-root" in lines else str(path)
+            raise ConfigError(f"{where}: `project-root` is not a directory: {values['project-root']}")
     return Config(path=path, values=values, lines=lines)
 
 

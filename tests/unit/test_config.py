@@ -59,6 +59,7 @@ exclude = ["data/", "**/generated_*.py"]
 
 def test_every_key_is_read_with_its_line(repo: Path):
     write(repo / "pyproject.toml", FULL)
+    (repo / "src").mkdir()
     cfg = load_config(repo / "src" / "pkg")  # a folder that does not exist yet: the walk starts there anyway
     assert cfg.path == repo / "pyproject.toml"
     assert set(cfg.values) == set(KEYS)
@@ -120,6 +121,7 @@ def test_the_walk_stops_at_the_git_work_tree(tmp_path: Path, repo: Path):
         ("timeout = 0", "`timeout` must be a number >= 0.1, not an integer (0)"),
         ("unsafe-fixes = 1", "`unsafe-fixes` must be true or false"),
         ('verify-backend = ""', "`verify-backend` must be a non-empty string"),
+        ('project-root = "missing"', "`project-root` is not a directory: "),
         ('per-file-ignores = {"a.py" = "TM1"}', "`per-file-ignores` must be a table of glob = list of code prefixes"),
         ("step = 3", "unknown key `step` in [tool.torchmend]; did you mean `steps`?"),
         ("unsafe_fixes = true", "did you mean `unsafe-fixes`?"),
@@ -186,6 +188,7 @@ def test_globs(pattern: str, path: str, expected: bool):
 
 def test_per_file_ignores_and_exclude_are_relative_to_the_pyproject(repo: Path):
     write(repo / "pyproject.toml", FULL)
+    (repo / "src").mkdir()
     cfg = load_config(repo)
     assert cfg.ignored_codes(repo / "tests" / "test_a.py") == ["TM101"]
     assert cfg.ignored_codes(str(repo / "pkg" / "__init__.py")) == ["TM2"]
