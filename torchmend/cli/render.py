@@ -23,7 +23,10 @@ ENDED_BY = {
 
 _SEVERITY_STYLE = {"fix": "bold red", "note": "yellow", "info": "dim"}
 _KIND_LABEL = {
-    "graph_break": "break", "recompile": "recompile", "recompile_limit": "LIMIT", "script_failure": "FAILED",
+    "graph_break": "break",
+    "recompile": "recompile",
+    "recompile_limit": "LIMIT",
+    "script_failure": "FAILED",
     "suppression": "unused",
 }
 
