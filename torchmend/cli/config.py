@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
 from torchmend.cli import options as o
 from torchmend.cli.app import Format, app, fail, out
@@ -93,9 +94,8 @@ def show_config(
         }
         print(json.dumps(data, indent=2))
         return
-    out.print(
-        f"configuration: {escape(str(cfg.path)) if cfg.path else 'none (no pyproject.toml with [tool.torchmend])'}"
-    )
+    where = str(cfg.path) if cfg.path else "none (no pyproject.toml with [tool.torchmend] up to the work tree's top)"
+    out.print(Text(f"configuration: {where}"))
     rows: list[list[Any]] = [[s.key, _shown(s.value), s.source, KEYS[s.key].option] for s in settings]
     with laid_out(out) as width:
         out.print(fitted(["key", "value", "from", "option"], rows, text_column=1, width=width, optional=(3,)))
