@@ -29,6 +29,7 @@ class Kind(StrEnum):
     RECOMPILE = "recompile"
     RECOMPILE_LIMIT = "recompile_limit"
     SCRIPT_FAILURE = "script_failure"  # compiling broke the script itself (a compiled model saved whole, ...)
+    SUPPRESSION = "suppression"  # not PyTorch's: a suppression comment that suppressed nothing (TM903)
 
 
 class Where(StrEnum):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from torchmend.model import Kind
 
 GRAPH_BREAK, RECOMPILE, RECOMPILE_LIMIT = Kind.GRAPH_BREAK, Kind.RECOMPILE, Kind.RECOMPILE_LIMIT
-SCRIPT_FAILURE = Kind.SCRIPT_FAILURE
+SCRIPT_FAILURE, SUPPRESSION = Kind.SCRIPT_FAILURE, Kind.SUPPRESSION
 
 HEADINGS = ("What it does", "Why is this bad", "Example", "Fix", "Fix safety")
 
@@ -286,6 +286,32 @@ Fix safety:
     way to reproduce a run.
 """
 
+_TM903 = """
+What it does:
+    A suppression comment (`# torchmend: ignore[TM101]`, or a bare `# torchmend: ignore`) that suppressed
+    nothing in this run, or that names a code that is no rule. Only codes the run could have reported count:
+    a code left out by `--select`/`--ignore` or by the configuration's `per-file-ignores` is not reported.
+    From `scan` and `fix` it is a hint: a run sees only the code that ran and compiled, so a line that did not
+    run (or a finding that needs more steps) looks unused too. Severity info. See docs/suppressions.md.
+
+Why is this bad:
+    A stale comment hides the next real finding on that line: after a fix, or a refactor that moved the code,
+    the comment silences whatever torchmend reports there later.
+
+Example:
+    @torch.compile
+    def step(x):
+        y = x * 2  # torchmend: ignore[TM101]   <- TM903: nothing on this line is a print
+        return y + 1
+
+Fix:
+    No codemod: delete the comment, or the codes in it that suppress nothing. `torchmend lint --add-ignore`
+    writes comments for what remains.
+
+Fix safety:
+    Nothing is changed.
+"""
+
 RULES: tuple[Rule, ...] = (
     Rule("TM101", GRAPH_BREAK, "print-in-compiled-code", "print() inside compiled code"),
     Rule("TM102", GRAPH_BREAK, "logging-in-compiled-code", "logging call inside compiled code"),
@@ -375,6 +401,14 @@ RULES: tuple[Rule, ...] = (
         "one-time recompile inside a library (e.g. state set-up)",
         informational=True,
         doc=_TM902,
+    ),
+    Rule(
+        "TM903",
+        SUPPRESSION,
+        "unused-suppression",
+        "suppression comment that suppressed nothing",
+        informational=True,
+        doc=_TM903,
     ),
     Rule(
         "TM208",

@@ -129,7 +129,7 @@ def test_rule_pages_show_the_tested_examples():
         assert marked.split("#")[0].rstrip() in example and f"# {code}" in example, code
 
 
-COMMANDS = ["scan", "fix", "verify", "undo", "pr", "rules"]
+COMMANDS = ["scan", "fix", "verify", "undo", "pr", "rules", "config"]
 
 
 @pytest.mark.parametrize("name", COMMANDS)

@@ -28,6 +28,7 @@ class ExitCode(IntEnum):
     FORGE_UNREACHABLE = 21  # pr: the API could not be reached, or failed (network, timeout, 5xx, not JSON)
     TRACE_UNREADABLE = 22  # --from-trace: no trace logs at the path, or they record no compilation
     STDOUT_FAILED = 23  # stdout could not be written (a full disk, /dev/full): what it got is incomplete
+    CONFIG_INVALID = 24  # [tool.torchmend] in pyproject.toml: an unknown key, a wrong type, or not TOML
     HANGUP = 129  # SIGHUP (the terminal closed), handled as Ctrl-C is
     INTERRUPTED = 130  # Ctrl-C (SIGINT): the script's process group stopped, temp folders removed
     BROKEN_PIPE = 141  # the reader of stdout went away early (`... | head`): quiet, as SIGPIPE would end it
@@ -71,6 +72,9 @@ DESCRIPTIONS = {
     ExitCode.TRACE_UNREADABLE: "--from-trace: the path holds no TORCH_TRACE logs, or they record no compilation",
     ExitCode.STDOUT_FAILED: "stdout could not be written (e.g. a full disk, or /dev/full): the output is "
     "incomplete; what the command did to files stands (`fix --diff` writes none)",
+    ExitCode.CONFIG_INVALID: "the configuration cannot be used: [tool.torchmend] in pyproject.toml has an "
+    "unknown key, a value of the wrong type, or the file is not valid TOML (the message names the file, key and "
+    "line); nothing was run",
     ExitCode.HANGUP: "stopped by SIGHUP (the terminal closed), handled as Ctrl-C is",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGINT) at any step: a running script is stopped with everything it "
     "started (its process group), torchmend's temporary folders are removed, and nothing is written; a write "

@@ -15,7 +15,6 @@ from torchmend.cli import options as o
 from torchmend.cli.app import app, err, fail, out, write_stdout
 from torchmend.cli.exitcodes import ExitCode
 from torchmend.cli.verify import Atol, Repeat, Rtol, Seed
-from torchmend.verify.numerics import ATOL, RTOL
 
 if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
     from torchmend.codemods.review import Decision
@@ -89,13 +88,15 @@ def fix(
     ignore: o.Ignore = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Apply every safe change without asking.")] = False,
     unsafe: Annotated[
-        bool,
+        Optional[bool],
         typer.Option(
-            "--unsafe",
+            "--unsafe/--no-unsafe",
             help="With --yes or --diff: include the unsafe changes "
-            "(they can change output or numerics; each says how).",
+            "(they can change output or numerics; each says how). Default: `unsafe-fixes` in "
+            "pyproject.toml, else no.",
+            show_default=False,
         ),
-    ] = False,
+    ] = None,
     diff: Annotated[
         bool,
         typer.Option(
@@ -129,8 +130,8 @@ def fix(
     ] = None,
     repeat: Repeat = 1,
     seed: Seed = 0,
-    rtol: Rtol = RTOL,
-    atol: Atol = ATOL,
+    rtol: Rtol = None,
+    atol: Atol = None,
     show_output: o.ShowOutput = False,
     pr: Annotated[
         bool,
@@ -141,7 +142,9 @@ def fix(
             "`torchmend pr`; checked before anything runs).",
         ),
     ] = False,
-    remote: Annotated[str, typer.Option(help="With --pr: the git remote to push to.")] = "origin",
+    remote: Annotated[
+        Optional[str], typer.Option(help="With --pr: the git remote to push to. Default: origin.", show_default=False)
+    ] = None,
     base: Annotated[
         Optional[str], typer.Option(help="With --pr: the branch the pull request goes into.", show_default=False)
     ] = None,
@@ -176,9 +179,11 @@ def fix(
       torchmend fix --from-trace /logs/job-1234 --diff > fix.patch
     """
     from torchmend import pipeline
+    from torchmend.cli.config import config_for
     from torchmend.cli.fixview import print_proposal_list, unfixed_view
     from torchmend.cli.pr import check_pull_request, open_pull_request
     from torchmend.cli.running import (
+        config_start,
         given_script,
         link_outside,
         profile,
@@ -192,6 +197,7 @@ def fix(
     from torchmend.cli.tables import laid_out
     from torchmend.codemods.review import ACCEPTED, CONFLICT
     from torchmend.interrupts import STOPPING
+    from torchmend.suppress import SCAN_HINT, apply_suppressions
     from torchmend.vcs.body import fix_report, verify_command
     from torchmend.vcs.ship import PrOptions
 
@@ -208,6 +214,11 @@ def fix(
         )
     if pr and (diff or check):
         fail(ExitCode.USAGE, "--pr ships what fix writes: it does not go with --diff or --check")
+    cfg = config_for(config_start(script, args, nproc_per_node))  # a bad one stops here, before anything runs
+    steps, timeout, backend = cfg.get("steps", steps), cfg.get("timeout", timeout), cfg.get("backend", backend)
+    select, ignore, project = cfg.get("select", select), cfg.get("ignore", ignore), cfg.get("project-root", project)
+    verify_backend, rtol, atol = cfg.get("verify-backend", verify_backend), cfg.get("rtol", rtol), cfg.get("atol", atol)
+    unsafe, remote, base = cfg.get("unsafe-fixes", unsafe), cfg.get("remote", remote), cfg.get("base", base)
     trace = from_trace is not None and script is None
     if not trace:
         if path_map:
@@ -247,14 +258,19 @@ def fix(
                 "the project: its findings are not fixed (torchmend never edits files outside the project)"
             )
 
-    fixes = pipeline.propose(before.findings, root, select, ignore)
-    proposals, unfixed = fixes.proposals, fixes.unfixed
-    fixable = sum(f.severity == "fix" for f in before.findings)
-    ui.print(
-        f"[bold]{len(before.findings)} finding{'s' * (len(before.findings) != 1)}[/] "
-        f"({fixable} to fix): [bold]{len(proposals)} change{'s' * (len(proposals) != 1)} proposed[/], "
-        f"{len(unfixed)} not fixable"
+    findings, suppressed, unused = apply_suppressions(
+        before.findings, root, config=cfg, select=select, ignore=ignore, hint=SCAN_HINT
     )
+    fixes = pipeline.propose(findings, root, select, ignore)
+    proposals, unfixed = fixes.proposals, fixes.unfixed
+    fixable = sum(f.severity == "fix" for f in findings)
+    ui.print(
+        f"[bold]{len(findings)} finding{'s' * (len(findings) != 1)}[/] "
+        f"({fixable} to fix): [bold]{len(proposals)} change{'s' * (len(proposals) != 1)} proposed[/], "
+        f"{len(unfixed)} not fixable" + (f", {len(suppressed)} suppressed" if suppressed else "")
+    )
+    for u in unused:
+        ui.print(Text(f"{u.rule} {u.file}:{u.line}: {u.reason}", style="dim"))
     if unfixed:
         with laid_out(ui) as width:
             ui.print(unfixed_view(unfixed, width))

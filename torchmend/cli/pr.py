@@ -116,9 +116,13 @@ def pr(
         ),
     ] = None,
     remote: Annotated[
-        str,
-        typer.Option(help="The git remote to push to; the GitHub repository is read from its URL (https or ssh form)."),
-    ] = "origin",
+        Optional[str],
+        typer.Option(
+            help="The git remote to push to; the GitHub repository is read from its URL (https or ssh form). "
+            "Default: origin.",
+            show_default=False,
+        ),
+    ] = None,
     base: Annotated[
         Optional[str],
         typer.Option(
@@ -166,10 +170,13 @@ def pr(
 
     Example: GITHUB_TOKEN=... torchmend pr --dry-run
     """
+    from torchmend.cli.config import config_for
     from torchmend.cli.running import project_root_for
     from torchmend.store import undo_records
     from torchmend.vcs.ship import PrOptions
 
+    cfg = config_for(project or Path.cwd())
+    project, remote, base = cfg.get("project-root", project), cfg.get("remote", remote), cfg.get("base", base)
     root = (project or project_root_for(Path.cwd() / "x")).resolve()
     records = undo_records(root)
     if not records:

@@ -45,6 +45,19 @@ def given_script(script: Path, args: list[str] | None, nproc_per_node: int | Non
     return Path(os.path.abspath(resolve(str(script), list(args or ()), nproc_per_node).script))
 
 
+def config_start(script: Path | None, args: list[str] | None, nproc_per_node: int | None) -> Path:
+    """Where the configuration is looked for: the script's folder (after a torchrun command too), else the
+    current directory."""
+    from torchmend.profiler.launch import LaunchError
+
+    if script is None:
+        return Path.cwd()
+    try:
+        return given_script(script, args, nproc_per_node).parent
+    except LaunchError:  # run_spec reports it
+        return Path.cwd()
+
+
 def link_outside(path: Path | str, root: Path) -> Path | None:
     """Where `path` really is, when a symbolic link (of the file or of a folder on its way) puts it outside the
     project `root`; else None. torchmend reads such a file but never edits it."""

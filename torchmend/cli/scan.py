@@ -24,6 +24,8 @@ def scan(
     nproc_per_node: o.NprocPerNode = None,
     from_trace: o.FromTrace = None,
     path_map: o.PathMap = None,
+    select: o.Select = None,
+    ignore: o.Ignore = None,
     format: Annotated[
         Format,
         typer.Option(
@@ -51,8 +53,10 @@ def scan(
 
       torchmend scan --from-trace /logs/job-1234 --path-map /home/alice/proj=.
     """
+    from torchmend.cli.config import config_for
     from torchmend.cli.render import print_scan
     from torchmend.cli.running import (
+        config_start,
         profile,
         profile_trace,
         project_root_for,
@@ -61,7 +65,11 @@ def scan(
         warn_failed_after_compile,
     )
     from torchmend.profiler.report import scan_report
+    from torchmend.suppress import SCAN_HINT, apply_suppressions
 
+    cfg = config_for(config_start(script, args, nproc_per_node))  # a bad one stops here, before anything runs
+    steps, timeout, backend = cfg.get("steps", steps), cfg.get("timeout", timeout), cfg.get("backend", backend)
+    select, ignore, project = cfg.get("select", select), cfg.get("ignore", ignore), cfg.get("project-root", project)
     if from_trace is not None and script is None:
         root = (project or project_root_of(Path.cwd())).resolve()
         result = profile_trace(from_trace, root, path_map, console=out if format.for_people else err)
@@ -79,13 +87,17 @@ def scan(
             keep_events=keep_events,
             console=out if format.for_people else err,
         )
+    kept, suppressed, unused = apply_suppressions(
+        result.findings, root, config=cfg, select=select, ignore=ignore, hint=SCAN_HINT
+    )
+    findings = kept + unused
     if format is Format.json:
         print(
             json.dumps(
                 scan_report(
                     spec,
                     str(root),
-                    result.findings,
+                    findings,
                     result.summary,
                     result.outcome,
                     trace=result.trace,
@@ -95,15 +107,20 @@ def scan(
             )
         )
     elif format is Format.table:
-        print_scan(out, result.findings, result.summary)
+        print_scan(out, findings, result.summary)
+        if suppressed:
+            out.print(
+                f"[dim]{len(suppressed)} finding{'s' * (len(suppressed) != 1)} suppressed "
+                "(ignore comments, --select/--ignore, per-file-ignores)[/]"
+            )
     else:
         from torchmend.cli.formats import report
 
-        print(report(format, result.findings, root, run_properties={"summary": result.summary.to_json()}), end="")
+        print(report(format, findings, root, run_properties={"summary": result.summary.to_json()}), end="")
     if result.failed:
         warn_failed_after_compile(result)
         raise typer.Exit(int(ExitCode.SCRIPT_FAILED_AFTER_COMPILE))
-    if fail_on_findings and any(f.severity == "fix" for f in result.findings):
+    if fail_on_findings and any(f.severity == "fix" for f in findings):
         raise typer.Exit(int(ExitCode.FINDINGS))
 
 

@@ -48,8 +48,18 @@ Seed = Annotated[
         "script runs (a script that seeds itself keeps its own seed)."
     ),
 ]
-Rtol = Annotated[float, typer.Option(min=0, help="Relative tolerance for losses and final parameters.")]
-Atol = Annotated[float, typer.Option(min=0, help="Absolute tolerance for losses and final parameters.")]
+Rtol = Annotated[
+    Optional[float],
+    typer.Option(
+        min=0, help=f"Relative tolerance for losses and final parameters. Default: {RTOL}.", show_default=False
+    ),
+]
+Atol = Annotated[
+    Optional[float],
+    typer.Option(
+        min=0, help=f"Absolute tolerance for losses and final parameters. Default: {ATOL}.", show_default=False
+    ),
+]
 
 
 def show_run(run: RunStarted) -> None:
@@ -92,8 +102,8 @@ def verify(
         ),
     ] = None,
     seed: Seed = 0,
-    rtol: Rtol = RTOL,
-    atol: Atol = ATOL,
+    rtol: Rtol = None,
+    atol: Atol = None,
     nproc_per_node: o.NprocPerNode = None,
     project: o.Project = None,
     format: Annotated[
@@ -117,13 +127,17 @@ def verify(
     Example: torchmend verify train.py --patch fix.patch --repeat 3 --steps 50
     """
     from torchmend import pipeline
+    from torchmend.cli.config import config_for
     from torchmend.cli.fixview import verification_view
-    from torchmend.cli.running import project_root_for, run_spec, stop_on_signals
+    from torchmend.cli.running import config_start, project_root_for, run_spec, stop_on_signals
     from torchmend.sources import read_source
     from torchmend.verify.patch import PatchError, apply_patch, from_directory
 
     if (patch is None) == (patched_dir is None):
         fail(ExitCode.USAGE, "give exactly one of --patch FILE and --patched-dir DIR")
+    cfg = config_for(config_start(script, args, nproc_per_node))  # a bad one stops here, before anything runs
+    steps, timeout, project = cfg.get("steps", steps), cfg.get("timeout", timeout), cfg.get("project-root", project)
+    backend, rtol, atol = cfg.get("verify-backend", backend), cfg.get("rtol", rtol), cfg.get("atol", atol)
     before = run_spec(script, args, nproc_per_node, None, steps=steps, timeout=timeout, backend=backend, seed=seed)
     script = before.script
     root = (project or project_root_for(script)).resolve()

@@ -1,0 +1,371 @@
+"""`[tool.torchmend]` in pyproject.toml: found, checked, and merged under the command line.
+
+Where: from a start directory (the script's; for lint the first path's; else the current directory) upwards, the
+first pyproject.toml that has a `[tool.torchmend]` table; a pyproject.toml without one is passed over, as Ruff
+does. The walk stops at the top of the git work tree holding the start directory (the directory with `.git`),
+else at the filesystem root: a configuration outside the repository is never someone else's project's.
+
+What: the keys of KEYS, each with its type checked (`select = "TM1"` is an error, as in Ruff: a list is a list).
+An unknown key (the closest known key suggested), a wrong type, or a pyproject.toml that is not TOML raises
+ConfigError, naming the file, the key and its line (tomllib gives no positions: the lines are found in the text
+of the table). The command line overrides the file; the file overrides the defaults.
+
+API for commands (scan, fix, verify, pr, config, lint):
+
+    cfg = load_config(start_dir)                # ConfigError on a bad file; Config.empty() when there is none
+    steps = cfg.get("steps", steps_from_cli)    # the command line's value when given, else the file's, else default
+    cfg.ignored_codes(path)                     # per-file-ignores: the code prefixes ignored in this file
+    cfg.excluded(path)                          # exclude: whether lint's file walk leaves this path out
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torchmend.verify.numerics import ATOL, RTOL
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+FILE = "pyproject.toml"
+TABLE = ("tool", "torchmend")
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the file, the key and the line."""
+
+
+# ------------------------------------------------------------------------------------------------- the keys
+
+
+def _list_of_str(v: Any) -> str | None:
+    if isinstance(v, list) and all(isinstance(x, str) for x in v):
+        return None
+    if isinstance(v, str):
+        return f'a list of strings, e.g. ["{v}"] (a bare string is not accepted, as in Ruff)'
+    return "a list of strings"
+
+
+def _str(v: Any) -> str | None:
+    return None if isinstance(v, str) and v else "a non-empty string"
+
+
+def _bool(v: Any) -> str | None:
+    return None if isinstance(v, bool) else "true or false"
+
+
+def _int_at_least(low: int) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        return None if isinstance(v, int) and not isinstance(v, bool) and v >= low else f"an integer >= {low}"
+
+    return check
+
+
+def _number_at_least(low: float, strict: bool = False) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and (v > low if strict else v >= low)
+        return None if ok else f"a number {'>' if strict else '>='} {low}"
+
+    return check
+
+
+def _per_file_ignores(v: Any) -> str | None:
+    if isinstance(v, dict) and all(_list_of_str(codes) is None for codes in v.values()):
+        return None
+    return 'a table of glob = list of code prefixes, e.g. {"tests/*.py" = ["TM1"]}'
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    check: Callable[[Any], str | None]  # None when the value is right, else what it should be
+    default: Any
+    help: str
+    option: str  # the command-line option it stands for
+
+
+KEYS: dict[str, Key] = {
+    k.name: k
+    for k in (
+        Key("select", _list_of_str, None, "only these rules, by code prefix (default: all)", "--select"),
+        Key("ignore", _list_of_str, [], "leave out these rules, by code prefix", "--ignore"),
+        Key("per-file-ignores", _per_file_ignores, {}, "glob → code prefixes left out in the files it matches", "—"),
+        Key("exclude", _list_of_str, [], "globs of paths that lint's file walk leaves out", "—"),
+        Key("backend", _str, None, "backend of every torch.compile call (default: the script's own)", "--backend"),
+        Key("steps", _int_at_least(1), None, "stop after N optimizer steps", "--steps"),
+        Key("timeout", _number_at_least(0.1), None, "stop after S seconds of wall time", "--timeout"),
+        Key(
+            "verify-backend",
+            _str,
+            None,
+            "backend of the verification runs (fix; verify's --backend)",
+            "--verify-backend",
+        ),
+        Key("rtol", _number_at_least(0), RTOL, "relative tolerance for losses and final parameters", "--rtol"),
+        Key("atol", _number_at_least(0), ATOL, "absolute tolerance for losses and final parameters", "--atol"),
+        Key("unsafe-fixes", _bool, False, "fix --yes/--diff include the unsafe changes", "--unsafe"),
+        Key(
+            "project-root",
+            _str,
+            None,
+            "project root, relative to the pyproject.toml (default: the git work tree)",
+            "--project",
+        ),
+        Key("remote", _str, "origin", "pr and fix --pr: the git remote to push to", "--remote"),
+        Key("base", _str, None, "pr and fix --pr: the branch the pull request goes into", "--base"),
+    )
+}
+
+
+# ----------------------------------------------------------------------------------------------- the config
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    value: Any
+    source: str  # "default", "pyproject.toml:LINE" or "command line"
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None = None  # the pyproject.toml read, None when there is none
+    values: dict[str, Any] = field(default_factory=dict)  # what the file sets, by key (paths made absolute)
+    lines: dict[str, int] = field(default_factory=dict)  # the line of each key in the file
+
+    @classmethod
+    def empty(cls) -> Config:
+        return cls()
+
+    @property
+    def directory(self) -> Path | None:
+        """The pyproject.toml's directory: globs and project-root are relative to it."""
+        return self.path.parent if self.path is not None else None
+
+    def get(self, key: str, cli_value: Any = None) -> Any:
+        """The command line's value when given (not None), else the file's, else the key's default."""
+        if cli_value is not None:
+            return cli_value
+        if key in self.values:
+            return self.values[key]
+        return KEYS[key].default
+
+    def source(self, key: str, cli_value: Any = None) -> str:
+        if cli_value is not None:
+            return "command line"
+        if key in self.values:
+            line = self.lines.get(key)
+            return f"{self.path}:{line}" if line else str(self.path)
+        return "default"
+
+    def settings(self, cli: dict[str, Any] | None = None) -> list[Setting]:
+        """Every key's effective value and where it came from (`cli`: the command line's values by key)."""
+        cli = cli or {}
+        return [Setting(k, self.get(k, cli.get(k)), self.source(k, cli.get(k))) for k in KEYS]
+
+    def ignored_codes(self, path: str | Path) -> list[str]:
+        """The code prefixes that per-file-ignores leave out in `path` (absolute, or relative to the cwd)."""
+        rel = self._relative(path)
+        if rel is None:
+            return []
+        codes: list[str] = []
+        for pattern, prefixes in self.values.get("per-file-ignores", {}).items():
+            if glob_matches(pattern, rel):
+                codes.extend(prefixes)
+        return codes
+
+    def excluded(self, path: str | Path) -> bool:
+        """Whether `exclude` leaves `path` out (a pattern that matches a folder leaves out what is in it)."""
+        rel = self._relative(path)
+        return rel is not None and any(glob_matches(p, rel) for p in self.values.get("exclude", []))
+
+    def _relative(self, path: str | Path) -> str | None:
+        if self.directory is None:
+            return None
+        rel = os.path.relpath(os.path.abspath(path), self.directory)
+        return None if rel.startswith("..") else Path(rel).as_posix()
+
+
+# ------------------------------------------------------------------------------------------------ globs
+
+
+@functools.lru_cache(maxsize=1024)  # lint asks for every file: each pattern is compiled once
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = pattern.find("]", i + 1)
+            if end == -1:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1 : end]
+                out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+                i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def glob_matches(pattern: str, rel: str) -> bool:
+    """Whether a glob (relative to the config's directory; `**` crosses folders, `*` does not) matches the posix
+    path `rel` or a folder it is in. A pattern without a slash matches a name at any depth (`__init__.py`,
+    `.venv`), as in Ruff and .gitignore."""
+    pattern = pattern.strip().removeprefix("./").rstrip("/")
+    if not pattern:
+        return False
+    regex = _glob_regex(pattern)
+    parts = rel.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    if "/" not in pattern:
+        return any(regex.match(name) for name in parts)
+    return any(regex.match(p) for p in prefixes)
+
+
+# ----------------------------------------------------------------------------------------------- finding it
+
+
+def find_pyproject(start: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The first pyproject.toml from `start` upwards with a [tool.torchmend] table, and that table; None when
+    there is none up to the git work tree's top (or the filesystem root). Raises ConfigError on one that is not
+    TOML."""
+    start = Path(os.path.abspath(start))
+    for d in [start, *start.parents]:
+        candidate = d / FILE
+        if candidate.is_file():
+            table = _table(candidate, _parse(candidate))
+            if table is not None:
+                return candidate, table
+        if (d / ".git").exists():
+            return None
+    return None
+
+
+def _parse(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        line = re.search(r"at line (\d+)", str(e))
+        raise ConfigError(f"{path}{':' + line.group(1) if line else ''}: not valid TOML: {e}") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read it: {e}") from e
+
+
+def _table(path: Path, data: dict[str, Any]) -> dict[str, Any] | None:
+    tool = data.get("tool")
+    if not isinstance(tool, dict) or "torchmend" not in tool:
+        return None
+    table = tool["torchmend"]
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: tool.torchmend must be a table ([tool.torchmend]), not {type(table).__name__}")
+    return table
+
+
+def load_config(start: Path) -> Config:
+    """The configuration that applies to `start` (a directory, or a file: its directory), checked; Config.empty()
+    when no pyproject.toml up to the work tree's top has [tool.torchmend]. Raises ConfigError."""
+    start = Path(os.path.abspath(start))
+    if start.is_file() or (not start.exists() and start.suffix == ".py"):
+        start = start.parent
+    found = find_pyproject(start)
+    if found is None:
+        return Config.empty()
+    path, table = found
+    lines = key_lines(path.read_text(encoding="utf-8"))
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        where = f"{path}:{lines[key]}" if key in lines else str(path)
+        spec = KEYS.get(key)
+        if spec is None:
+            close = difflib.get_close_matches(key, list(KEYS), n=1, cutoff=0.6)
+            hint = f"; did you mean `{close[0]}`?" if close else f"; known keys: {', '.join(KEYS)}"
+            raise ConfigError(f"{where}: unknown key `{key}` in [tool.torchmend]{hint}")
+        wrong = spec.check(value)
+        if wrong is not None:
+            raise ConfigError(f"{where}: `{key}` must be {wrong}, not {_shown(value)}")
+        values[key] = value
+    if "project-root" in values:
+        values["project-root"] = (path.parent / values["project-root"]).resolve()
+        if not values["project-root"].is_dir():
+            where = f"{path}:{lines['project-root']}" if "project-root" in lines else str(path)
+            raise ConfigError(f"{where}: `project-root` is not a directory: {values['project-root']}")
+    return Config(path=path, values=values, lines=lines)
+
+
+def _shown(value: Any) -> str:
+    kind = {str: "a string", bool: "a boolean", int: "an integer", float: "a number", list: "a list", dict: "a table"}
+    shown = str(value).lower() if isinstance(value, bool) else repr(value)
+    return f"{kind.get(type(value), type(value).__name__)} ({shown})"
+
+
+_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")
+_KEY = re.compile(r"""^\s*(?:"([^"]+)"|'([^']+)'|([A-Za-z0-9_-]+))\s*=""")
+
+
+def _dotted(name: str) -> tuple[str, ...]:
+    return tuple(part.strip().strip("\"'") for part in name.split("."))
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """The line (1-based) of each key of [tool.torchmend] in the text: `key = ...` in the table, or the header of
+    a sub-table `[tool.torchmend.key]`. tomllib gives no positions; this reads the lines the table spans."""
+    lines: dict[str, int] = {}
+    current: tuple[str, ...] = ()
+    depth = 0  # open brackets of a multi-line array: its lines are values, not keys or headers
+    for number, line in enumerate(text.splitlines(), 1):
+        if depth == 0:
+            header = _HEADER.match(line)
+            if header and not line.lstrip().startswith("[["):
+                current = _dotted(header.group(1))
+                if current[:2] == TABLE and len(current) > 2:
+                    lines.setdefault(current[2], number)
+                continue
+            key = _KEY.match(line)
+            if key and current == TABLE:
+                lines.setdefault(next(g for g in key.groups() if g), number)
+            elif current == TABLE[:1] and "=" in line:  # [tool] with torchmend.KEY = ...
+                dotted = _dotted(line.split("=", 1)[0])
+                if dotted[:1] == TABLE[1:] and len(dotted) > 1:
+                    lines.setdefault(dotted[1], number)
+        depth = max(0, depth + _brackets(line))
+    return lines
+
+
+def _brackets(line: str) -> int:
+    """Open minus closed brackets on a line, outside strings and comments (enough for arrays in a table)."""
+    count, quote = 0, ""
+    for c in line.split("=", 1)[1] if _KEY.match(line) else line:
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "\"'":
+            quote = c
+        elif c == "#":
+            break
+        elif c in "[{":
+            count += 1
+        elif c in "]}":
+            count -= 1
+    return count
