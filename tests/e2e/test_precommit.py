@@ -1,0 +1,96 @@
+"""The pre-commit hooks of .pre-commit-hooks.yaml, run by the real pre-commit against a throwaway git repository
+that points at this checkout (`pre-commit try-repo`, which includes uncommitted changes). pre-commit builds its own
+virtualenv and pip-installs torchmend into it from this checkout: PIP_CONSTRAINT pins torch to the CPU build the
+dev set-up uses, so the install comes from the local wheel and does not pull a CUDA build."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PRE_COMMIT = Path(sys.executable).with_name("pre-commit")
+
+TRAIN = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        print("forward", x.shape)
+        return self.fc(x)
+
+
+model = torch.compile(Net())
+"""
+
+CLEAN = """\
+def add(a, b):
+    return a + b
+"""
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def _pre_commit(repo: Path, home: Path, hook: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(home),
+        "PIP_CONSTRAINT": str(home / "constraints.txt"),
+        "TORCHMEND_STATE_DIR": str(home / "state"),
+        "XDG_STATE_HOME": str(home / "state"),
+        "TORCHMEND_CACHE_DIR": str(home / "cache"),
+    }
+    return subprocess.run(
+        [str(PRE_COMMIT), "try-repo", str(ROOT), hook, "--all-files", "--color", "never"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.skipif(not PRE_COMMIT.exists() or shutil.which("git") is None, reason="pre-commit and git")
+def test_lint_hooks_report_and_fix_through_pre_commit(tmp_path: Path) -> None:
+    home = tmp_path / "pre-commit-home"
+    home.mkdir()
+    (home / "constraints.txt").write_text("torch==2.13.0\n")
+    repo = tmp_path / "project"
+    repo.mkdir()
+    (repo / "train.py").write_text(TRAIN)
+    (repo / "util.py").write_text(CLEAN)
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+
+    lint = _pre_commit(repo, home, "torchmend-lint")
+    out = lint.stdout + lint.stderr
+    assert lint.returncode == 1, out
+    assert "torchmend lint" in out and "Failed" in out
+    assert "TM101" in out and "train.py" in out
+    assert (repo / "train.py").read_text() == TRAIN  # the check hook writes nothing
+
+    fix = _pre_commit(repo, home, "torchmend-lint-fix")  # the same virtualenv: no second install
+    out = fix.stdout + fix.stderr
+    assert fix.returncode == 1, out
+    assert "files were modified by this hook" in out
+    fixed = (repo / "train.py").read_text()
+    assert fixed != TRAIN and "is_compiling()" in fixed
+    assert (repo / "util.py").read_text() == CLEAN
+
+    again = _pre_commit(repo, home, "torchmend-lint")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Passed" in again.stdout
