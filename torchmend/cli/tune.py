@@ -1,0 +1,262 @@
+"""`torchmend tune`: run the script as eager and under the compile settings that matter, and say which to use.
+
+Imports nothing heavy at start-up (no torch, no libcst): the tune machinery is imported inside the command."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+from rich.text import Text
+
+from torchmend.cli import options as o
+from torchmend.cli.app import app, err, fail, out
+from torchmend.cli.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from torchmend.profiler.runner import RunSpec
+    from torchmend.tune.report import Tune
+    from torchmend.tune.runs import TuneRun
+    from torchmend.tune.settings import Setting
+
+
+class TuneFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+@app.command(short_help="Time the script as eager and under each compile mode; recommend one, with break-even.")
+def tune(
+    script: o.Script,
+    args: o.ScriptArgs = None,
+    steps: Annotated[
+        int, typer.Option(min=2, help="Stop each run after N optimizer steps (the steady step needs a few).")
+    ] = 100,
+    timeout: o.Timeout = None,
+    settings: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--settings",
+            help="Only these settings (repeatable or comma-separated): default, reduce-overhead, "
+            "max-autotune-no-cudagraphs, max-autotune, dynamic=True|False|None, MODE:dynamic=X. eager always runs "
+            "(the baseline). Default: every mode that exists on the script's device, and the dynamic= settings "
+            "when sizes recompile.",
+            show_default=False,
+        ),
+    ] = None,
+    backend: Annotated[
+        str,
+        typer.Option(
+            help="The backend every torch.compile call gets. Modes are inductor's: with another backend (aot_eager "
+            "for a quick check on a CPU) the settings are eager, default and dynamic=X."
+        ),
+    ] = "inductor",
+    repeat: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=20,
+            help="Run every setting N times, interleaved, each in a fresh process with empty compile caches; "
+            "a setting is called faster than eager only when its range is wholly below eager's (N >= 2).",
+        ),
+    ] = 2,
+    horizon: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="How many steps the real training run takes: a setting that pays for its compile only later is "
+            "not recommended.",
+        ),
+    ] = 10_000,
+    report: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="Write a Markdown report here (table, recommendation, command, environment) and the step-time "
+            "plot beside it (same name, .svg).",
+            show_default=False,
+        ),
+    ] = None,
+    format: Annotated[
+        TuneFormat, typer.Option("--format", "-f", help="table, or json (schema torchmend.tune/1).")
+    ] = TuneFormat.table,
+    project: o.Project = None,
+    show_output: o.ShowOutput = False,
+) -> None:
+    """Run SCRIPT as eager and under each torch.compile setting that matters, interleaved, with fresh compile
+    caches per run; report compile seconds, first step, steady step, recompiles, graph breaks, peak memory and
+    the break-even step count of each, and recommend one.
+
+    Examples:
+
+      torchmend tune train.py --steps 200 -- --batch-size 32
+
+      torchmend tune train.py --settings default,max-autotune --repeat 3 --report COMPILE_LOG.md
+
+      torchmend tune train.py --backend aot_eager --repeat 1      (a quick check on a CPU)
+    """
+    from torchmend.cli.running import project_root_for, run_spec, stop_on_signals
+    from torchmend.tune.settings import SettingError, parse_all
+
+    spec = run_spec(script, args, None, None, steps=steps, timeout=timeout)
+    if spec.ranked:
+        fail(ExitCode.USAGE, "tune runs the script as one process: give the script, not a torchrun command")
+    try:
+        chosen = parse_all(settings or [], backend) if settings else None
+    except SettingError as e:
+        fail(ExitCode.USAGE, str(e))
+    root = (project or project_root_for(spec.script)).resolve()
+    command = "torchmend tune " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    with stop_on_signals("the runs were stopped; no report was written"):
+        result = _run(spec, root, chosen, backend, repeat, horizon, command)
+    if show_output:
+        for run in result.runs[:1]:
+            err.rule(f"script output (tail), {run.setting.name}")
+            err.print(Text(run.outcome.output_tail))
+            err.rule()
+    if report is not None:
+        _write_report(result, report)
+    if format is TuneFormat.json:
+        from torchmend.tune.report import to_json
+
+        print(json.dumps(to_json(result), indent=2))
+    else:
+        _print_table(result)
+
+
+def _run(
+    spec: RunSpec, root: Path, chosen: list[Setting] | None, backend: str, repeat: int, horizon: int, command: str
+) -> Tune:
+    from torchmend.tune import settings as s
+    from torchmend.tune.report import Tune, environment
+    from torchmend.tune.runs import run_settings, shapes_vary
+    from torchmend.tune.verdict import judge
+
+    found: dict[str, object] = {}
+
+    def decide(runs: list[TuneRun]) -> list[Setting] | None:
+        if any(r.setting.eager and r.failed for r in runs):
+            return None
+        compiled = [r for r in runs if not r.setting.eager]
+        if compiled and all(r.summary.compiles == 0 and not r.failed for r in compiled):
+            return None  # nothing to tune: the script compiles nothing
+        cuda = any(r.cuda for r in runs)
+        vary = next((why for r in compiled if (why := shapes_vary(r))), None)
+        found.update(cuda=cuda, vary=vary)
+        if chosen is not None:
+            return []
+        found["skipped"] = s.skipped(cuda, backend)
+        own = {str(a["dynamic"]) for r in compiled for a in r.asked()}
+        return s.more_settings(cuda, vary is not None, own, backend)
+
+    def on_done(run: TuneRun) -> None:
+        from torchmend.tune.verdict import ms
+
+        what = (
+            f"failed ({run.error})"
+            if run.failed
+            else f"{run.summary.steps} steps, compile {run.summary.compile_seconds:.1f} s, "
+            f"first step {ms(run.summary.first_step_s)}, steady {ms(run.summary.steady_step_s)}"
+        )
+        line = f"tune: {run.setting.name}, round {run.index + 1}: {what} ({run.outcome.wall_s:.1f} s)"
+        err.print(Text(line, style="dim"), soft_wrap=True)
+
+    first = chosen if chosen is not None else s.base_settings(backend)
+    runs = run_settings(spec, root, first, repeat, decide, on_done=on_done)
+    _check(runs)
+    verdict = judge(runs, repeat, horizon)
+    skipped = found.get("skipped") or {}
+    vary = found.get("vary")
+    return Tune(
+        spec,
+        runs,
+        verdict,
+        command,
+        shapes_vary=vary if isinstance(vary, str) else None,
+        skipped=skipped if isinstance(skipped, dict) else {},
+        environment=environment(runs),
+    )
+
+
+def _check(runs: list[TuneRun]) -> None:
+    """Exit with the documented code when the runs cannot be compared: torch missing, the collector broken, the
+    eager run failed, or nothing compiled."""
+    eager = runs[0]
+    if eager.outcome.ended_by == "no_torch":
+        fail(ExitCode.NO_TORCH, f"torch cannot be imported by {eager.outcome.end.get('error')}")
+    if eager.outcome.ended_by == "internal_error":
+        fail(
+            ExitCode.INTERNAL_ERROR,
+            f"could not install the collector: {eager.outcome.end.get('error')}",
+            eager.outcome.end.get("traceback", ""),
+        )
+    if eager.failed:
+        fail(
+            ExitCode.SCRIPT_FAILED,
+            f"the script failed as eager ({eager.outcome.ended_by}; exit status {eager.outcome.returncode}): there "
+            "is no baseline to compare with. Its output ends with:",
+            eager.outcome.output_tail,
+        )
+    compiled = [r for r in runs if not r.setting.eager]
+    if compiled and all(r.summary.compiles == 0 and not r.failed for r in compiled):
+        fail(
+            ExitCode.NOTHING_COMPILED,
+            "the run compiled nothing: the script never reached a torch.compile'd function, so there is no setting "
+            "to choose. Check that it calls torch.compile on the code that runs, or raise --steps/--timeout.",
+        )
+
+
+def _write_report(result: Tune, path: Path) -> None:
+    from torchmend.tune.plot import svg
+    from torchmend.tune.report import markdown, series
+
+    plot = path.with_suffix(".svg")
+    lines = series(result)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if lines:
+            title = f"{result.spec.script.name}: step time per setting ({result.environment.get('device', '')})"
+            plot.write_text(svg(lines, title), encoding="utf-8")
+        path.write_text(markdown(result, plot.name if lines else None), encoding="utf-8")
+    except OSError as e:
+        fail(ExitCode.USAGE, f"cannot write the report {path}: {e}")
+    err.print(f"report written: {path}" + (f" (plot: {plot})" if lines else ""))
+
+
+def _print_table(result: Tune) -> None:
+    from torchmend.cli.tables import fitted, laid_out
+    from torchmend.tune.report import cells, headers
+
+    v = result.verdict
+    one = v.repeat < 2
+    heads = headers(v.cuda)
+    rows = [cells(r, one) for r in v.rows]
+    with laid_out(out) as width:
+        title = Text.assemble(
+            ("tune ", "bold"),
+            f"{result.spec.script.name}: {v.repeat} run{'s' * (v.repeat != 1)} per setting, "
+            f"{result.environment.get('device', '')}, torch {result.environment.get('torch')}",
+        )
+        out.print(
+            fitted(
+                heads,
+                rows,
+                text_column=len(heads) - 1,
+                width=width,
+                optional=(5, 6),
+                title=title,
+                justify={i: "right" for i in range(1, len(heads) - 1)},
+                labelled=(1, 2, 3, 4, 5, 6, 7),
+            )
+        )
+        for note in v.notes:
+            out.print(Text(f"note: {note}", style="dim"))
+        if result.shapes_vary:
+            out.print(Text(f"shapes vary ({result.shapes_vary}): dynamic= settings compared", style="dim"))
+        for name, why in result.skipped.items():
+            out.print(Text(f"not run: {name}: {why}", style="dim"))
+        out.print(Text.assemble(("recommended: ", "bold"), (v.recommended, "bold green"), f": {v.reason}"))
