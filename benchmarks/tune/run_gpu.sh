@@ -4,6 +4,11 @@
 #   bash benchmarks/tune/run_gpu.sh                 # all three, one after the other
 #   bash benchmarks/tune/run_gpu.sh overhead        # one of: overhead compute varying
 #   REPEAT=1 bash benchmarks/tune/run_gpu.sh varying
+#   LIMIT=170 bash benchmarks/tune/run_gpu.sh compute    # seconds per benchmark (default 200)
+#
+# Each benchmark gets LIMIT seconds: then `timeout` sends SIGTERM, and tune writes the report of the runs that
+# finished (marked partial), so a slow compile costs a round, not the results. The device's per-command limit is
+# 10 minutes: run the three as separate commands when LIMIT is raised.
 #
 # Run from the repository root with torchmend importable (PYTHONPATH=. is enough: tune needs torch, typer and rich,
 # not libcst). Reports: benchmarks/results/tune-<name>-<device>.md, the plot beside each (.svg), and the JSON
@@ -12,6 +17,7 @@ set -u
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
 REPEAT=${REPEAT:-2}
+LIMIT=${LIMIT:-200}
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
 DEVICE=$($PYTHON -c 'import torch; print("cuda" if torch.cuda.is_available() else "cpu")')
 names=("$@")
@@ -26,8 +32,8 @@ for name in "${names[@]}"; do
     esac
     out=benchmarks/results/tune-$name-$DEVICE
     start=$(date +%s)
-    $PYTHON -m torchmend tune "benchmarks/tune/$name.py" --steps "$steps" --repeat "$REPEAT" \
-        --report "$out.md" --format json > "$out.json" || status=$?
+    timeout -s TERM "$LIMIT" $PYTHON -m torchmend tune "benchmarks/tune/$name.py" --steps "$steps" \
+        --repeat "$REPEAT" --report "$out.md" --format json > "$out.json" || status=$?
     echo "tune $name: $(( $(date +%s) - start )) s, exit $status" >&2
 done
 exit $status

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import torchmend
+from conftest import ROOT, torchmend
 from test_cli_startup import PROBE
 
 
@@ -77,3 +77,17 @@ def test_the_child_hook_keeps_no_mode_for_another_backend(recorded_compile: list
     torch.compile(len, mode="max-autotune")
     call = recorded_compile[-1]
     assert call["backend"] == "aot_eager" and call["dynamic"] is True and "mode" not in call
+
+
+def test_every_tune_option_is_documented() -> None:
+    from typer.main import get_command
+
+    import torchmend.cli.tune  # noqa: F401  (registers the command)
+    from torchmend.cli.app import app
+
+    command = get_command(app).commands["tune"]  # type: ignore[attr-defined]
+    page = (ROOT / "docs" / "commands" / "tune.md").read_text()
+    options = [o for p in command.params for o in p.opts if o.startswith("--")]
+    assert "--horizon" in options and "--report" in options
+    for option in options:
+        assert f"`{option}" in page, option

@@ -229,3 +229,15 @@ def test_plot_is_svg_with_one_line_per_setting_on_a_log_axis(tmp_path: Path) -> 
     assert "1 s" in labels and "1 ms" in labels and "train.py & co" in labels  # decades; the title escaped
     first = polylines[0].get("points", "").split()
     assert len(first) == 20 and float(first[0].split(",")[1]) < float(first[1].split(",")[1])  # step 1 is highest
+
+
+def test_a_stop_signal_keeps_the_finished_runs_as_a_partial_report(tmp_path: Path) -> None:
+    from torchmend.cli.tune import _partial
+    from torchmend.interrupts import Stopped
+
+    spec = RunSpec(script=tmp_path / "train.py", steps=20)
+    runs = [_run("eager", 0.010), _run("default", 0.004), _run("eager", 0.011, index=1)]
+    partial = _partial(spec, runs, 3, 10_000, "torchmend tune train.py", Stopped(15))
+    assert partial is not None and partial.verdict.recommended == "default"
+    assert partial.verdict.notes[0] == "stopped by SIGTERM after 3 runs: partial results (3 rounds were asked)"
+    assert _partial(spec, runs[:1], 3, 10_000, "torchmend tune train.py", Stopped(15)) is None  # eager alone

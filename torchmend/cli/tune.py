@@ -99,7 +99,7 @@ def tune(
 
       torchmend tune train.py --backend aot_eager --repeat 1      (a quick check on a CPU)
     """
-    from torchmend.cli.running import project_root_for, run_spec, stop_on_signals
+    from torchmend.cli.running import project_root_for, run_spec, stopped
     from torchmend.tune.settings import SettingError, parse_all
 
     spec = run_spec(script, args, None, None, steps=steps, timeout=timeout)
@@ -111,8 +111,24 @@ def tune(
         fail(ExitCode.USAGE, str(e))
     root = (project or project_root_for(spec.script)).resolve()
     command = "torchmend tune " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    with stop_on_signals("the runs were stopped; no report was written"):
-        result = _run(spec, root, chosen, backend, repeat, horizon, command)
+    from torchmend.interrupts import STOPPING
+
+    finished: list[TuneRun] = []
+    try:
+        result = _run(spec, root, chosen, backend, repeat, horizon, command, finished)
+    except STOPPING as e:  # SIGTERM from a time limit: what finished is still worth a report
+        partial = _partial(spec, finished, repeat, horizon, command, e)
+        if partial is None:
+            stopped(e, "the runs were stopped; no report was written")
+        if report is not None:
+            _write_report(partial, report)
+        if format is TuneFormat.json:
+            from torchmend.tune.report import to_json
+
+            print(json.dumps(to_json(partial), indent=2))
+        else:
+            _print_table(partial)
+        stopped(e, f"the runs were stopped after {len(finished)}; the results above are partial")
     if show_output:
         for run in result.runs[:1]:
             err.rule(f"script output (tail), {run.setting.name}")
@@ -129,7 +145,14 @@ def tune(
 
 
 def _run(
-    spec: RunSpec, root: Path, chosen: list[Setting] | None, backend: str, repeat: int, horizon: int, command: str
+    spec: RunSpec,
+    root: Path,
+    chosen: list[Setting] | None,
+    backend: str,
+    repeat: int,
+    horizon: int,
+    command: str,
+    finished: list[TuneRun],
 ) -> Tune:
     from torchmend.tune import settings as s
     from torchmend.tune.report import Tune, environment
@@ -166,7 +189,7 @@ def _run(
         err.print(Text(line, style="dim"), soft_wrap=True)
 
     first = chosen if chosen is not None else s.base_settings(backend)
-    runs = run_settings(spec, root, first, repeat, decide, on_done=on_done)
+    runs = run_settings(spec, root, first, repeat, decide, on_done=on_done, runs=finished)
     _check(runs)
     verdict = judge(runs, repeat, horizon)
     skipped = found.get("skipped") or {}
@@ -180,6 +203,23 @@ def _run(
         skipped=skipped if isinstance(skipped, dict) else {},
         environment=environment(runs),
     )
+
+
+def _partial(
+    spec: RunSpec, runs: list[TuneRun], repeat: int, horizon: int, command: str, stop: BaseException
+) -> Tune | None:
+    """The results of the runs that finished before a stop signal, when eager and one compiled setting are
+    among them; else None."""
+    from torchmend.interrupts import describe
+    from torchmend.tune.report import Tune, environment
+    from torchmend.tune.verdict import judge
+
+    eager = [r for r in runs if r.setting.eager and not r.failed]
+    if not eager or not any(not r.setting.eager and not r.failed for r in runs):
+        return None
+    verdict = judge(runs, max(r.index for r in runs) + 1, horizon)
+    verdict.notes.insert(0, f"{describe(stop)} after {len(runs)} runs: partial results ({repeat} rounds were asked)")
+    return Tune(spec, runs, verdict, command, environment=environment(runs))
 
 
 def _check(runs: list[TuneRun]) -> None:
@@ -228,31 +268,48 @@ def _write_report(result: Tune, path: Path) -> None:
 
 
 def _print_table(result: Tune) -> None:
-    from torchmend.cli.tables import fitted, laid_out
+    """The table at the output's width: the notes in a last column while it has room, under the table otherwise;
+    below that, the columns that matter least (graph breaks, peak memory, compile seconds) are left out."""
+    from rich.table import Table
+
+    from torchmend.cli.tables import laid_out, text_room
     from torchmend.tune.report import cells, headers
 
     v = result.verdict
-    one = v.repeat < 2
-    heads = headers(v.cuda)
-    rows = [cells(r, one) for r in v.rows]
+    heads = headers(v.cuda)[:-1]
+    heads[5] = "breaks"  # narrow columns: the terminal's width is shared by nine
+    rows = [cells(r, one=v.repeat < 2)[:-1] for r in v.rows]
+    for cell, row in zip(rows, v.rows):
+        cell[2] = cells(row, one=True)[2]
+    notes = [r.note for r in v.rows]
     with laid_out(out) as width:
+        keep = list(range(len(heads)))
+        widths = {i: max(len(heads[i]), *(len(r[i]) for r in rows)) for i in keep}
+        with_notes = text_room(width, [widths[i] for i in keep]) >= 16
+        for drop in () if with_notes else (5, 6, 1):
+            if sum(widths[i] for i in keep) + 3 * len(keep) + 1 <= width:  # rich's box: 3 a column and 1
+                break
+            keep.remove(drop)
         title = Text.assemble(
             ("tune ", "bold"),
             f"{result.spec.script.name}: {v.repeat} run{'s' * (v.repeat != 1)} per setting, "
             f"{result.environment.get('device', '')}, torch {result.environment.get('torch')}",
         )
-        out.print(
-            fitted(
-                heads,
-                rows,
-                text_column=len(heads) - 1,
-                width=width,
-                optional=(5, 6),
-                title=title,
-                justify={i: "right" for i in range(1, len(heads) - 1)},
-                labelled=(1, 2, 3, 4, 5, 6, 7),
-            )
-        )
+        table = Table(title=title, title_justify="left")
+        for i in keep:
+            table.add_column(heads[i], no_wrap=True, justify="left" if i == 0 else "right")
+        if with_notes:
+            table.add_column("note", ratio=1, overflow="fold")
+        for cell, note in zip(rows, notes):
+            table.add_row(*(cell[i] for i in keep), *([note] if with_notes else []))
+        out.print(table)
+        if not with_notes:
+            for row in v.rows:
+                if row.note and row.note != "recommended":
+                    out.print(Text(f"{row.setting}: {row.note}"))
+        left_out = [heads[i] for i in range(len(heads)) if i not in keep]
+        if left_out:
+            out.print(Text(f"left out at this width: {', '.join(left_out)} (see --format json or --report)", "dim"))
         for note in v.notes:
             out.print(Text(f"note: {note}", style="dim"))
         if result.shapes_vary:

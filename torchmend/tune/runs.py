@@ -123,12 +123,14 @@ def run_settings(
     decide: Callable[[list[TuneRun]], list[Setting] | None],
     on_run: Callable[[Setting, int, int, int], None] | None = None,
     on_done: Callable[[TuneRun], None] | None = None,
+    runs: list[TuneRun] | None = None,
 ) -> list[TuneRun]:
     """Run `first` in round 0, then `decide(runs so far)`: the settings to add, or None to stop there (eager
     failed, nothing compiled); then the whole list once per further repeat. `on_run(setting, repeat, n, total)`
-    before each run (n counts from 1), `on_done(run)` after it."""
+    before each run (n counts from 1), `on_done(run)` after it. The runs are appended to `runs` as they end, so a
+    caller stopped by a signal still holds the finished ones."""
     settings = list(first)
-    runs: list[TuneRun] = []
+    runs = [] if runs is None else runs
     scratch = Path(tempfile.mkdtemp(prefix="torchmend-tune-"))
     try:
         for i in range(repeat):
