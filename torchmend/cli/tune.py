@@ -192,6 +192,9 @@ def _run(
     runs = run_settings(spec, root, first, repeat, decide, on_done=on_done, runs=finished)
     _check(runs)
     verdict = judge(runs, repeat, horizon)
+    for row, setting in zip(verdict.rows, dict.fromkeys(r.setting for r in runs)):
+        if note := s.cpu_note(setting, verdict.cuda):  # asked for by name on a CPU
+            row.note = f"{row.note}; {note}" if row.note else note
     skipped = found.get("skipped") or {}
     vary = found.get("vary")
     return Tune(
