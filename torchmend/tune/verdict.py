@@ -165,6 +165,11 @@ def judge(runs: list[TuneRun], repeat: int, horizon: int) -> Verdict:
         )
     if not candidates:
         why = _why_eager(compiled, horizon, repeat)
+        if repeat >= 2 and compiled and all(_overlap(r.steady_s, eager.steady_s) for r in compiled):
+            why += (
+                "; and every compiled setting's steady-step range overlaps eager's, so the medians may be noise "
+                "(a quieter machine, or more --repeat, would tell)"
+            )
         return Verdict(rows, EAGER, why, repeat, horizon, cuda, notes)
     best = min(candidates, key=lambda r: r.steady_s.median or math.inf)
     assert best.steady_s.median is not None and eager.steady_s.median is not None
