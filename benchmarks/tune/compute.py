@@ -20,8 +20,9 @@ BATCH = int(os.environ.get("TM_TUNE_BATCH", "8192" if CUDA else "256"))
 
 def main():
     torch.manual_seed(0)
+    # Square layers: one GEMM shape forward, so max-autotune searches a few shapes, not one per layer.
     model = nn.Sequential(
-        nn.Linear(WIDTH, 2 * WIDTH), nn.GELU(), nn.Linear(2 * WIDTH, WIDTH), nn.GELU(), nn.Linear(WIDTH, WIDTH)
+        nn.Linear(WIDTH, WIDTH), nn.GELU(), nn.Linear(WIDTH, WIDTH), nn.GELU(), nn.Linear(WIDTH, WIDTH)
     ).to(DEVICE)
     compiled = torch.compile(model)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)

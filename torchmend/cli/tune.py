@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -100,6 +101,7 @@ def tune(
       torchmend tune train.py --backend aot_eager --repeat 1      (a quick check on a CPU)
     """
     from torchmend.cli.running import project_root_for, run_spec, stopped
+    from torchmend.interrupts import STOPPING
     from torchmend.tune.settings import SettingError, parse_all
 
     spec = run_spec(script, args, None, None, steps=steps, timeout=timeout)
@@ -111,8 +113,6 @@ def tune(
         fail(ExitCode.USAGE, str(e))
     root = (project or project_root_for(spec.script)).resolve()
     command = "torchmend tune " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    from torchmend.interrupts import STOPPING
-
     finished: list[TuneRun] = []
     try:
         result = _run(spec, root, chosen, backend, repeat, horizon, command, finished)
@@ -120,20 +120,21 @@ def tune(
         partial = _partial(spec, finished, repeat, horizon, command, e)
         if partial is None:
             stopped(e, "the runs were stopped; no report was written")
-        if report is not None:
-            _write_report(partial, report)
-        if format is TuneFormat.json:
-            from torchmend.tune.report import to_json
-
-            print(json.dumps(to_json(partial), indent=2))
-        else:
-            _print_table(partial)
+        _emit(partial, report, format, show_output)
         stopped(e, f"the runs were stopped after {len(finished)}; the results above are partial")
+    _emit(result, report, format, show_output)
+
+
+def _emit(result: Tune, report: Path | None, format: TuneFormat, show_output: bool) -> None:
+    """The output tails (--show-output), the report (--report), then the table or the JSON on stdout."""
     if show_output:
-        for run in result.runs[:1]:
-            err.rule(f"script output (tail), {run.setting.name}")
+        first: dict[Setting, TuneRun] = {}
+        for r in result.runs:
+            first.setdefault(r.setting, r)
+        for run in first.values():
+            err.rule(f"script output (tail): {run.setting.name}, round {run.index + 1}")
             err.print(Text(run.outcome.output_tail))
-            err.rule()
+        err.rule()
     if report is not None:
         _write_report(result, report)
     if format is TuneFormat.json:
@@ -159,7 +160,7 @@ def _run(
     from torchmend.tune.runs import run_settings, shapes_vary
     from torchmend.tune.verdict import judge
 
-    found: dict[str, object] = {}
+    found = _Found()
 
     def decide(runs: list[TuneRun]) -> list[Setting] | None:
         if any(r.setting.eager and r.failed for r in runs):
@@ -168,13 +169,12 @@ def _run(
         if compiled and all(r.summary.compiles == 0 and not r.failed for r in compiled):
             return None  # nothing to tune: the script compiles nothing
         cuda = any(r.cuda for r in runs)
-        vary = next((why for r in compiled if (why := shapes_vary(r))), None)
-        found.update(cuda=cuda, vary=vary)
+        found.vary = next((why for r in compiled if (why := shapes_vary(r))), None)
         if chosen is not None:
             return []
-        found["skipped"] = s.skipped(cuda, backend)
+        found.skipped = s.skipped(cuda, backend)
         own = {str(a["dynamic"]) for r in compiled for a in r.asked()}
-        return s.more_settings(cuda, vary is not None, own, backend)
+        return s.more_settings(cuda, found.vary is not None, own, backend)
 
     def on_done(run: TuneRun) -> None:
         from torchmend.tune.verdict import ms
@@ -195,17 +195,17 @@ def _run(
     for row, setting in zip(verdict.rows, dict.fromkeys(r.setting for r in runs)):
         if note := s.cpu_note(setting, verdict.cuda):  # asked for by name on a CPU
             row.note = f"{row.note}; {note}" if row.note else note
-    skipped = found.get("skipped") or {}
-    vary = found.get("vary")
     return Tune(
-        spec,
-        runs,
-        verdict,
-        command,
-        shapes_vary=vary if isinstance(vary, str) else None,
-        skipped=skipped if isinstance(skipped, dict) else {},
-        environment=environment(runs),
+        spec, runs, verdict, command, shapes_vary=found.vary, skipped=found.skipped, environment=environment(runs)
     )
+
+
+@dataclass
+class _Found:
+    """What the first eager and default runs showed, for the report."""
+
+    vary: str | None = None  # why dynamic= settings were compared (a size guard), or None
+    skipped: dict[str, str] = field(default_factory=dict)  # settings the default list left out, with the reason
 
 
 def _partial(
