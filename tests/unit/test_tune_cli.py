@@ -91,3 +91,14 @@ def test_every_tune_option_is_documented() -> None:
     assert "--horizon" in options and "--report" in options
     for option in options:
         assert f"`{option}" in page, option
+
+
+def test_the_tune_machinery_imports_no_libcst() -> None:
+    """What a tune imports once it runs (the GPU machine has torch, typer and rich, and no libcst)."""
+    code = (
+        "import sys, torchmend.cli.main, torchmend.cli.tune, torchmend.cli.tables, torchmend.cli.running\n"
+        "from torchmend.tune import plot, report, runs, settings, verdict\n"
+        "print(sorted(m for m in ('libcst', 'torch') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.stdout.strip() == "[]", proc.stderr[-2000:]
