@@ -4,11 +4,12 @@
 #   bash benchmarks/tune/run_gpu.sh                 # all three, one after the other
 #   bash benchmarks/tune/run_gpu.sh overhead        # one of: overhead compute varying
 #   REPEAT=1 bash benchmarks/tune/run_gpu.sh varying
-#   LIMIT=170 bash benchmarks/tune/run_gpu.sh compute    # seconds per benchmark (default 200)
+#   LIMIT=540 bash benchmarks/tune/run_gpu.sh compute    # seconds per benchmark (default 170)
 #
 # Each benchmark gets LIMIT seconds: then `timeout` sends SIGTERM, and tune writes the report of the runs that
-# finished (marked partial), so a slow compile costs a round, not the results. The device's per-command limit is
-# 10 minutes: run the three as separate commands when LIMIT is raised.
+# finished (marked partial), so a slow compile costs a round, not the results. Five settings with cold caches
+# (max-autotune's GEMM search in two of them) may not fit two rounds in 170 s: for complete rounds raise LIMIT and
+# run the three as separate commands (the device's per-command limit is 10 minutes).
 #
 # Run from the repository root with torchmend importable (PYTHONPATH=. is enough: tune needs torch, typer and rich,
 # not libcst). Reports: benchmarks/results/tune-<name>-<device>.md, the plot beside each (.svg), and the JSON
@@ -17,7 +18,7 @@ set -u
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python3}
 REPEAT=${REPEAT:-2}
-LIMIT=${LIMIT:-200}
+LIMIT=${LIMIT:-170}
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
 DEVICE=$($PYTHON -c 'import torch; print("cuda" if torch.cuda.is_available() else "cpu")')
 names=("$@")
