@@ -1,5 +1,5 @@
 """tune's settings, break-even, recommendation, report and plot, on hand-made run records (no child runs: the real
-run is tests/e2e/test_tune_cli.py)."""
+run is tests/e2e/test_tune_run.py)."""
 
 from __future__ import annotations
 
