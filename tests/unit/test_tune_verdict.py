@@ -241,3 +241,12 @@ def test_a_stop_signal_keeps_the_finished_runs_as_a_partial_report(tmp_path: Pat
     assert partial is not None and partial.verdict.recommended == "default"
     assert partial.verdict.notes[0] == "stopped by SIGTERM after 3 runs: partial results (3 rounds were asked)"
     assert _partial(spec, runs[:1], 3, 10_000, "torchmend tune train.py", Stopped(15)) is None  # eager alone
+
+
+def test_a_graph_left_without_cuda_graphs_says_why() -> None:
+    reason = "skipping cudagraphs due to mutated inputs (1 instances)"
+    events = [{"ev": "compile_end", "cudagraph_skip_reason": reason}, {"ev": "compile_end"}]
+    runs = [_run("eager", 0.010), _run("default", 0.006), _run("reduce-overhead", 0.005, events=events)]
+    v = judge(runs, repeat=1, horizon=10_000)
+    assert v.recommended == "reduce-overhead"
+    assert v.row("reduce-overhead").note == f"recommended; CUDA graphs skipped: {reason}"  # type: ignore[union-attr]

@@ -78,6 +78,11 @@ class TuneRun:
         value = self.end.get("cuda_peak_mb", self.end.get("peak_rss_mb"))
         return float(value) if value is not None else None
 
+    def cudagraph_skips(self) -> list[str]:
+        """Why graphs of this run were left without CUDA graphs (reduce-overhead, max-autotune), as inductor said."""
+        reasons = (e.get("cudagraph_skip_reason") for e in self.outcome.events if e.get("ev") == "compile_end")
+        return list(dict.fromkeys(r for r in reasons if r))
+
     def asked(self) -> list[dict[str, Any]]:
         """What the script's own torch.compile calls asked for (the child records each call)."""
         return [

@@ -52,6 +52,7 @@ class Row:
     peak_mb: Stat
     steps: int  # the fewest steps a run made
     error: str | None = None  # the first failed run's error
+    cudagraph_skips: list[str] = field(default_factory=list)  # why graphs ran without CUDA graphs
     break_even: int | str | None = None  # steps, NEVER, or None (eager, failed, no steps)
     note: str = ""
 
@@ -110,6 +111,7 @@ def rows_of(runs: list[TuneRun]) -> list[Row]:
                 peak_mb=Stat.of([r.peak_mb for r in good]),
                 steps=min((r.summary.steps for r in rs), default=0),
                 error=bad[0].error if bad else None,
+                cudagraph_skips=list(dict.fromkeys(reason for r in rs for reason in r.cudagraph_skips())),
             )
         )
     eager = next((r for r in rows if r.setting == EAGER), None)
@@ -131,9 +133,16 @@ def ms(seconds: float | None) -> str:
 def judge(runs: list[TuneRun], repeat: int, horizon: int) -> Verdict:
     """The rows and the one setting to use: the fastest steady step among the compiled settings that ran, recompile
     no more than default, pay for their compile within `horizon` steps and (with two repeats or more) are faster
-    than eager beyond noise; eager when none is."""
-    rows = rows_of(runs)
-    cuda = any(r.cuda for r in runs)
+    than eager beyond noise; eager when none is. A row whose graphs ran without CUDA graphs says why."""
+    verdict = _choose(rows_of(runs), any(r.cuda for r in runs), repeat, horizon)
+    for r in verdict.rows:
+        if r.cudagraph_skips:
+            skip = f"CUDA graphs skipped: {r.cudagraph_skips[0]}"
+            r.note = f"{r.note}; {skip}" if r.note else skip
+    return verdict
+
+
+def _choose(rows: list[Row], cuda: bool, repeat: int, horizon: int) -> Verdict:
     eager = next(r for r in rows if r.setting == EAGER)
     default = next((r for r in rows if r.setting == DEFAULT and r.ok), None)
     notes: list[str] = []
