@@ -250,3 +250,14 @@ def test_a_graph_left_without_cuda_graphs_says_why() -> None:
     v = judge(runs, repeat=1, horizon=10_000)
     assert v.recommended == "reduce-overhead"
     assert v.row("reduce-overhead").note == f"recommended; CUDA graphs skipped: {reason}"  # type: ignore[union-attr]
+
+
+def test_varying_sizes_are_reported_with_whether_dynamic_settings_ran(tmp_path: Path) -> None:
+    from torchmend.tune.report import vary_line
+
+    tune = _tune(tmp_path)
+    assert vary_line(tune) is None
+    tune.shapes_vary = "TM204 at train.py:9"
+    assert "name dynamic=True and dynamic=False in --settings" in (vary_line(tune) or "")
+    tune.runs.append(_run("dynamic=True", 0.002))
+    assert vary_line(tune) == "shapes vary (TM204 at train.py:9): dynamic= settings were compared"

@@ -276,7 +276,7 @@ def _print_table(result: Tune) -> None:
     from rich.table import Table
 
     from torchmend.cli.tables import laid_out, text_room
-    from torchmend.tune.report import cells, headers
+    from torchmend.tune.report import cells, headers, vary_line
 
     v = result.verdict
     heads = headers(v.cuda)[:-1]
@@ -315,8 +315,8 @@ def _print_table(result: Tune) -> None:
             out.print(Text(f"left out at this width: {', '.join(left_out)} (see --format json or --report)", "dim"))
         for note in v.notes:
             out.print(Text(f"note: {note}", style="dim"))
-        if result.shapes_vary:
-            out.print(Text(f"shapes vary ({result.shapes_vary}): dynamic= settings compared", style="dim"))
+        if vary := vary_line(result):
+            out.print(Text(vary, style="dim"))
         for name, why in result.skipped.items():
             out.print(Text(f"not run: {name}: {why}", style="dim"))
         out.print(Text.assemble(("recommended: ", "bold"), (v.recommended, "bold green"), f": {v.reason}"))

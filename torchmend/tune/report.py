@@ -29,6 +29,15 @@ class Tune:
     environment: dict[str, Any] = field(default_factory=dict)
 
 
+def vary_line(tune: Tune) -> str | None:
+    """What the report says when sizes recompile: whether dynamic= settings were compared."""
+    if not tune.shapes_vary:
+        return None
+    if any(r.setting.dynamic is not None for r in tune.runs):
+        return f"shapes vary ({tune.shapes_vary}): dynamic= settings were compared"
+    return f"shapes vary ({tune.shapes_vary}): name dynamic=True and dynamic=False in --settings to compare them"
+
+
 def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -165,8 +174,8 @@ def markdown(tune: Tune, plot_name: str | None) -> str:
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in cells(r, one)) + " |" for r in v.rows]
     lines.append("")
     lines += [f"- {n}" for n in v.notes]
-    if tune.shapes_vary:
-        lines.append(f"- shapes vary ({tune.shapes_vary}): dynamic= settings were compared")
+    if vary := vary_line(tune):
+        lines.append(f"- {vary}")
     lines += [f"- not run: `{name}`: {why}" for name, why in tune.skipped.items()]
     asked = {(a["backend"], a["mode"], a["dynamic"]) for r in tune.runs[:1] for a in r.asked()}
     for backend, mode, dynamic in sorted(asked, key=str):
