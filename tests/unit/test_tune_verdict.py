@@ -261,3 +261,32 @@ def test_varying_sizes_are_reported_with_whether_dynamic_settings_ran(tmp_path: 
     assert "name dynamic=True and dynamic=False in --settings" in (vary_line(tune) or "")
     tune.runs.append(_run("dynamic=True", 0.002))
     assert vary_line(tune) == "shapes vary (TM204 at train.py:9): dynamic= settings were compared"
+
+
+def test_runs_are_interleaved_each_with_empty_caches_of_its_own(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from torchmend.tune import runs as tune_runs
+
+    specs: list[RunSpec] = []
+
+    def fake_run(spec: RunSpec) -> RunOutcome:
+        specs.append(spec)
+        end = {"ev": "end", "reason": "steps", "step_times": [1.0, 1.01, 1.02]}
+        return RunOutcome([], "steps", 0, 2.0, "", end)
+
+    monkeypatch.setattr(tune_runs, "run", fake_run)
+    decided: list[int] = []
+
+    def decide(done: list[TuneRun]) -> list:
+        decided.append(len(done))
+        return [parse("max-autotune")]
+
+    spec = RunSpec(script=tmp_path / "train.py", steps=3, backend="aot_eager")
+    done = tune_runs.run_settings(spec, tmp_path, [parse("eager"), parse("default")], 2, decide)
+    assert [r.setting.name for r in done] == ["eager", "default", "max-autotune"] * 2
+    assert decided == [2]  # once, after the first eager and default runs
+    caches = [dict(s.env)["TORCHINDUCTOR_CACHE_DIR"] for s in specs]
+    assert len(set(caches)) == 6 and all(dict(s.env)["TORCHMEND_NO_NUMERICS"] == "1" for s in specs)
+    assert [s.backend for s in specs[:3]] == [None, "inductor", "inductor"]  # eager compiles nothing at all
+    assert specs[0].compile == (("eager", True),) and specs[2].compile == (("mode", "max-autotune"),)
