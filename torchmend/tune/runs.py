@@ -130,10 +130,10 @@ def run_settings(
     on_done: Callable[[TuneRun], None] | None = None,
     runs: list[TuneRun] | None = None,
 ) -> list[TuneRun]:
-    """Run `first` in round 0, then `decide(runs so far)`: the settings to add, or None to stop there (eager
-    failed, nothing compiled); then the whole list once per further repeat. `on_run(setting, repeat, n, total)`
+    """Run `first` in round 0, then `decide(runs so far)`: the settings to add, or None to stop there (nothing
+    compiled); then the whole list once per further repeat. `on_run(setting, repeat, n, total)`
     before each run (n counts from 1), `on_done(run)` after it. The runs are appended to `runs` as they end, so a
-    caller stopped by a signal still holds the finished ones."""
+    caller stopped by a signal still holds the finished ones. An eager run failing in round 0 ends it (no baseline)."""
     settings = list(first)
     runs = [] if runs is None else runs
     scratch = Path(tempfile.mkdtemp(prefix="torchmend-tune-"))
@@ -150,6 +150,8 @@ def run_settings(
                 runs.append(result)
                 if on_done:
                     on_done(result)
+                if i == 0 and setting.eager and result.failed:
+                    return runs  # no baseline to compare the other settings with
                 j += 1
                 if i == 0 and j == len(first):
                     more = decide(runs)
