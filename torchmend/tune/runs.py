@@ -126,13 +126,11 @@ def run_settings(
     first: list[Setting],
     repeat: int,
     decide: Callable[[list[TuneRun]], list[Setting] | None],
-    on_run: Callable[[Setting, int, int, int], None] | None = None,
     on_done: Callable[[TuneRun], None] | None = None,
     runs: list[TuneRun] | None = None,
 ) -> list[TuneRun]:
     """Run `first` in round 0, then `decide(runs so far)`: the settings to add, or None to stop there (nothing
-    compiled); then the whole list once per further repeat. `on_run(setting, repeat, n, total)`
-    before each run (n counts from 1), `on_done(run)` after it. The runs are appended to `runs` as they end, so a
+    compiled); then the whole list once per further repeat. `on_done(run)` after each run. The runs are appended to `runs` as they end, so a
     caller stopped by a signal still holds the finished ones. An eager run failing in round 0 ends it (no baseline)."""
     settings = list(first)
     runs = [] if runs is None else runs
@@ -142,8 +140,6 @@ def run_settings(
             j = 0
             while j < len(settings):
                 setting = settings[j]
-                if on_run:
-                    on_run(setting, i, len(runs) + 1, len(settings) * repeat)
                 caches = scratch / f"{i}-{j}"
                 result = measure(spec, setting, i, caches, root)
                 shutil.rmtree(caches, ignore_errors=True)
