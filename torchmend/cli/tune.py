@@ -38,7 +38,10 @@ def tune(
     steps: Annotated[
         int, typer.Option(min=2, help="Stop each run after N optimizer steps (the steady step needs a few).")
     ] = 100,
-    timeout: o.Timeout = None,
+    timeout: Annotated[
+        Optional[float],
+        typer.Option(min=0.1, help="Stop each run after S seconds of wall time; its steps so far are used."),
+    ] = None,
     settings: Annotated[
         Optional[list[str]],
         typer.Option(
