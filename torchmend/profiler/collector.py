@@ -196,7 +196,8 @@ def override_compile(backend: str | None, sink: EventSink | None = None, **setti
 
     @functools.wraps(original)
     def compile(model: Any = None, **kwargs: Any) -> Any:
-        if sink is not None and settings:
+        # The decorator form comes back from torch's own module with the function: it was recorded already.
+        if sink is not None and settings and sys._getframe(1).f_code.co_filename != torch.__file__:
             sink.emit(COMPILE_CALL, **_asked(kwargs))
         if settings.get("eager"):
             return model if model is not None else (lambda fn: fn)
