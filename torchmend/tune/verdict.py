@@ -159,7 +159,7 @@ def _choose(rows: list[Row], cuda: bool, repeat: int, horizon: int) -> Verdict:
         elif r.break_even == NEVER:
             r.note = "steady step not faster than eager"
         elif isinstance(r.break_even, int) and r.break_even > horizon:
-            r.note = f"pays off only after {r.break_even} steps (> --horizon {horizon})"
+            r.note = f"pays off only after {r.break_even:,} steps (> --horizon {horizon})"
         else:
             candidates.append(r)
     if repeat >= 2:
@@ -185,7 +185,7 @@ def _choose(rows: list[Row], cuda: bool, repeat: int, horizon: int) -> Verdict:
     ratio = eager.steady_s.median / best.steady_s.median
     reason = (
         f"steady step {ms(best.steady_s.median)} against eager's {ms(eager.steady_s.median)} "
-        f"({ratio:.2f}x faster); it has paid for its compile after {best.break_even} step"
+        f"({ratio:.2f}x faster); it has paid for its compile after {best.break_even:,} step"
         f"{'s' * (best.break_even != 1)}; {best.recompiles} recompile{'s' * (best.recompiles != 1)}"
     )
     if default is not None and best is not default:
@@ -213,7 +213,8 @@ def _why_eager(compiled: list[Row], horizon: int, repeat: int) -> str:
     paying = [r for r in compiled if isinstance(r.break_even, int)]
     if paying and all(isinstance(r.break_even, int) and r.break_even > horizon for r in paying):
         first = min(paying, key=lambda r: r.break_even if isinstance(r.break_even, int) else math.inf)
-        return f"nothing pays for its compile within {horizon} steps (the soonest, {first.setting}, after {first.break_even})"
+        soonest = f"the soonest, {first.setting}, after {first.break_even:,}"
+        return f"nothing pays for its compile within {horizon} steps ({soonest})"
     if repeat >= 2:
         return "no compiled setting is faster than eager beyond noise, or none that recompiles no more than default"
     return "no compiled setting that recompiles no more than default pays off"
