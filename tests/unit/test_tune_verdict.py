@@ -290,3 +290,19 @@ def test_runs_are_interleaved_each_with_empty_caches_of_its_own(
     assert len(set(caches)) == 6 and all(dict(s.env)["TORCHMEND_NO_NUMERICS"] == "1" for s in specs)
     assert [s.backend for s in specs[:3]] == [None, "inductor", "inductor"]  # eager compiles nothing at all
     assert specs[0].compile == (("eager", True),) and specs[2].compile == (("mode", "max-autotune"),)
+
+
+def test_the_table_fits_a_narrow_terminal(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from torchmend.cli import tune as cli
+
+    for columns, left_out in ((200, False), (80, True)):
+        console = Console(width=columns, record=True, color_system=None)
+        monkeypatch.setattr(cli, "out", console)
+        monkeypatch.setenv("COLUMNS", str(columns))
+        cli._print_table(_tune(tmp_path))
+        text = console.export_text()
+        assert max(len(line) for line in text.splitlines()) <= columns
+        assert ("left out at this width: compile s, breaks, peak GPU MiB" in text) is left_out
+        assert "recommended: reduce-overhead" in text and "2.1 ms (2–2.2)" in text

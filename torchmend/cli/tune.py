@@ -46,6 +46,7 @@ def tune(
         Optional[list[str]],
         typer.Option(
             "--settings",
+            "--modes",
             help="Only these settings (repeatable or comma-separated): default, reduce-overhead, "
             "max-autotune-no-cudagraphs, max-autotune, dynamic=True|False|None, MODE:dynamic=X. eager always runs "
             "(the baseline). Default: every mode that exists on the script's device, and the dynamic= settings "
