@@ -86,8 +86,8 @@ def main() -> None:
             from torchmend.profiler.numerics import seed_everything
 
             seed_everything(cfg["seed"])
-        if cfg.get("backend"):
-            collector.override_backend(cfg["backend"], sink)
+        if cfg.get("backend") or cfg.get("compile"):
+            collector.override_compile(cfg.get("backend"), sink, **cfg.get("compile", {}))
     except Exception as e:  # this torch lacks a hook we rely on: say so rather than run unobserved
         sink.emit(END, reason="internal_error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         sys.exit(1)
@@ -114,6 +114,7 @@ def main() -> None:
             exit_code=code,
             steps=counter.steps,
             step_times=counter.times,
+            **collector.memory_fields(),
             **collector.numerics_fields(),
         )
         raise
@@ -127,6 +128,7 @@ def main() -> None:
             traceback=text,
             steps=counter.steps,
             step_times=counter.times,
+            **collector.memory_fields(),
             **collector.numerics_fields(),
         )
         sys.exit(1)
@@ -136,6 +138,7 @@ def main() -> None:
         exit_code=0,
         steps=counter.steps,
         step_times=counter.times,
+        **collector.memory_fields(),
         **collector.numerics_fields(),
     )
 

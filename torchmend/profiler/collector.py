@@ -3,7 +3,9 @@
 - A handler on PyTorch's structured-trace logger (`torch.__trace`, the records TORCH_TRACE writes)
   turns dynamo_start / compilation_metrics / dynamo_graph_break_reason records into our events.
 - A global optimizer step post-hook counts steps and ends the run at the step budget.
-- Optionally, every torch.compile call gets its backend replaced.
+- Optionally, every torch.compile call gets its backend replaced (scan --backend), or its mode and dynamic, or
+  no compile at all (tune's settings).
+- Every END event carries the peak memory (memory_fields).
 - Unless $TORCHMEND_NO_NUMERICS is set, losses and final-parameter fingerprints for a numerics
   comparison (numerics.py); every END event carries them.
 """
@@ -24,7 +26,7 @@ import torch
 import torch._logging._internal as _tlog
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from torchmend.profiler.events import BACKEND_CHECK, COMPILE_START, END, OWN_MARKER, STEP, EventSink
+from torchmend.profiler.events import BACKEND_CHECK, COMPILE_CALL, COMPILE_START, END, OWN_MARKER, STEP, EventSink
 from torchmend.profiler.numerics import DISABLE_ENV, NumericsCapture, install_backward_hooks, install_output_hooks
 from torchmend.profiler.records import RecordConverter
 
@@ -115,10 +117,10 @@ def end_now(sink: EventSink, reason: str, **fields: Any) -> None:
     if reason == "timeout" and _numerics is not None:
         # The parent kills us 3 s after its SIGTERM, and reading losses and parameters may wait on a
         # device (a hung one, even): write the event without them first; the parent keeps the last END.
-        sink.emit(END, reason=reason, **fields)
-        sink.emit(END, reason=reason, **fields, **numerics_fields(budget_s=1.0))
+        sink.emit(END, reason=reason, **fields, **memory_fields())
+        sink.emit(END, reason=reason, **fields, **memory_fields(), **numerics_fields(budget_s=1.0))
     else:
-        sink.emit(END, reason=reason, **fields, **numerics_fields())
+        sink.emit(END, reason=reason, **fields, **memory_fields(), **numerics_fields())
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -182,20 +184,68 @@ def override_backend(backend: str, sink: EventSink | None = None) -> None:
 
     With a sink, a failure of `backend` is checked against the backend the script asked for (see
     _CheckedBackend), so a report can say when the two disagree."""
+    override_compile(backend, sink)
+
+
+def override_compile(backend: str | None, sink: EventSink | None = None, **settings: Any) -> None:
+    """Make every torch.compile call in the script use `backend` and the `settings` (tune's arms):
+    `mode` (an inductor mode; the script's `options=` are dropped, since torch takes one or the other),
+    `dynamic` (None, True or False), and `eager` (no compile at all: the model or function comes back as it is,
+    the eager baseline). With a sink, each call is recorded as a COMPILE_CALL event (what the script asked for)."""
     original: Callable[..., Any] = torch.compile
 
     @functools.wraps(original)
     def compile(model: Any = None, **kwargs: Any) -> Any:
+        # The decorator form comes back from torch's own module with the function: it was recorded already.
+        if sink is not None and settings and sys._getframe(1).f_code.co_filename != torch.__file__:
+            sink.emit(COMPILE_CALL, **_asked(kwargs))
+        if settings.get("eager"):
+            return model if model is not None else (lambda fn: fn)
         own = kwargs.get("backend", "inductor")
-        # Only a named backend is tried on a failing graph: a callable of the script's own may count its calls.
-        checked = sink is not None and isinstance(own, str) and own != backend
-        kwargs["backend"] = _CheckedBackend(backend, own, sink) if checked and sink is not None else backend
-        if backend != "inductor":
+        target = own if backend is None else backend
+        if "mode" in settings and target == "inductor":
+            kwargs["mode"] = settings["mode"]
+            kwargs.pop("options", None)
+        if "dynamic" in settings:
+            kwargs["dynamic"] = settings["dynamic"]
+        if target != "inductor":
             kwargs.pop("mode", None)
             kwargs.pop("options", None)
+        if backend is not None:
+            # Only a named backend is tried on a failing graph (a callable of the script's own may count its calls),
+            # and only for scan's detection backend: tune measures the backend it names, mode and all.
+            checked = sink is not None and not settings and isinstance(own, str) and own != backend
+            kwargs["backend"] = _CheckedBackend(backend, own, sink) if checked and sink is not None else backend
         return original(model, **kwargs) if model is not None else original(**kwargs)
 
     torch.compile = compile
+
+
+def _asked(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """What a torch.compile call asked for, as JSON: backend, mode, dynamic, and the names of its options."""
+    backend = kwargs.get("backend", "inductor")
+    return {
+        "backend": backend if isinstance(backend, str) else _backend_name(backend),
+        "mode": kwargs.get("mode"),
+        "dynamic": kwargs.get("dynamic"),
+        "options": sorted(kwargs.get("options") or {}),
+    }
+
+
+def memory_fields() -> dict[str, Any]:
+    """The END event's peak memory: the process's peak resident set (MiB) and, when the script used CUDA,
+    torch.cuda.max_memory_allocated (MiB) and the device's name."""
+    import resource
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    fields: dict[str, Any] = {"peak_rss_mb": round(rss / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)}
+    try:
+        if torch.cuda.is_initialized():
+            fields["cuda_peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+            fields["cuda_device"] = torch.cuda.get_device_name()
+    except Exception:  # a broken device: the run's other figures still stand
+        pass
+    return fields
 
 
 def _backend_name(backend: Any) -> str:

@@ -26,6 +26,7 @@ METRIC_KEYS = (
     "backend_compile_time_s",
     "graph_op_count",
     "has_guarded_code",
+    "cudagraph_skip_reason",  # reduce-overhead / max-autotune ran this graph without CUDA graphs, and why
 )
 
 

@@ -49,6 +49,8 @@ class RunSpec:
     overlay: tuple[tuple[str, str], ...] = ()  # (absolute path, text): run these sources instead of the files
     seed: int | None = None  # seed torch, random and numpy before the script runs (numerics comparisons)
     launcher: tuple[str, ...] = ()  # torchrun options (e.g. --nproc-per-node 2): run one child per rank under it
+    # tune's settings for every torch.compile call: mode, dynamic, eager (no compile); see collector.override_compile
+    compile: tuple[tuple[str, Any], ...] = ()
 
     @property
     def ranked(self) -> bool:
@@ -214,6 +216,7 @@ def run(
             "args": list(spec.args),
             "steps": spec.steps,
             "backend": spec.backend,
+            "compile": dict(spec.compile),
             "overlay": str(overlay_path) if overlay_path else None,
             "seed": spec.seed,
             "per_rank": spec.ranked,
