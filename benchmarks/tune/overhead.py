@@ -17,8 +17,12 @@ BATCH = int(os.environ.get("TM_TUNE_BATCH", "32"))
 def main():
     torch.manual_seed(0)
     model = nn.Sequential(
-        nn.Linear(WIDTH, WIDTH), nn.GELU(), nn.LayerNorm(WIDTH),
-        nn.Linear(WIDTH, WIDTH), nn.GELU(), nn.LayerNorm(WIDTH),
+        nn.Linear(WIDTH, WIDTH),
+        nn.GELU(),
+        nn.LayerNorm(WIDTH),
+        nn.Linear(WIDTH, WIDTH),
+        nn.GELU(),
+        nn.LayerNorm(WIDTH),
         nn.Linear(WIDTH, 1),
     ).to(DEVICE)
     compiled = torch.compile(model)
