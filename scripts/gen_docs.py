@@ -38,6 +38,7 @@ KIND_WORDS = {
     rules.RECOMPILE: "recompile",
     rules.RECOMPILE_LIMIT: "recompile limit",
     rules.SCRIPT_FAILURE: "script failure",
+    rules.SOURCE: "source (lint)",
 }
 TESTED_BY = "tests/unit/test_codemod_examples.py"
 

@@ -22,7 +22,13 @@ ENDED_BY = {
 }
 
 _SEVERITY_STYLE = {"fix": "bold red", "note": "yellow", "info": "dim"}
-_KIND_LABEL = {"graph_break": "break", "recompile": "recompile", "recompile_limit": "LIMIT", "script_failure": "FAILED"}
+_KIND_LABEL = {
+    "graph_break": "break",
+    "recompile": "recompile",
+    "recompile_limit": "LIMIT",
+    "script_failure": "FAILED",
+    "source": "source",
+}
 
 
 def summary_line(s: Summary) -> str:

@@ -1,0 +1,157 @@
+"""`lint_paths`: the static check of a project, from paths to findings. Reads files, never runs or imports them.
+
+    files     every Python file of the project (files.py: git's view, virtualenvs and caches left out)
+    triage    which of them can compile anything (triage.py: a text hint, then Python's own parser)
+    regions   for each of those, libcst and the shared analysis: what it compiles and what that code calls,
+              across files, parsed on demand and once per run (regions.py)
+    checks    what each compiled def does that breaks a graph or recompiles (checks.py, optimizers.py)
+
+Compile calls are looked for in the whole project, so a model file given alone (as a pre-commit hook gives
+changed files) is still known to be compiled by the training script; findings are kept for the given paths.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchmend import rules, sources
+from torchmend.codemods.source import Context, SourceError, SourceFile
+from torchmend.lint.cache import LintCache
+from torchmend.lint.checks import LIKELY, Hit, check
+from torchmend.lint.files import python_files
+from torchmend.lint.findings import to_finding, unparsable
+from torchmend.lint.optimizers import compiled_step, stepped
+from torchmend.lint.regions import compiled_region
+from torchmend.model import Finding
+
+log = logging.getLogger("torchmend")
+
+_ORDER = {"likely": 0, "possible": 1}
+
+
+@dataclass
+class LintResult:
+    """What lint found. `files_checked`: the Python files under the given paths; `files_parsed`: those libcst
+    parsed in this run (the rest were not needed, or came from the cache); `errors`: internal errors, one line
+    per compiling file whose analysis failed (its other files were still checked)."""
+
+    findings: list[Finding]
+    files_checked: int
+    files_parsed: int = 0
+    compiling_files: int = 0
+    cached: int = 0
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+def _under(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
+def lint_paths(
+    paths: Sequence[Path | str],
+    root: Path | str,
+    *,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    cache: bool = True,
+    read: Callable[[str], str] = sources.read_source,
+) -> LintResult:
+    """Lint the Python files under `paths` (files or folders) of the project at `root`. Raises
+    files.PathNotFound for a path that does not exist; a file that does not parse is a TM904 finding."""
+    started = time.perf_counter()
+    root = Path(os.path.abspath(root))
+    given = [Path(os.path.abspath(p)) for p in paths]
+    files = python_files(given)
+    project = sorted(set(python_files([root])) | set(files)) if root.is_dir() else files
+    store = LintCache(root, project, enabled=cache)
+    findings: list[Finding] = []
+    compiling: list[Path] = []
+    for path in project:
+        t = store.triage(path)
+        if t.error is not None:
+            findings.append(unparsable(str(path), str(root), *t.error))
+        elif t.compiles:
+            compiling.append(path)
+
+    ctx = Recording(str(root), read)
+    errors: list[str] = []
+    for path in compiling:
+        kept = store.entry(path)
+        if kept is not None:
+            findings += kept
+            continue
+        ctx.touched = set()
+        try:
+            found = _lint_entry(ctx, path, str(root))
+        except SourceError as e:
+            found = [unparsable(str(path), str(root), 1, str(e))]
+        except Exception as e:  # an analysis bug costs this file's findings, never the run
+            log.debug("internal error linting %s", path, exc_info=True)
+            errors.append(f"{os.path.relpath(path, root)}: internal error: {type(e).__name__}: {e}")
+            continue
+        store.store(path, ctx.touched, found)
+        findings += found
+    store.save()
+
+    kept_findings = _dedupe(f for f in findings if _under(Path(f.path), given))
+    kept_findings = [f for f in kept_findings if rules.select([f.rule], select, ignore)]
+    return LintResult(
+        findings=sorted(kept_findings, key=lambda f: (f.file, f.line, f.rule)),
+        files_checked=len(files),
+        files_parsed=ctx.parsed,
+        compiling_files=len(compiling),
+        cached=store.hits,
+        seconds=time.perf_counter() - started,
+        errors=errors,
+    )
+
+
+def _lint_entry(ctx: Context, path: Path, root: str) -> list[Finding]:
+    src = ctx.file(str(path))
+    region = compiled_region(src, ctx)
+    found: list[Finding] = []
+    for r in region.functions:
+        if not ctx.in_project(r.src.path):
+            continue
+        for hit in [*check(r), *stepped(r, ctx)]:
+            found.append(to_finding(r.src, hit, root, r))
+    for step in region.steps:
+        for hit_src, hit in compiled_step(step, ctx):
+            found.append(to_finding(hit_src, hit, root))
+    for d in region.disabled:
+        what = f"`{d.callee.fn.name.value}` is wrapped in torch.compiler.disable: calling it ends the graph"
+        found.append(to_finding(d.src, Hit("TM105", d.call, LIKELY, what), root, d.caller))
+    return found
+
+
+def _dedupe(findings: Iterable[Finding]) -> list[Finding]:
+    """One finding per (rule, file, line): the surer one when two compiled entries reach the same line."""
+    best: dict[tuple[str, str, int], Finding] = {}
+    for f in findings:
+        key = (f.rule, f.path, f.line)
+        old = best.get(key)
+        if old is None or _ORDER.get(f.confidence or "", 2) < _ORDER.get(old.confidence or "", 2):
+            best[key] = f
+    return list(best.values())
+
+
+class Recording(Context):
+    """A Context that remembers which files were asked for (the cache's dependencies) and how many it parsed."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.touched: set[str] = set()
+        self.parsed = 0
+
+    def file(self, path: str) -> SourceFile:
+        real = os.path.realpath(path)
+        self.touched.add(real)
+        if real not in self._files:
+            self.parsed += 1
+        return super().file(path)
