@@ -73,7 +73,7 @@ class LintCache:
         stamp = _stamp(name)
         kept = self._data["triage"].get(name)
         if self.enabled and kept is not None and kept[0] == stamp:
-            return Triage(kept[1], tuple(kept[2]) if kept[2] else None)  # type: ignore[arg-type]
+            return Triage(kept[1], (kept[2][0], kept[2][1]) if kept[2] else None)
         try:
             data = path.read_bytes()
         except OSError as e:

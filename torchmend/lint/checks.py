@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 import libcst.matchers as m
@@ -19,6 +20,7 @@ from torchmend.codemods.source import SourceFile
 from torchmend.lint.regions import Reached
 
 LIKELY, POSSIBLE = "likely", "possible"
+_HOST_RANDOM = ("numpy.random.", "random.")
 _SCALAR_CONSTRUCTORS = {"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"}
 
 
@@ -61,6 +63,10 @@ def check(r: Reached) -> Iterator[Hit]:
         elif isinstance(node, cst.Assert):
             if values(src).is_tensor(node.test):
                 yield Hit("TM108", node, LIKELY, f"`assert` on a tensor: `{_short(src, node.test)}`")
+            elif _tensor_test(src, node.test):
+                yield Hit("TM108", node, POSSIBLE, f"`assert` on what may be a tensor: `{_short(src, node.test)}`")
+        elif isinstance(node, cst.Assign) and _sets_requires_grad(src, node):
+            yield Hit("TM109", node, LIKELY, "`requires_grad = True` set on a tensor in compiled code")
         elif me is not None and isinstance(node, (cst.AugAssign, cst.Assign)):
             yield from _self_write(src, r, node, me)
 
@@ -75,6 +81,9 @@ def _call(src: SourceFile, r: Reached, call: cst.Call) -> Iterator[Hit]:
     func = call.func
     if _is_print(src, call):
         yield Hit("TM101", call, LIKELY, "`print(...)` in compiled code")
+        return
+    if any(q.startswith(_HOST_RANDOM) for q in src.qualified_names(func)):
+        yield Hit("TM110", call, LIKELY, f"`{_short(src, func)}(...)` draws from NumPy's or Python's generator")
         return
     if logging_call(src, call):
         yield Hit("TM102", call, LIKELY, f"logging call `{_short(src, func)}(...)` in compiled code")
@@ -135,9 +144,21 @@ def _is_compiling(src: SourceFile, call: cst.Call) -> bool:
     return any(q.endswith("is_compiling") or q.endswith("is_dynamo_compiling") for q in src.qualified_names(call.func))
 
 
+def _sets_requires_grad(src: SourceFile, node: cst.Assign) -> bool:
+    return any(
+        m.matches(t.target, m.Attribute(attr=m.Name("requires_grad")))
+        and values(src).maybe_tensor(cast(cst.Attribute, t.target).value)
+        for t in node.targets
+    ) and m.matches(node.value, m.Name("True"))
+
+
 def _tensor_test(src: SourceFile, test: cst.BaseExpression) -> bool:
     """A test that compares or reduces something likely a tensor (`x.sum() > 0`, `(mask == 1).any()`)."""
     v = values(src)
+    if isinstance(test, cst.BooleanOperation):
+        return _tensor_test(src, test.left) or _tensor_test(src, test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _tensor_test(src, test.expression)
     if isinstance(test, cst.Comparison):
         operands = [test.left, *(c.comparator for c in test.comparisons)]
         return any(v.kind(x) is Kind.UNKNOWN and _reduced(x) and v.maybe_tensor(x) for x in operands)
@@ -176,8 +197,13 @@ def _self_write(src: SourceFile, r: Reached, node: cst.AugAssign | cst.Assign, m
             kinds = {v.kind(x) for x in self_attr_values(src, target)}
             value = node.value
             if kinds & {Kind.INT, Kind.FLOAT} and not v.is_tensor(value) and not v.maybe_tensor(value):
-                yield Hit("TM201", node, LIKELY, f"`{_short(src, node)}` changes a number attribute in compiled code",
-                          variable)
+                yield Hit(
+                    "TM201",
+                    node,
+                    LIKELY,
+                    f"`{_short(src, node)}` changes a number attribute in compiled code",
+                    variable,
+                )
             continue
         if isinstance(node, cst.Assign) and v.is_tensor(node.value):
             cache = _cache_test(src, node, me, target.attr.value)

@@ -3,14 +3,13 @@ reason that says the finding is static and how to confirm it."""
 
 from __future__ import annotations
 
-import os
-
 import libcst as cst
 
 from torchmend import rules
 from torchmend.codemods.source import SourceFile
 from torchmend.lint.checks import LIKELY, Hit
 from torchmend.lint.regions import Reached
+from torchmend.lint.unparsable import display as _display
 from torchmend.model import Finding, Location, Severity, Where
 
 CONFIRM = "static: lint read the source and ran nothing; `torchmend scan SCRIPT` confirms it"
@@ -19,11 +18,6 @@ CONFIRM = "static: lint read the source and ran nothing; `torchmend scan SCRIPT`
 def _location(src: SourceFile, node: cst.CSTNode, root: str, function: str) -> Location:
     line = src.line_of(node)
     return Location(file=_display(src.path, root), line=line, function=function, path=src.path, code=_line(src, line))
-
-
-def _display(path: str, root: str) -> str:
-    rel = os.path.relpath(path, root)
-    return path if rel.startswith("..") else rel
 
 
 def _line(src: SourceFile, line: int) -> str:
@@ -62,22 +56,4 @@ def to_finding(src: SourceFile, hit: Hit, root: str, reached: Reached | None = N
         code=_line(src, line),
         compiled_function=compiled,
         confidence=hit.confidence,
-    )
-
-
-def unparsable(path: str, root: str, line: int, message: str) -> Finding:
-    rule = rules.BY_CODE["TM904"]
-    return Finding(
-        rule="TM904",
-        kind=rule.kind,
-        title=rule.title,
-        file=_display(path, root),
-        line=line,
-        function="<module>",
-        path=path,
-        where=Where.PROJECT,
-        reason=f"Python cannot parse this file: {message}; nothing in it was checked.",
-        count=1,
-        severity=Severity.NOTE,
-        confidence=LIKELY,
     )

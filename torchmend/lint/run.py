@@ -20,13 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchmend import rules, sources
-from torchmend.codemods.source import Context, SourceError, SourceFile
 from torchmend.lint.cache import LintCache
-from torchmend.lint.checks import LIKELY, Hit, check
 from torchmend.lint.files import python_files
-from torchmend.lint.findings import to_finding, unparsable
-from torchmend.lint.optimizers import compiled_step, stepped
-from torchmend.lint.regions import compiled_region
+from torchmend.lint.unparsable import unparsable
 from torchmend.model import Finding
 
 log = logging.getLogger("torchmend")
@@ -79,24 +75,19 @@ def lint_paths(
         elif t.compiles:
             compiling.append(path)
 
-    ctx = Recording(str(root), read)
     errors: list[str] = []
+    parsed = 0
+    todo = []
     for path in compiling:
         kept = store.entry(path)
-        if kept is not None:
+        if kept is None:
+            todo.append(path)
+        else:
             findings += kept
-            continue
-        ctx.touched = set()
-        try:
-            found = _lint_entry(ctx, path, str(root))
-        except SourceError as e:
-            found = [unparsable(str(path), str(root), 1, str(e))]
-        except Exception as e:  # an analysis bug costs this file's findings, never the run
-            log.debug("internal error linting %s", path, exc_info=True)
-            errors.append(f"{os.path.relpath(path, root)}: internal error: {type(e).__name__}: {e}")
-            continue
-        store.store(path, ctx.touched, found)
-        findings += found
+    if todo:  # libcst and the analysis are imported only when a file must be parsed again
+        from torchmend.lint.analyse import analyse
+
+        parsed = analyse(todo, root, read, store, findings, errors)
     store.save()
 
     kept_findings = _dedupe(f for f in findings if _under(Path(f.path), given))
@@ -104,30 +95,12 @@ def lint_paths(
     return LintResult(
         findings=sorted(kept_findings, key=lambda f: (f.file, f.line, f.rule)),
         files_checked=len(files),
-        files_parsed=ctx.parsed,
+        files_parsed=parsed,
         compiling_files=len(compiling),
         cached=store.hits,
         seconds=time.perf_counter() - started,
         errors=errors,
     )
-
-
-def _lint_entry(ctx: Context, path: Path, root: str) -> list[Finding]:
-    src = ctx.file(str(path))
-    region = compiled_region(src, ctx)
-    found: list[Finding] = []
-    for r in region.functions:
-        if not ctx.in_project(r.src.path):
-            continue
-        for hit in [*check(r), *stepped(r, ctx)]:
-            found.append(to_finding(r.src, hit, root, r))
-    for step in region.steps:
-        for hit_src, hit in compiled_step(step, ctx):
-            found.append(to_finding(hit_src, hit, root))
-    for d in region.disabled:
-        what = f"`{d.callee.fn.name.value}` is wrapped in torch.compiler.disable: calling it ends the graph"
-        found.append(to_finding(d.src, Hit("TM105", d.call, LIKELY, what), root, d.caller))
-    return found
 
 
 def _dedupe(findings: Iterable[Finding]) -> list[Finding]:
@@ -139,19 +112,3 @@ def _dedupe(findings: Iterable[Finding]) -> list[Finding]:
         if old is None or _ORDER.get(f.confidence or "", 2) < _ORDER.get(old.confidence or "", 2):
             best[key] = f
     return list(best.values())
-
-
-class Recording(Context):
-    """A Context that remembers which files were asked for (the cache's dependencies) and how many it parsed."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.touched: set[str] = set()
-        self.parsed = 0
-
-    def file(self, path: str) -> SourceFile:
-        real = os.path.realpath(path)
-        self.touched.add(real)
-        if real not in self._files:
-            self.parsed += 1
-        return super().file(path)

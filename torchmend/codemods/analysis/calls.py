@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 import libcst.matchers as m
@@ -24,6 +25,10 @@ class Callee:
     bound: bool = False
     compiled_at: cst.CSTNode | None = None
     owner: cst.ClassDef | None = None  # the class of the instance, for a bound method
+
+
+# nn.Module methods that return the module itself: `Net().to(device)`, `Net().train()` are still a Net.
+_RETURNS_SELF = ("to", "train", "eval", "cuda", "cpu", "float", "half", "double", "bfloat16", "requires_grad_")
 
 
 def compile_target(src: SourceFile, value: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -84,6 +89,8 @@ def instance_class(
         return instance_class(src, target, ctx, depth + 1)
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
         return class_named(src, expr.func.value, ctx)
+    if isinstance(expr, cst.Call) and m.matches(expr.func, m.Attribute(attr=m.OneOf(*map(m.Name, _RETURNS_SELF)))):
+        return instance_class(src, cast(cst.Attribute, expr.func).value, ctx, depth + 1)  # Net().to(device)
     if isinstance(expr, cst.Attribute) and m.matches(expr.value, m.Name("self")):
         found = {
             id(c[1]): c
