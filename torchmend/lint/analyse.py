@@ -15,6 +15,7 @@ from torchmend.lint.checks import LIKELY, Hit, check
 from torchmend.lint.findings import to_finding
 from torchmend.lint.optimizers import compiled_step, stepped
 from torchmend.lint.regions import compiled_region
+from torchmend.lint.scalars import changing_numbers
 from torchmend.lint.unparsable import unparsable
 from torchmend.model import Finding
 
@@ -53,7 +54,7 @@ def lint_entry(ctx: Context, path: Path, root: str) -> list[Finding]:
     for r in region.functions:
         if not ctx.in_project(r.src.path):
             continue
-        for hit in [*check(r), *stepped(r, ctx)]:
+        for hit in [*check(r), *stepped(r, ctx), *changing_numbers(r, ctx)]:
             found.append(to_finding(r.src, hit, root, r))
     for step in region.steps:
         for hit_src, hit in compiled_step(step, ctx):

@@ -419,6 +419,26 @@ def _appended(src: SourceFile, attr: cst.Attribute) -> list[cst.BaseExpression]:
     return [c.args[0].value for c in src.nodes_in(cls, cst.Call) if m.matches(c, shape) and len(c.args) == 1]
 
 
+def _dict_entry(src: SourceFile, expr: cst.BaseExpression, key: str) -> cst.BaseExpression:
+    """What `nn.ModuleDict(dict(key=value))` or `nn.ModuleDict({"key": value})` holds under `key` (else a
+    `cst.Name("None")`, which holds nothing)."""
+    none = cst.Name("None")
+    if not (isinstance(expr, cst.Call) and src.qualified_names(expr.func) & {"torch.nn.ModuleDict"} and expr.args):
+        return none
+    held = expr.args[0].value
+    if isinstance(held, cst.Call) and m.matches(held.func, m.Name("dict")):
+        return next((a.value for a in held.args if a.keyword is not None and a.keyword.value == key), none)
+    if isinstance(held, cst.Dict):
+        for el in held.elements:
+            if (
+                isinstance(el, cst.DictElement)
+                and isinstance(el.key, cst.SimpleString)
+                and el.key.evaluated_value == key
+            ):
+                return el.value
+    return none
+
+
 def _elements(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> list[cst.BaseExpression]:
     """The module expressions a container expression holds: `self.layers` (its assigned values), a ModuleList /
     Sequential call, a list, tuple or list comprehension."""
@@ -427,6 +447,14 @@ def _elements(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> list
     if isinstance(expr, cst.Attribute) and m.matches(expr.value, m.Name("self")):
         held = [e for v in self_attr_values(src, expr) for e in _elements(src, v, depth + 1)]
         return held + _appended(src, expr)
+    if isinstance(expr, cst.Attribute) and m.matches(expr.value, m.Attribute(value=m.Name("self"))):
+        # `self.transformer.h`, with `self.transformer = nn.ModuleDict(dict(h=nn.ModuleList([...])))`
+        inner = cast(cst.Attribute, expr.value)
+        return [
+            e
+            for v in self_attr_values(src, inner)
+            for e in _elements(src, _dict_entry(src, v, expr.attr.value), depth + 1)
+        ]
     if isinstance(expr, cst.Call) and src.qualified_names(expr.func) & set(_CONTAINERS):
         if len(expr.args) == 1 and not expr.args[0].star and isinstance(expr.args[0].value, (cst.List, cst.ListComp)):
             return _elements(src, expr.args[0].value, depth + 1)
