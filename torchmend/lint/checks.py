@@ -31,6 +31,7 @@ class Hit:
     confidence: str
     what: str  # what lint saw, for the reason
     variable: str | None = None
+    call_site: tuple[SourceFile, cst.CSTNode] | None = None  # the call that passes the value in (TM202)
 
 
 def nodes_in_body(fn: cst.FunctionDef) -> list[cst.CSTNode]:

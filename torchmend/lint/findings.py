@@ -55,5 +55,6 @@ def to_finding(src: SourceFile, hit: Hit, root: str, reached: Reached | None = N
         variable=hit.variable,
         code=_line(src, line),
         compiled_function=compiled,
+        call_site=_location(*hit.call_site, root, _function(*hit.call_site)) if hit.call_site else None,
         confidence=hit.confidence,
     )

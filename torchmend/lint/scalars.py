@@ -87,4 +87,4 @@ def _arguments(r: Reached, ctx: Context) -> Iterator[Hit]:
                 f"`{name}` receives a float that changes between calls (`{src.code(value)}` at line "
                 f"{src.line_of(call)}): each new value recompiles"
             )
-            yield Hit("TM202", read, LIKELY, what, name)
+            yield Hit("TM202", read, LIKELY, what, name, call_site=(src, call))
