@@ -5,10 +5,13 @@ must be parsed again, so a lint served from the cache never loads libcst."""
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from torchmend import sources
 from torchmend.codemods.source import Context, SourceError, SourceFile
 from torchmend.lint.cache import LintCache
 from torchmend.lint.checks import LIKELY, Hit, check
@@ -22,6 +25,13 @@ from torchmend.model import Finding
 log = logging.getLogger("torchmend")
 
 
+# From this many files to parse on, the work is shared among processes (one per CPU): parsing with libcst is what
+# a cold lint spends its time on, and each file's analysis is independent of the others'.
+PARALLEL_FROM = 16
+
+Outcome = tuple[Path, set[str], "list[Finding] | None", str]  # path, files reached, findings, internal error
+
+
 def analyse(
     paths: list[Path],
     root: Path,
@@ -31,7 +41,30 @@ def analyse(
     errors: list[str],
 ) -> int:
     """Lint each compiling file of `paths` into `findings` (and the cache); returns how many files were parsed."""
+    workers = min(os.cpu_count() or 1, len(paths) // (PARALLEL_FROM // 2))
+    if workers > 1 and read is sources.read_source:
+        chunks = [paths[i::workers] for i in range(workers)]
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            done = list(pool.map(_chunk, chunks, [root] * workers))
+        outcomes = [o for outs, _ in done for o in outs]
+        parsed = sum(n for _, n in done)
+    else:
+        outcomes, parsed = _chunk(paths, root, read)
+    for path, touched, found, error in sorted(outcomes, key=lambda o: o[0]):
+        if found is None:
+            errors.append(error)
+            continue
+        store.store(path, touched, found)
+        findings += found
+    return parsed
+
+
+def _chunk(
+    paths: list[Path], root: Path, read: Callable[[str], str] = sources.read_source
+) -> tuple[list[Outcome], int]:
+    """Lint these files with one Context (a callee file is parsed once for all of them)."""
     ctx = Recording(str(root), read)
+    outcomes: list[Outcome] = []
     for path in paths:
         ctx.touched = set()
         try:
@@ -40,11 +73,12 @@ def analyse(
             found = [unparsable(str(path), str(root), 1, str(e))]
         except Exception as e:  # an analysis bug costs this file's findings, never the run
             log.debug("internal error linting %s", path, exc_info=True)
-            errors.append(f"{os.path.relpath(path, root)}: internal error: {type(e).__name__}: {e}")
+            outcomes.append(
+                (path, set(), None, f"{os.path.relpath(path, root)}: internal error: {type(e).__name__}: {e}")
+            )
             continue
-        store.store(path, ctx.touched, found)
-        findings += found
-    return ctx.parsed
+        outcomes.append((path, set(ctx.touched), found, ""))
+    return outcomes, ctx.parsed
 
 
 def lint_entry(ctx: Context, path: Path, root: str) -> list[Finding]:
