@@ -218,3 +218,11 @@ def test_the_cache_serves_unchanged_files_and_follows_a_changed_callee(tmp_path:
     )
     third = lint_paths([root], root)
     assert third.cached == 0 and "TM101" in {f.rule for f in third.findings}
+
+
+def test_a_value_the_source_does_not_pin_down_is_possible(tmp_path: Path):
+    (tmp_path / "train.py").write_text(
+        "import torch\n\n@torch.compile\ndef f(x):\n    y = x[0] * 2\n    return y + float(x)\n"
+    )
+    result = lint_paths([tmp_path], tmp_path, cache=False)
+    assert [(f.rule, f.line, f.confidence, f.severity) for f in result.findings] == [("TM104", 6, "possible", "note")]
