@@ -29,6 +29,9 @@ EXCLUDED_DIRS = frozenset(
 )
 
 
+SUFFIXES = (".py", ".pyw")  # a file named directly is linted when it has one of these
+
+
 class PathNotFound(Exception):
     """A path given to lint does not exist."""
 
@@ -83,8 +86,8 @@ def _walk(folder: Path, venvs: dict[Path, bool]) -> Iterable[Path]:
 
 
 def python_files(paths: Sequence[Path]) -> list[Path]:
-    """Every Python file under `paths` (absolute, each once, sorted). A file named directly is kept whatever its
-    folder; a folder is listed by git when it is in a work tree, else walked. Raises PathNotFound."""
+    """Every Python file under `paths` (absolute, each once, sorted). A file named directly (.py, .pyw) is kept
+    whatever its folder; a folder is listed by git when it is in a work tree, else walked. Raises PathNotFound."""
     found: dict[Path, None] = {}
     venvs: dict[Path, bool] = {}
     for given in paths:
@@ -92,7 +95,8 @@ def python_files(paths: Sequence[Path]) -> list[Path]:
         if not path.exists():
             raise PathNotFound(given)
         if path.is_file():
-            found.setdefault(path)
+            if path.suffix in SUFFIXES:
+                found.setdefault(path)
             continue
         listed = _git_files(path)
         files = listed if listed is not None else list(_walk(path, venvs))
