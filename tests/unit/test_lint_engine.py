@@ -226,3 +226,11 @@ def test_a_value_the_source_does_not_pin_down_is_possible(tmp_path: Path):
     )
     result = lint_paths([tmp_path], tmp_path, cache=False)
     assert [(f.rule, f.line, f.confidence, f.severity) for f in result.findings] == [("TM104", 6, "possible", "note")]
+
+
+def test_a_large_file_is_parsed_whole(tmp_path: Path):
+    """fix parses a file of 2,000 lines or more around its findings' lines; lint has none yet and reads it all."""
+    filler = "".join(f"def helper_{i}(x):\n    return x + {i}\n\n\n" for i in range(600))
+    (tmp_path / "big.py").write_text("import torch\n\n\n" + filler + COMPILED_PRINT.replace("import torch\n", ""))
+    found = _lint(tmp_path)
+    assert len(found) == 1 and found[0][0] == "TM101" and found[0][2] > 2000

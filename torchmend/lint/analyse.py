@@ -63,7 +63,7 @@ def _chunk(
     paths: list[Path], root: Path, read: Callable[[str], str] = sources.read_source
 ) -> tuple[list[Outcome], int]:
     """Lint these files with one Context (a callee file is parsed once for all of them)."""
-    ctx = Recording(str(root), read)
+    ctx = Recording(str(root), read, whole_files=True)
     outcomes: list[Outcome] = []
     for path in paths:
         ctx.touched = set()
