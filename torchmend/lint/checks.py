@@ -12,11 +12,20 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis import NUMBERS, Kind, builtin_or_math, self_attr_values, self_name, values
+from torchmend.codemods.analysis import (
+    NUMBERS,
+    Kind,
+    assigned_values,
+    builtin_or_math,
+    self_attr_values,
+    self_name,
+    values,
+)
 from torchmend.codemods.analysis.loggers import logging_call
 from torchmend.codemods.fixes.gate_output import _is_print
 from torchmend.codemods.gating import already_gated
 from torchmend.codemods.source import SourceFile
+from torchmend.lint.gates import compile_gated, is_compiling
 from torchmend.lint.regions import Reached
 
 LIKELY, POSSIBLE = "likely", "possible"
@@ -55,6 +64,8 @@ def check(r: Reached) -> Iterator[Hit]:
     src = r.src
     me = self_name(src, r.fn) if r.bound else None
     for node in nodes_in_body(r.fn):
+        if compile_gated(src, node):
+            continue
         if isinstance(node, cst.Call):
             if already_gated(src, node):
                 continue
@@ -98,8 +109,10 @@ def _call(src: SourceFile, r: Reached, call: cst.Call) -> Iterator[Hit]:
     builtin = builtin_or_math(src, func)
     if builtin in ("float", "int", "bool") and len(call.args) == 1 and not call.args[0].star:
         arg = call.args[0].value
-        if v.is_tensor(arg):
+        if v.is_tensor(arg) and not _parameter(src, arg):
             yield Hit("TM104", call, LIKELY, f"`{_short(src, call)}` turns a tensor into a Python number")
+        elif v.is_tensor(arg):  # a parameter used as a tensor here may still be given a number
+            yield Hit("TM104", call, POSSIBLE, f"`{_short(src, call)}` may turn a tensor into a Python number")
         elif v.kind(arg) is Kind.UNKNOWN and v.maybe_tensor(arg):
             yield Hit("TM104", call, POSSIBLE, f"`{_short(src, call)}` may turn a tensor into a Python number")
         return
@@ -133,7 +146,7 @@ def _scalar_tensor(src: SourceFile, r: Reached, call: cst.Call, arg: cst.BaseExp
 
 def _branch(src: SourceFile, stmt: cst.CSTNode, test: cst.BaseExpression, keyword: str) -> Iterator[Hit]:
     v = values(src)
-    if any(_is_compiling(src, c) for c in src.nodes_in(test, cst.Call)):
+    if any(is_compiling(src, c) for c in src.nodes_in(test, cst.Call)):
         return
     if v.is_tensor(test):
         yield Hit("TM103", stmt, LIKELY, f"`{keyword} {_short(src, test)}:` branches on a tensor's value")
@@ -141,8 +154,8 @@ def _branch(src: SourceFile, stmt: cst.CSTNode, test: cst.BaseExpression, keywor
         yield Hit("TM103", stmt, POSSIBLE, f"`{keyword} {_short(src, test)}:` may branch on a tensor's value")
 
 
-def _is_compiling(src: SourceFile, call: cst.Call) -> bool:
-    return any(q.endswith("is_compiling") or q.endswith("is_dynamo_compiling") for q in src.qualified_names(call.func))
+def _parameter(src: SourceFile, expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and any(isinstance(r, cst.Param) for r in src.referents(expr))
 
 
 def _sets_requires_grad(src: SourceFile, node: cst.Assign) -> bool:
@@ -160,6 +173,8 @@ def _tensor_test(src: SourceFile, test: cst.BaseExpression) -> bool:
         return _tensor_test(src, test.left) or _tensor_test(src, test.right)
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return _tensor_test(src, test.expression)
+    if isinstance(test, cst.Name):  # `skip = u < p` under one branch, `skip = False` under the other
+        return any(v.is_tensor(value) for value in assigned_values(src, test))
     if isinstance(test, cst.Comparison):
         operands = [test.left, *(c.comparator for c in test.comparisons)]
         return any(v.kind(x) is Kind.UNKNOWN and _reduced(x) and v.maybe_tensor(x) for x in operands)

@@ -16,6 +16,7 @@ from torchmend.codemods.analysis.calls import Callee, loop_element_callee
 from torchmend.codemods.analysis.entry import compile_sites
 from torchmend.codemods.gating import already_gated
 from torchmend.codemods.source import Context, SourceFile
+from torchmend.lint.gates import compile_gated
 
 _DISABLE = {"torch.compiler.disable", "torch._dynamo.disable", "torch._disable_dynamo"}
 MAX_FUNCTIONS = 400  # per compiled entry: a bound on the walk, not a limit real code reaches
@@ -127,6 +128,17 @@ def _resolve(src: SourceFile, call: cst.Call, ctx: Context) -> Callee | None:
     return found
 
 
+def constant(found: Callee) -> bool:
+    """A def whose result dynamo takes as a constant or from a cache (`@lru_cache`, `@functools.cache`,
+    `assume_constant_result` under any name): its body does not run in the graph."""
+    for dec in found.fn.decorators:
+        target = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+        name = found.src.code(target).rsplit(".", 1)[-1]
+        if "cache" in name or "constant" in name:
+            return True
+    return False
+
+
 def disabled(found: Callee) -> bool:
     """A def wrapped in torch.compiler.disable (or torch._dynamo.disable): dynamo calls it without tracing."""
     for dec in found.fn.decorators:
@@ -147,10 +159,10 @@ def compiled_region(src: SourceFile, ctx: Context) -> Region:
     while queue and len(region.functions) < MAX_FUNCTIONS:
         here = queue.pop(0)
         for call in calls_in(here.fn):
-            if already_gated(here.src, call):
+            if already_gated(here.src, call) or compile_gated(here.src, call):
                 continue
             found = _resolve(here.src, call, ctx)
-            if found is None:
+            if found is None or constant(found):
                 continue
             if disabled(found):
                 region.disabled.append(DisabledCall(here.src, call, found, here))
