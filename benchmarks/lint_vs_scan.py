@@ -38,7 +38,12 @@ TORCH = "2.13"
 STATIC = {"TM101", "TM102", "TM103", "TM104", "TM105", "TM108", "TM109", "TM110", "TM201", "TM202", "TM203"}
 STATIC |= {"TM206", "TM208"}
 
-Key = tuple[str, str, int]  # rule, file (relative to the case's folder), line
+Key = tuple[str, str, int]
+# confidence -> [TP, FP] of lint's findings, for the fixtures and scenarios ("cases") and the corpus
+BY_CONFIDENCE: dict[str, dict[str, list[int]]] = {
+    "cases": defaultdict(lambda: [0, 0]),
+    "corpus": defaultdict(lambda: [0, 0]),
+}  # rule, file (relative to the case's folder), line
 
 
 def _key(item: dict) -> Key | None:
@@ -93,18 +98,22 @@ def cases() -> list[tuple[str, Path, list[Path], list[dict]]]:
 
 def measure() -> tuple[dict[str, list[int]], list[str]]:
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # TP, FP, FN
+    by_confidence = BY_CONFIDENCE["cases"]
     notes = []
     for name, folder, paths, runtime in cases():
         result = lint_paths(paths, folder, cache=False)
         lint = {(f.rule, f.file, f.line) for f in result.findings if not rules.BY_CODE[f.rule].informational}
+        sure = {(f.rule, f.file, f.line): f.confidence or "" for f in result.findings}
         scan = {k for k in map(_key, runtime) if k is not None}
         if len(paths) == 1 and paths[0].is_file():  # a scenario: its own script's findings only
             scan = {k for k in scan if k[1] == paths[0].name}
+        for key in lint:
+            by_confidence[sure.get(key, "")][0 if key in scan else 1] += 1
         for rule, _file, _line in lint & scan:
             counts[rule][0] += 1
         for rule, file, line in sorted(lint - scan):
             counts[rule][1] += 1
-            notes.append(f"FP {rule} {name}: {file}:{line}")
+            notes.append(f"FP {rule} {name}: {file}:{line} ({sure.get((rule, file, line), '')})")
         for rule, file, line in sorted(scan - lint):
             counts[rule][2] += 1
             notes.append(f"FN {rule} {name}: {file}:{line}")
@@ -131,6 +140,7 @@ def corpus(transformers: Path, scratch: Path) -> None:
     ctx = Recording(str(scratch), lambda p: Path(p).read_text(encoding="utf-8"), whole_files=True)
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     notes = []
+    by_confidence = BY_CONFIDENCE["corpus"]
     models = same_line = total_lint = 0
     for name, row in sorted(rows.items()):
         defined = [p for p in (scratch / "transformers" / "models").glob("*/modeling_*.py")]
@@ -144,7 +154,9 @@ def corpus(transformers: Path, scratch: Path) -> None:
             f"import torch\nfrom {module} import {name}\n\n\ndef main(config):\n"
             f"    model = torch.compile({name}(config))\n    return model\n"
         )
-        found = {(f.rule, f.file, f.line) for f in lint_entry(ctx, script, str(scratch))}
+        made = lint_entry(ctx, script, str(scratch))
+        found = {(f.rule, f.file, f.line) for f in made}
+        sure = {(f.rule, f.file, f.line): f.confidence or "" for f in made}
         lint = {k for k in found if not rules.BY_CODE[k[0]].informational}
         scan = set()
         for f in row.get("left", []):
@@ -158,20 +170,37 @@ def corpus(transformers: Path, scratch: Path) -> None:
         scan_lines = {(file, line) for _, file, line in scan}
         same_line += sum((file, line) in scan_lines for _, file, line in lint)
         total_lint += len(lint)
+        for key in lint:
+            by_confidence[sure.get(key, "")][0 if key in scan else 1] += 1
         for rule, _file, _line in lint & scan:
             counts[rule][0] += 1
         for rule, file, line in sorted(lint - scan):
             counts[rule][1] += 1
-            notes.append(f"FP {rule} {name}: {file}:{line}")
+            notes.append(f"FP {rule} {name}: {file}:{line} ({sure.get((rule, file, line), '')})")
         for rule, file, line in sorted(scan - lint):
             counts[rule][2] += 1
             notes.append(f"FN {rule} {name}: {file}:{line}")
-    kept = {"models": models, "counts": counts, "notes": notes, "same_line": same_line, "lint_findings": total_lint}
+    kept = {
+        "models": models,
+        "counts": counts,
+        "notes": notes,
+        "same_line": same_line,
+        "lint_findings": total_lint,
+        "by_confidence": by_confidence,
+    }
     CORPUS_RESULT.write_text(json.dumps(kept, indent=1))
 
 
 def _ratio(a: int, b: int) -> str:
     return f"{a / b:.2f}" if b else "—"
+
+
+def confidence_line(tally: dict[str, list[int]]) -> str:
+    parts = [
+        f"{conf or 'none'}: {tp} TP, {fp} FP, precision {_ratio(tp, tp + fp)}"
+        for conf, (tp, fp) in sorted(tally.items())
+    ]
+    return "By confidence: " + "; ".join(parts) + "."
 
 
 def table(counts: dict[str, list[int]]) -> str:
@@ -213,6 +242,8 @@ script per model, `model = torch.compile(ModelClass(config))`. Measured with:
 
 {table(kept["counts"])}
 
+{confidence_line(kept.get("by_confidence", {}))}
+
 {kept["same_line"]} of the {kept["lint_findings"]} findings lint makes here are on a line where the scan reported a
 graph break or recompile under some rule. Some of those scans were made by torchmend before TM109 and TM110 had
 rules of their own (they were TM199 then), which the strict comparison above counts as one FP and one FN. The
@@ -240,6 +271,8 @@ Measured with:
     .venv/bin/python benchmarks/lint_vs_scan.py
 
 {table(counts)}
+
+{confidence_line(BY_CONFIDENCE["cases"])}
 
 TP: both report it. FP: lint alone (a static guess the run did not confirm). FN: scan alone. "lint looks for it":
 whether lint has a check for that rule at all; the others (a changing input shape, a recompile limit reached, a

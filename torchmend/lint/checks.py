@@ -25,7 +25,7 @@ from torchmend.codemods.analysis.loggers import logging_call
 from torchmend.codemods.fixes.gate_output import _is_print
 from torchmend.codemods.gating import already_gated
 from torchmend.codemods.source import SourceFile
-from torchmend.lint.gates import compile_gated, is_compiling
+from torchmend.lint.gates import compile_gated, is_compiling, setting
 from torchmend.lint.regions import Reached
 
 LIKELY, POSSIBLE = "likely", "possible"
@@ -60,7 +60,18 @@ def nodes_in_body(fn: cst.FunctionDef) -> list[cst.CSTNode]:
 
 
 def check(r: Reached) -> Iterator[Hit]:
-    """Every hit in one compiled def."""
+    """Every hit in one compiled def; one that runs only under a setting (`if self.layerdrop > 0.0:`) is possible."""
+    for hit in _hits(r):
+        test = setting(r.src, hit.node)
+        if hit.confidence == POSSIBLE or (test is None and r.setting is None):
+            yield hit
+        else:
+            when = _short(r.src, test) if test is not None else r.setting
+            what = f"{hit.what}, when `{when}` holds"
+            yield Hit(hit.rule, hit.node, POSSIBLE, what, hit.variable, hit.call_site)
+
+
+def _hits(r: Reached) -> Iterator[Hit]:
     src = r.src
     me = self_name(src, r.fn) if r.bound else None
     for node in nodes_in_body(r.fn):

@@ -1,11 +1,13 @@
-"""Code that asks whether it runs compiled: lint neither checks nor follows what such a test guards, since which
-branch dynamo takes is not for a static reading to guess (transformers' `if not is_tracing(x) and ...:` is
-skipped under compile by design)."""
+"""Tests that decide what runs. One that asks whether it runs compiled: lint neither checks nor follows what it
+guards, since which branch dynamo takes is not for a static reading to guess (transformers' `if not is_tracing(x)
+and ...:` is skipped under compile by design). One that reads a setting (`if self.layerdrop > 0.0:`): what it
+guards is reported as possible, since many configurations never run it."""
 
 from __future__ import annotations
 
 import libcst as cst
 
+from torchmend.codemods.analysis import Kind, builtin_or_math, values
 from torchmend.codemods.source import SourceFile
 
 _GATES = ("is_compiling", "is_dynamo_compiling", "is_torchdynamo_compiling", "is_tracing", "is_fx_tracing")
@@ -30,3 +32,25 @@ def compile_gated(src: SourceFile, node: cst.CSTNode) -> bool:
         if test is not None and any(is_compiling(src, c) for c in src.nodes_in(test, cst.Call)):
             return True
     return False
+
+
+def setting(src: SourceFile, node: cst.CSTNode) -> cst.BaseExpression | None:
+    """The test of an enclosing `if` (same def) that reads a setting: plain attributes and numbers, no tensor,
+    no call but a builtin's, and something other than `self.training` (which holds all through training)."""
+    for anc in src.ancestors(node):
+        if isinstance(anc, cst.FunctionDef):
+            return None
+        if not isinstance(anc, cst.If) or node is anc:
+            continue
+        test = anc.test
+        attrs = [a.attr.value for a in src.nodes_in(test, cst.Attribute)]
+        calls = src.nodes_in(test, cst.Call)
+        if (
+            attrs
+            and set(attrs) != {"training"}
+            and not any(builtin_or_math(src, c.func) is None for c in calls)
+            and not src.nodes_in(test, cst.Subscript)
+            and values(src).kind(test) is not Kind.TENSOR
+        ):
+            return test
+    return None

@@ -16,7 +16,7 @@ from torchmend.codemods.analysis.calls import Callee, loop_element_callee
 from torchmend.codemods.analysis.entry import compile_sites
 from torchmend.codemods.gating import already_gated
 from torchmend.codemods.source import Context, SourceFile
-from torchmend.lint.gates import compile_gated
+from torchmend.lint.gates import compile_gated, setting
 
 _DISABLE = {"torch.compiler.disable", "torch._dynamo.disable", "torch._disable_dynamo"}
 MAX_FUNCTIONS = 400  # per compiled entry: a bound on the walk, not a limit real code reaches
@@ -33,6 +33,7 @@ class Reached:
     site_src: SourceFile
     entry: Reached | None = None
     bound: bool = False  # a method reached through its instance: its first parameter is the object
+    setting: str | None = None  # reached only under a test of a setting (`self.config.mask_time_prob > 0`)
 
     @property
     def root(self) -> Reached:
@@ -170,7 +171,9 @@ def compiled_region(src: SourceFile, ctx: Context) -> Region:
             if id(found.fn) in seen:
                 continue
             seen.add(id(found.fn))
-            reached = Reached(found.fn, found.src, here.site, here.site_src, here.root, bound=found.bound)
+            test = setting(here.src, call)
+            when = here.setting or (" ".join(here.src.code(test).split()) if test is not None else None)
+            reached = Reached(found.fn, found.src, here.site, here.site_src, here.root, found.bound, when)
             region.functions.append(reached)
             queue.append(reached)
     return region
