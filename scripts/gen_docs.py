@@ -39,6 +39,7 @@ KIND_WORDS = {
     rules.RECOMPILE_LIMIT: "recompile limit",
     rules.SCRIPT_FAILURE: "script failure",
     rules.SUPPRESSION: "suppression comment",
+    rules.SOURCE: "source (lint)",
 }
 TESTED_BY = "tests/unit/test_codemod_examples.py"
 

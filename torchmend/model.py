@@ -30,6 +30,7 @@ class Kind(StrEnum):
     RECOMPILE_LIMIT = "recompile_limit"
     SCRIPT_FAILURE = "script_failure"  # compiling broke the script itself (a compiled model saved whole, ...)
     SUPPRESSION = "suppression"  # not PyTorch's: a suppression comment that suppressed nothing (TM903)
+    SOURCE = "source"  # lint: the source itself could not be read (a file that does not parse)
 
 
 class Where(StrEnum):
@@ -116,6 +117,9 @@ class Finding:
     compiled_function: Location | None = None
     ranks: dict[int, int] | None = None  # multi-rank runs: how often on each rank that saw it
     divergent: bool = False  # not on every rank alike: the other ranks wait for this one at the next collective
+    # `torchmend lint`'s static findings: "likely" (the source shows it) or "possible" (it depends on values the
+    # source does not show). None for scan's, which a run observed.
+    confidence: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

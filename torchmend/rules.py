@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from torchmend.model import Kind
 
 GRAPH_BREAK, RECOMPILE, RECOMPILE_LIMIT = Kind.GRAPH_BREAK, Kind.RECOMPILE, Kind.RECOMPILE_LIMIT
-SCRIPT_FAILURE, SUPPRESSION = Kind.SCRIPT_FAILURE, Kind.SUPPRESSION
+SCRIPT_FAILURE, SUPPRESSION, SOURCE = Kind.SCRIPT_FAILURE, Kind.SUPPRESSION, Kind.SOURCE
 
 HEADINGS = ("What it does", "Why is this bad", "Example", "Fix", "Fix safety")
 
@@ -312,6 +312,27 @@ Fix safety:
     Nothing is changed.
 """
 
+_TM904 = """
+What it does:
+    `torchmend lint` met a Python file it cannot parse (a syntax error, or bytes that are not text in the file's
+    encoding). The finding is at the line the parser stopped on. Lint goes on with the other files.
+
+Why is this bad:
+    Nothing in that file was checked: a compiled function in it, or one that it calls, may hide graph breaks and
+    recompiles that lint cannot see. Python would refuse to import it too.
+
+Example:
+    def forward(self, x)
+        return self.fc(x)  # TM904: expected ':'
+
+Fix:
+    No codemod: fix the syntax error (or exclude the file, for example a template that is not Python), then run
+    lint again.
+
+Fix safety:
+    Nothing is changed.
+"""
+
 RULES: tuple[Rule, ...] = (
     Rule("TM101", GRAPH_BREAK, "print-in-compiled-code", "print() inside compiled code"),
     Rule("TM102", GRAPH_BREAK, "logging-in-compiled-code", "logging call inside compiled code"),
@@ -409,6 +430,15 @@ RULES: tuple[Rule, ...] = (
         "suppression comment that suppressed nothing",
         informational=True,
         doc=_TM903,
+    ),
+    Rule(
+        "TM904",
+        SOURCE,
+        "unparsable-file",
+        "a Python file lint cannot parse: nothing in it was checked",
+        informational=True,
+        advice="fix the syntax error, or leave the file out of the paths given to lint",
+        doc=_TM904,
     ),
     Rule(
         "TM208",

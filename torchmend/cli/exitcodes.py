@@ -7,10 +7,10 @@ class ExitCode(IntEnum):
     OK = 0  # the script ran and was profiled (with or without findings)
     INTERNAL_ERROR = 1  # a bug in torchmend, or the child could not install its hooks
     USAGE = 2  # bad command line
-    SCRIPT_NOT_FOUND = 3  # the script path does not exist or is not a file
+    SCRIPT_NOT_FOUND = 3  # the script (or a path given to lint) does not exist
     SCRIPT_FAILED = 4  # the script failed (syntax error, exception, non-zero exit, killed) before anything compiled
     NOTHING_COMPILED = 5  # the run ended without compiling any frame (no torch.compile, or a budget too small)
-    FINDINGS = 6  # scan --fail-on-findings: findings to fix; fix --check: changes to make
+    FINDINGS = 6  # scan --fail-on-findings: findings to fix; fix --check: changes to make; lint: findings remain
     NO_TORCH = 7  # torch cannot be imported by the Python that runs the script
     SCRIPT_FAILED_AFTER_COMPILE = 8  # the script failed after compiling: the report shows what was seen
     WRITE_REFUSED = 9  # fix/undo: a file changed since the scan, is read-only or outside the project; nothing written
@@ -39,12 +39,13 @@ DESCRIPTIONS = {
     ExitCode.OK: "the script ran and was profiled (with or without findings)",
     ExitCode.INTERNAL_ERROR: "internal error in torchmend (please report it)",
     ExitCode.USAGE: "usage error: bad option or argument",
-    ExitCode.SCRIPT_NOT_FOUND: "the script does not exist or is not a file",
+    ExitCode.SCRIPT_NOT_FOUND: "the script does not exist or is not a file, or a path given to lint does not exist",
     ExitCode.SCRIPT_FAILED: "the script failed before anything was compiled (syntax error, exception, non-zero exit, killed); "
     "the tail of its output is shown",
     ExitCode.NOTHING_COMPILED: "the run ended without compiling anything: the script never calls torch.compile, "
     "or --steps/--timeout ended it first",
-    ExitCode.FINDINGS: "scan --fail-on-findings found findings to fix, or fix --check found changes to make",
+    ExitCode.FINDINGS: "scan --fail-on-findings found findings to fix, fix --check found changes to make, or lint "
+    "found findings (after --fix, those that remain); --exit-zero turns it into 0",
     ExitCode.NO_TORCH: "torch cannot be imported by the Python that runs the script",
     ExitCode.SCRIPT_FAILED_AFTER_COMPILE: "the script failed after compiling; the report shows what was seen up to then",
     ExitCode.WRITE_REFUSED: "fix/undo wrote nothing: a file changed since it was scanned, is read-only, or is "

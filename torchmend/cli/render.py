@@ -28,6 +28,7 @@ _KIND_LABEL = {
     "recompile_limit": "LIMIT",
     "script_failure": "FAILED",
     "suppression": "unused",
+    "source": "source",
 }
 
 

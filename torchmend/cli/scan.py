@@ -38,6 +38,14 @@ def scan(
     fail_on_findings: Annotated[
         bool, typer.Option("--fail-on-findings", help="Exit with code 6 when there are findings to fix (for CI).")
     ] = False,
+    exit_zero: Annotated[
+        bool,
+        typer.Option(
+            "--exit-zero",
+            help="With --fail-on-findings: exit 0 even when there are findings (as `lint --exit-zero`); "
+            "no effect without it.",
+        ),
+    ] = False,
     project: o.Project = None,
     show_output: o.ShowOutput = False,
     keep_events: o.KeepEvents = None,
@@ -120,7 +128,7 @@ def scan(
     if result.failed:
         warn_failed_after_compile(result)
         raise typer.Exit(int(ExitCode.SCRIPT_FAILED_AFTER_COMPILE))
-    if fail_on_findings and any(f.severity == "fix" for f in findings):
+    if fail_on_findings and not exit_zero and any(f.severity == "fix" for f in findings):
         raise typer.Exit(int(ExitCode.FINDINGS))
 
 

@@ -37,11 +37,12 @@ class SourceError(Exception):
 
 
 class SourceFile:
-    def __init__(self, path: str, text: str, focus: Collection[int] = ()) -> None:
-        """`focus`: the lines findings point at; a large file is parsed around them (torchmend/codemods/window.py)."""
+    def __init__(self, path: str, text: str, focus: Collection[int] = (), whole: bool = False) -> None:
+        """`focus`: the lines findings point at; a large file is parsed around them (torchmend/codemods/window.py),
+        unless `whole` (lint, which has no findings yet to focus on)."""
         self.path = path
         self.text = text
-        self._window = window(text, focus) if is_large(text) else None
+        self._window = window(text, focus) if is_large(text) and not whole else None
         try:
             parsed = cst.parse_module(self._window.text if self._window else text)
         except cst.ParserSyntaxError as e:
@@ -203,6 +204,7 @@ class Context:
 
     project_root: str
     read: Callable[[str], str]
+    whole_files: bool = False  # parse large files whole (lint), not around the findings' lines
 
     def __post_init__(self) -> None:
         self._files: dict[str, SourceFile] = {}
@@ -223,7 +225,7 @@ class Context:
                 text = self.read(path)
             except OSError as e:
                 raise SourceError(f"cannot read {path}: {e.strerror or e}") from e
-            self._files[path] = SourceFile(path, text, self._focus.get(path, ()))
+            self._files[path] = SourceFile(path, text, self._focus.get(path, ()), whole=self.whole_files)
         return self._files[path]
 
     def in_project(self, path: str) -> bool:

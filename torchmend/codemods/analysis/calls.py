@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 import libcst.matchers as m
@@ -24,6 +25,10 @@ class Callee:
     bound: bool = False
     compiled_at: cst.CSTNode | None = None
     owner: cst.ClassDef | None = None  # the class of the instance, for a bound method
+
+
+# nn.Module methods that return the module itself: `Net().to(device)`, `Net().train()` are still a Net.
+_RETURNS_SELF = ("to", "train", "eval", "cuda", "cpu", "float", "half", "double", "bfloat16", "requires_grad_")
 
 
 def compile_target(src: SourceFile, value: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -84,6 +89,8 @@ def instance_class(
         return instance_class(src, target, ctx, depth + 1)
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
         return class_named(src, expr.func.value, ctx)
+    if isinstance(expr, cst.Call) and m.matches(expr.func, m.Attribute(attr=m.OneOf(*map(m.Name, _RETURNS_SELF)))):
+        return instance_class(src, cast(cst.Attribute, expr.func).value, ctx, depth + 1)  # Net().to(device)
     if isinstance(expr, cst.Attribute) and m.matches(expr.value, m.Name("self")):
         found = {
             id(c[1]): c
@@ -412,6 +419,26 @@ def _appended(src: SourceFile, attr: cst.Attribute) -> list[cst.BaseExpression]:
     return [c.args[0].value for c in src.nodes_in(cls, cst.Call) if m.matches(c, shape) and len(c.args) == 1]
 
 
+def _dict_entry(src: SourceFile, expr: cst.BaseExpression, key: str) -> cst.BaseExpression:
+    """What `nn.ModuleDict(dict(key=value))` or `nn.ModuleDict({"key": value})` holds under `key` (else a
+    `cst.Name("None")`, which holds nothing)."""
+    none = cst.Name("None")
+    if not (isinstance(expr, cst.Call) and src.qualified_names(expr.func) & {"torch.nn.ModuleDict"} and expr.args):
+        return none
+    held = expr.args[0].value
+    if isinstance(held, cst.Call) and m.matches(held.func, m.Name("dict")):
+        return next((a.value for a in held.args if a.keyword is not None and a.keyword.value == key), none)
+    if isinstance(held, cst.Dict):
+        for el in held.elements:
+            if (
+                isinstance(el, cst.DictElement)
+                and isinstance(el.key, cst.SimpleString)
+                and el.key.evaluated_value == key
+            ):
+                return el.value
+    return none
+
+
 def _elements(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> list[cst.BaseExpression]:
     """The module expressions a container expression holds: `self.layers` (its assigned values), a ModuleList /
     Sequential call, a list, tuple or list comprehension."""
@@ -420,6 +447,14 @@ def _elements(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> list
     if isinstance(expr, cst.Attribute) and m.matches(expr.value, m.Name("self")):
         held = [e for v in self_attr_values(src, expr) for e in _elements(src, v, depth + 1)]
         return held + _appended(src, expr)
+    if isinstance(expr, cst.Attribute) and m.matches(expr.value, m.Attribute(value=m.Name("self"))):
+        # `self.transformer.h`, with `self.transformer = nn.ModuleDict(dict(h=nn.ModuleList([...])))`
+        inner = cast(cst.Attribute, expr.value)
+        return [
+            e
+            for v in self_attr_values(src, inner)
+            for e in _elements(src, _dict_entry(src, v, expr.attr.value), depth + 1)
+        ]
     if isinstance(expr, cst.Call) and src.qualified_names(expr.func) & set(_CONTAINERS):
         if len(expr.args) == 1 and not expr.args[0].star and isinstance(expr.args[0].value, (cst.List, cst.ListComp)):
             return _elements(src, expr.args[0].value, depth + 1)

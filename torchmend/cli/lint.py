@@ -1,0 +1,177 @@
+"""`torchmend lint`: the findings the source shows, without running anything; `--fix` applies the codemods."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from torchmend.cli import options as o
+from torchmend.cli.app import Format, app, err, fail, out, write_stdout
+from torchmend.cli.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from torchmend.lint import LintResult
+    from torchmend.model import Finding
+
+JSON_SCHEMA = "torchmend.lint/1"
+
+Paths = Annotated[
+    Optional[list[Path]],
+    typer.Argument(
+        help="Files or folders to lint (default: the current folder). Folders are listed as git lists them "
+        "(.gitignore respected); virtualenvs, site-packages, __pycache__ and .git never are.",
+        show_default=False,
+    ),
+]
+
+
+@app.command(short_help="Find graph breaks and recompiles in the source, without running it (static).")
+def lint(
+    paths: Paths = None,
+    select: o.Select = None,
+    ignore: o.Ignore = None,
+    format: Annotated[
+        Format,
+        typer.Option("--format", "-f", help="table (grouped by file) or json (schema torchmend.lint/1)."),
+    ] = Format.table,
+    fix: Annotated[
+        bool,
+        typer.Option("--fix", help="Apply the safe fixes (the codemods of `torchmend fix`), then report what remains."),
+    ] = False,
+    unsafe_fixes: Annotated[
+        bool,
+        typer.Option("--unsafe-fixes", help="With --fix or --diff: the unsafe fixes too (they can change output)."),
+    ] = False,
+    diff: Annotated[
+        bool,
+        typer.Option(
+            "--diff", help="Print the fixes as one unified diff on stdout and write nothing (findings go to stderr)."
+        ),
+    ] = False,
+    exit_zero: Annotated[
+        bool, typer.Option("--exit-zero", help="Exit 0 even when findings remain (6 otherwise).")
+    ] = False,
+    project: o.Project = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Parse every file again instead of reusing what the last lint found.")
+    ] = False,
+) -> None:
+    """Report the graph breaks and recompiles that can be seen in the source, without running or importing it
+    (libcst only): print/logging, .item()/float()/int() of tensors, if/while on tensors, number attributes
+    changed in forward, float learning rates written into param_groups of a compiled optimizer step, tensors
+    cached on the module, torch.tensor(number), inside code that torch.compile compiles (followed across the
+    project's files). Each finding says how sure it is (likely or possible); `torchmend scan SCRIPT` confirms
+    it by running the script.
+
+    Examples:
+
+      torchmend lint
+
+      torchmend lint src/ train.py --select TM1 --format json
+
+      torchmend lint --fix            (torchmend undo puts the files back)
+
+      torchmend lint --diff --unsafe-fixes > fixes.patch
+    """
+    from torchmend.cli.running import project_root_of
+    from torchmend.lint import PathNotFound, lint_paths
+
+    if fix and diff:
+        fail(ExitCode.USAGE, "choose one of --fix and --diff")
+    if unsafe_fixes and not (fix or diff):
+        fail(ExitCode.USAGE, "--unsafe-fixes goes with --fix or --diff")
+    given = list(paths or [Path(".")])
+    missing = [p for p in given if not p.exists()]
+    if missing:
+        fail(ExitCode.SCRIPT_NOT_FOUND, f"{missing[0]} does not exist")
+    first = given[0] if given[0].is_dir() else given[0].parent
+    root = (project or project_root_of(first)).resolve()
+    try:
+        result = lint_paths(given, root, select=select, ignore=ignore, cache=not no_cache)
+    except PathNotFound as e:
+        fail(ExitCode.SCRIPT_NOT_FOUND, str(e))
+    for line in result.errors:
+        err.print(f"[yellow]warning:[/] {line}")
+    findings = result.findings
+    if fix or diff:
+        findings = _apply(result, root, select, ignore, unsafe_fixes, write=fix)
+    print_lint(out if not diff else err, result, findings, format, root)
+    if findings and not exit_zero:
+        raise typer.Exit(int(ExitCode.FINDINGS))
+
+
+def _apply(
+    result: LintResult, root: Path, select: list[str] | None, ignore: list[str] | None, unsafe: bool, write: bool
+) -> list[Finding]:
+    """Propose and accept the fixes as `fix --yes` does; print the diff (write=False) or write the files. Returns
+    the findings no accepted change fixes."""
+    from torchmend import pipeline
+    from torchmend.cli.fix import _check_journal
+    from torchmend.codemods.review import ACCEPTED, CONFLICT
+
+    _check_journal(root, writes=write)
+    fixes = pipeline.propose(result.findings, root, select, ignore)
+    decisions = pipeline.accept_all(fixes, unsafe)
+    ui = out if write else err
+    for d in decisions:
+        if d.outcome == CONFLICT or (d.detail and d.outcome != ACCEPTED):
+            ui.print(f"[yellow]skipped {fixes.where(d.proposal)} {d.proposal.rule}: {d.detail}[/]")
+    fixed = {id(f) for p in fixes.accepted for f in p.findings}
+    remaining = [f for f in result.findings if id(f) not in fixed]
+    if not write:
+        write_stdout(pipeline.patch_bytes(fixes))
+        return result.findings  # nothing was written: every finding is still there
+    if not fixes.changes():
+        unsafe_left = sum(p.safety == "unsafe" for p in fixes.proposals) if not unsafe else 0
+        more = f" ({unsafe_left} unsafe: --unsafe-fixes)" if unsafe_left else ""
+        ui.print(f"No fix applied{more}; nothing written.")
+        return remaining
+    try:
+        record = pipeline.write(fixes, root)
+    except pipeline.WriteRefused as e:
+        fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
+    ui.print(
+        f"[bold green]Fixed {len(result.findings) - len(remaining)} finding(s)[/] in "
+        + ", ".join(fixes.session.display(p) for p in record.files)
+        + " (not verified: nothing was run; `torchmend verify SCRIPT --patch "
+        + f"{record.patch}` checks it, `torchmend undo` puts the files back)."
+    )
+    return remaining
+
+
+def print_lint(console: Console, result: LintResult, findings: list[Finding], format: Format, root: Path) -> None:
+    """All of lint's output, in one place: the formats plug in here."""
+    if format is Format.json:
+        report = {
+            "schema": JSON_SCHEMA,
+            "root": str(root),
+            "files_checked": result.files_checked,
+            "findings": [f.to_json() for f in findings],
+        }
+        text = json.dumps(report, indent=2)
+        if console is out:
+            print(text)
+        else:
+            console.print(text, markup=False, highlight=False, soft_wrap=True)
+        return
+    from torchmend.cli.render import findings_view
+    from torchmend.cli.tables import laid_out
+
+    with laid_out(console) as width:
+        if findings:
+            console.print(findings_view(findings, width))
+        likely = sum(f.confidence == "likely" for f in findings)
+        files = f"{result.files_checked} file{'s' * (result.files_checked != 1)}"
+        took = f"{result.seconds:.2f} s"
+        if findings:
+            console.print(
+                f"[bold]{len(findings)} finding{'s' * (len(findings) != 1)}[/] ([bold red]{likely} likely[/], "
+                f"[yellow]{len(findings) - likely} possible[/]) in {files}, {took}, static: "
+                "`torchmend scan SCRIPT` confirms them by running it."
+            )
+        else:
+            console.print(f"[bold green]No findings[/] in {files} ({took}, static).")

@@ -1,0 +1,115 @@
+"""The part of lint that needs libcst: parse the files that compile, find what they compile and what that code
+calls (regions.py), and check each compiled def (checks.py, optimizers.py). run.py imports it only when some file
+must be parsed again, so a lint served from the cache never loads libcst."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from torchmend import sources
+from torchmend.codemods.source import Context, SourceError, SourceFile
+from torchmend.lint.cache import LintCache
+from torchmend.lint.checks import LIKELY, Hit, check
+from torchmend.lint.findings import to_finding
+from torchmend.lint.optimizers import compiled_step, stepped
+from torchmend.lint.regions import compiled_region
+from torchmend.lint.scalars import changing_numbers
+from torchmend.lint.unparsable import unparsable
+from torchmend.model import Finding
+
+log = logging.getLogger("torchmend")
+
+
+# From this many files to parse on, the work is shared among processes (one per CPU): parsing with libcst is what
+# a cold lint spends its time on, and each file's analysis is independent of the others'.
+PARALLEL_FROM = 16
+
+Outcome = tuple[Path, set[str], "list[Finding] | None", str]  # path, files reached, findings, internal error
+
+
+def analyse(
+    paths: list[Path],
+    root: Path,
+    read: Callable[[str], str],
+    store: LintCache,
+    findings: list[Finding],
+    errors: list[str],
+) -> int:
+    """Lint each compiling file of `paths` into `findings` (and the cache); returns how many files were parsed."""
+    workers = min(os.cpu_count() or 1, len(paths) // (PARALLEL_FROM // 2))
+    if workers > 1 and read is sources.read_source:
+        chunks = [paths[i::workers] for i in range(workers)]
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            done = list(pool.map(_chunk, chunks, [root] * workers))
+        outcomes = [o for outs, _ in done for o in outs]
+        parsed = sum(n for _, n in done)
+    else:
+        outcomes, parsed = _chunk(paths, root, read)
+    for path, touched, found, error in sorted(outcomes, key=lambda o: o[0]):
+        if found is None:
+            errors.append(error)
+            continue
+        store.store(path, touched, found)
+        findings += found
+    return parsed
+
+
+def _chunk(
+    paths: list[Path], root: Path, read: Callable[[str], str] = sources.read_source
+) -> tuple[list[Outcome], int]:
+    """Lint these files with one Context (a callee file is parsed once for all of them)."""
+    ctx = Recording(str(root), read, whole_files=True)
+    outcomes: list[Outcome] = []
+    for path in paths:
+        ctx.touched = set()
+        try:
+            found = lint_entry(ctx, path, str(root))
+        except SourceError as e:
+            found = [unparsable(str(path), str(root), 1, str(e))]
+        except Exception as e:  # an analysis bug costs this file's findings, never the run
+            log.debug("internal error linting %s", path, exc_info=True)
+            outcomes.append(
+                (path, set(), None, f"{os.path.relpath(path, root)}: internal error: {type(e).__name__}: {e}")
+            )
+            continue
+        outcomes.append((path, set(ctx.touched), found, ""))
+    return outcomes, ctx.parsed
+
+
+def lint_entry(ctx: Context, path: Path, root: str) -> list[Finding]:
+    src = ctx.file(str(path))
+    region = compiled_region(src, ctx)
+    found: list[Finding] = []
+    for r in region.functions:
+        if not ctx.in_project(r.src.path):
+            continue
+        for hit in [*check(r), *stepped(r, ctx), *changing_numbers(r, ctx)]:
+            found.append(to_finding(r.src, hit, root, r))
+    for step in region.steps:
+        for hit_src, hit in compiled_step(step, ctx):
+            found.append(to_finding(hit_src, hit, root))
+    for d in region.disabled:
+        what = f"`{d.callee.fn.name.value}` is wrapped in torch.compiler.disable: calling it ends the graph"
+        found.append(to_finding(d.src, Hit("TM105", d.call, LIKELY, what), root, d.caller))
+    return found
+
+
+class Recording(Context):
+    """A Context that remembers which files were asked for (the cache's dependencies) and how many it parsed."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.touched: set[str] = set()
+        self.parsed = 0
+
+    def file(self, path: str) -> SourceFile:
+        real = os.path.realpath(path)
+        self.touched.add(real)
+        if real not in self._files:
+            self.parsed += 1
+        return super().file(path)

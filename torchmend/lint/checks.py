@@ -1,0 +1,260 @@
+"""What lint looks for in a def that runs compiled: each check reads one node kind through the shared analysis
+(value kinds, loggers, the print and logging tests of the gate codemods) and says how sure the source makes it:
+`likely` when the source shows it (a `.item()` of a tensor, `print`), `possible` when it depends on a value the
+source does not pin down (a parameter that may be a tensor)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import cast
+
+import libcst as cst
+import libcst.matchers as m
+
+from torchmend.codemods.analysis import (
+    NUMBERS,
+    Kind,
+    assigned_values,
+    builtin_or_math,
+    self_attr_values,
+    self_name,
+    values,
+)
+from torchmend.codemods.analysis.loggers import logging_call
+from torchmend.codemods.fixes.gate_output import _is_print
+from torchmend.codemods.gating import already_gated
+from torchmend.codemods.source import SourceFile
+from torchmend.lint.gates import compile_gated, is_compiling, setting
+from torchmend.lint.regions import Reached
+
+LIKELY, POSSIBLE = "likely", "possible"
+_HOST_RANDOM = ("numpy.random.", "random.")
+_SCALAR_CONSTRUCTORS = {"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"}
+
+
+@dataclass(frozen=True)
+class Hit:
+    rule: str
+    node: cst.CSTNode  # where: its first line is the finding's line
+    confidence: str
+    what: str  # what lint saw, for the reason
+    variable: str | None = None
+    call_site: tuple[SourceFile, cst.CSTNode] | None = None  # the call that passes the value in (TM202)
+
+
+def nodes_in_body(fn: cst.FunctionDef) -> list[cst.CSTNode]:
+    """Every node of a def's own body (not of the defs, classes and lambdas nested in it), in source order."""
+    found: list[cst.CSTNode] = []
+
+    class _All(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            found.append(node)
+            return True
+
+    for stmt in fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [fn.body]:
+        stmt.visit(_All())
+    return found
+
+
+def check(r: Reached) -> Iterator[Hit]:
+    """Every hit in one compiled def; one that runs only under a setting (`if self.layerdrop > 0.0:`) is possible."""
+    for hit in _hits(r):
+        test = setting(r.src, hit.node)
+        if hit.confidence == POSSIBLE or (test is None and r.setting is None):
+            yield hit
+        else:
+            when = _short(r.src, test) if test is not None else r.setting
+            what = f"{hit.what}, when `{when}` holds"
+            yield Hit(hit.rule, hit.node, POSSIBLE, what, hit.variable, hit.call_site)
+
+
+def _hits(r: Reached) -> Iterator[Hit]:
+    src = r.src
+    me = self_name(src, r.fn) if r.bound else None
+    for node in nodes_in_body(r.fn):
+        if compile_gated(src, node):
+            continue
+        if isinstance(node, cst.Call):
+            if already_gated(src, node):
+                continue
+            yield from _call(src, r, node)
+        elif isinstance(node, (cst.If, cst.While)):
+            yield from _branch(src, node, node.test, "while" if isinstance(node, cst.While) else "if")
+        elif isinstance(node, cst.Assert):
+            if values(src).is_tensor(node.test):
+                yield Hit("TM108", node, LIKELY, f"`assert` on a tensor: `{_short(src, node.test)}`")
+            elif _tensor_test(src, node.test):
+                yield Hit("TM108", node, POSSIBLE, f"`assert` on what may be a tensor: `{_short(src, node.test)}`")
+        elif isinstance(node, cst.Assign) and _sets_requires_grad(src, node):
+            yield Hit("TM109", node, LIKELY, "`requires_grad = True` set on a tensor in compiled code")
+        elif me is not None and isinstance(node, (cst.AugAssign, cst.Assign)):
+            yield from _self_write(src, r, node, me)
+
+
+def _short(src: SourceFile, node: cst.CSTNode, width: int = 60) -> str:
+    code = " ".join(src.code(node).split())
+    return code if len(code) <= width else code[: width - 1] + "…"
+
+
+def _call(src: SourceFile, r: Reached, call: cst.Call) -> Iterator[Hit]:
+    v = values(src)
+    func = call.func
+    if _is_print(src, call):
+        yield Hit("TM101", call, LIKELY, "`print(...)` in compiled code")
+        return
+    if any(q.startswith(_HOST_RANDOM) for q in src.qualified_names(func)):
+        yield Hit("TM110", call, LIKELY, f"`{_short(src, func)}(...)` draws from NumPy's or Python's generator")
+        return
+    if logging_call(src, call):
+        yield Hit("TM102", call, LIKELY, f"logging call `{_short(src, func)}(...)` in compiled code")
+        return
+    if isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist") and not call.args:
+        receiver = func.value
+        if v.is_tensor(receiver) or v.maybe_tensor(receiver):
+            sure = LIKELY if v.is_tensor(receiver) or func.attr.value == "item" else POSSIBLE
+            yield Hit("TM104", call, sure, f"`{_short(src, call)}` turns a tensor into a Python number")
+        return
+    builtin = builtin_or_math(src, func)
+    if builtin in ("float", "int", "bool") and len(call.args) == 1 and not call.args[0].star:
+        arg = call.args[0].value
+        if v.is_tensor(arg) and not _parameter(src, arg):
+            yield Hit("TM104", call, LIKELY, f"`{_short(src, call)}` turns a tensor into a Python number")
+        elif v.is_tensor(arg):  # a parameter used as a tensor here may still be given a number
+            yield Hit("TM104", call, POSSIBLE, f"`{_short(src, call)}` may turn a tensor into a Python number")
+        elif v.kind(arg) is Kind.UNKNOWN and v.maybe_tensor(arg):
+            yield Hit("TM104", call, POSSIBLE, f"`{_short(src, call)}` may turn a tensor into a Python number")
+        return
+    if src.qualified_names(func) & _SCALAR_CONSTRUCTORS and call.args and call.args[0].keyword is None:
+        yield from _scalar_tensor(src, r, call, call.args[0].value)
+
+
+def _scalar_tensor(src: SourceFile, r: Reached, call: cst.Call, arg: cst.BaseExpression) -> Iterator[Hit]:
+    """`torch.tensor(x)` of a Python number inside compiled code: dynamo guards on `x` all the same, so a new
+    value recompiles. Which rule depends on where `x` comes from: an argument (TM202), the module (TM201), a
+    global or closure variable (TM206)."""
+    v = values(src)
+    if isinstance(arg, (cst.Integer, cst.Float)) or v.is_tensor(arg) or v.maybe_tensor(arg):
+        return
+    what = f"`{_short(src, call)}` makes a tensor of a Python number inside compiled code: dynamo still guards on it"
+    if isinstance(arg, cst.Attribute) and isinstance(arg.value, cst.Name) and arg.value.value == self_name(src, r.fn):
+        kinds = {v.kind(x) for x in self_attr_values(src, arg)}
+        if kinds & NUMBERS:
+            yield Hit("TM201", call, POSSIBLE, what, src.code(arg))
+        return
+    if not isinstance(arg, cst.Name) or v.kind(arg) not in NUMBERS | {Kind.UNKNOWN}:
+        return
+    refs = src.referents(arg)
+    if any(isinstance(ref, cst.Param) and src.enclosing(ref, cst.FunctionDef) is r.fn for ref in refs):
+        if r.entry is None:  # a parameter of the compiled function itself: the caller's number
+            yield Hit("TM202", call, POSSIBLE, what, arg.value)
+        return
+    if refs and all(src.enclosing(ref, cst.FunctionDef) is not r.fn for ref in refs) and v.kind(arg) in NUMBERS:
+        yield Hit("TM206", call, POSSIBLE, what, arg.value)
+
+
+def _branch(src: SourceFile, stmt: cst.CSTNode, test: cst.BaseExpression, keyword: str) -> Iterator[Hit]:
+    v = values(src)
+    if any(is_compiling(src, c) for c in src.nodes_in(test, cst.Call)):
+        return
+    if v.is_tensor(test):
+        yield Hit("TM103", stmt, LIKELY, f"`{keyword} {_short(src, test)}:` branches on a tensor's value")
+    elif not v.is_python(test) and _tensor_test(src, test):
+        yield Hit("TM103", stmt, POSSIBLE, f"`{keyword} {_short(src, test)}:` may branch on a tensor's value")
+
+
+def _parameter(src: SourceFile, expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and any(isinstance(r, cst.Param) for r in src.referents(expr))
+
+
+def _sets_requires_grad(src: SourceFile, node: cst.Assign) -> bool:
+    return any(
+        m.matches(t.target, m.Attribute(attr=m.Name("requires_grad")))
+        and values(src).maybe_tensor(cast(cst.Attribute, t.target).value)
+        for t in node.targets
+    ) and m.matches(node.value, m.Name("True"))
+
+
+def _tensor_test(src: SourceFile, test: cst.BaseExpression) -> bool:
+    """A test that compares or reduces something likely a tensor (`x.sum() > 0`, `(mask == 1).any()`)."""
+    v = values(src)
+    if isinstance(test, cst.BooleanOperation):
+        return _tensor_test(src, test.left) or _tensor_test(src, test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _tensor_test(src, test.expression)
+    if isinstance(test, cst.Name):  # `skip = u < p` under one branch, `skip = False` under the other
+        return any(v.is_tensor(value) for value in assigned_values(src, test))
+    if isinstance(test, cst.Comparison):
+        operands = [test.left, *(c.comparator for c in test.comparisons)]
+        return any(v.kind(x) is Kind.UNKNOWN and _reduced(x) and v.maybe_tensor(x) for x in operands)
+    return isinstance(test, cst.Call) and _reduced(test) and v.maybe_tensor(test)
+
+
+def _reduced(expr: cst.BaseExpression) -> bool:
+    """A tensor method that gives one value: `.sum()`, `.any()`, `.max()` ..."""
+    return m.matches(
+        expr,
+        m.Call(
+            func=m.Attribute(
+                attr=m.Name("sum")
+                | m.Name("mean")
+                | m.Name("any")
+                | m.Name("all")
+                | m.Name("max")
+                | m.Name("min")
+                | m.Name("norm")
+                | m.Name("abs")
+            )
+        ),
+    )
+
+
+def _self_write(src: SourceFile, r: Reached, node: cst.AugAssign | cst.Assign, me: str) -> Iterator[Hit]:
+    """TM201 (a number attribute of the module changed in forward) and TM208 (a tensor cached on it)."""
+    targets = [node.target] if isinstance(node, cst.AugAssign) else [t.target for t in node.targets]
+    for target in targets:
+        if not m.matches(target, m.Attribute(value=m.Name(me))):
+            continue
+        assert isinstance(target, cst.Attribute)
+        v = values(src)
+        variable = f"{me}.{target.attr.value}"
+        if isinstance(node, cst.AugAssign) or _reads(src, node.value, me, target.attr.value):
+            kinds = {v.kind(x) for x in self_attr_values(src, target)}
+            value = node.value
+            if kinds & {Kind.INT, Kind.FLOAT} and not v.is_tensor(value) and not v.maybe_tensor(value):
+                yield Hit(
+                    "TM201",
+                    node,
+                    LIKELY,
+                    f"`{_short(src, node)}` changes a number attribute in compiled code",
+                    variable,
+                )
+            continue
+        if isinstance(node, cst.Assign) and v.is_tensor(node.value):
+            cache = _cache_test(src, node, me, target.attr.value)
+            if cache is not None:
+                yield Hit(
+                    "TM208",
+                    cache,
+                    LIKELY,
+                    f"`{variable}` is a tensor cached on the module and rebuilt in compiled code",
+                    variable,
+                )
+
+
+def _reads(src: SourceFile, expr: cst.CSTNode, me: str, attr: str) -> bool:
+    return any(
+        m.matches(a, m.Attribute(value=m.Name(me), attr=m.Name(attr))) for a in src.nodes_in(expr, cst.Attribute)
+    )
+
+
+def _cache_test(src: SourceFile, assign: cst.Assign, me: str, attr: str) -> cst.If | None:
+    """The `if self.x is None or ...:` that guards rebuilding the cached tensor, in the same def."""
+    for anc in src.ancestors(assign):
+        if isinstance(anc, cst.FunctionDef):
+            return None
+        if isinstance(anc, cst.If) and _reads(src, anc.test, me, attr):
+            return anc
+    return None
