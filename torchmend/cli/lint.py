@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -36,20 +37,38 @@ def lint(
     ignore: o.Ignore = None,
     format: Annotated[
         Format,
-        typer.Option("--format", "-f", help="table (grouped by file) or json (schema torchmend.lint/1)."),
+        typer.Option(
+            "--format",
+            "-f",
+            help="table (grouped by file), json (schema torchmend.lint/1), sarif (SARIF 2.1.0 for code scanning, "
+            "each codemod's change as a fix) or github (workflow annotations, one line per finding).",
+        ),
     ] = Format.table,
     fix: Annotated[
         bool,
         typer.Option("--fix", help="Apply the safe fixes (the codemods of `torchmend fix`), then report what remains."),
     ] = False,
     unsafe_fixes: Annotated[
-        bool,
-        typer.Option("--unsafe-fixes", help="With --fix or --diff: the unsafe fixes too (they can change output)."),
-    ] = False,
+        Optional[bool],
+        typer.Option(
+            "--unsafe-fixes/--no-unsafe-fixes",
+            help="With --fix or --diff: the unsafe fixes too (they can change output). Default: `unsafe-fixes` in "
+            "[tool.torchmend], else off.",
+            show_default=False,
+        ),
+    ] = None,
     diff: Annotated[
         bool,
         typer.Option(
             "--diff", help="Print the fixes as one unified diff on stdout and write nothing (findings go to stderr)."
+        ),
+    ] = False,
+    add_ignore: Annotated[
+        bool,
+        typer.Option(
+            "--add-ignore",
+            help="Write a `# torchmend: ignore[CODES]` comment on the line of every finding that remains (like "
+            "ruff --add-noqa), so that from now on only new findings are reported.",
         ),
     ] = False,
     exit_zero: Annotated[
@@ -76,12 +95,18 @@ def lint(
       torchmend lint --fix            (torchmend undo puts the files back)
 
       torchmend lint --diff --unsafe-fixes > fixes.patch
+
+      torchmend lint --format sarif --exit-zero > torchmend.sarif
+
+      torchmend lint --add-ignore     (silence what is there today; report only what is new)
     """
+    from torchmend.cli.config import config_for
     from torchmend.cli.running import project_root_of
     from torchmend.lint import PathNotFound, lint_paths
+    from torchmend.suppress import apply_suppressions
 
-    if fix and diff:
-        fail(ExitCode.USAGE, "choose one of --fix and --diff")
+    if sum((fix, diff, add_ignore)) > 1:
+        fail(ExitCode.USAGE, "choose one of --fix, --diff and --add-ignore")
     if unsafe_fixes and not (fix or diff):
         fail(ExitCode.USAGE, "--unsafe-fixes goes with --fix or --diff")
     given = list(paths or [Path(".")])
@@ -89,19 +114,57 @@ def lint(
     if missing:
         fail(ExitCode.SCRIPT_NOT_FOUND, f"{missing[0]} does not exist")
     first = given[0] if given[0].is_dir() else given[0].parent
-    root = (project or project_root_of(first)).resolve()
+    cfg = config_for(first)  # a bad [tool.torchmend] stops here (exit 24)
+    select, ignore = cfg.get("select", select), cfg.get("ignore", ignore)
+    unsafe = bool(cfg.get("unsafe-fixes", unsafe_fixes))
+    root = (project or cfg.get("project-root") or project_root_of(first)).resolve()
     try:
-        result = lint_paths(given, root, select=select, ignore=ignore, cache=not no_cache)
+        # select/ignore are applied with the suppressions below, so that what they leave out is counted as suppressed
+        result = lint_paths(given, root, cache=not no_cache, excluded=cfg.excluded)
     except PathNotFound as e:
         fail(ExitCode.SCRIPT_NOT_FOUND, str(e))
     for line in result.errors:
         err.print(f"[yellow]warning:[/] {line}")
-    findings = result.findings
+    # Comments are looked for only in files that have one: tokenizing every file would cost more than the lint.
+    commented = [p for p in result.files if _mentions_suppression(p)]
+    kept, suppressed, unused = apply_suppressions(
+        result.findings, root, config=cfg, select=select, ignore=ignore, files=commented
+    )
+    result.findings = kept
+    findings = kept
     if fix or diff:
-        findings = _apply(result, root, select, ignore, unsafe_fixes, write=fix)
-    print_lint(out if not diff else err, result, findings, format, root)
+        findings = _apply(result, root, select, ignore, unsafe, write=fix)
+    elif add_ignore:
+        findings = _add_ignores(findings, root)
+    print_lint(out if not diff else err, result, findings + unused, format, root, len(suppressed))
     if findings and not exit_zero:
         raise typer.Exit(int(ExitCode.FINDINGS))
+
+
+def _mentions_suppression(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return b"torchmend:" in f.read()
+    except OSError:
+        return False
+
+
+def _add_ignores(findings: list[Finding], root: Path) -> list[Finding]:
+    """Write the suppression comments for `findings`; the findings left (those in files it could not write)."""
+    from torchmend.store import WriteRefused
+    from torchmend.suppress import write_ignores
+
+    try:
+        written = write_ignores(findings, root)
+    except WriteRefused as e:
+        fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
+    shown = ", ".join(os.path.relpath(p, root) for p in written)
+    out.print(
+        f"[bold green]Added suppression comments for {len(findings)} finding(s)[/]"
+        + (f" in {shown}" if written else "")
+        + " (`git diff` shows them)."
+    )
+    return []
 
 
 def _apply(
@@ -143,14 +206,26 @@ def _apply(
     return remaining
 
 
-def print_lint(console: Console, result: LintResult, findings: list[Finding], format: Format, root: Path) -> None:
-    """All of lint's output, in one place: the formats plug in here."""
+def print_lint(
+    console: Console, result: LintResult, findings: list[Finding], format: Format, root: Path, suppressed: int = 0
+) -> None:
+    """All of lint's output, in one place."""
+    if format in (Format.sarif, Format.github):
+        from torchmend.cli import formats
+
+        text = formats.report(format, findings, root)
+        if console is out:
+            print(text, end="")
+        else:  # with --diff, stdout carries the patch
+            console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+        return
     if format is Format.json:
         report = {
             "schema": JSON_SCHEMA,
             "root": str(root),
             "files_checked": result.files_checked,
             "findings": [f.to_json() for f in findings],
+            "suppressed": suppressed,
         }
         text = json.dumps(report, indent=2)
         if console is out:
@@ -175,3 +250,8 @@ def print_lint(console: Console, result: LintResult, findings: list[Finding], fo
             )
         else:
             console.print(f"[bold green]No findings[/] in {files} ({took}, static).")
+        if suppressed:
+            console.print(
+                f"[dim]{suppressed} finding{'s' * (suppressed != 1)} suppressed "
+                "(ignore comments, --select/--ignore, per-file-ignores)[/]"
+            )

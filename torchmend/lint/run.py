@@ -43,6 +43,7 @@ class LintResult:
     cached: int = 0
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # the Python files under the given paths, absolute
 
 
 def _under(path: Path, roots: Sequence[Path]) -> bool:
@@ -57,14 +58,19 @@ def lint_paths(
     ignore: list[str] | None = None,
     cache: bool = True,
     read: Callable[[str], str] = sources.read_source,
+    excluded: Callable[[Path], bool] | None = None,
 ) -> LintResult:
     """Lint the Python files under `paths` (files or folders) of the project at `root`. Raises
-    files.PathNotFound for a path that does not exist; a file that does not parse is a TM904 finding."""
+    files.PathNotFound for a path that does not exist; a file that does not parse is a TM904 finding. `excluded`:
+    files to leave out (the configuration's `exclude`), for the project walk and the given paths alike."""
     started = time.perf_counter()
     root = Path(os.path.abspath(root))
     given = [Path(os.path.abspath(p)) for p in paths]
     files = python_files(given)
     project = sorted(set(python_files([root])) | set(files)) if root.is_dir() else files
+    if excluded is not None:  # the configuration's `exclude` globs: never read, as if they were not there
+        files = [f for f in files if not excluded(f)]
+        project = [f for f in project if not excluded(f)]
     store = LintCache(root, project, enabled=cache)
     findings: list[Finding] = []
     compiling: list[Path] = []
@@ -100,6 +106,7 @@ def lint_paths(
         cached=store.hits,
         seconds=time.perf_counter() - started,
         errors=errors,
+        files=[str(f) for f in files],
     )
 
 

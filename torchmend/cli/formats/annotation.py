@@ -136,7 +136,7 @@ def message(f: Finding, where: Place, fix: TextFix | None = None) -> str:
         parts.append(f"The compiled function is called from {f.call_site.file}:{f.call_site.line}.")
     if f.hint:
         parts.append(f"PyTorch's hint: {f.hint}")
-    if confidence is not None:
+    if confidence is not None and "static" not in f.reason:  # lint's reasons say so themselves
         parts.append(f"Static finding ({confidence}): `torchmend scan` confirms it by running the script.")
     if fix is not None:
         parts.append(f"`torchmend fix` proposes a change ({fix.safety}): {fix.description}")
