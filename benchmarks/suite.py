@@ -87,7 +87,7 @@ def scenario_names() -> list[str]:
 # --- the machine ------------------------------------------------------------------------------------------
 
 
-def probe(python: str, device: str) -> dict[str, Any]:
+def probe(python: str, device: str, rebuild: bool = False) -> dict[str, Any]:
     """torch's version and the device's name, from a child process (this one never imports torch)."""
     code = (
         "import json, sys, torch\n"
@@ -111,9 +111,9 @@ def probe(python: str, device: str) -> dict[str, Any]:
     except OSError:
         cpu = platform.processor() or cpu
     info["cpu"] = f"{cpu}, {os.cpu_count()} cores"
-    if device == "cuda" and not info.get("cuda"):
+    if device == "cuda" and not info.get("cuda") and not rebuild:
         raise SystemExit("--device cuda, but torch.cuda.is_available() is False in the child")
-    info["device_name"] = info["cuda"] if device == "cuda" else info["cpu"]
+    info["device_name"] = (info["cuda"] or "?") if device == "cuda" else info["cpu"]
     return info
 
 
@@ -762,7 +762,13 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(f"mode reduce-overhead skipped: --backend {args.backend} drops torch.compile's mode")
     if not modes:
         raise SystemExit("no mode left to run")
-    info = probe(sys.executable, args.device)
+    info = probe(sys.executable, args.device, args.rebuild)
+    if args.rebuild:  # the report of records made elsewhere (the GPU machine): describe that machine
+        theirs = [r for r in suite_log.load(args.resume) if r.get("device") == args.device and r.get("torch")]
+        if theirs:
+            info.update(torch=theirs[-1]["torch"], device_name=theirs[-1].get("device_name") or "?")
+            info["cuda_version"] = theirs[-1].get("cuda_version")
+            info["cpu"] = theirs[-1].get("cpu") or info["cpu"]
     steps = {r: args.steps or DEFAULT_STEPS[args.device][r] for r in args.regimes}
     stem = args.stem or f"suite-{args.device}-torch{torch_short(info['torch'])}" + ("-smoke" if args.smoke else "")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -820,6 +826,7 @@ def main(argv: list[str] | None = None) -> int:
         "device_name": info["device_name"],
         "host": platform.node(),
         "cuda_version": info.get("cuda_version"),
+        "cpu": info["cpu"],
     }
     if not args.rebuild:
         execute(args, modes, steps, base, results, t_start)

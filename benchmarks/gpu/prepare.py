@@ -93,6 +93,7 @@ def main() -> int:
                 dest = OUT / "scenarios" / name
                 dest.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(fx.pop("script"), dest / "broken.py")
+                fx["command"] = fx["command"].replace(str(scratch / "fixed" / name) + "/", "")
                 (dest / "fix.json").write_text(json.dumps(fx, indent=1) + "\n", encoding="utf-8")
                 print(f"scenario {name}: {', '.join(fx['rules']) or 'nothing fixed'} (exit {fx['rc']})", flush=True)
         if not args.no_fixtures:
