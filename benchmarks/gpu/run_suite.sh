@@ -23,7 +23,10 @@ cd "$(dirname "$0")/../.."
 SLICE=${1:?usage: run_suite.sh SLICE [GPUS]}
 GPUS=${2:-1}
 PY=${PYTHON:-python}
-BUDGET=${BUDGET_S:-470}   # seconds of runs started per call; the run in progress may add its own length
+DEVICE=${DEVICE:-cuda}          # cpu: a try-out of this script where there is no GPU (with EXTRA="--backend aot_eager")
+OUTDIR=${OUT_DIR:-benchmarks/results}
+read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
+BUDGET=${BUDGET_S:-430}   # seconds in which runs may start; past BUDGET+70 s SIGTERM, +100 s SIGKILL
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 TAG=$($PY -c 'import torch, re
 name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
@@ -31,9 +34,9 @@ m = re.search(r"\b([A-Z]\d{2,4}[A-Z]?)\b", name)
 v = re.match(r"(\d+\.\d+)", torch.__version__).group(1)
 print(f"{(m.group(1) if m else name.split()[-1]).lower()}-torch{v}")')
 STEM="suite-$TAG-full"
-RESULTS="benchmarks/results/$STEM.jsonl"
-COMMON=(--device cuda --modes default reduce-overhead --regimes overhead compute --repeat 3 --cost-scenarios all
-        --fixed-dir benchmarks/gpu/fixed/scenarios --resume "$RESULTS" --stem "$STEM" --no-plot)
+RESULTS="$OUTDIR/$STEM.jsonl"
+COMMON=(--device "$DEVICE" --out "$OUTDIR" --modes default reduce-overhead --regimes overhead compute --repeat 3 --cost-scenarios all
+        --fixed-dir benchmarks/gpu/fixed/scenarios --resume "$RESULTS" --stem "$STEM" --no-plot "${EXTRA_ARGS[@]}")
 case "$SLICE" in
   cudagraph)        ;;
   overhead-ro)      SEL=(--parts variants --only '*/overhead/reduce-overhead') ;;
@@ -42,7 +45,9 @@ case "$SLICE" in
   compute-default)  SEL=(--parts variants --only '*/compute/default') ;;
   cost)             SEL=(--parts cost) ;;
   all)              SEL=() ;;
-  report)           exec $PY benchmarks/suite.py "${COMMON[@]}" --rebuild ;;
+  report)
+    $PY benchmarks/gpu/cudagraph_check.py --resume "$OUTDIR/cudagraph-check-$TAG.jsonl" --rebuild
+    exec $PY benchmarks/suite.py "${COMMON[@]}" --rebuild ;;
   *) echo "unknown slice $SLICE" >&2; exit 2 ;;
 esac
 echo "slice $SLICE on $TAG, $GPUS GPU(s), budget $BUDGET s; results $RESULTS" >&2
@@ -50,19 +55,19 @@ pids=()
 for ((k = 1; k <= GPUS; k++)); do
   if [ "$SLICE" = cudagraph ]; then
     [ "$k" -gt 1 ] && break  # one process, several runs at once on the one GPU (correctness, not timing)
-    cmd=($PY benchmarks/gpu/cudagraph_check.py --resume "benchmarks/results/cudagraph-check-$TAG.jsonl"
-         --budget-s "$BUDGET" --jobs 4)
+    cmd=($PY benchmarks/gpu/cudagraph_check.py --resume "$OUTDIR/cudagraph-check-$TAG.jsonl"
+         --budget-s "$BUDGET" --jobs 4 --device "$DEVICE" "${EXTRA_ARGS[@]}")
   else
     shard=(); [ "$GPUS" -gt 1 ] && shard=(--shard "$k/$GPUS")
     cmd=($PY benchmarks/suite.py "${COMMON[@]}" "${SEL[@]}" "${shard[@]}" --budget-s "$BUDGET")
   fi
-  CUDA_VISIBLE_DEVICES=$((k - 1)) timeout -s TERM $((BUDGET + 80)) "${cmd[@]}" &
+  CUDA_VISIBLE_DEVICES=$((k - 1)) timeout -s TERM -k 30 $((BUDGET + 70)) "${cmd[@]}" &
   pids+=($!)
 done
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=$?; done
 if [ "$SLICE" = cudagraph ]; then
-  left=$(grep -c "not run yet" "benchmarks/results/cudagraph-check-$TAG.md" 2>/dev/null || echo "?")
+  left=$(grep -c "not run yet" "$OUTDIR/cudagraph-check-$TAG.md" 2>/dev/null || true)
   echo "SLICE cudagraph: $left case(s) not run yet (0: complete; the timing runs are listed in the .md)" >&2
 else
   [ "$GPUS" -gt 1 ] && $PY benchmarks/suite.py "${COMMON[@]}" --rebuild >/dev/null 2>&1
