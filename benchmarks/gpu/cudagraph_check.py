@@ -39,7 +39,6 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), str(ROOT), os.environ.get("PYTHONPATH")) if p)
 
 import suite_log  # noqa: E402
 
@@ -147,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=None)
     p.add_argument("--rebuild", action="store_true", help="run nothing; rebuild the Markdown from --resume FILE")
     args = p.parse_args(argv)
+    # the children: this checkout's torchmend, and gpu/sitecustomize.py (TM_DEFAULT_DEVICE, TM_COMPILE_MODE)
+    os.environ["PYTHONPATH"] = os.pathsep.join(x for x in (str(HERE), str(ROOT), os.environ.get("PYTHONPATH")) if x)
     signal.signal(signal.SIGTERM, lambda *a: STOP.append(True))
     results = args.resume or ROOT / "benchmarks" / "results" / f"cudagraph-check-{args.device}.jsonl"
     all_cases = cases(args.only)
