@@ -94,6 +94,8 @@ def env_for(case: str, arm: str, device: str, mode: str) -> tuple[tuple[str, str
             env.append(("TM_DEFAULT_DEVICE", "cuda"))
         if arm != "eager":
             env.append(("TM_COMPILE_MODE", arm_mode))
+    if arm.endswith("_ro"):  # inductor says why it skips CUDA graphs (a CPU tensor, a mutated input...) here
+        env.append(("TORCH_LOGS", "perf_hints"))
     return tuple(env)
 
 
@@ -108,8 +110,10 @@ def measure(script: Path, env: tuple[tuple[str, str], ...], steps: int, backend:
     failed = outcome.failed or outcome.ended_by in ("no_torch", "internal_error", "interrupted", "timeout")
     rec = {k: v for k, v in summary.to_json().items() if k != "torch_version"}
     rec.update(ok=not failed, capture=capture_of(outcome.end), findings=sorted({(f.rule, f.line) for f in findings}))
+    tail = outcome.output_tail or ""
+    rec["cudagraph_skips"] = sorted({ln.strip()[-300:] for ln in tail.splitlines() if "skipping cudagraphs" in ln})
     if failed:
-        rec["output_tail"] = outcome.output_tail[-3000:]
+        rec["output_tail"] = tail[-3000:]
     import shutil
 
     shutil.rmtree(scratch, ignore_errors=True)
@@ -259,6 +263,7 @@ def report(records: list[dict[str, Any]], all_cases: dict[str, dict[str, Any]], 
         "|---|---|---|---|---|---|---|",
     ]
     failures = []
+    skipped: list[tuple[str, list[str]]] = []
     for case, c in all_cases.items():
         fx = by.get((case, "fixed_ro"), [])
         hd = by.get((case, "hand_ro"), [])
@@ -286,6 +291,10 @@ def report(records: list[dict[str, Any]], all_cases: dict[str, dict[str, Any]], 
         if hd and f0["ok"] and hd[0]["ok"] and hd[0]["compile_seconds"]:
             ratio = f"{f0['compile_seconds'] / hd[0]['compile_seconds']:.2f}"
         ok = "runs" if all(r["ok"] for r in fx) else "**FAILS**"
+        skips = sorted({x for r in fx for x in r.get("cudagraph_skips") or []})
+        if skips and all(r["ok"] for r in fx):
+            ok = "runs, **CUDA graphs skipped**"
+            skipped.append((case, skips))
         L.append(f"| {case} | {', '.join(c['rules'])} | {ok} | {counts} | {same} | {num} | {ratio} |")
         failures += [r for r in fx + hd + eg if not r["ok"]]
     L.append("")
@@ -313,6 +322,10 @@ def report(records: list[dict[str, Any]], all_cases: dict[str, dict[str, Any]], 
                     f"| {mode} | {_spread(ta)} | {_spread(tb)} | "
                     f"{statistics.median(ta) / statistics.median(tb):.3f} ({len(ta)} / {len(tb)} runs) |"
                 )
+        L.append("")
+    if skipped:
+        L += ["## Where inductor skipped CUDA graphs (TORCH_LOGS=perf_hints, in the run's output tail)", ""]
+        L += [f"- {case}: {'; '.join(f'`{x}`' for x in skips)}" for case, skips in skipped]
         L.append("")
     if failures:
         L += ["## Failed runs", ""]
