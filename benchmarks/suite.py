@@ -375,6 +375,11 @@ def coverage_section(data: dict[str, Any]) -> list[str]:
     for s in meta["sessions"]:
         L.append(f"| {s['host']} | {s['first']} | {s['last']} | {s['runs']} | {s['cost']} | {', '.join(s['parts'])} |")
     L.append("")
+    if meta.get("commands"):
+        L.append("Commands that made the records:")
+        L.append("")
+        L.extend(f"- `{c}`" for c in meta["commands"])
+        L.append("")
     miss = meta.get("missing") or []
     if miss:
         L.append(
@@ -445,10 +450,11 @@ def markdown(data: dict[str, Any], pngs: list[str]) -> str:
     L.append("")
 
     L.extend(coverage_section(data))
-    L.append("## What `torchmend fix` changed")
-    L.append("")
-    L.append("| scenario | rules applied | lines changed (+/−) | fix wall s | what fix said |")
-    L.append("|---|---|---|---|---|")
+    if data["fixes"]:
+        L.append("## What `torchmend fix` changed")
+        L.append("")
+        L.append("| scenario | rules applied | lines changed (+/−) | fix wall s | what fix said |")
+        L.append("|---|---|---|---|---|")
     for name, fx in data["fixes"].items():
         rules = ", ".join(fx["rules"]) if fx["changed"] else "**nothing fixed**"
         L.append(
@@ -596,8 +602,9 @@ def markdown(data: dict[str, Any], pngs: list[str]) -> str:
             L.append(f"![{p}]({p})")
             L.append("")
 
-    L.append("## The torchmend diffs")
-    L.append("")
+    if data["fixes"]:
+        L.append("## The torchmend diffs")
+        L.append("")
     for name, fx in data["fixes"].items():
         L.append(f"<details><summary>{name}: {', '.join(fx['rules']) or 'no change'}</summary>")
         L.append("")
@@ -827,6 +834,7 @@ def main(argv: list[str] | None = None) -> int:
         "host": platform.node(),
         "cuda_version": info.get("cuda_version"),
         "cpu": info["cpu"],
+        "command": command,
     }
     if not args.rebuild:
         execute(args, modes, steps, base, results, t_start)
@@ -1083,6 +1091,7 @@ def build(records: list[dict[str, Any]], meta: dict[str, Any], config: dict[str,
     if "variants" not in config.get("parts", ("variants",)):
         meta["runs_planned"] = len(runs)
     meta["sessions"] = sessions(records)
+    meta["commands"] = list(dict.fromkeys(r["command"] for r in records if r.get("command")))
     meta["missing"] = missing(runs, config)
     return {
         "schema": "torchmend.bench-suite/2",
