@@ -37,6 +37,14 @@ STEM="suite-$TAG-full"
 RESULTS="$OUTDIR/$STEM.jsonl"
 COMMON=(--device "$DEVICE" --out "$OUTDIR" --modes default reduce-overhead --regimes overhead compute --repeat 3 --cost-scenarios all
         --fixed-dir benchmarks/gpu/fixed/scenarios --resume "$RESULTS" --stem "$STEM" --no-plot "${EXTRA_ARGS[@]}")
+# On the lent device machine, $OUT is what comes back: the results, to put into this checkout's
+# benchmarks/results/ before the next call (the next call's working-tree copy then carries them and resumes).
+bring_back() {
+  if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
+    cp -f "$OUTDIR/$STEM".* "$OUTDIR/cudagraph-check-$TAG".* "$OUT"/ 2>/dev/null || true
+    ls "$OUT" >&2
+  fi
+}
 case "$SLICE" in
   cudagraph)        ;;
   overhead-ro)      SEL=(--parts variants --only '*/overhead/reduce-overhead') ;;
@@ -47,7 +55,9 @@ case "$SLICE" in
   all)              SEL=() ;;
   report)
     $PY benchmarks/gpu/cudagraph_check.py --resume "$OUTDIR/cudagraph-check-$TAG.jsonl" --rebuild
-    exec $PY benchmarks/suite.py "${COMMON[@]}" --rebuild ;;
+    $PY benchmarks/suite.py "${COMMON[@]}" --rebuild
+    bring_back
+    exit 0 ;;
   *) echo "unknown slice $SLICE" >&2; exit 2 ;;
 esac
 echo "slice $SLICE on $TAG, $GPUS GPU(s), budget $BUDGET s; results $RESULTS" >&2
@@ -73,4 +83,5 @@ else
   [ "$GPUS" -gt 1 ] && $PY benchmarks/suite.py "${COMMON[@]}" --rebuild >/dev/null 2>&1
   echo "SLICE $SLICE: see 'still missing' above; exit $rc (130: stopped by the time limit, call again)" >&2
 fi
+bring_back
 exit 0
