@@ -46,6 +46,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
 SCENARIO_DIR = HERE / "scenarios"
 
 try:
@@ -53,6 +54,8 @@ try:
 except ImportError:  # run from a checkout without installing: the repo root holds the package
     sys.path.insert(0, str(ROOT))
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+
+import suite_log  # noqa: E402  (benchmarks/suite_log.py, next to this file)
 
 from torchmend.profiler.findings import analyse  # noqa: E402
 from torchmend.profiler.runner import RunSpec, run  # noqa: E402
@@ -84,7 +87,7 @@ def scenario_names() -> list[str]:
 # --- the machine ------------------------------------------------------------------------------------------
 
 
-def probe(python: str, device: str) -> dict[str, Any]:
+def probe(python: str, device: str, rebuild: bool = False) -> dict[str, Any]:
     """torch's version and the device's name, from a child process (this one never imports torch)."""
     code = (
         "import json, sys, torch\n"
@@ -108,9 +111,9 @@ def probe(python: str, device: str) -> dict[str, Any]:
     except OSError:
         cpu = platform.processor() or cpu
     info["cpu"] = f"{cpu}, {os.cpu_count()} cores"
-    if device == "cuda" and not info.get("cuda"):
+    if device == "cuda" and not info.get("cuda") and not rebuild:
         raise SystemExit("--device cuda, but torch.cuda.is_available() is False in the child")
-    info["device_name"] = info["cuda"] if device == "cuda" else info["cpu"]
+    info["device_name"] = (info["cuda"] or "?") if device == "cuda" else info["cpu"]
     return info
 
 
@@ -256,9 +259,10 @@ def cost_run(kind: str, name: str, steps: int, device: str, scratch: Path) -> di
         if kind == "scan_aot_eager":
             cmd += ["--backend", "aot_eager"]
     e = child_env(env)
-    wall, rc, text = timed(cmd, d, e)
+    wall, rc, out, err, rss = suite_log.run_tree(cmd, d, e, RUN_TIMEOUT_S)
+    text = out + ("\n" + err if rc not in (0, 6) else "")
     shutil.rmtree(Path(dict(env)["TORCHINDUCTOR_CACHE_DIR"]).parent, ignore_errors=True)
-    rec: dict[str, Any] = {"kind": kind, "wall_s": round(wall, 3), "rc": rc, "ok": rc in (0, 6)}
+    rec: dict[str, Any] = {"kind": kind, "wall_s": round(wall, 3), "rc": rc, "ok": rc in (0, 6), "maxrss_kb": rss}
     if kind != "plain":
         rec["findings"] = scan_findings(text)
     if not rec["ok"]:
@@ -269,7 +273,7 @@ def cost_run(kind: str, name: str, steps: int, device: str, scratch: Path) -> di
 # --- aggregation ------------------------------------------------------------------------------------------
 
 
-def med(xs: list[float]) -> float | None:
+def med(xs: list[Any]) -> float | None:
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
 
@@ -354,6 +358,44 @@ def steady_digits(s: dict[str, float] | None) -> int:
     return 3 if s and s["median"] * 1e3 < 10 else 1
 
 
+def coverage_section(data: dict[str, Any]) -> list[str]:
+    """Which parts ran when (from the accumulated results file), and which planned runs are still missing."""
+    meta, cfg = data["meta"], data["config"]
+    if not meta.get("sessions"):
+        return []
+    L = ["## Which parts ran when", ""]
+    L.append(
+        f"Built from `{meta.get('results_file', '?')}` ({meta['runs_done']} runs; records from "
+        f"{meta.get('first_record')} to {meta.get('last_record')}); every run is appended as it ends, and "
+        "`--resume FILE` runs only what the file lacks. Sessions (host, hour):"
+    )
+    L.append("")
+    L.append("| host | first | last | runs | tool-cost runs | parts |")
+    L.append("|---|---|---|---|---|---|")
+    for s in meta["sessions"]:
+        L.append(f"| {s['host']} | {s['first']} | {s['last']} | {s['runs']} | {s['cost']} | {', '.join(s['parts'])} |")
+    L.append("")
+    if meta.get("commands"):
+        L.append("Commands that made the records:")
+        L.append("")
+        L.extend(f"- `{c}`" for c in meta["commands"])
+        L.append("")
+    miss = meta.get("missing") or []
+    if miss:
+        L.append(
+            f"**Still missing** against the plan of this report ({len(cfg['scenarios'])} scenarios × "
+            f"{', '.join(cfg['regimes'])} × {', '.join(cfg['modes'])} × {len(VARIANTS)} variants × "
+            f"{cfg['repeat']} repeats): {len(miss)} groups"
+        )
+        L.append("")
+        for m in miss:
+            L.append(f"- {m}")
+    else:
+        L.append("Nothing planned is missing.")
+    L.append("")
+    return L
+
+
 def markdown(data: dict[str, Any], pngs: list[str]) -> str:
     meta, cfg = data["meta"], data["config"]
     L: list[str] = []
@@ -407,10 +449,12 @@ def markdown(data: dict[str, Any], pngs: list[str]) -> str:
     )
     L.append("")
 
-    L.append("## What `torchmend fix` changed")
-    L.append("")
-    L.append("| scenario | rules applied | lines changed (+/−) | fix wall s | what fix said |")
-    L.append("|---|---|---|---|---|")
+    L.extend(coverage_section(data))
+    if data["fixes"]:
+        L.append("## What `torchmend fix` changed")
+        L.append("")
+        L.append("| scenario | rules applied | lines changed (+/−) | fix wall s | what fix said |")
+        L.append("|---|---|---|---|---|")
     for name, fx in data["fixes"].items():
         rules = ", ".join(fx["rules"]) if fx["changed"] else "**nothing fixed**"
         L.append(
@@ -506,6 +550,7 @@ def markdown(data: dict[str, Any], pngs: list[str]) -> str:
             "scan aot_eager / scan inductor | same findings | findings (aot_eager) |"
         )
         L.append("|---|---|---|---|---|---|---|---|")
+        rss_rows = []
         for name, row in c["scenarios"].items():
             same = row["same_findings"]
             L.append(
@@ -514,7 +559,29 @@ def markdown(data: dict[str, Any], pngs: list[str]) -> str:
                 f"{fmt(row['aot_over_inductor'])} | {'—' if same is None else ('yes' if same else '**no**')} | "
                 f"{', '.join(f'{r} {f}:{ln}' for r, f, ln in row['findings_aot_eager'] or []) or '—'} |"
             )
+            if row.get("plain_rss_mib"):
+                rss_rows.append(
+                    f"| {name} | {fmt(row['plain_rss_mib'], 0)} | {fmt(row.get('scan_inductor_rss_mib'), 0)} | "
+                    f"{fmt(row.get('scan_aot_eager_rss_mib'), 0)} | {fmt(row.get('rss_scan_inductor_over_plain'))} | "
+                    f"{fmt(row.get('rss_scan_aot_eager_over_plain'))} |"
+                )
         L.append("")
+        if rss_rows:
+            L.append(
+                "Peak memory (RSS, MiB, median over the repeats): the process tree of each command as the kernel "
+                "counts it (os.wait4 on the command: its own peak and that of every child it waited for, so "
+                "the scan's figure is the larger of the torchmend parent, which imports no torch, and the "
+                "profiled script's child; inductor's compile workers count in both). Target: scan (the script's "
+                "backend) / plain ≤ 1.1."
+            )
+            L.append("")
+            L.append(
+                "| scenario | plain | scan, script's backend | scan aot_eager | scan (own backend) / plain | "
+                "scan aot_eager / plain |"
+            )
+            L.append("|---|---|---|---|---|---|")
+            L.extend(rss_rows)
+            L.append("")
         if any(not r["same_findings"] for r in c["scenarios"].values() if r["same_findings"] is not None):
             L.append("Where the findings differ:")
             L.append("")
@@ -535,8 +602,9 @@ def markdown(data: dict[str, Any], pngs: list[str]) -> str:
             L.append(f"![{p}]({p})")
             L.append("")
 
-    L.append("## The torchmend diffs")
-    L.append("")
+    if data["fixes"]:
+        L.append("## The torchmend diffs")
+        L.append("")
     for name, fx in data["fixes"].items():
         L.append(f"<details><summary>{name}: {', '.join(fx['rules']) or 'no change'}</summary>")
         L.append("")
@@ -607,6 +675,37 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-cost", action="store_true", help="skip the tool-cost runs")
     p.add_argument("--no-plot", action="store_true", help="write no PNG")
     p.add_argument(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the accumulating results file (JSONL): skip every run it holds already, append the new ones, "
+        "and build the report from all of it (without: a fresh <out>/<stem>.jsonl)",
+    )
+    p.add_argument(
+        "--results", type=Path, default=None, help="results file for a fresh run (default <out>/<stem>.jsonl)"
+    )
+    p.add_argument("--budget-s", type=float, default=None, help="start no run that would end past this many seconds")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        metavar="PATTERN",
+        help="run only the groups 'scenario/regime/mode' matching one of these (fnmatch: 'item/*', "
+        "'*/compute/reduce-overhead'); the tool cost is 'scenario/cost/default'",
+    )
+    p.add_argument("--shard", default=None, metavar="K/N", help="run the K-th of N slices of the (remaining) plan")
+    p.add_argument("--parts", nargs="+", choices=("variants", "cost"), default=["variants", "cost"], help="what to run")
+    p.add_argument(
+        "--fixed-dir",
+        type=Path,
+        default=None,
+        help="take the torchmend variant from DIR/<scenario>/broken.py and fix.json (made where libcst is "
+        "installed: benchmarks/gpu/prepare.py) instead of running `torchmend fix` here",
+    )
+    p.add_argument("--stem", default=None, help="name of the report files (default suite-<device>-torch<X.Y>)")
+    p.add_argument("--rebuild", action="store_true", help="run nothing: rebuild the report from --resume FILE")
+    p.add_argument(
         "--smoke",
         action="store_true",
         help=f"quick check: {', '.join(SMOKE_SCENARIOS)}, overhead regime, aot_eager, repeat 1, "
@@ -638,6 +737,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"unknown cost scenario(s) {bad}")
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
+    try:
+        args.shard = suite_log.parse_shard(args.shard)
+    except ValueError as e:
+        p.error(str(e))
+    if args.rebuild and not args.resume:
+        p.error("--rebuild needs --resume FILE")
     return args
 
 
@@ -664,9 +769,15 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(f"mode reduce-overhead skipped: --backend {args.backend} drops torch.compile's mode")
     if not modes:
         raise SystemExit("no mode left to run")
-    info = probe(sys.executable, args.device)
+    info = probe(sys.executable, args.device, args.rebuild)
+    if args.rebuild:  # the report of records made elsewhere (the GPU machine): describe that machine
+        theirs = [r for r in suite_log.load(args.resume) if r.get("device") == args.device and r.get("torch")]
+        if theirs:
+            info.update(torch=theirs[-1]["torch"], device_name=theirs[-1].get("device_name") or "?")
+            info["cuda_version"] = theirs[-1].get("cuda_version")
+            info["cpu"] = theirs[-1].get("cpu") or info["cpu"]
     steps = {r: args.steps or DEFAULT_STEPS[args.device][r] for r in args.regimes}
-    stem = f"suite-{args.device}-torch{torch_short(info['torch'])}" + ("-smoke" if args.smoke else "")
+    stem = args.stem or f"suite-{args.device}-torch{torch_short(info['torch'])}" + ("-smoke" if args.smoke else "")
     args.out.mkdir(parents=True, exist_ok=True)
     exe = Path(sys.executable)
     exe_shown = os.path.relpath(exe, Path.cwd()) if Path.cwd() in exe.parents else "python"
@@ -704,173 +815,44 @@ def main(argv: list[str] | None = None) -> int:
         "cost_scenarios": args.cost_scenarios,
         "notes": notes,
         "target_ratio": TARGET_RATIO,
+        "parts": list(args.parts),
+        "stem": stem,
     }
     log(
         f"{stem}: {len(args.scenarios)} scenarios x {len(args.regimes)} regimes x {len(modes)} modes x "
         f"{len(VARIANTS)} variants x {args.repeat} repeats; steps {steps}; backend {args.backend or 'own'}"
     )
 
-    scratch = Path(tempfile.mkdtemp(prefix="torchmend-suite-"))
-    try:
-        # 1. the torchmend variant: fix a scratch copy of each scenario
-        fixes: dict[str, dict[str, Any]] = {}
-        for name in args.scenarios:
-            fx = make_fix(name, args.device, scratch)
-            fixes[name] = fx
-            log(f"fix {name}: {', '.join(fx['rules']) or 'NOTHING FIXED'} ({fx['wall_s']:.1f} s, exit {fx['rc']})")
-
-        # 2. the four variants, interleaved
-        scripts = {(n, "eager"): SCENARIO_DIR / n / "broken.py" for n in args.scenarios}
-        scripts.update({(n, "compiled"): SCENARIO_DIR / n / "broken.py" for n in args.scenarios})
-        scripts.update({(n, "torchmend"): Path(fixes[n]["script"]) for n in args.scenarios})
-        scripts.update({(n, "hand"): SCENARIO_DIR / n / "hand.py" for n in args.scenarios})
-        runs: list[dict[str, Any]] = []
-        captures: dict[tuple[str, str, str, str, int], dict[str, Any]] = {}
-        plan = [
-            (regime, mode, rep, name, variant)
-            for regime in args.regimes
-            for mode in modes
-            for rep in range(args.repeat)
-            for name in args.scenarios
-            for variant in VARIANTS
-        ]
-        for done, (regime, mode, rep, name, variant) in enumerate(plan, 1):
-            env = (*bench_env(regime, mode, args.device), ("TORCH_COMPILE_DISABLE", "1" if variant == "eager" else "0"))
-            try:
-                rec, cap = measure(scripts[name, variant], steps[regime], env, args.backend, scratch)
-            except KeyboardInterrupt:
-                STOP.append(True)
-            if STOP or rec["ended_by"] == "interrupted":  # a stopped run is no measurement: leave it out
-                STOP.append(True)
-                log(f"interrupted after {len(runs)} of {len(plan)} runs: writing what there is")
-                break
-            rec.update(scenario=name, regime=regime, mode=mode, variant=variant, repeat=rep)
-            runs.append(rec)
-            captures[regime, mode, name, variant, rep] = cap
-            st = rec["steady_step_s"]
-            log(
-                f"[{done}/{len(plan)} {(time.monotonic() - t_start) / 60:.1f} min] {regime}/{mode} {name} {variant} "
-                f"#{rep}: {rec['wall_seconds']:.1f} s, graphs {rec['graphs']} breaks {rec['graph_breaks']} "
-                f"recompiles {rec['recompiles']} limit {rec['recompile_limit_hits']}, steady "
-                f"{'—' if st is None else f'{st * 1e3:.3f} ms'}, {rec['ended_by']}"
-                + ("" if rec["ok"] else f"\n{rec.get('output_tail', '')[-1500:]}")
-            )
-
-        cells: dict[str, dict[str, Any]] = {}
-        for regime in args.regimes:
-            for mode in modes:
-                block = cells.setdefault(f"{regime}/{mode}", {})
-                for name in args.scenarios:
-                    if not any((r["regime"], r["mode"], r["scenario"]) == (regime, mode, name) for r in runs):
-                        continue
-                    cell = {
-                        v: aggregate(
-                            [
-                                r
-                                for r in runs
-                                if (r["regime"], r["mode"], r["scenario"], r["variant"]) == (regime, mode, name, v)
-                            ]
-                        )
-                        for v in VARIANTS
-                    }
-                    comps: dict[str, list[dict[str, Any]]] = {}
-                    for label, a, b in (
-                        ("torchmend_vs_hand", "torchmend", "hand"),
-                        ("compiled_vs_torchmend", "compiled", "torchmend"),
-                    ):
-                        for rep in range(args.repeat):
-                            ca = captures.get((regime, mode, name, a, rep)) or {}
-                            cb = captures.get((regime, mode, name, b, rep)) or {}
-                            ok = {
-                                r["variant"]
-                                for r in runs
-                                if (r["regime"], r["mode"], r["scenario"], r["repeat"]) == (regime, mode, name, rep)
-                                and r["ok"]
-                            }
-                            if {a, b} <= ok and ca.get("losses") and cb.get("losses"):
-                                c = compare(ca, cb)
-                                loose = c.equal or compare(ca, cb, rtol=LOOSE_RTOL).equal
-                                comps.setdefault(label, []).append(
-                                    {"equal": c.equal, "loose": loose, "describe": c.describe()}
-                                )
-                    cell["summary"] = summarise(cell, comps)
-                    block[name] = cell
-                if not block:
-                    del cells[f"{regime}/{mode}"]
-
-        # 3. what the tool costs
-        cost: dict[str, Any] | None = None
-        if args.cost_scenarios and not STOP:
-            cost_steps = steps.get("overhead", args.steps or DEFAULT_STEPS[args.device]["overhead"])
-            cost_kinds = ("plain", "scan_aot_eager") if args.smoke else ("plain", "scan_aot_eager", "scan_inductor")
-            if args.smoke:
-                notes.append("smoke: the tool cost leaves out the inductor scan (about 17 s here); full runs have it")
-            cost = {"steps": cost_steps, "repeat": args.repeat, "kinds": list(cost_kinds), "runs": [], "scenarios": {}}
-            for rep in range(args.repeat):
-                for name in args.cost_scenarios:
-                    for kind in cost_kinds:
-                        if STOP:
-                            break
-                        try:
-                            rec = cost_run(kind, name, cost_steps, args.device, scratch)
-                        except KeyboardInterrupt:
-                            STOP.append(True)
-                            break
-                        rec.update(scenario=name, repeat=rep)
-                        cost["runs"].append(rec)
-                        log(
-                            f"[cost {time.monotonic() - t_start:.0f} s] {name} {kind} #{rep}: {rec['wall_s']:.1f} s"
-                            + ("" if rec["ok"] else f" (exit {rec['rc']})")
-                        )
-            for name in args.cost_scenarios:
-                rs = [r for r in cost["runs"] if r["scenario"] == name and r["ok"]]
-                wall = {
-                    k: med([r["wall_s"] for r in rs if r["kind"] == k])
-                    for k in ("plain", "scan_aot_eager", "scan_inductor")
-                }
-                fa = next((r["findings"] for r in rs if r["kind"] == "scan_aot_eager"), None)
-                fi = next((r["findings"] for r in rs if r["kind"] == "scan_inductor"), None)
-                cost["scenarios"][name] = {
-                    "plain_s": wall["plain"],
-                    "scan_aot_eager_s": wall["scan_aot_eager"],
-                    "scan_inductor_s": wall["scan_inductor"],
-                    "aot_over_plain": wall["scan_aot_eager"] / wall["plain"]
-                    if wall["plain"] and wall["scan_aot_eager"]
-                    else None,
-                    "aot_over_inductor": (
-                        wall["scan_aot_eager"] / wall["scan_inductor"]
-                        if wall["scan_inductor"] and wall["scan_aot_eager"]
-                        else None
-                    ),
-                    "same_findings": None if fa is None or fi is None else fa == fi,
-                    "findings_aot_eager": fa,
-                    "findings_inductor": fi,
-                }
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
+    results = args.resume or args.results or args.out / f"{stem}.jsonl"
+    if not args.resume and results.exists() and not args.rebuild:
+        results.unlink()  # a fresh run starts a fresh file; --resume FILE accumulates into FILE
+    base = {
+        "device": args.device,
+        "torch": info["torch"],
+        "backend": args.backend,
+        "device_name": info["device_name"],
+        "host": platform.node(),
+        "cuda_version": info.get("cuda_version"),
+        "cpu": info["cpu"],
+        "command": command,
+    }
+    if not args.rebuild:
+        execute(args, modes, steps, base, results, t_start)
+    records = [
+        r
+        for r in suite_log.load(results)
+        if (r.get("device"), r.get("torch"), r.get("backend")) == tuple(base[k] for k in ("device", "torch", "backend"))
+    ]
     meta["total_wall_s"] = round(time.monotonic() - t_start, 1)
     meta["interrupted"] = bool(STOP)
-    meta["runs_done"], meta["runs_planned"] = len(runs), len(plan)
-    for fx in fixes.values():  # the scratch copy is gone: keep its name relative to the scratch root
-        fx["script"] = f"<scratch>/{Path(fx['script']).parent.name}/broken.py"
-    data = {
-        "schema": "torchmend.bench-suite/1",
-        "stem": stem,
-        "meta": meta,
-        "config": config,
-        "fixes": fixes,
-        "cells": cells,
-        "runs": runs,
-        "cost": cost,
-    }
+    meta["results_file"] = str(results.relative_to(Path.cwd()) if results.is_relative_to(Path.cwd()) else results)
+    data = build(records, meta, config)
     json_path = args.out / f"{stem}.json"
     json_path.write_text(json.dumps(data, indent=1), encoding="utf-8")
 
     pngs: list[str] = []
     if not args.no_plot:
         try:
-            sys.path.insert(0, str(HERE))
             import plot  # benchmarks/plot.py; imports matplotlib lazily
 
             pngs = [p.name for p in plot.plot(data, args.out)]
@@ -883,9 +865,331 @@ def main(argv: list[str] | None = None) -> int:
     log(
         f"wrote {md_path}, {json_path}"
         + "".join(f", {args.out / p}" for p in pngs)
-        + f" in {meta['total_wall_s'] / 60:.1f} min"
+        + f" from {len(records)} records of {results} in {meta['total_wall_s'] / 60:.1f} min"
     )
+    left = data["meta"]["missing"]
+    log(f"still missing: {len(left)} groups" + "".join(f"\n    {m}" for m in left[:40]) if left else "nothing missing")
     return 130 if STOP else 0
+
+
+def load_fixes(names: list[str], fixed_dir: Path) -> dict[str, dict[str, Any]]:
+    """The torchmend variant made beforehand (benchmarks/gpu/prepare.py, where libcst is installed)."""
+    fixes = {}
+    for name in names:
+        fx = json.loads((fixed_dir / name / "fix.json").read_text(encoding="utf-8"))
+        fx["script"] = str(fixed_dir / name / "broken.py")
+        fixes[name] = fx
+    return fixes
+
+
+def execute(
+    args: argparse.Namespace,
+    modes: list[str],
+    steps: dict[str, int],
+    base: dict[str, Any],
+    results: Path,
+    t_start: float,
+) -> None:
+    """Run what the plan and the slice ask for and the results file lacks, appending each run as it ends."""
+    done = suite_log.done_keys(suite_log.load(results))
+    budget = suite_log.Budget(args.budget_s)
+    stamp = {"ts": lambda: datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
+    groups = [
+        (f"{name}/{regime}/{mode}", regime, mode, rep, name)
+        for regime in args.regimes
+        for mode in modes
+        for rep in range(args.repeat)
+        for name in args.scenarios
+    ]
+    picked = set(suite_log.select(list(dict.fromkeys(g[0] for g in groups)), args.only, args.shard))
+    plan = [
+        (regime, mode, rep, name, variant)
+        for g, regime, mode, rep, name in groups
+        if g in picked and "variants" in args.parts
+        for variant in VARIANTS
+        if suite_log.key_of(
+            {
+                **base,
+                "kind": "run",
+                "steps": steps[regime],
+                "scenario": name,
+                "regime": regime,
+                "mode": mode,
+                "variant": variant,
+                "repeat": rep,
+            }
+        )
+        not in done
+    ]
+    cost_steps = steps.get("overhead", args.steps or DEFAULT_STEPS[args.device]["overhead"])
+    cost_kinds = ("plain", "scan_aot_eager") if args.smoke else ("plain", "scan_aot_eager", "scan_inductor")
+    cost_plan = [
+        (rep, name, kind)
+        for rep in range(args.repeat)
+        for name in args.cost_scenarios
+        if "cost" in args.parts and suite_log.select([f"{name}/cost/default"], args.only, None)
+        for kind in cost_kinds
+        if suite_log.key_of(
+            {
+                **base,
+                "kind": "cost",
+                "steps": cost_steps,
+                "scenario": name,
+                "regime": "overhead",
+                "mode": "default",
+                "variant": kind,
+                "repeat": rep,
+            }
+        )
+        not in done
+    ]
+    if args.shard:  # the cost runs are a slice of their own: spread them over the shards too
+        k, n = args.shard
+        cost_plan = cost_plan[k - 1 :: n]
+    log(f"{len(plan)} runs and {len(cost_plan)} tool-cost runs to make; {len(done)} records in {results} already")
+    scratch = Path(tempfile.mkdtemp(prefix="torchmend-suite-"))
+    try:
+        # 1. the torchmend variant: fix a scratch copy of each scenario (or take the copies made beforehand)
+        names = sorted({p[3] for p in plan})
+        if args.fixed_dir:
+            fixes = load_fixes(names, args.fixed_dir)
+        else:
+            fixes = {}
+            for name in names:
+                fixes[name] = fx = make_fix(name, args.device, scratch)
+                log(f"fix {name}: {', '.join(fx['rules']) or 'NOTHING FIXED'} ({fx['wall_s']:.1f} s, exit {fx['rc']})")
+        have_fix = {(r.get("scenario")) for r in suite_log.load(results) if r.get("kind") == "fix"}
+        for name, fx in fixes.items():
+            if name not in have_fix:
+                kept = {k: v for k, v in fx.items() if k != "script"}
+                suite_log.append(results, {**base, "kind": "fix", "scenario": name, "ts": stamp["ts"](), **kept})
+
+        # 2. the four variants, interleaved
+        scripts = {(n, "eager"): SCENARIO_DIR / n / "broken.py" for n in names}
+        scripts.update({(n, "compiled"): SCENARIO_DIR / n / "broken.py" for n in names})
+        scripts.update({(n, "torchmend"): Path(fixes[n]["script"]) for n in names})
+        scripts.update({(n, "hand"): SCENARIO_DIR / n / "hand.py" for n in names})
+        for i, (regime, mode, rep, name, variant) in enumerate(plan, 1):
+            if not budget.allows():
+                log(f"budget: {args.budget_s:.0f} s would be passed; stopping after {i - 1} of {len(plan)} runs")
+                return
+            env = (*bench_env(regime, mode, args.device), ("TORCH_COMPILE_DISABLE", "1" if variant == "eager" else "0"))
+            t0 = time.monotonic()
+            try:
+                rec, cap = measure(scripts[name, variant], steps[regime], env, args.backend, scratch)
+            except KeyboardInterrupt:
+                STOP.append(True)
+            if STOP or rec["ended_by"] == "interrupted":  # a stopped run is no measurement: leave it out
+                STOP.append(True)
+                log(f"interrupted after {i - 1} of {len(plan)} runs")
+                return
+            budget.took(time.monotonic() - t0)
+            rec.update(
+                base,
+                kind="run",
+                ts=stamp["ts"](),
+                steps=steps[regime],
+                scenario=name,
+                regime=regime,
+                mode=mode,
+                variant=variant,
+                repeat=rep,
+                capture=cap,
+            )
+            suite_log.append(results, rec)
+            st = rec["steady_step_s"]
+            log(
+                f"[{i}/{len(plan)} {(time.monotonic() - t_start) / 60:.1f} min] {regime}/{mode} {name} {variant} "
+                f"#{rep}: {rec['wall_seconds']:.1f} s, graphs {rec['graphs']} breaks {rec['graph_breaks']} "
+                f"recompiles {rec['recompiles']} limit {rec['recompile_limit_hits']}, steady "
+                f"{'—' if st is None else f'{st * 1e3:.3f} ms'}, {rec['ended_by']}"
+                + ("" if rec["ok"] else f"\n{rec.get('output_tail', '')[-1500:]}")
+            )
+
+        # 3. what the tool costs
+        for rep, name, kind in cost_plan:
+            if STOP or not budget.allows():
+                log("budget or a signal: the remaining tool-cost runs are left for the next call")
+                return
+            t0 = time.monotonic()
+            try:
+                rec = cost_run(kind, name, cost_steps, args.device, scratch)
+            except KeyboardInterrupt:
+                STOP.append(True)
+                return
+            budget.took(time.monotonic() - t0)
+            rec.update(
+                base,
+                kind="cost",
+                variant=rec.pop("kind"),
+                ts=stamp["ts"](),
+                steps=cost_steps,
+                scenario=name,
+                regime="overhead",
+                mode="default",
+                repeat=rep,
+            )
+            suite_log.append(results, rec)
+            log(
+                f"[cost {time.monotonic() - t_start:.0f} s] {name} {kind} #{rep}: {rec['wall_s']:.1f} s, "
+                f"peak RSS {(rec['maxrss_kb'] or 0) / 1024:.0f} MiB" + ("" if rec["ok"] else f" (exit {rec['rc']})")
+            )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def build(records: list[dict[str, Any]], meta: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """The report's data (the shape of the suite's JSON) from the accumulated records."""
+    runs = [r for r in records if r.get("kind") == "run"]
+    fixes: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r.get("kind") == "fix":
+            fixes.setdefault(r["scenario"], {k: v for k, v in r.items() if k not in ("schema", "kind")})
+    for fx in fixes.values():
+        fx["script"] = f"<scratch>/{fx['scenario']}/broken.py"
+    captures = {(r["regime"], r["mode"], r["scenario"], r["variant"], r["repeat"]): r.get("capture") for r in runs}
+    regimes = list(dict.fromkeys([*config["regimes"], *(r["regime"] for r in runs)]))
+    modes = list(dict.fromkeys([*config["modes"], *(r["mode"] for r in runs)]))
+    names = sorted({*config["scenarios"], *(r["scenario"] for r in runs)})
+    cells: dict[str, dict[str, Any]] = {}
+    for regime in regimes:
+        for mode in modes:
+            block: dict[str, Any] = {}
+            for name in names:
+                mine = [r for r in runs if (r["regime"], r["mode"], r["scenario"]) == (regime, mode, name)]
+                if not mine:
+                    continue
+                cell: dict[str, Any] = {v: aggregate([r for r in mine if r["variant"] == v]) for v in VARIANTS}
+                comps: dict[str, list[dict[str, Any]]] = {}
+                for label, a, b in (
+                    ("torchmend_vs_hand", "torchmend", "hand"),
+                    ("compiled_vs_torchmend", "compiled", "torchmend"),
+                ):
+                    for rep in sorted({r["repeat"] for r in mine}):
+                        ok = {r["variant"] for r in mine if r["repeat"] == rep and r["ok"]}
+                        ca = captures.get((regime, mode, name, a, rep)) or {}
+                        cb = captures.get((regime, mode, name, b, rep)) or {}
+                        if {a, b} <= ok and ca.get("losses") and cb.get("losses"):
+                            c = compare(ca, cb)
+                            loose = c.equal or compare(ca, cb, rtol=LOOSE_RTOL).equal
+                            comps.setdefault(label, []).append(
+                                {"equal": c.equal, "loose": loose, "describe": c.describe()}
+                            )
+                cell["summary"] = summarise(cell, comps)
+                cell["coverage"] = coverage(mine, config["repeat"])
+                block[name] = cell
+            if block:
+                cells[f"{regime}/{mode}"] = block
+    cost = build_cost([r for r in records if r.get("kind") == "cost"], config)
+    slim_runs = [{k: v for k, v in r.items() if k not in ("capture", "schema")} for r in runs]
+    dates = sorted(r["ts"] for r in records if r.get("ts"))
+    meta = {**meta, "first_record": dates[0] if dates else None, "last_record": dates[-1] if dates else None}
+    meta["runs_done"] = len(runs)
+    meta["runs_planned"] = (
+        len(config["scenarios"]) * len(config["regimes"]) * len(config["modes"]) * len(VARIANTS) * config["repeat"]
+    )
+    if "variants" not in config.get("parts", ("variants",)):
+        meta["runs_planned"] = len(runs)
+    meta["sessions"] = sessions(records)
+    meta["commands"] = list(dict.fromkeys(r["command"] for r in records if r.get("command")))
+    meta["missing"] = missing(runs, config)
+    return {
+        "schema": "torchmend.bench-suite/2",
+        "stem": config["stem"],
+        "meta": meta,
+        "config": config,
+        "fixes": fixes,
+        "cells": cells,
+        "runs": slim_runs,
+        "cost": cost,
+    }
+
+
+def coverage(runs: list[dict[str, Any]], target: int) -> dict[str, Any]:
+    stamps = sorted(r["ts"] for r in runs if r.get("ts"))
+    per = {v: len({r["repeat"] for r in runs if r["variant"] == v}) for v in VARIANTS}
+    return {
+        "repeats": per,
+        "target": target,
+        "first": stamps[0] if stamps else None,
+        "last": stamps[-1] if stamps else None,
+    }
+
+
+def sessions(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Which parts ran when: records grouped by host and day-hour, in order."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in records:
+        if not r.get("ts") or r.get("kind") == "fix":
+            continue
+        k = (r.get("host") or "?", r["ts"][:13])
+        s = out.setdefault(k, {"host": k[0], "first": r["ts"], "last": r["ts"], "runs": 0, "cost": 0, "parts": set()})
+        s["first"], s["last"] = min(s["first"], r["ts"]), max(s["last"], r["ts"])
+        s["runs" if r["kind"] == "run" else "cost"] += 1
+        s["parts"].add(f"{r['regime']}/{r['mode']}" if r["kind"] == "run" else "tool cost")
+    return [{**s, "parts": sorted(s["parts"])} for s in sorted(out.values(), key=lambda s: s["first"])]
+
+
+def missing(runs: list[dict[str, Any]], config: dict[str, Any]) -> list[str]:
+    """'scenario/regime/mode: k of n runs' for each planned group that has fewer runs than planned."""
+    if "variants" not in config.get("parts", ("variants",)):
+        return []
+    have: dict[tuple[str, str, str], set[tuple[str, int]]] = {}
+    for r in runs:
+        have.setdefault((r["scenario"], r["regime"], r["mode"]), set()).add((r["variant"], r["repeat"]))
+    want = len(VARIANTS) * config["repeat"]
+    out = []
+    for regime in config["regimes"]:
+        for mode in config["modes"]:
+            for name in config["scenarios"]:
+                got = len({x for x in have.get((name, regime, mode), set()) if x[1] < config["repeat"]})
+                if got < want:
+                    out.append(f"{name}/{regime}/{mode}: {got} of {want} runs")
+    return out
+
+
+def build_cost(runs: list[dict[str, Any]], config: dict[str, Any]) -> dict[str, Any] | None:
+    if not runs:
+        return None
+    kinds = [k for k in ("plain", "scan_aot_eager", "scan_inductor") if any(r["variant"] == k for r in runs)]
+    cost: dict[str, Any] = {
+        "steps": runs[0]["steps"],
+        "repeat": max(r["repeat"] for r in runs) + 1,
+        "kinds": kinds,
+        "runs": [{k: v for k, v in r.items() if k != "schema"} for r in runs],
+        "scenarios": {},
+    }
+    for name in sorted({r["scenario"] for r in runs}):
+        rs = [r for r in runs if r["scenario"] == name and r["ok"]]
+        wall = {
+            k: med([r["wall_s"] for r in rs if r["variant"] == k]) for k in ("plain", "scan_aot_eager", "scan_inductor")
+        }
+        rss = {
+            k: med([r.get("maxrss_kb") for r in rs if r["variant"] == k])
+            for k in ("plain", "scan_aot_eager", "scan_inductor")
+        }
+        fa = next((r["findings"] for r in rs if r["variant"] == "scan_aot_eager"), None)
+        fi = next((r["findings"] for r in rs if r["variant"] == "scan_inductor"), None)
+
+        def over(a: float | None, b: float | None) -> float | None:
+            return a / b if a and b else None
+
+        cost["scenarios"][name] = {
+            "plain_s": wall["plain"],
+            "scan_aot_eager_s": wall["scan_aot_eager"],
+            "scan_inductor_s": wall["scan_inductor"],
+            "aot_over_plain": over(wall["scan_aot_eager"], wall["plain"]),
+            "aot_over_inductor": over(wall["scan_aot_eager"], wall["scan_inductor"]),
+            "plain_rss_mib": None if rss["plain"] is None else rss["plain"] / 1024,
+            "scan_aot_eager_rss_mib": None if rss["scan_aot_eager"] is None else rss["scan_aot_eager"] / 1024,
+            "scan_inductor_rss_mib": None if rss["scan_inductor"] is None else rss["scan_inductor"] / 1024,
+            "rss_scan_inductor_over_plain": over(rss["scan_inductor"], rss["plain"]),
+            "rss_scan_aot_eager_over_plain": over(rss["scan_aot_eager"], rss["plain"]),
+            "same_findings": None if fa is None or fi is None else [tuple(x) for x in fa] == [tuple(x) for x in fi],
+            "findings_aot_eager": fa,
+            "findings_inductor": fi,
+        }
+    return cost
 
 
 if __name__ == "__main__":

@@ -54,9 +54,10 @@ class ModuleScalarToBuffer(Codemod):
         isinstance) sees a tensor. Ints stay exact (int64); a float attribute (a float value, or `/=`)
         becomes a buffer of the default float dtype (float32), which follows model.to(dtype) like the
         parameters but keeps about 7 significant digits instead of 16. The buffer is non-persistent, so
-        state_dict() and checkpoints do not change. Every other assignment becomes `.fill_(v)`. Where the
-        attribute is also read in a computation, updates rebind it (`self.calls = self.calls + 1`) instead
-        of mutating it, so values autograd saved for backward stay valid. Uses that need a Python number
+        state_dict() and checkpoints do not change. Every update is in place (`add_`, `mul_`, ...; any other
+        assignment becomes `.fill_(v)`), so CUDA graphs keep updating the tensor they captured. A read that
+        autograd may save for backward, or that leaves the expression, becomes `self.calls.clone()`: a later
+        in-place update would otherwise change the saved value. Uses that need a Python number
         (an `if` on it, range(), a shape, an index, formatting) or assignments from outside the class are
         refused. A model built on the meta device and materialised with to_empty() must set the buffer
         again afterwards, as for any buffer.
@@ -137,7 +138,7 @@ class ModuleScalarToBuffer(Codemod):
                     return t.relu(x)
             """,
         ),
-        # read in a computation: rebinding updates keep autograd's saved tensors intact; torch import added
+        # read where autograd saves it: the read takes a snapshot, the updates stay in place; torch import added
         Invalid(
             """
             from torch import nn
@@ -169,12 +170,12 @@ class ModuleScalarToBuffer(Codemod):
                     self.register_buffer("step", torch.tensor(0), persistent=False)
 
                 def forward(self, x):
-                    y = self.fc(x) * self.step
-                    self.step = self.step + 1  # tm: TM201 variable=self.step
+                    y = self.fc(x) * self.step.clone()
+                    self.step.add_(1)  # tm: TM201 variable=self.step
                     return y
 
                 def restart(self):
-                    self.step = torch.full_like(self.step, 0)
+                    self.step.fill_(0)
             """,
         ),
     )

@@ -95,6 +95,39 @@ def _self_update(src: SourceFile, write: cst.BaseSmallStatement) -> tuple[type, 
     return None
 
 
+def _pure(src: SourceFile, expr: cst.BaseExpression, attr_code: str) -> bool:
+    """Whether `expr` is numbers and reads of the attribute only, combined by arithmetic: no autograd input."""
+    if isinstance(expr, cst.BinaryOperation):
+        return _pure(src, expr.left, attr_code) and _pure(src, expr.right, attr_code)
+    if isinstance(expr, cst.UnaryOperation):
+        return _pure(src, expr.expression, attr_code)
+    if isinstance(expr, cst.Attribute) and src.code(expr) == attr_code:
+        return True
+    return isinstance(expr, (cst.Integer, cst.Float)) or _kind(src, expr) in ("int", "float")
+
+
+_NOTHING_SAVED = (cst.Add, cst.Subtract)  # their backward needs neither operand
+
+
+def _may_be_kept(src: SourceFile, read: cst.Attribute, attr: str) -> bool:
+    """Whether the buffer itself may outlive this read: saved by autograd for backward, or passed on.
+
+    Arithmetic with a fresh result is safe when the other operand is made of numbers and the attribute
+    (nothing requires grad), or when the operation saves no operand (+, -, comparisons, unary minus).
+    """
+    parent = src.parents[read]
+    if isinstance(parent, (cst.ComparisonTarget, cst.Comparison)) or (
+        isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Minus)
+    ):
+        return False
+    if isinstance(parent, cst.BinaryOperation):
+        if isinstance(parent.operator, _NOTHING_SAVED):
+            return False
+        other = parent.right if parent.left is read else parent.left
+        return not _pure(src, other, src.code(read))
+    return True
+
+
 # --- the plan ----------------------------------------------------------------------------------------
 
 
@@ -295,8 +328,8 @@ def _proposal(plan: _Plan, finding: Finding) -> Proposal:
         plan.init,
     )
     edits: dict[cst.CSTNode, cst.CSTNode] = {plan.init: register}
-    in_place = not plan.uses.reads
-    full_like_imports: tuple[tuple[str, str | None], ...] = ()
+    # Every update is in place, so the buffer stays the tensor CUDA graphs captured (rebinding it to a graph
+    # output fails under mode="reduce-overhead" once the next replay overwrites that output).
     for w in plan.uses.writes:
         if w is plan.init:
             continue
@@ -304,24 +337,20 @@ def _proposal(plan: _Plan, finding: Finding) -> Proposal:
         update = _self_update(src, w)
         if update is not None:
             op, operand = update
-            if in_place:
-                edits[w] = _call_stmt(target, AUGMENTED_IN_PLACE[op][0], [cst.Arg(operand)], w)
-            elif isinstance(w, cst.AugAssign):
-                new = cst.BinaryOperation(target.deep_clone(), AUGMENTED_IN_PLACE[op][1](), _parenthesized(operand))
-                edits[w] = cst.Assign([cst.AssignTarget(target)], new, semicolon=w.semicolon)
-            continue  # `self.a = self.a + v` rebinds already: a buffer accepts it as it is
+            edits[w] = _call_stmt(target, AUGMENTED_IN_PLACE[op][0], [cst.Arg(operand)], w)
+            continue
         value = w.value
         assert value is not None
-        if in_place:
-            edits[w] = _call_stmt(target, "fill_", [cst.Arg(value)], w)
-        else:
-            full_like, full_like_imports = src.torch_expr("full_like")
-            call = cst.Call(full_like, [cst.Arg(target.deep_clone()), cst.Arg(value)])
-            edits[w] = cst.Assign([cst.AssignTarget(target)], call, semicolon=w.semicolon)
-    how = "updated in place" if in_place else "rebound to a new tensor on each update"
+        edits[w] = _call_stmt(target, "fill_", [cst.Arg(value)], w)
+    # A read that autograd may save (or that escapes the expression) takes a snapshot: a later in-place
+    # update would otherwise change a value saved for backward, and a Python number was a snapshot anyway.
+    snapshots = [r for r in plan.uses.reads if _may_be_kept(src, r, attr)]
+    for r in snapshots:
+        edits[r] = cst.Call(cst.Attribute(r.deep_clone(), cst.Name("clone")), [])
     why = (
-        f"make self.{attr} a non-persistent 0-dim tensor buffer, {how}: dynamo then reads its value instead of "
-        "guarding on it and recompiling when it changes"
+        f"make self.{attr} a non-persistent 0-dim tensor buffer, updated in place: dynamo then reads its value "
+        'instead of guarding on it and recompiling when it changes, and CUDA graphs (mode="reduce-overhead") '
+        "keep updating the same tensor"
     )
     alternative = (
         "keep it a Python int and set torch._dynamo.config.allow_unspec_int_on_nn_module = True at "
@@ -336,13 +365,13 @@ def _proposal(plan: _Plan, finding: Finding) -> Proposal:
         why=why,
         safety=UNSAFE,
         replace=edits,
-        imports=tuple(dict.fromkeys(imports + full_like_imports)),
-        note=_note(plan, in_place),
+        imports=imports,
+        note=_note(plan, snapshots),
         alternative=alternative,
     )
 
 
-def _note(plan: _Plan, in_place: bool) -> str:
+def _note(plan: _Plan, snapshots: list[cst.Attribute]) -> str:
     attr = plan.attr
     if plan.dtype == "float":
         dtype = (
@@ -361,13 +390,19 @@ def _note(plan: _Plan, in_place: bool) -> str:
         "It is registered with persistent=False, so state_dict() and existing checkpoints do not change, and "
         "it moves with module.to(device).",
     ]
-    if not in_place:
+    if plan.uses.reads:
         lines = sorted({plan.src.line_of(r) for r in plan.uses.reads})
         parts.append(
             f"It is read in computations (line {', '.join(map(str, lines))}): arithmetic with it now "
             "runs in tensor precision (float32 when mixed with Python floats) instead of Python's double, "
-            "so results can differ around 1e-7; and updates rebind it instead of changing it in place, "
-            "since an in-place update would invalidate a value autograd saved for backward."
+            "so results can differ around 1e-7."
+        )
+    if snapshots:
+        lines = sorted({plan.src.line_of(r) for r in snapshots})
+        parts.append(
+            f"Where autograd may save it or the value leaves the expression (line {', '.join(map(str, lines))}) "
+            f"it is read as self.{attr}.clone(): the in-place updates would otherwise change a value saved for "
+            'backward ("modified by an inplace operation") or one the caller kept.'
         )
     outside = plan.uses.outside_reads
     needs_number = [(f"line {line} {problem}", code) for line, code, problem in outside if problem]

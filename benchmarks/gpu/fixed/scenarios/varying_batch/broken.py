@@ -1,0 +1,49 @@
+"""varying_batch, as written: the batch size changes between steps (a recompile for the new size).
+
+Knobs (environment): TM_BENCH_REGIME overhead|compute, TM_BENCH_MODE (torch.compile mode),
+TM_BENCH_DEVICE cpu|cuda, TM_BENCH_STEPS (default 10000: the benchmark runner stops it after its budget).
+"""
+import os
+
+import torch
+from torch import nn
+
+REGIME = os.environ.get("TM_BENCH_REGIME", "overhead")  # overhead | compute
+MODE = os.environ.get("TM_BENCH_MODE", "default")  # passed to torch.compile(mode=...)
+DEVICE = torch.device(os.environ.get("TM_BENCH_DEVICE", "cpu"))
+STEPS = int(os.environ.get("TM_BENCH_STEPS", "10000"))  # the benchmark runner stops it far earlier
+if REGIME == "overhead":
+    WIDTH, BATCH = 64, 16
+elif DEVICE.type == "cuda":
+    WIDTH, BATCH = 4096, 2048
+else:
+    WIDTH, BATCH = 1024, 256
+
+
+def make_data(n=8):
+    """A fixed pool of batches, made on the CPU with a seeded generator, then moved to DEVICE."""
+    g = torch.Generator().manual_seed(1)
+    pool = [(torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, WIDTH, generator=g)) for _ in range(n)]
+    return [(x.to(DEVICE), y.to(DEVICE)) for x, y in pool]
+
+
+def main():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH)).to(DEVICE)
+    compiled = torch.compile(model, mode=MODE)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = make_data()
+    batch_sizes = [BATCH, BATCH, BATCH, BATCH * 3 // 4, BATCH, BATCH // 2, BATCH, BATCH // 4]
+    for step in range(STEPS):
+        n = batch_sizes[step % len(batch_sizes)]
+        x, y = data[step % len(data)]
+        x, y = x[:n], y[:n]
+        torch._dynamo.maybe_mark_dynamic(x, 0)
+        loss = nn.functional.mse_loss(compiled(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+if __name__ == "__main__":
+    main()
