@@ -45,9 +45,21 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def ranked(checkout: Path):
-    """`torchmend scan --nproc-per-node 2 train.py`: both ranks, json."""
+    """`torchmend scan --nproc-per-node 2 train.py`: both ranks, json. `--steps 10` (all the script makes) ends every
+    rank at its last step through the budget (os._exit), before the exit where torch 2.13's gloo can deadlock."""
     r = torchmend(
-        "scan", "--nproc-per-node", "2", "train.py", "--format", "json", "--timeout", "300", cwd=checkout, env=FAST
+        "scan",
+        "--nproc-per-node",
+        "2",
+        "train.py",
+        "--format",
+        "json",
+        "--steps",
+        "10",
+        "--timeout",
+        "300",
+        cwd=checkout,
+        env=FAST,
     )
     assert r.returncode == 0, r.stderr
     return r.json
@@ -123,6 +135,8 @@ def test_torchrun_command_line_form(checkout: Path, ranked: dict) -> None:
         "scan",
         "--format",
         "json",
+        "--steps",  # the budget ends every rank at its 10th step (os._exit): no gloo deadlock at exit
+        "10",
         "--timeout",
         "240",
         "--",
@@ -211,6 +225,8 @@ def test_fix_with_ranks_verifies_on_both_ranks(tmp_path: Path) -> None:
             "--unsafe",
             "--verify-backend",
             "aot_eager",
+            "--steps",
+            "10",
             "--timeout",
             "60",
             cwd=tmp_path,
