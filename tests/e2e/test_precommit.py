@@ -1,7 +1,8 @@
-"""The pre-commit hooks of .pre-commit-hooks.yaml, run by the real pre-commit against a throwaway git repository
-that points at this checkout (`pre-commit try-repo`, which includes uncommitted changes). pre-commit builds its own
-virtualenv and pip-installs torchmend into it from this checkout: PIP_CONSTRAINT pins torch to the CPU build the
-dev set-up uses, so the install comes from the local wheel and does not pull a CUDA build."""
+"""The pre-commit hooks of .pre-commit-hooks.yaml, run by the real pre-commit in a throwaway git repository whose
+.pre-commit-config.yaml points at a snapshot of this checkout (its files as git sees them, uncommitted changes
+included, committed to a repository of their own: what `pre-commit try-repo` does, but made once, so that the
+three runs share one hook environment). pre-commit builds its own virtualenv and pip-installs torchmend into it;
+PIP_CONSTRAINT pins torch to the CPU build the dev set-up uses, so the install comes from the local wheel."""
 
 from __future__ import annotations
 
@@ -46,6 +47,25 @@ def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
 
 
+def _snapshot(dest: Path) -> str:
+    """This checkout's files as git sees them (tracked, and untracked but not ignored) committed in `dest`."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, (n.decode() for n in listed)):
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    _git(dest, "init", "-q")
+    _git(dest, "add", "-A")
+    _git(dest, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "snapshot")
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=dest, check=True, capture_output=True, text=True).stdout
+
+
 def _pre_commit(repo: Path, home: Path, hook: str) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
@@ -56,7 +76,7 @@ def _pre_commit(repo: Path, home: Path, hook: str) -> subprocess.CompletedProces
         "TORCHMEND_CACHE_DIR": str(home / "cache"),
     }
     return subprocess.run(
-        [str(PRE_COMMIT), "try-repo", str(ROOT), hook, "--all-files", "--color", "never"],
+        [str(PRE_COMMIT), "run", hook, "--all-files", "--color", "never"],
         cwd=repo,
         env=env,
         capture_output=True,
@@ -70,10 +90,17 @@ def test_lint_hooks_report_and_fix_through_pre_commit(tmp_path: Path) -> None:
     home = tmp_path / "pre-commit-home"
     home.mkdir()
     (home / "constraints.txt").write_text("torch==2.13.0\n")
+    torchmend_repo = tmp_path / "torchmend"
+    torchmend_repo.mkdir()
+    rev = _snapshot(torchmend_repo).strip()
     repo = tmp_path / "project"
     repo.mkdir()
     (repo / "train.py").write_text(TRAIN)
     (repo / "util.py").write_text(CLEAN)
+    (repo / ".pre-commit-config.yaml").write_text(
+        f"repos:\n  - repo: {torchmend_repo}\n    rev: {rev}\n    hooks:\n"
+        "      - id: torchmend-lint\n      - id: torchmend-lint-fix\n"
+    )
     _git(repo, "init", "-q")
     _git(repo, "add", ".")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
