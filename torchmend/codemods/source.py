@@ -42,6 +42,7 @@ class SourceFile:
         unless `whole` (lint, which has no findings yet to focus on)."""
         self.path = path
         self.text = text
+        self._nodes_cache: dict[tuple[cst.CSTNode, Any], list[Any]] = {}
         self._window = window(text, focus) if is_large(text) and not whole else None
         try:
             parsed = cst.parse_module(self._window.text if self._window else text)
@@ -128,7 +129,13 @@ class SourceFile:
 
     def nodes_in(self, root: cst.CSTNode, kind: type | tuple[type, ...]) -> list[Any]:
         """Every node of `kind` under `root` (root included), in source order (an enclosing node before the
-        nodes inside it). Walks only `root`'s subtree. (The overloads above give the precise element type.)"""
+        nodes inside it). Walks only `root`'s subtree. (The overloads above give the precise element type.)
+        Cached per (root, kind): libcst nodes are immutable, and the codemods ask the same questions of a file
+        for every finding (a walk per call cost most of a codemod's time)."""
+        key = (root, kind)
+        cached = self._nodes_cache.get(key)
+        if cached is not None:
+            return list(cached)
         found: list[Any] = []
 
         class _Collect(cst.CSTVisitor):
@@ -138,7 +145,8 @@ class SourceFile:
                 return True
 
         root.visit(_Collect())
-        return found
+        self._nodes_cache[key] = found
+        return list(found)
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
