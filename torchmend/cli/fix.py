@@ -236,7 +236,7 @@ def fix(
     pr_options = PrOptions(remote=remote, base=base, repo=repo, api_url=api_url, token_env=token_env) if pr else None
     if pr_options is not None:
         check_pull_request(root, pr_options)
-    _check_journal(root, writes=not (diff or check))
+    check_journal(root, writes=not (diff or check))
     ui = err if diff or format is not CheckFormat.table else out  # with --diff or a --format, stdout carries it alone
     if trace:
         before = profile_trace(from_trace, root, path_map, console=ui)  # type: ignore[arg-type]
@@ -390,7 +390,7 @@ def _project_files(scan: Scan, root: Path) -> list[Path]:
     return [Path(p) for p in paths]
 
 
-def _check_journal(root: Path, writes: bool) -> None:
+def check_journal(root: Path, writes: bool) -> None:
     """Before anything runs: a fix that was interrupted while writing is rolled back (or, for --diff and --check,
     which write nothing, named); and when this fix will write, its undo records must have a place to go."""
     from torchmend.cli.undo import roll_back_incomplete

@@ -173,10 +173,10 @@ def _apply(
     """Propose and accept the fixes as `fix --yes` does; print the diff (write=False) or write the files. Returns
     the findings no accepted change fixes."""
     from torchmend import pipeline
-    from torchmend.cli.fix import _check_journal
+    from torchmend.cli.fix import check_journal
     from torchmend.codemods.review import ACCEPTED, CONFLICT
 
-    _check_journal(root, writes=write)
+    check_journal(root, writes=write)
     fixes = pipeline.propose(result.findings, root, select, ignore)
     decisions = pipeline.accept_all(fixes, unsafe)
     ui = out if write else err

@@ -114,11 +114,6 @@ def fix_for(f: Finding, fixes: Sequence[TextFix]) -> TextFix | None:
 _PATTERN = {"once": "one-time", "storm": "a recompile storm", "limit": "until the recompile limit"}
 
 
-def _confidence(f: Finding) -> str | None:
-    """`lint`'s likely | possible; None for a runtime finding. (Through getattr until the field is in model.Finding.)"""
-    return getattr(f, "confidence", None)
-
-
 def message(f: Finding, where: Place, fix: TextFix | None = None) -> str:
     """The finding in words, the same in every format: what, why, how often, where else, and what fixes it."""
     parts = [f"{f.title}: {f.reason}" if f.reason else f.title]
@@ -127,7 +122,7 @@ def message(f: Finding, where: Place, fix: TextFix | None = None) -> str:
         seen += " on ranks " + ", ".join(f"{r} ({n}×)" for r, n in sorted(f.ranks.items()))
         if f.divergent:
             seen += "; rank-divergent: the other ranks wait for this one at the next collective"
-    confidence = _confidence(f)
+    confidence = f.confidence  # lint's likely | possible; None for a runtime finding
     if confidence is None:  # a static finding has no count: nothing ran
         parts.append(seen + ".")
     if where.reached_from:

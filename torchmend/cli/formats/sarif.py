@@ -95,7 +95,7 @@ def _fingerprint(f: Finding, where: Place, lines: Lines, seen: Counter[str]) -> 
 
 def _properties(f: Finding) -> dict[str, Any]:
     props: dict[str, Any] = {"kind": str(f.kind), "severity": str(f.severity), "function": f.function}
-    confidence = getattr(f, "confidence", None)  # lint's static findings (see annotation._confidence)
+    confidence = f.confidence  # lint's static findings
     if confidence is None:
         props["count"] = f.count
     else:
