@@ -370,11 +370,23 @@ def coverage_section(data: dict[str, Any]) -> list[str]:
         "`--resume FILE` runs only what the file lacks. Sessions (host, hour):"
     )
     L.append("")
-    L.append("| host | first | last | runs | tool-cost runs | parts |")
-    L.append("|---|---|---|---|---|---|")
+    L.append("| host | first | last | runs | tool-cost runs | runs at once | parts |")
+    L.append("|---|---|---|---|---|---|---|")
     for s in meta["sessions"]:
-        L.append(f"| {s['host']} | {s['first']} | {s['last']} | {s['runs']} | {s['cost']} | {', '.join(s['parts'])} |")
+        L.append(
+            f"| {s['host']} | {s['first']} | {s['last']} | {s['runs']} | {s['cost']} | {s.get('at_once', 1)} "
+            f"| {', '.join(s['parts'])} |"
+        )
     L.append("")
+    if any((s.get("at_once") or 1) > 1 for s in meta["sessions"]):
+        L.append(
+            "*Runs at once* above 1: that many suite processes shared the one GPU (`run_suite.sh` with `JOBS`). "
+            "Each run held an exclusive lock from the end of its second step to its exit "
+            "(`benchmarks/gpu/steplock/`), so the steady-state half every steady-step figure comes from ran "
+            "alone on the GPU; the start-up and first compile of the others overlapped it, so first-step and "
+            "compile seconds from those hours include that contention (the tool-cost runs always ran alone)."
+        )
+        L.append("")
     if meta.get("commands"):
         L.append("Commands that made the records:")
         L.append("")
@@ -695,6 +707,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "'*/compute/reduce-overhead'); the tool cost is 'scenario/cost/default'",
     )
     p.add_argument("--shard", default=None, metavar="K/N", help="run the K-th of N slices of the (remaining) plan")
+    p.add_argument(
+        "--concurrent",
+        type=int,
+        default=1,
+        metavar="N",
+        help="N suite processes share this device at once (benchmarks/gpu/run_suite.sh JOBS=N, each run's "
+        "steady half under the step lock): recorded with every run and shown in the report (default 1)",
+    )
     p.add_argument("--parts", nargs="+", choices=("variants", "cost"), default=["variants", "cost"], help="what to run")
     p.add_argument(
         "--fixed-dir",
@@ -835,6 +855,7 @@ def main(argv: list[str] | None = None) -> int:
         "cuda_version": info.get("cuda_version"),
         "cpu": info["cpu"],
         "command": command,
+        "concurrent": args.concurrent,
     }
     if not args.rebuild:
         execute(args, modes, steps, base, results, t_start)
@@ -901,11 +922,11 @@ def execute(
         for rep in range(args.repeat)
         for name in args.scenarios
     ]
-    picked = set(suite_log.select(list(dict.fromkeys(g[0] for g in groups)), args.only, args.shard))
+    wanted = set(suite_log.select(list(dict.fromkeys(g[0] for g in groups)), args.only, None))
     plan = [
-        (regime, mode, rep, name, variant)
+        (g, regime, mode, rep, name, variant)
         for g, regime, mode, rep, name in groups
-        if g in picked and "variants" in args.parts
+        if g in wanted and "variants" in args.parts
         for variant in VARIANTS
         if suite_log.key_of(
             {
@@ -921,6 +942,10 @@ def execute(
         )
         not in done
     ]
+    # Shards split the groups that still lack runs (not all groups: finished ones would unbalance them); the
+    # four variants of a group stay in one process, interleaved.
+    picked = set(suite_log.select(list(dict.fromkeys(p[0] for p in plan)), None, args.shard))
+    plan = [p[1:] for p in plan if p[0] in picked]
     cost_steps = steps.get("overhead", args.steps or DEFAULT_STEPS[args.device]["overhead"])
     cost_kinds = ("plain", "scan_aot_eager") if args.smoke else ("plain", "scan_aot_eager", "scan_inductor")
     cost_plan = [
@@ -1123,8 +1148,11 @@ def sessions(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not r.get("ts") or r.get("kind") == "fix":
             continue
         k = (r.get("host") or "?", r["ts"][:13])
-        s = out.setdefault(k, {"host": k[0], "first": r["ts"], "last": r["ts"], "runs": 0, "cost": 0, "parts": set()})
+        s = out.setdefault(
+            k, {"host": k[0], "first": r["ts"], "last": r["ts"], "runs": 0, "cost": 0, "parts": set(), "at_once": 1}
+        )
         s["first"], s["last"] = min(s["first"], r["ts"]), max(s["last"], r["ts"])
+        s["at_once"] = max(s["at_once"], r.get("concurrent") or 1)
         s["runs" if r["kind"] == "run" else "cost"] += 1
         s["parts"].add(f"{r['regime']}/{r['mode']}" if r["kind"] == "run" else "tool cost")
     return [{**s, "parts": sorted(s["parts"])} for s in sorted(out.values(), key=lambda s: s["first"])]

@@ -16,12 +16,18 @@
 #   report             run nothing: rebuild the suite's Markdown/JSON from the results file
 # GPUS (default 1): on a machine with several GPUs, that many shards of the slice at once, one per GPU
 # (CUDA_VISIBLE_DEVICES), appending to the same results file.
+# JOBS=N (environment, default 1): N shards per GPU at once. Their start-up and first compiles overlap, but from the
+# end of its second step to its exit each run holds the GPU's step lock (benchmarks/gpu/steplock/sitecustomize.py),
+# so the steady half that every steady-step figure comes from runs alone. The `cost` slice (wall times of whole
+# runs) always runs one at a time; `all` with JOBS > 1 runs the variants only.
 # Needs: python with torch (+ typer, rich for `scan` in the cost slice); no libcst (the torchmend-fixed scripts
 # were made beforehand by benchmarks/gpu/prepare.py and are committed under benchmarks/gpu/fixed/).
 set -u
 cd "$(dirname "$0")/../.."
 SLICE=${1:?usage: run_suite.sh SLICE [GPUS]}
 GPUS=${2:-1}
+JOBS=${JOBS:-1}
+[ "$SLICE" = cost ] || [ "$SLICE" = cudagraph ] && JOBS=1
 PY=${PYTHON:-python}
 DEVICE=${DEVICE:-cuda}          # cpu: a try-out of this script where there is no GPU (with EXTRA="--backend aot_eager")
 OUTDIR=${OUT_DIR:-benchmarks/results}
@@ -52,7 +58,7 @@ case "$SLICE" in
   compute-ro)       SEL=(--parts variants --only '*/compute/reduce-overhead') ;;
   compute-default)  SEL=(--parts variants --only '*/compute/default') ;;
   cost)             SEL=(--parts cost) ;;
-  all)              SEL=() ;;
+  all)              SEL=(); [ "$JOBS" -gt 1 ] && SEL=(--parts variants) ;;
   report)
     $PY benchmarks/gpu/cudagraph_check.py --resume "$OUTDIR/cudagraph-check-$TAG.jsonl" --rebuild
     $PY benchmarks/suite.py "${COMMON[@]}" --rebuild
@@ -60,18 +66,26 @@ case "$SLICE" in
     exit 0 ;;
   *) echo "unknown slice $SLICE" >&2; exit 2 ;;
 esac
-echo "slice $SLICE on $TAG, $GPUS GPU(s), budget $BUDGET s; results $RESULTS" >&2
+echo "slice $SLICE on $TAG, $GPUS GPU(s) x $JOBS job(s), budget $BUDGET s; results $RESULTS" >&2
+SHARDS=$((GPUS * JOBS))
+if [ "$JOBS" -gt 1 ]; then
+  export PYTHONPATH="$PWD/benchmarks/gpu/steplock:$PYTHONPATH"
+  LOCKDIR=$(mktemp -d)
+fi
 pids=()
-for ((k = 1; k <= GPUS; k++)); do
+for ((k = 1; k <= SHARDS; k++)); do
+  gpu=$(((k - 1) % GPUS))
+  lock=()
+  [ "$JOBS" -gt 1 ] && lock=(env "TM_BENCH_STEP_LOCK=$LOCKDIR/gpu$gpu.lock")
   if [ "$SLICE" = cudagraph ]; then
     [ "$k" -gt 1 ] && break  # one process, several runs at once on the one GPU (correctness, not timing)
     cmd=($PY benchmarks/gpu/cudagraph_check.py --resume "$OUTDIR/cudagraph-check-$TAG.jsonl"
          --budget-s "$BUDGET" --jobs 4 --device "$DEVICE" "${EXTRA_ARGS[@]}")
   else
-    shard=(); [ "$GPUS" -gt 1 ] && shard=(--shard "$k/$GPUS")
+    shard=(); [ "$SHARDS" -gt 1 ] && shard=(--shard "$k/$SHARDS" --concurrent "$JOBS")
     cmd=($PY benchmarks/suite.py "${COMMON[@]}" "${SEL[@]}" "${shard[@]}" --budget-s "$BUDGET")
   fi
-  CUDA_VISIBLE_DEVICES=$((k - 1)) timeout -s TERM -k 30 $((BUDGET + 70)) "${cmd[@]}" &
+  CUDA_VISIBLE_DEVICES=$gpu timeout -s TERM -k 30 $((BUDGET + 70)) "${lock[@]}" "${cmd[@]}" &
   pids+=($!)
 done
 rc=0
@@ -80,7 +94,7 @@ if [ "$SLICE" = cudagraph ]; then
   left=$(grep -c "not run yet" "$OUTDIR/cudagraph-check-$TAG.md" 2>/dev/null || true)
   echo "SLICE cudagraph: $left case(s) not run yet (0: complete; the timing runs are listed in the .md)" >&2
 else
-  [ "$GPUS" -gt 1 ] && $PY benchmarks/suite.py "${COMMON[@]}" --rebuild >/dev/null 2>&1
+  [ "$SHARDS" -gt 1 ] && $PY benchmarks/suite.py "${COMMON[@]}" --rebuild >/dev/null 2>&1
   echo "SLICE $SLICE: see 'still missing' above; exit $rc (130: stopped by the time limit, call again)" >&2
 fi
 bring_back
