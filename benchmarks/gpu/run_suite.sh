@@ -18,8 +18,11 @@
 # (CUDA_VISIBLE_DEVICES), appending to the same results file.
 # JOBS=N (environment, default 1): N shards per GPU at once. Their start-up and first compiles overlap, but from the
 # end of its second step to its exit each run holds the GPU's step lock (benchmarks/gpu/steplock/sitecustomize.py),
-# so the steady half that every steady-step figure comes from runs alone. The `cost` slice (wall times of whole
-# runs) always runs one at a time; `all` with JOBS > 1 runs the variants only.
+# so the steady half that every steady-step figure comes from runs alone on the GPU; and each shard is pinned to
+# its own share of the CPU cores (taskset), so the others' compiles do not slow the Python and kernel launches of
+# an overhead-bound step. (The first full pass, 2026-11-24, ran without the pinning: its A/A control showed
+# +-21 % in the overhead regime, +-3 % in the compute regime.) The `cost` slice (wall times of whole runs) always
+# runs one at a time; `all` with JOBS > 1 runs the variants only.
 # Needs: python with torch (+ typer, rich for `scan` in the cost slice); no libcst (the torchmend-fixed scripts
 # were made beforehand by benchmarks/gpu/prepare.py and are committed under benchmarks/gpu/fixed/).
 set -u
@@ -76,7 +79,13 @@ pids=()
 for ((k = 1; k <= SHARDS; k++)); do
   gpu=$(((k - 1) % GPUS))
   lock=()
-  [ "$JOBS" -gt 1 ] && lock=(env "TM_BENCH_STEP_LOCK=$LOCKDIR/gpu$gpu.lock")
+  if [ "$JOBS" -gt 1 ]; then
+    lock=(env "TM_BENCH_STEP_LOCK=$LOCKDIR/gpu$gpu.lock")
+    per=$(($(nproc) / SHARDS))
+    if command -v taskset >/dev/null && [ "$per" -ge 1 ]; then
+      lock=(taskset -c "$(((k - 1) * per))-$((k * per - 1))" "${lock[@]}")
+    fi
+  fi
   if [ "$SLICE" = cudagraph ]; then
     [ "$k" -gt 1 ] && break  # one process, several runs at once on the one GPU (correctness, not timing)
     cmd=($PY benchmarks/gpu/cudagraph_check.py --resume "$OUTDIR/cudagraph-check-$TAG.jsonl"

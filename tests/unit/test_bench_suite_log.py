@@ -66,6 +66,26 @@ def config(**kw) -> dict:
     return cfg
 
 
+def report_meta() -> dict:
+    return {
+        "device": "cuda",
+        "device_name": "H100",
+        "cpu": "x",
+        "torch": "2.11.0",
+        "cuda_version": None,
+        "triton": None,
+        "python": "3.12",
+        "threads": 8,
+        "host_note": "n",
+        "command": "c",
+        "date": "d",
+        "platform": "p",
+        "total_wall_s": 1.0,
+        "interrupted": False,
+        "results_file": "r.jsonl",
+    }
+
+
 def test_append_load_and_a_torn_line(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     suite_log.append(path, fake_run("a", "hand", 0))
@@ -162,23 +182,7 @@ def test_report_rebuilt_from_accumulated_records() -> None:
             ("scan_inductor", 21.0, 1050 * 1024),
         )
     ]
-    meta = {
-        "device": "cuda",
-        "device_name": "H100",
-        "cpu": "x",
-        "torch": "2.11.0",
-        "cuda_version": None,
-        "triton": None,
-        "python": "3.12",
-        "threads": 8,
-        "host_note": "n",
-        "command": "c",
-        "date": "d",
-        "platform": "p",
-        "total_wall_s": 1.0,
-        "interrupted": False,
-        "results_file": "r.jsonl",
-    }
+    meta = report_meta()
     data = suite.build(recs, meta, config())
     a = data["cells"]["overhead/default"]["a"]
     assert a["torchmend"]["runs"] == 2 and a["summary"]["counts_equal"] is True
@@ -194,6 +198,29 @@ def test_report_rebuilt_from_accumulated_records() -> None:
     assert "Which parts ran when" in md and "Still missing" in md and "b/overhead/default: 4 of 8 runs" in md
     assert "Peak memory" in md and "| a | 1000 | 1050 | 900 | 1.05 | 0.90 |" in md
     json.dumps(data)  # the JSON the suite writes
+
+
+def test_noise_control_from_the_eager_variant_in_two_modes() -> None:
+    """Eager is one program under both modes: their ratio is the A/A band, and a 'no' inside it says so."""
+    steady = {("a", "default"): 1.0e-3, ("a", "reduce-overhead"): 1.2e-3, ("b", "default"): 1e-3}
+    recs = [
+        fake_run(
+            n, v, 0, mode=m, steady=steady.get((n, m), 1e-3) if v == "eager" else (1.1e-3 if v == "torchmend" else 1e-3)
+        )
+        for n in ("a", "b")
+        for m in ("default", "reduce-overhead")
+        for v in suite.VARIANTS
+    ]
+    data = suite.build(recs, report_meta(), config(modes=["default", "reduce-overhead"], repeat=1))
+    noise = data["meta"]["noise"]["overhead"]
+    assert noise["pairs"] == {"a": pytest.approx(1 / 1.2), "b": pytest.approx(1.0)}
+    assert noise["max_dev"] == pytest.approx(1 - 1 / 1.2)
+    s = data["cells"]["overhead/default"]["a"]["summary"]
+    assert s["torchmend_over_hand"] == pytest.approx(1.1) and s["within_target"] is False
+    assert suite.target_verdict(s, noise) == "no (inside the A/A band ±17 %)"
+    assert suite.target_verdict(s, {"pairs": {}, "max_dev": 0.02}) == "**no**"  # ranges of one repeat do not overlap
+    md = suite.markdown(data, [])
+    assert "A/A control" in md and "| overhead | 0.833 | 1.000 | ±17 % |" in md
 
 
 def test_cudagraph_check_cases_and_report() -> None:
