@@ -347,3 +347,22 @@ def test_candidate_callees_and_compiled_functions_take_every_class() -> None:
     generate = candidate_callees(src, _call(src, "model.generate(1)").func)
     assert [(c.fn.name.value, c.bound) for c in generate] == [("generate", True)]  # only B has one
     assert {src.enclosing(f, cst.ClassDef).name.value for f in compiled_functions(src)} == {"A", "B"}  # type: ignore
+
+
+def test_a_submodule_of_either_class_has_the_forward_of_each() -> None:
+    src = _src(
+        EITHER
+        + """
+
+class Wrapper(nn.Module):
+    def __init__(self, small):
+        super().__init__()
+        self.inner = A() if small else C()
+
+    def forward(self, x):
+        return self.inner(x)
+"""
+    )
+    inner = _call(src, "self.inner(x)").func
+    assert callee(src, inner) is None
+    assert [c.owner.name.value for c in candidate_callees(src, inner) if c.owner] == ["A", "C"]
