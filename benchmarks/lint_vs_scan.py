@@ -249,7 +249,9 @@ graph break or recompile under some rule. Some of those scans were made by torch
 rules of their own (they were TM199 then), which the strict comparison above counts as one FP and one FN. The
 other disagreements are mostly code that only some configurations run (LayerDrop and SpecAugment masking are off
 in the corpus's small configs, so a `torch.rand([]) < self.layerdrop` branch never runs), which a static reading
-cannot tell from code that runs.
+cannot tell from code that runs. Lint also reads every class a module may hold (`self.encoder = A(config)` in one
+arm of an if/else, `B(config)` in the other; `self.adapter = Adapter(config) if config.add_adapter else None`): the
+class the corpus's config builds agrees with the scan; what lint finds in the one it does not build counts as FP.
 
 {notes}
 """
