@@ -13,7 +13,8 @@ import libcst as cst
 import libcst.matchers as m
 
 from torchmend.codemods.analysis import candidate_callees, compile_target, is_method, module_forwards
-from torchmend.codemods.analysis.calls import Callee, loop_element_callee
+from torchmend.codemods.analysis.calls import Callee
+from torchmend.codemods.analysis.containers import loop_element_callee
 from torchmend.codemods.analysis.entry import compile_sites
 from torchmend.codemods.gating import already_gated
 from torchmend.codemods.source import Context, SourceFile

@@ -5,7 +5,8 @@
   (`Values.maybe_tensor`); plain Python for sure (`Values.is_python`).
 - Where a number must stay a Python number inside compiled code (uses.py: `python_use`).
 - What a call runs and which functions are compiled (calls.py: `callee`, the one def; `candidate_callees`, every
-  def it may run, for an object of several possible classes; `compiled_functions`).
+  def it may run, for an object of several possible classes; `compiled_functions`); what a module in a container
+  runs (containers.py: `loop_element_callee`).
 - Call binding (binding.py: `bind`): which argument each parameter receives, as Python binds them.
 - Name helpers the fixes share (names.py: `reads`, `referents`, `binding_statement`, `class_named`, ...).
 """
