@@ -279,8 +279,9 @@ Measured with:
 TP: both report it. FP: lint alone (a static guess the run did not confirm). FN: scan alone. "lint looks for it":
 whether lint has a check for that rule at all; the others (a changing input shape, a recompile limit reached, a
 number carried across a graph break, a dtype that changes, a backend that fails) depend on values only a run sees:
-`torchmend scan SCRIPT` finds them. The clean-code shapes (`fixtures/lint/`: nanoGPT- and minGPT-shaped training
-scripts, and the scenarios' `hand.py`) get no finding; tests/unit/test_lint_engine.py checks both.
+`torchmend scan SCRIPT` finds them. The clean-code shapes (`fixtures/lint/nanogpt_shape` and `mingpt_shape`:
+nanoGPT- and minGPT-shaped training scripts, and the scenarios' `hand.py`) get no finding;
+tests/unit/test_lint_engine.py checks both.
 
 ## Every disagreement
 
