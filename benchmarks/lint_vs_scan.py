@@ -249,7 +249,9 @@ graph break or recompile under some rule. Some of those scans were made by torch
 rules of their own (they were TM199 then), which the strict comparison above counts as one FP and one FN. The
 other disagreements are mostly code that only some configurations run (LayerDrop and SpecAugment masking are off
 in the corpus's small configs, so a `torch.rand([]) < self.layerdrop` branch never runs), which a static reading
-cannot tell from code that runs.
+cannot tell from code that runs. Lint also reads every class a module may hold (`self.encoder = A(config)` in one
+arm of an if/else, `B(config)` in the other; `self.adapter = Adapter(config) if config.add_adapter else None`): the
+class the corpus's config builds agrees with the scan; what lint finds in the one it does not build counts as FP.
 
 {notes}
 """
@@ -277,8 +279,9 @@ Measured with:
 TP: both report it. FP: lint alone (a static guess the run did not confirm). FN: scan alone. "lint looks for it":
 whether lint has a check for that rule at all; the others (a changing input shape, a recompile limit reached, a
 number carried across a graph break, a dtype that changes, a backend that fails) depend on values only a run sees:
-`torchmend scan SCRIPT` finds them. The clean-code shapes (`fixtures/lint/`: nanoGPT- and minGPT-shaped training
-scripts, and the scenarios' `hand.py`) get no finding; tests/unit/test_lint_engine.py checks both.
+`torchmend scan SCRIPT` finds them. The clean-code shapes (`fixtures/lint/nanogpt_shape` and `mingpt_shape`:
+nanoGPT- and minGPT-shaped training scripts, and the scenarios' `hand.py`) get no finding;
+tests/unit/test_lint_engine.py checks both.
 
 ## Every disagreement
 

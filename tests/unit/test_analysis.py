@@ -13,7 +13,10 @@ from torchmend.codemods.analysis import (
     Kind,
     bind,
     callee,
+    candidate_callees,
     compiled_functions,
+    instance_class,
+    instance_classes,
     is_compiled,
     values,
 )
@@ -262,3 +265,104 @@ def test_a_class_in_another_file_is_found_through_the_import(tmp_path: Path) -> 
     found = callee(src, _call(src, "fast(1)").func, ctx)
     assert found is not None and found.src.path.endswith("models.py") and found.bound
     assert callee(src, _call(src, "fast(1)").func) is None  # without the project, the class is not known
+
+
+EITHER = """
+import torch
+from torch import nn
+
+
+class A(nn.Module):
+    def forward(self, x):
+        return x
+
+
+class B(nn.Module):
+    def forward(self, x):
+        return x
+
+    def generate(self, x):
+        return x
+
+
+class C(nn.Module):
+    def forward(self, x):
+        return x
+
+
+if flag:
+    model = A().to("cpu")
+else:
+    model = B()
+model = torch.compile(model)
+model(1)
+model.generate(1)
+model = C()  # built after the compile: not what the compile or the calls above see
+
+try:
+    other = A()
+except ImportError:
+    other = C()
+other(2)
+
+picked = A() if flag else C()
+picked(3)
+
+only = B() if flag else B()
+only(4)
+
+
+def later():
+    model(5)  # a def reading the global may run after any of its bindings
+"""
+
+
+def _classes(src: SourceFile, code: str) -> list[str]:
+    return [c[1].name.value for c in instance_classes(src, _expr(src, code))]
+
+
+def test_instance_classes_are_every_class_a_name_may_hold_where_it_is_read() -> None:
+    src = _src(EITHER)
+    assert _classes(src, "torch.compile(model)") == ["A", "B"]  # both arms; not C, bound after it
+    assert [c[1].name.value for c in instance_classes(src, _call(src, "model(1)").func)] == ["A", "B"]
+    assert [c[1].name.value for c in instance_classes(src, _call(src, "other(2)").func)] == ["A", "C"]
+    assert [c[1].name.value for c in instance_classes(src, _call(src, "picked(3)").func)] == ["A", "C"]
+    assert [c[1].name.value for c in instance_classes(src, _call(src, "model(5)").func)] == ["A", "B", "C"]
+    only = instance_class(src, _call(src, "only(4)").func)
+    assert only is not None and only[1].name.value == "B"  # one class in both arms is one class
+
+
+def test_a_fix_that_needs_one_class_gets_none_where_there_are_several() -> None:
+    src = _src(EITHER)
+    for call in ("model(1)", "model.generate(1)", "other(2)", "picked(3)"):
+        assert instance_class(src, _call(src, call).func) is None, call
+        assert callee(src, _call(src, call).func) is None, call
+    assert callee(src, _call(src, "only(4)").func) is not None
+
+
+def test_candidate_callees_and_compiled_functions_take_every_class() -> None:
+    src = _src(EITHER)
+    owners = [c.owner.name.value for c in candidate_callees(src, _call(src, "model(1)").func) if c.owner]
+    assert owners == ["A", "B"]
+    generate = candidate_callees(src, _call(src, "model.generate(1)").func)
+    assert [(c.fn.name.value, c.bound) for c in generate] == [("generate", True)]  # only B has one
+    assert {src.enclosing(f, cst.ClassDef).name.value for f in compiled_functions(src)} == {"A", "B"}  # type: ignore
+
+
+def test_a_submodule_of_either_class_has_the_forward_of_each() -> None:
+    src = _src(
+        EITHER
+        + """
+
+class Wrapper(nn.Module):
+    def __init__(self, small):
+        super().__init__()
+        self.inner = A() if small else C()
+
+    def forward(self, x):
+        return self.inner(x)
+"""
+    )
+    inner = _call(src, "self.inner(x)").func
+    assert callee(src, inner) is None
+    assert [c.owner.name.value for c in candidate_callees(src, inner) if c.owner] == ["A", "C"]

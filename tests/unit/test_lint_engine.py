@@ -101,6 +101,29 @@ def test_the_clean_shapes_are_really_followed_into_their_model_code():
     assert owners == {"GPT", "Block", "CausalSelfAttention", "MLP", "LayerNorm"}
 
 
+def test_a_model_picked_by_a_flag_has_every_class_it_may_be_checked():
+    """pytorch/examples' word_language_model builds `model` in an if/else and compiles it after: each class's forward
+    is compiled in some run. sweep.py picks with `A() if c else B()` and in try/except; train.py's model built after
+    the compile is not compiled (the binding does not reach it)."""
+    from torchmend.lint.analyse import Recording
+    from torchmend.lint.regions import compiled_region
+
+    root = ROOT / "fixtures/lint/either_model"
+    assert _lint(root) == [("TM101", "models.py", 35), ("TM103", "models.py", 53), ("TM208", "models.py", 19)]
+    ctx = Recording(str(root), lambda p: Path(p).read_text())
+    reached = {}
+    for script in ("train.py", "sweep.py"):
+        region = compiled_region(ctx.file(str(root / script)), ctx)
+        reached[script] = {
+            f"{r.src.enclosing(r.fn, __import__('libcst').ClassDef).name.value}.{r.fn.name.value}"
+            for r in region.functions
+        }
+    assert reached == {
+        "train.py": {"CausalEncoder.forward", "RecurrentLM.forward"},
+        "sweep.py": {"ConvLM.forward", "ConvLM._clip", "RecurrentLM.forward"},
+    }
+
+
 def test_static_findings_say_so_and_carry_what_the_codemods_need():
     result = lint_paths([SCAN_FIXTURES / "several"], SCAN_FIXTURES / "several", cache=False)
     by_rule = {f.rule: f for f in result.findings}

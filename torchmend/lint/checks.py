@@ -17,12 +17,12 @@ from torchmend.codemods.analysis import (
     Kind,
     assigned_values,
     builtin_or_math,
+    is_print,
     self_attr_values,
     self_name,
     values,
 )
 from torchmend.codemods.analysis.loggers import logging_call
-from torchmend.codemods.fixes.gate_output import _is_print
 from torchmend.codemods.gating import already_gated
 from torchmend.codemods.source import SourceFile
 from torchmend.lint.gates import compile_gated, is_compiling, setting
@@ -102,7 +102,7 @@ def _short(src: SourceFile, node: cst.CSTNode, width: int = 60) -> str:
 def _call(src: SourceFile, r: Reached, call: cst.Call) -> Iterator[Hit]:
     v = values(src)
     func = call.func
-    if _is_print(src, call):
+    if is_print(src, call):
         yield Hit("TM101", call, LIKELY, "`print(...)` in compiled code")
         return
     if any(q.startswith(_HOST_RANDOM) for q in src.qualified_names(func)):

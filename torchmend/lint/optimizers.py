@@ -14,8 +14,8 @@ import libcst as cst
 import libcst.matchers as m
 
 from torchmend.codemods.analysis import values
-from torchmend.codemods.fixes.optimizer_lr.locate import OURS, _construction, _optimizer_class
-from torchmend.codemods.fixes.optimizer_lr.writes import _schedulers, _writes
+from torchmend.codemods.fixes.optimizer_lr.locate import OURS, construction_of, optimizer_class
+from torchmend.codemods.fixes.optimizer_lr.writes import lr_schedulers, lr_writes
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.lint.checks import LIKELY, Hit
 from torchmend.lint.regions import CompiledStep, Reached, calls_in
@@ -26,18 +26,18 @@ VARIABLE = "self.param_groups[0]['lr']"  # what scan's guard names, and what the
 def _float_lr(src: SourceFile, receiver: cst.BaseExpression, ctx: Context) -> str | None:
     """How a float lr changes for the optimizer `receiver` holds, or None when it does not (or lint cannot
     tell which optimizer it is)."""
-    ctor, _ = _construction(src, receiver)
-    if ctor is None or _optimizer_class(src, ctor, ctx) is None:
+    ctor, _ = construction_of(src, receiver)
+    if ctor is None or optimizer_class(src, ctor, ctx) is None:
         return None
     v = values(src)
-    for w in _writes(src, ctor):
+    for w in lr_writes(src, ctor):
         if w.owner != OURS:
             continue
         value = getattr(w.node, "value", None)
         if isinstance(w.node, cst.AugAssign) or (value is not None and not v.is_tensor(value)):
             return f"line {src.line_of(w.node)} writes a float lr into its param_groups"
     lr = next((a.value for a in ctor.args if a.keyword is not None and a.keyword.value == "lr"), None)
-    schedulers = _schedulers(src, ctor)
+    schedulers = lr_schedulers(src, ctor)
     if schedulers and not (lr is not None and v.is_tensor(lr)):
         name, call = schedulers[0]
         return f"the {name} at line {src.line_of(call)} changes its float lr"

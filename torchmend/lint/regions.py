@@ -1,6 +1,7 @@
 """The compiled region, as the source shows it: the functions a file compiles (`@torch.compile`, `torch.compile(f)`,
 `torch.compile(model)`, `model.compile()`), and every def they call that the shared analysis can name
-(codemods/analysis: `callee`, `loop_element_callee`), followed across the project's files. Calls behind an
+(codemods/analysis: `candidate_callees`, `loop_element_callee`), followed across the project's files; an object
+that may be of several classes (`model = A() if c else B()`) has the forward of each followed. Calls behind an
 `is_compiling()` gate are not followed (dynamo never traces them); a def torch.compile is told to skip
 (`torch.compiler.disable`) is recorded as such and not entered."""
 
@@ -11,8 +12,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis import callee, compile_target, instance_class, is_method, method_of
-from torchmend.codemods.analysis.calls import Callee, loop_element_callee
+from torchmend.codemods.analysis import candidate_callees, compile_target, is_method, module_forwards
+from torchmend.codemods.analysis.calls import Callee
+from torchmend.codemods.analysis.containers import loop_element_callee
 from torchmend.codemods.analysis.entry import compile_sites
 from torchmend.codemods.gating import already_gated
 from torchmend.codemods.source import Context, SourceFile
@@ -89,14 +91,6 @@ def calls_in(fn: cst.FunctionDef) -> list[cst.Call]:
     return found
 
 
-def _module_forward(src: SourceFile, obj: cst.BaseExpression, ctx: Context) -> Callee | None:
-    owner = instance_class(src, obj, ctx)
-    if owner is None:
-        return None
-    fn = method_of(owner[0], owner[1], "forward")
-    return Callee(fn, owner[0], bound=True, owner=owner[1]) if fn is not None else None
-
-
 def _entries(src: SourceFile, ctx: Context, region: Region) -> list[Reached]:
     found: list[Reached] = []
     for site in compile_sites(src):
@@ -112,20 +106,22 @@ def _entries(src: SourceFile, ctx: Context, region: Region) -> list[Reached]:
         if target is None:  # model.compile(): nn.Module.compile, in place
             if not isinstance(node.func, cst.Attribute):
                 continue
-            hit = _module_forward(src, node.func.value, ctx)
+            hits = module_forwards(src, node.func.value, ctx)
         else:
             if isinstance(target, cst.Attribute) and m.matches(target.attr, m.Name("step")):
                 region.steps.append(CompiledStep(src, node, target.value))
-            hit = callee(src, target, ctx) or _module_forward(src, target, ctx)
-        if hit is not None:
-            found.append(Reached(hit.fn, hit.src, node, src, bound=hit.bound))
+            hits = candidate_callees(src, target, ctx)
+        # `model = A() if c else B(); torch.compile(model)`: each class's forward is compiled in some run
+        found += [Reached(hit.fn, hit.src, node, src, bound=hit.bound) for hit in hits]
     return found
 
 
-def _resolve(src: SourceFile, call: cst.Call, ctx: Context) -> Callee | None:
-    found = callee(src, call.func, ctx)
-    if found is None and isinstance(call.func, cst.Name):
-        found = loop_element_callee(src, call.func, ctx)  # for block in self.blocks: block(x)
+def _resolve(src: SourceFile, call: cst.Call, ctx: Context) -> list[Callee]:
+    """The defs the call may run: one, or one per class its object may hold (`self.enc = A() if c else B()`)."""
+    found = candidate_callees(src, call.func, ctx)
+    if not found and isinstance(call.func, cst.Name):
+        loop = loop_element_callee(src, call.func, ctx)  # for block in self.blocks: block(x)
+        found = [loop] if loop is not None else []
     return found
 
 
@@ -162,18 +158,18 @@ def compiled_region(src: SourceFile, ctx: Context) -> Region:
         for call in calls_in(here.fn):
             if already_gated(here.src, call) or compile_gated(here.src, call):
                 continue
-            found = _resolve(here.src, call, ctx)
-            if found is None or constant(found):
-                continue
-            if disabled(found):
-                region.disabled.append(DisabledCall(here.src, call, found, here))
-                continue
-            if id(found.fn) in seen:
-                continue
-            seen.add(id(found.fn))
-            test = setting(here.src, call)
-            when = here.setting or (" ".join(here.src.code(test).split()) if test is not None else None)
-            reached = Reached(found.fn, found.src, here.site, here.site_src, here.root, found.bound, when)
-            region.functions.append(reached)
-            queue.append(reached)
+            for found in _resolve(here.src, call, ctx):
+                if constant(found):
+                    continue
+                if disabled(found):
+                    region.disabled.append(DisabledCall(here.src, call, found, here))
+                    continue
+                if id(found.fn) in seen:
+                    continue
+                seen.add(id(found.fn))
+                test = setting(here.src, call)
+                when = here.setting or (" ".join(here.src.code(test).split()) if test is not None else None)
+                reached = Reached(found.fn, found.src, here.site, here.site_src, here.root, found.bound, when)
+                region.functions.append(reached)
+                queue.append(reached)
     return region

@@ -4,7 +4,9 @@
   tensor, a float, an int, a bool, None, or not known (`Values.kind`); likely a tensor in model code
   (`Values.maybe_tensor`); plain Python for sure (`Values.is_python`).
 - Where a number must stay a Python number inside compiled code (uses.py: `python_use`).
-- What a call runs and which functions are compiled (calls.py: `callee`, `compiled_functions`).
+- What a call runs and which functions are compiled (calls.py: `callee`, the one def; `candidate_callees`, every
+  def it may run, for an object of several possible classes; `compiled_functions`); what a module in a container
+  runs (containers.py: `loop_element_callee`).
 - Call binding (binding.py: `bind`): which argument each parameter receives, as Python binds them.
 - Name helpers the fixes share (names.py: `reads`, `referents`, `binding_statement`, `class_named`, ...).
 """
@@ -13,13 +15,16 @@ from torchmend.codemods.analysis.binding import Binding, bind
 from torchmend.codemods.analysis.calls import (
     Callee,
     callee,
+    candidate_callees,
     compile_decorator,
     compile_site,
     compile_target,
     compiled_functions,
     functions_for,
     instance_class,
+    instance_classes,
     is_compiled,
+    module_forwards,
     self_attr_values,
 )
 from torchmend.codemods.analysis.names import (
@@ -29,6 +34,7 @@ from torchmend.codemods.analysis.names import (
     class_named,
     def_named,
     is_method,
+    is_print,
     is_tensor_construction,
     is_torch,
     method_of,
@@ -57,6 +63,7 @@ __all__ = [
     "builtin_or_math",
     "call_problem",
     "callee",
+    "candidate_callees",
     "class_named",
     "compile_decorator",
     "compile_site",
@@ -65,11 +72,14 @@ __all__ = [
     "def_named",
     "functions_for",
     "instance_class",
+    "instance_classes",
     "is_compiled",
     "is_method",
+    "is_print",
     "is_tensor_construction",
     "is_torch",
     "method_of",
+    "module_forwards",
     "module_files",
     "ordered_names",
     "os_same",

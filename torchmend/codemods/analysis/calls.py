@@ -74,47 +74,83 @@ def self_attr_values(src: SourceFile, attr: cst.Attribute) -> list[cst.BaseExpre
     return found
 
 
-def instance_class(
+def instance_classes(
     src: SourceFile,
     expr: cst.BaseExpression,
     ctx: Context | None = None,
     depth: int = 0,
-) -> tuple[SourceFile, cst.ClassDef] | None:
-    """The class of the object `expr` holds: `Net(...)`, `torch.compile(Net(...))`, a name assigned one of
-    those (`model = Net(); model = torch.compile(model)` included), `self` inside a method."""
+) -> list[tuple[SourceFile, cst.ClassDef]]:
+    """Every class the object `expr` may hold, in source order: `Net(...)`, `torch.compile(Net(...))`, each arm
+    of `A(...) if c else B(...)`, a name assigned one of those by any binding that reaches the read (both arms of
+    an if/else, a try and its except, `model = Net(); model = torch.compile(model)` included), `self` inside a
+    method. A binding whose class the source does not show (`model = torch.load(f)`) adds none."""
     if depth > 4:
-        return None
+        return []
     target = compile_target(src, expr)
     if target is not None:
-        return instance_class(src, target, ctx, depth + 1)
+        return instance_classes(src, target, ctx, depth + 1)
+    if isinstance(expr, cst.IfExp):
+        return _distinct(
+            [*instance_classes(src, expr.body, ctx, depth + 1), *instance_classes(src, expr.orelse, ctx, depth + 1)]
+        )
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
-        return class_named(src, expr.func.value, ctx)
+        hit = class_named(src, expr.func.value, ctx)
+        return [hit] if hit is not None else []
     if isinstance(expr, cst.Call) and m.matches(expr.func, m.Attribute(attr=m.OneOf(*map(m.Name, _RETURNS_SELF)))):
-        return instance_class(src, cast(cst.Attribute, expr.func).value, ctx, depth + 1)  # Net().to(device)
+        return instance_classes(src, cast(cst.Attribute, expr.func).value, ctx, depth + 1)  # Net().to(device)
     if isinstance(expr, cst.Attribute) and m.matches(expr.value, m.Name("self")):
-        found = {
-            id(c[1]): c
-            for v in self_attr_values(src, expr)
-            for c in [instance_class(src, v, ctx, depth + 1)]
-            if c is not None
-        }
-        return next(iter(found.values())) if len(found) == 1 else None
+        return _distinct([c for v in self_attr_values(src, expr) for c in instance_classes(src, v, ctx, depth + 1)])
     if isinstance(expr, cst.Name):
         refs = src.referents(expr)
         if len(refs) == 1 and isinstance(refs[0], cst.Param):
             fn = src.enclosing(refs[0], cst.FunctionDef)
             if isinstance(fn, cst.FunctionDef) and self_name(src, fn) == expr.value:
                 cls = src.enclosing(fn, cst.ClassDef)
-                return (src, cls) if isinstance(cls, cst.ClassDef) else None
-            return None
-        found = {}
-        for r in refs:
-            value = src.assigned_value(r)
-            hit = instance_class(src, value, ctx, depth + 1) if value is not None else None
-            if hit is not None:
-                found[id(hit[1])] = hit
-        return next(iter(found.values())) if len(found) == 1 else None
-    return None
+                return [(src, cls)] if isinstance(cls, cst.ClassDef) else []
+            return []
+        return _distinct(
+            [
+                c
+                for r in reaching(src, expr, refs)
+                for v in [src.assigned_value(r)]
+                if v is not None
+                for c in instance_classes(src, v, ctx, depth + 1)
+            ]
+        )
+    return []
+
+
+def instance_class(
+    src: SourceFile,
+    expr: cst.BaseExpression,
+    ctx: Context | None = None,
+) -> tuple[SourceFile, cst.ClassDef] | None:
+    """The class of the object `expr` holds, when the source shows exactly one (see instance_classes); None when it
+    may hold several (`model = A() if c else B()`): a fix that edits one class must not guess which."""
+    found = instance_classes(src, expr, ctx)
+    return found[0] if len(found) == 1 else None
+
+
+def _distinct(classes: list[tuple[SourceFile, cst.ClassDef]]) -> list[tuple[SourceFile, cst.ClassDef]]:
+    return list({id(c[1]): c for c in classes}.values())
+
+
+def reaching(src: SourceFile, name: cst.Name, refs: list[cst.CSTNode]) -> list[cst.CSTNode]:
+    """The bindings among `refs` (the scope's bindings of `name`) that may hold its value where `name` is read, in
+    source order. In straight-line code of the read's own scope, a binding further down, or the one whose value
+    holds the read (`model = torch.compile(model)` reads the binding before it), cannot; in a loop, or for a read
+    in another scope (a def reading a global, run who knows when), every binding may."""
+    refs = sorted(refs, key=lambda r: (src.positions[r].start.line, src.positions[r].start.column))  # a set's order
+    if src.enclosing(name, (cst.For, cst.While)) is not None:
+        return refs
+    scope, line = src.scopes.get(name), src.line_of(name)
+    return [r for r in refs if src.scopes.get(r) is not scope or not (src.line_of(r) > line or _holds(src, r, name))]
+
+
+def _holds(src: SourceFile, binding: cst.CSTNode, read: cst.Name) -> bool:
+    """Whether `read` is inside the value `binding` is assigned."""
+    value = src.assigned_value(binding)
+    return value is not None and any(a is value for a in src.ancestors(read))
 
 
 def callee(
@@ -149,6 +185,8 @@ def callee(
             if c is not None
         ]
         if len({id(c.fn) for c in callees}) == 1:
+            if len(instance_classes(src, func, ctx)) > 1:
+                return None  # `net = A() if c else B()`: the one forward found is one of several; a fix must not pick
             compiled = next((c for c in callees if c.compiled_at is not None), callees[0])
             return compiled
         return _forward(src, func, ctx) if not callees else None
@@ -188,6 +226,38 @@ def _forward(src: SourceFile, obj: cst.BaseExpression, ctx: Context | None) -> C
     return Callee(fn, owner[0], bound=True, owner=owner[1], compiled_at=compiled_at)
 
 
+def module_forwards(src: SourceFile, obj: cst.BaseExpression, ctx: Context | None = None) -> list[Callee]:
+    """`model(x)`: the forward of every module class `model` may hold (`model = A() if c else B()`: both)."""
+    compiled_at = _module_compile(src, obj) if isinstance(obj, cst.Name) else None
+    return [
+        Callee(fn, owner[0], bound=True, owner=owner[1], compiled_at=compiled_at)
+        for owner in instance_classes(src, obj, ctx)
+        for fn in [method_of(owner[0], owner[1], "forward")]
+        if fn is not None
+    ]
+
+
+def candidate_callees(src: SourceFile, func: cst.BaseExpression, ctx: Context | None = None) -> list[Callee]:
+    """Every def calling `func` may run: the one `callee` names, else, where the object may be of several classes
+    (`model = A() if c else B()`), the method of each (`model.generate(x)`) or the forward of each (`model(x)`).
+    For what runs somewhere (lint's compiled region); a fix that edits one def asks `callee`, which will not guess."""
+    one = callee(src, func, ctx)
+    if one is not None:
+        return [one]
+    if isinstance(func, cst.Attribute):
+        methods = [
+            Callee(
+                fn, owner[0], bound=is_method(owner[0], fn), owner=owner[1], compiled_at=compile_decorator(owner[0], fn)
+            )
+            for owner in instance_classes(src, func.value, ctx)
+            for fn in [method_of(owner[0], owner[1], func.attr.value)]
+            if fn is not None
+        ]
+        if methods:
+            return methods
+    return module_forwards(src, func, ctx)
+
+
 def _compiled(found: Callee, site: cst.CSTNode) -> Callee:
     return Callee(found.fn, found.src, found.bound, site, found.owner)
 
@@ -217,7 +287,7 @@ _COMPILED: weakref.WeakKeyDictionary[SourceFile, dict[cst.FunctionDef, cst.CSTNo
 def compiled_functions(src: SourceFile) -> dict[cst.FunctionDef, cst.CSTNode]:
     """The defs of this file the file itself compiles, each with where: `@torch.compile`, `torch.compile(f)`
     (stored under any name), `torch.compile(obj.method)`, `torch.compile(model)` / `model.compile()` (the
-    class's forward)."""
+    class's forward; the forward of each class `model` may hold)."""
     found = _COMPILED.get(src)
     if found is not None:
         return found
@@ -228,19 +298,16 @@ def compiled_functions(src: SourceFile) -> dict[cst.FunctionDef, cst.CSTNode]:
             found[fn] = dec
     for call in src.nodes_in(src.module, cst.Call):
         target = compile_target(src, call)
-        if (
-            target is None
-            and isinstance(call.func, cst.Attribute)
-            and m.matches(call, m.Call(func=m.Attribute(attr=m.Name("compile")), args=[]))
+        hits: list[Callee] = []
+        if target is not None:
+            hits = candidate_callees(src, target)
+        elif isinstance(call.func, cst.Attribute) and m.matches(
+            call, m.Call(func=m.Attribute(attr=m.Name("compile")), args=[])
         ):
-            target = call.func.value
-            hit = _forward(src, target, None)
-        else:
-            hit = callee(src, target) if target is not None else None
-            if hit is None and target is not None:
-                hit = _forward(src, target, None)
-        if hit is not None and hit.src is src and hit.fn not in found:
-            found[hit.fn] = call
+            hits = module_forwards(src, call.func.value)  # model.compile(): nn.Module.compile, in place
+        for hit in hits:  # a name that may hold one of several modules compiles the forward of each
+            if hit.src is src and hit.fn not in found:
+                found[hit.fn] = call
     _COMPILED[src] = found
     return found
 
@@ -385,82 +452,3 @@ def _installed(src: SourceFile, hook: cst.FunctionDef, name: str) -> list[cst.Fu
         for inner in src.nodes_in(hook.body, cst.FunctionDef)
         if inner.name.value in assigned and forwarding_call(inner) is not None
     ]
-
-
-_CONTAINERS = ("torch.nn.ModuleList", "torch.nn.Sequential", "torch.nn.modules.container.ModuleList")
-
-
-def loop_element_callee(src: SourceFile, name: cst.Name, ctx: Context | None = None) -> Callee | None:
-    """`for layer in self.layers: layer(h)`: the forward that every module of the container runs, when they are
-    all of one class (`nn.ModuleList([Block(...) for _ in range(n)])`, `nn.Sequential(Block(), Block())`)."""
-    refs = src.referents(name)
-    loop = src.parents.get(refs[0]) if len(refs) == 1 else None
-    if not isinstance(loop, cst.For) or loop.target is not refs[0]:
-        return None
-    elements = _elements(src, loop.iter)
-    classes = [instance_class(src, e, ctx) for e in elements]
-    if not classes or any(c is None for c in classes) or len({id(c[1]) for c in classes if c}) != 1:
-        return None
-    owner = classes[0]
-    assert owner is not None
-    fn = method_of(owner[0], owner[1], "forward")
-    return Callee(fn, owner[0], bound=True, owner=owner[1]) if fn is not None else None
-
-
-def _appended(src: SourceFile, attr: cst.Attribute) -> list[cst.BaseExpression]:
-    """What the class's methods append to `self.<attr>` (`self.block = nn.ModuleList()`, then
-    `self.block.append(Block(...))` in a loop)."""
-    cls = src.enclosing(attr, cst.ClassDef)
-    if cls is None:
-        return []
-    shape = m.Call(
-        func=m.Attribute(value=m.Attribute(value=m.Name("self"), attr=m.Name(attr.attr.value)), attr=m.Name("append"))
-    )
-    return [c.args[0].value for c in src.nodes_in(cls, cst.Call) if m.matches(c, shape) and len(c.args) == 1]
-
-
-def _dict_entry(src: SourceFile, expr: cst.BaseExpression, key: str) -> cst.BaseExpression:
-    """What `nn.ModuleDict(dict(key=value))` or `nn.ModuleDict({"key": value})` holds under `key` (else a
-    `cst.Name("None")`, which holds nothing)."""
-    none = cst.Name("None")
-    if not (isinstance(expr, cst.Call) and src.qualified_names(expr.func) & {"torch.nn.ModuleDict"} and expr.args):
-        return none
-    held = expr.args[0].value
-    if isinstance(held, cst.Call) and m.matches(held.func, m.Name("dict")):
-        return next((a.value for a in held.args if a.keyword is not None and a.keyword.value == key), none)
-    if isinstance(held, cst.Dict):
-        for el in held.elements:
-            if (
-                isinstance(el, cst.DictElement)
-                and isinstance(el.key, cst.SimpleString)
-                and el.key.evaluated_value == key
-            ):
-                return el.value
-    return none
-
-
-def _elements(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> list[cst.BaseExpression]:
-    """The module expressions a container expression holds: `self.layers` (its assigned values), a ModuleList /
-    Sequential call, a list, tuple or list comprehension."""
-    if depth > 3:
-        return []
-    if isinstance(expr, cst.Attribute) and m.matches(expr.value, m.Name("self")):
-        held = [e for v in self_attr_values(src, expr) for e in _elements(src, v, depth + 1)]
-        return held + _appended(src, expr)
-    if isinstance(expr, cst.Attribute) and m.matches(expr.value, m.Attribute(value=m.Name("self"))):
-        # `self.transformer.h`, with `self.transformer = nn.ModuleDict(dict(h=nn.ModuleList([...])))`
-        inner = cast(cst.Attribute, expr.value)
-        return [
-            e
-            for v in self_attr_values(src, inner)
-            for e in _elements(src, _dict_entry(src, v, expr.attr.value), depth + 1)
-        ]
-    if isinstance(expr, cst.Call) and src.qualified_names(expr.func) & set(_CONTAINERS):
-        if len(expr.args) == 1 and not expr.args[0].star and isinstance(expr.args[0].value, (cst.List, cst.ListComp)):
-            return _elements(src, expr.args[0].value, depth + 1)
-        return [a.value for a in expr.args if not a.star and a.keyword is None]
-    if isinstance(expr, (cst.List, cst.Tuple)):
-        return [e.value for e in expr.elements if isinstance(e, cst.Element)]
-    if isinstance(expr, cst.ListComp):
-        return [expr.elt]
-    return []

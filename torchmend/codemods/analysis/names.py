@@ -33,6 +33,14 @@ def is_torch(src: SourceFile, func: cst.BaseExpression) -> bool:
     return any(q.startswith("torch.") for q in src.qualified_names(func))
 
 
+def is_print(src: SourceFile, call: cst.Call) -> bool:
+    """A call of the builtin print (not a def or import of the file that shadows the name)."""
+    return isinstance(call.func, cst.Name) and (
+        src.is_qualified(call.func, "builtins.print")
+        or (call.func.value == "print" and not src.qualified_names(call.func))
+    )
+
+
 def is_tensor_construction(src: SourceFile, expr: cst.BaseExpression) -> bool:
     """`torch.tensor(v)`, `torch.full(...)`, `x.new_tensor(v)` ...: already a tensor."""
     if not isinstance(expr, cst.Call):

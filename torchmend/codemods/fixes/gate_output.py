@@ -16,6 +16,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
+from torchmend.codemods.analysis import is_print
 from torchmend.codemods.analysis.entry import compile_site_for
 from torchmend.codemods.analysis.loggers import logging_call
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
@@ -27,13 +28,6 @@ from torchmend.model import Finding, Where
 
 REORDER = "reorderable_logging_functions"
 _CONTAINERS = (cst.List, cst.Tuple, cst.Dict, cst.Set, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
-
-
-def _is_print(src: SourceFile, call: cst.Call) -> bool:
-    return isinstance(call.func, cst.Name) and (
-        src.is_qualified(call.func, "builtins.print")
-        or (call.func.value == "print" and not src.qualified_names(call.func))
-    )
 
 
 def _is_log(src: SourceFile, call: cst.Call) -> bool:
@@ -51,7 +45,7 @@ def _reorder_member(src: SourceFile, call: cst.Call) -> str | None:
     """What to add to reorderable_logging_functions for this call (`print`), or None when torch would not
     reorder it: not a print, keyword or starred arguments, or an argument that is not a tensor, a constant or
     a string (a container, `x.shape`)."""
-    if not _is_print(src, call):
+    if not is_print(src, call):
         return None
     member = "print"
     for arg in call.args:
@@ -305,7 +299,7 @@ class GatePrint(Codemod):
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
-        result = _gate(finding, ctx, _is_print, "print")
+        result = _gate(finding, ctx, is_print, "print")
         if isinstance(result, Proposal):
             from dataclasses import replace
 

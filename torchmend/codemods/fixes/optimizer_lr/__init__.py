@@ -22,11 +22,11 @@ from torchmend.codemods.fixes.optimizer_lr.custom import default_lr, lr_hazards,
 from torchmend.codemods.fixes.optimizer_lr.locate import (
     OURS,
     UNKNOWN,
-    _construction,
     _def_near,
     _key,
     _optimizer_at,
-    _optimizer_class,
+    construction_of,
+    optimizer_class,
 )
 from torchmend.codemods.fixes.optimizer_lr.writes import (
     _add_lr,
@@ -34,10 +34,10 @@ from torchmend.codemods.fixes.optimizer_lr.writes import (
     _groups,
     _in_place,
     _per_group,
-    _schedulers,
     _Swap,
     _uniform,
-    _writes,
+    lr_schedulers,
+    lr_writes,
 )
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.codemods.torch_ops import FOREACH_NEEDS_CAPTURABLE, OPTIMIZER_DEFAULT_LR
@@ -304,7 +304,7 @@ class TensorLearningRate(Codemod):
         return self._rewrite(finding, src, ctor, ctx)
 
     def _rewrite(self, finding: Finding, src: SourceFile, ctor: cst.Call, ctx: Context) -> Result:
-        cls = _optimizer_class(src, ctor, ctx) or ""
+        cls = optimizer_class(src, ctor, ctx) or ""
         at = f"line {src.line_of(ctor)}"
         found = optimizer_classdef(src, ctor, ctx)
         own = found[1] if found is not None else None
@@ -382,7 +382,7 @@ class TensorLearningRate(Codemod):
             replace[ctor] = new_ctor
 
         # The writes: all of this optimizer's become in place; any other that may be its refuses the fix.
-        writes = _writes(src, ctor)
+        writes = lr_writes(src, ctor)
         for w in writes:
             code = src.code(w.node).strip()
             if w.owner == OURS and not w.fixable:
@@ -417,7 +417,7 @@ class TensorLearningRate(Codemod):
                         "differently",
                         own_lr,
                     )
-            for sched_cls, sched in _schedulers(src, ctor):
+            for sched_cls, sched in lr_schedulers(src, ctor):
                 if _per_group(src, sched_cls, sched):
                     return NoFix(
                         finding,
@@ -434,7 +434,7 @@ class TensorLearningRate(Codemod):
         if any(
             isinstance(c.func, cst.Attribute)
             and m.matches(c.func.attr, m.Name("load_state_dict"))
-            and _construction(src, c.func.value)[0] is ctor
+            and construction_of(src, c.func.value)[0] is ctor
             for c in src.nodes_in(src.module, cst.Call)
         ):
             notes.append(

@@ -28,7 +28,7 @@ def _loop_source(src: SourceFile, target: cst.CSTNode) -> cst.BaseExpression | N
     return None
 
 
-def _construction(src: SourceFile, expr: cst.BaseExpression) -> tuple[cst.Call | None, str]:
+def construction_of(src: SourceFile, expr: cst.BaseExpression) -> tuple[cst.Call | None, str]:
     """The `X(...)` call `expr` (a name or self.attribute) was built by, or why it cannot be found."""
     code = src.code(expr)
     if isinstance(expr, cst.Name):
@@ -59,7 +59,7 @@ def _construction(src: SourceFile, expr: cst.BaseExpression) -> tuple[cst.Call |
     return value, ""
 
 
-def _optimizer_class(src: SourceFile, call: cst.Call, ctx: Context | None = None) -> str | None:
+def optimizer_class(src: SourceFile, call: cst.Call, ctx: Context | None = None) -> str | None:
     """The optimizer's class name: a torch.optim class, or a torch.optim.Optimizer subclass of the project."""
     own = optimizer_classdef(src, call, ctx)
     if own is not None:
@@ -86,7 +86,7 @@ def _owner(src: SourceFile, expr: cst.CSTNode, ctor: cst.Call, depth: int = 0) -
     if depth > 8:
         return UNKNOWN
     if isinstance(expr, cst.Attribute) and expr.attr.value == "param_groups":
-        call, _ = _construction(src, expr.value)
+        call, _ = construction_of(src, expr.value)
         if call is ctor:
             return OURS
         return OTHER if call is not None else UNKNOWN
@@ -166,8 +166,8 @@ def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement, ctx: Context | None 
             candidates = _stepped_in(src, fn)
     why = "no optimizer step or param_groups on that line"
     for expr in candidates:
-        call, reason = _construction(src, expr)
-        if call is not None and _optimizer_class(src, call, ctx):
+        call, reason = construction_of(src, expr)
+        if call is not None and optimizer_class(src, call, ctx):
             return call, ""
         if call is not None:
             reason = f"`{src.code(expr)}` is built by `{src.code(call.func)}(...)`, not a torch.optim class"

@@ -8,7 +8,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from torchmend.codemods.analysis import Kind, values
-from torchmend.codemods.fixes.optimizer_lr.locate import NONE, OURS, _construction, _owner
+from torchmend.codemods.fixes.optimizer_lr.locate import NONE, OURS, _owner, construction_of
 from torchmend.codemods.source import SourceFile, simple_names
 from torchmend.codemods.torch_ops import SCHEDULER_PER_GROUP_ARGS
 
@@ -25,7 +25,9 @@ def _is_lr_key(sub: cst.Subscript) -> bool:
     return isinstance(key, cst.SimpleString) and key.evaluated_value == "lr"
 
 
-class _Write:
+class LrWrite:
+    """A statement or call that writes an optimizer's lr (`group["lr"] = ...`, `group.update(lr=...)`)."""
+
     def __init__(self, node: cst.CSTNode, sub: cst.Subscript | None, owner: str, fixable: bool) -> None:
         self.node = node  # the small statement (Assign / AugAssign) or the call that writes
         self.sub = sub  # the `group["lr"]` target
@@ -45,8 +47,10 @@ def _unpacked_into(src: SourceFile, sub: cst.Subscript) -> bool:
     return False
 
 
-def _writes(src: SourceFile, ctor: cst.Call) -> list[_Write]:
-    found: list[_Write] = []
+def lr_writes(src: SourceFile, ctor: cst.Call) -> list[LrWrite]:
+    """The file's writes of an lr that may reach the optimizer `ctor` builds, each with `owner` (OURS when it is
+    surely that optimizer's) and `fixable` (whether the codemod can rewrite it in place)."""
+    found: list[LrWrite] = []
     for sub in src.nodes_in(src.module, cst.Subscript):
         assert isinstance(sub, cst.Subscript)
         parent = src.parents.get(sub)
@@ -65,13 +69,13 @@ def _writes(src: SourceFile, ctor: cst.Call) -> list[_Write]:
         if isinstance(sub.value, cst.Attribute) and sub.value.attr.value == "param_groups":
             owner = _owner(src, sub.value, ctor)  # opt.param_groups[i] = {...}: replaces a whole group
             if owner != NONE:
-                found.append(_Write(node, None, owner, False))
+                found.append(LrWrite(node, None, owner, False))
             continue
         if not _is_lr_key(sub):
             continue
         owner = _owner(src, sub.value, ctor)
         if owner != NONE:
-            found.append(_Write(node, sub, owner, fixable))
+            found.append(LrWrite(node, sub, owner, fixable))
     for call in src.nodes_in(src.module, cst.Call):
         assert isinstance(call, cst.Call)
         func = call.func
@@ -97,14 +101,14 @@ def _writes(src: SourceFile, ctor: cst.Call) -> list[_Write]:
             owner = (
                 _owner(src, func.value, ctor)
                 if func.attr.value != "add_param_group"
-                else (OURS if _construction(src, func.value)[0] is ctor else NONE)
+                else (OURS if construction_of(src, func.value)[0] is ctor else NONE)
             )
             if owner != NONE:
-                found.append(_Write(call, None, owner, False))
+                found.append(LrWrite(call, None, owner, False))
     return found
 
 
-def _in_place(src: SourceFile, write: _Write) -> cst.CSTNode:
+def _in_place(src: SourceFile, write: LrWrite) -> cst.CSTNode:
     """`g["lr"] = v` → `g["lr"].fill_(v)`; `g["lr"] *= f` → `g["lr"].mul_(f)` (same for + - /)."""
     node = write.node
     assert write.sub is not None
@@ -117,7 +121,7 @@ def _in_place(src: SourceFile, write: _Write) -> cst.CSTNode:
     return cst.Expr(call, semicolon=node.semicolon)
 
 
-def _uniform(src: SourceFile, write: _Write) -> bool:
+def _uniform(src: SourceFile, write: LrWrite) -> bool:
     """True for `for g in opt.param_groups: g["lr"] = v` with v the same for every group: writes that
     stay right when several groups share one lr tensor."""
     if not isinstance(write.node, cst.Assign) or write.sub is None or not isinstance(write.sub.value, cst.Name):
@@ -269,7 +273,8 @@ def _groups(src: SourceFile, params: cst.BaseExpression, depth: int = 0) -> _Gro
     return _Groups("unknown", source=code)
 
 
-def _schedulers(src: SourceFile, ctor: cst.Call) -> list[tuple[str, cst.Call]]:
+def lr_schedulers(src: SourceFile, ctor: cst.Call) -> list[tuple[str, cst.Call]]:
+    """The torch.optim.lr_scheduler constructions over the optimizer `ctor` builds: (class name, call)."""
     found = []
     for call in src.nodes_in(src.module, cst.Call):
         assert isinstance(call, cst.Call)
@@ -280,7 +285,7 @@ def _schedulers(src: SourceFile, ctor: cst.Call) -> list[tuple[str, cst.Call]]:
             (a.value for a in call.args if a.keyword and a.keyword.value == "optimizer"),
             call.args[0].value if call.args[0].keyword is None else None,
         )
-        if target is not None and _construction(src, target)[0] is ctor:
+        if target is not None and construction_of(src, target)[0] is ctor:
             found.append((names[0].rsplit(".", 1)[1], call))
     return found
 

@@ -17,7 +17,8 @@ import libcst as cst
 
 from torchmend.codemods.analysis import Callee, callee
 from torchmend.codemods.analysis.binding import bind, packed_argument
-from torchmend.codemods.analysis.calls import forwarding_call, loop_element_callee, wrappers_of
+from torchmend.codemods.analysis.calls import forwarding_call, wrappers_of
+from torchmend.codemods.analysis.containers import loop_element_callee
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
 
