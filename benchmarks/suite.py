@@ -876,7 +876,8 @@ def main(argv: list[str] | None = None) -> int:
         "cpu": info["cpu"],
         "command": command,
         "concurrent": args.concurrent,
-        "cores": len(os.sched_getaffinity(0)),  # fewer than the host has: pinned (run_suite.sh JOBS > 1)
+        # fewer than the host has: pinned (run_suite.sh JOBS > 1); Linux only
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
     }
     if not args.rebuild:
         execute(args, modes, steps, base, results, t_start)
