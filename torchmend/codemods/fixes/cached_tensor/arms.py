@@ -13,6 +13,7 @@ outer `if`, and no arm may both clear and rebuild it (that is a reset, not a cac
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import libcst as cst
 import libcst.matchers as m
@@ -56,7 +57,7 @@ def nested_caches(stmt: cst.CSTNode, attr: str) -> list[cst.If]:
     for arm in _arms(stmt):
         for inner in arm or ():
             if is_cache(inner, attr):
-                found.append(inner)  # type: ignore[arg-type]  # is_cache checked it is an If
+                found.append(cast(cst.If, inner))  # is_cache checked it is an If
             elif isinstance(inner, cst.If):
                 found += nested_caches(inner, attr)
     return found
@@ -68,7 +69,7 @@ def clears(outer: cst.If, attr: str) -> list[cst.SimpleStatementLine]:
     for arm in _arms(outer):
         for stmt in arm or ():
             if is_clear(stmt, attr):
-                found.append(stmt)  # type: ignore[arg-type]  # is_clear matched a SimpleStatementLine
+                found.append(cast(cst.SimpleStatementLine, stmt))  # is_clear matched one
             elif isinstance(stmt, cst.If):
                 found += clears(stmt, attr)
     return found
@@ -93,7 +94,8 @@ def _binds(node: cst.If, cache: cst.If, cleared: set[int], attr: str) -> bool:
         if not touching:
             return False
         first = touching[0]
-        if first is not cache and id(first) not in cleared and not _binds(first, cache, cleared, attr):  # type: ignore[arg-type]
+        # neither the cache nor a clear: an `if` that touches self.attr, which must bind it in all its arms
+        if first is not cache and id(first) not in cleared and not _binds(cast(cst.If, first), cache, cleared, attr):
             return False
     return True
 
