@@ -13,7 +13,8 @@ import re
 
 from torchmend import rules
 from torchmend.codemods.base import Codemod, Invalid, NoFix, Result, Valid
-from torchmend.codemods.fixes.cached_tensor.plan import Refuse, already_local, locate, plan
+from torchmend.codemods.fixes.cached_tensor.plan import already_local, locate, plan
+from torchmend.codemods.fixes.cached_tensor.syntax import Refuse
 from torchmend.codemods.source import Context
 from torchmend.model import Finding, Where
 
@@ -47,6 +48,10 @@ class CachedTensorToLocal(Codemod):
         The tensor becomes a local of forward, and `self.src_mask = None` in `__init__` goes when nothing
         else reads the attribute. When the test is only `is None` and the tensor does not depend on the
         input, it becomes `self.register_buffer(name, ..., persistent=False)` at the end of `__init__`.
+        When the cache sits in one arm of an `if` whose other arms set the attribute to None (`if has_mask:
+        <cache> else: self.src_mask = None`), each arm sets the local (`src_mask = None`) and the hint follows
+        it: `is_causal=src_mask is not None` (PyTorch refuses `is_causal=True` without a mask). Nothing is
+        proposed when a path through that `if` sets neither, or one arm both clears and rebuilds it.
 
     Fix safety:
         Safe, or unsafe when it adds `is_causal=True`. Without the hint the values are the same, computed on

@@ -51,9 +51,26 @@ def _float_of_string(node: cst.CSTNode) -> str | bytes | None:
     return None
 
 
+def _is_log_of_lower_ones(call: cst.Call) -> bool:
+    """`torch.log(torch.tril(torch.ones(n, n)))`: log 1 = 0 on and below the diagonal, log 0 = -inf above it
+    (word_language_model's `_generate_square_subsequent_mask`)."""
+    tril = call.args[0].value if m.matches(call.func, m.Attribute(attr=m.Name("log"))) and len(call.args) == 1 else None
+    if not isinstance(tril, cst.Call) or not m.matches(tril.func, m.Attribute(attr=m.Name("tril"))) or not tril.args:
+        return False
+    diagonal = [a.value for a in tril.args[1:] if a.keyword is None or a.keyword.value == "diagonal"]
+    ones = tril.args[0].value
+    return (
+        all(m.matches(d, m.Integer("0")) for d in diagonal)
+        and isinstance(ones, cst.Call)
+        and m.matches(ones.func, m.Attribute(attr=m.Name("ones")))
+        and len([a for a in ones.args if a.keyword is None]) == 2
+    )
+
+
 def is_causal_mask(src: SourceFile, cls: cst.ClassDef, value: cst.BaseExpression, depth: int = 0) -> bool:
     """Whether `value` is a square causal mask of -inf above the diagonal: nn.Transformer's
-    generate_square_subsequent_mask, torch.triu(<-inf>, diagonal=1), or a method of the class returning one."""
+    generate_square_subsequent_mask, torch.triu(<-inf>, diagonal=1), torch.log(torch.tril(torch.ones(n, n))), or a
+    method of the class returning one."""
     while (
         isinstance(value, cst.Call)
         and isinstance(value.func, cst.Attribute)
@@ -63,6 +80,8 @@ def is_causal_mask(src: SourceFile, cls: cst.ClassDef, value: cst.BaseExpression
     if not isinstance(value, cst.Call):
         return False
     if src.qualified_names(value.func) & _CAUSAL_FUNCTIONS:
+        return True
+    if _is_log_of_lower_ones(value):
         return True
     if m.matches(value.func, m.Attribute(attr=m.Name("triu"))) or m.matches(value.func, m.Name("triu")):
         diagonal = next(
@@ -106,9 +125,11 @@ def transformer_parts(src: SourceFile, cls: cst.ClassDef) -> dict[str, str]:
 class CausalRewrite(cst.CSTTransformer):
     """`self.<attr>` -> `<local>` (reads and the write), and the causal hint on transformer calls given it."""
 
-    def __init__(self, attr: str, local: str | None, parts: dict[str, str], causal: bool) -> None:
+    def __init__(
+        self, attr: str, local: str | None, parts: dict[str, str], causal: bool, hint: cst.BaseExpression
+    ) -> None:
         super().__init__()
-        self.attr, self.local, self.parts, self.causal = attr, local, parts, causal
+        self.attr, self.local, self.parts, self.causal, self.hint = attr, local, parts, causal, hint
         self.hinted: list[str] = []
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
@@ -138,7 +159,7 @@ class CausalRewrite(cst.CSTTransformer):
         last = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT) if args else None
         new = [
             cst.Arg(
-                cst.Name("True"),
+                self.hint,
                 keyword=cst.Name(h),
                 equal=cst.AssignEqual(
                     whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")

@@ -1,5 +1,6 @@
-"""Find the cache (`if <test on self.x>: ... self.x = ...` in a method) and plan its rewrite: a local of the method,
-or a buffer made in __init__, with the causal hint where the tensor is a causal mask given to nn.Transformer*."""
+"""Find the cache (`if <test on self.x>: ... self.x = ...` in a method, or in an arm of an `if` there) and plan its
+rewrite: a local of the method, or a buffer made in __init__, with the causal hint where the tensor is a causal mask
+given to nn.Transformer*."""
 
 from __future__ import annotations
 
@@ -10,39 +11,43 @@ import libcst as cst
 import libcst.matchers as m
 
 from torchmend.codemods.base import SAFE, UNSAFE, Proposal, Replacement
+from torchmend.codemods.fixes.cached_tensor.arms import always_binds, clears, is_cache, nested_caches
 from torchmend.codemods.fixes.cached_tensor.causal import CausalRewrite, is_causal_mask, transformer_parts
-from torchmend.codemods.fixes.cached_tensor.syntax import bound_in, methods, names_used, self_attr, target_names
+from torchmend.codemods.fixes.cached_tensor.syntax import (
+    Refuse,
+    bound_in,
+    methods,
+    names_used,
+    self_attr,
+    target_names,
+)
 from torchmend.codemods.source import Context, SourceError, SourceFile
 from torchmend.model import Finding
 
 
-class Refuse(Exception):
-    """Internal: the shape of the code rules the fix out (carries the NoFix's reason)."""
-
-
 @dataclass
 class Cache:
-    """One cache: the `if` in a method of `cls` that (re)builds `self.<attr>`."""
+    """One cache: the `if` in a method of `cls` that (re)builds `self.<attr>`; `outer` is the statement of the
+    method's body that holds it (the `if` itself, or an `if` in whose arms it is nested)."""
 
     src: SourceFile
     cls: cst.ClassDef
     method: cst.FunctionDef
     test: cst.If
     attr: str
+    outer: cst.CSTNode
 
 
 def _caches(src: SourceFile, attr: str) -> list[Cache]:
-    """Every `if <test on self.attr>: ... self.attr = ...` written directly in a method body."""
+    """Every `if <test on self.attr>: ... self.attr = ...` in a method body, or in the arms of an `if` there."""
     found = []
     for cls in src.nodes_in(src.module, cst.ClassDef):
         for fn in methods(cls):
             for stmt in fn.body.body:
-                if not isinstance(stmt, cst.If):
-                    continue
-                reads = m.findall(stmt.test, self_attr(attr))
-                writes = [t for t in m.findall(stmt.body, m.AssignTarget(target=self_attr(attr)))]
-                if reads and writes:
-                    found.append(Cache(src, cls, fn, stmt, attr))
+                if is_cache(stmt, attr):
+                    found.append(Cache(src, cls, fn, cast(cst.If, stmt), attr, stmt))  # is_cache: an If
+                else:
+                    found += [Cache(src, cls, fn, c, attr, stmt) for c in nested_caches(stmt, attr)]
     return found
 
 
@@ -80,7 +85,8 @@ def already_local(finding: Finding, ctx: Context, attr: str) -> bool:
 
 
 def plan(finding: Finding, cache: Cache) -> Proposal:
-    src, cls, fn, test, attr = cache.src, cache.cls, cache.method, cache.test, cache.attr
+    src, cls, fn, test, attr, outer = cache.src, cache.cls, cache.method, cache.test, cache.attr, cache.outer
+    nested = outer is not test
     if not isinstance(test.body, cst.IndentedBlock):
         raise Refuse(f"the `if` at line {src.line_of(test)} is on one line; put its body on lines of its own")
     if test.orelse is not None:
@@ -97,7 +103,14 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
     in_test = set(m.findall(test.body, m.AssignTarget(target=self_attr(attr))))
     init = next((f for f in methods(cls) if f.name.value == "__init__"), None)
     init_clear = _init_clear(init, attr)
-    stray = [w for w in writes if w not in in_test and (init_clear is None or w is not init_clear[1])]
+    # The other arms' `self.x = None`: the local is None there (word_language_model's `else:` arm).
+    cleared = clears(cast(cst.If, outer), attr) if nested else []  # nested: outer is the `if` holding the cache
+    arm_writes = {id(cast(cst.Assign, c.body[0]).targets[0]) for c in cleared}  # clears matched `self.x = None`
+    stray = [
+        w
+        for w in writes
+        if w not in in_test and id(w) not in arm_writes and (init_clear is None or w is not init_clear[1])
+    ]
     if stray:
         raise Refuse(
             f"self.{attr} is also set at line {src.line_of(stray[0])}; the cache is not only rebuilt in one place"
@@ -108,10 +121,18 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
     assign = cast(cst.Assign, src.enclosing(value, cst.Assign))  # `value` is an AssignTarget: in an Assign
     cache_value: cst.BaseExpression = assign.value
 
+    if nested:
+        # In the outer `if`, self.x may only be the cache and the clears: a read in another arm is a stale value.
+        expected = {id(n) for node in [test, *cleared] for n in m.findall(node, self_attr(attr))}
+        other = [n for n in m.findall(outer, self_attr(attr)) if id(n) not in expected]
+        if other:
+            raise Refuse(f"line {src.line_of(other[0])} reads self.{attr} inside the `if` that holds the cache")
+        always_binds(cast(cst.If, outer), test, cleared, src.line_of(outer), attr)
+
     # Reads outside this forward's `if` and what follows it (another method, another object): keep the attribute.
-    index = list(fn.body.body).index(test)
+    index = list(fn.body.body).index(outer)
     after = list(fn.body.body)[index + 1 :]
-    allowed = {id(n) for stmt in [test, *after] for n in m.findall(stmt, self_attr(attr))}
+    allowed = {id(n) for stmt in [outer, *after] for n in m.findall(stmt, self_attr(attr))}
     if init_clear is not None:
         allowed |= {id(n) for n in m.findall(init_clear[0], self_attr(attr))}
     for node in src.nodes_in(src.module, cst.Attribute):
@@ -136,7 +157,8 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
         ),
     )
     as_buffer = (
-        single_none_test
+        not nested
+        and single_none_test
         and len(test.body.body) == 1
         and init is not None
         and isinstance(init.body, cst.IndentedBlock)
@@ -148,7 +170,10 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
         raise Refuse(f"the `if` at line {src.line_of(test)} tests more than self.{attr}; split the test first")
 
     local = None if as_buffer else _local_name(attr, bound, fn, test)
-    rewrite = CausalRewrite(attr, local, parts, causal)
+    # With an arm that leaves the mask None, `is_causal=True` would raise ("Need attn_mask if specifying the
+    # is_causal hint"): the hint follows the mask, `is_causal=mask is not None`.
+    hint_value = cst.parse_expression(f"{local} is not None") if cleared else cst.Name("True")
+    rewrite = CausalRewrite(attr, local, parts, causal, hint_value)
     edits: dict[cst.CSTNode, Replacement] = {}
     for stmt in after:
         if m.findall(stmt, self_attr(attr)):
@@ -180,13 +205,19 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
         ):
             first = first.with_changes(trailing_whitespace=test.body.header)
         body[0] = first
-        edits[test] = cst.FlattenSentinel(body)
+        if nested:
+            # The cache's `if` becomes its body, in its arm; each `self.x = None` becomes `x = None`.
+            flat = cast(cst.CSTNode, outer.visit(_Flatten(test, body)))  # swaps one If for statements
+            edits[outer] = cast(cst.CSTNode, flat.visit(rewrite))
+        else:
+            edits[test] = cst.FlattenSentinel(body)
         if init_clear is not None:
             edits[init_clear[0]] = cst.RemovalSentinel.REMOVE
         what = f"compute {attr} as a local in {fn.name.value}() instead of caching it on the module"
     hint = ""
     if rewrite.hinted:
-        hint = f" and pass {', '.join(f'{h}=True' for h in dict.fromkeys(rewrite.hinted))}"
+        shown = cst.Module([]).code_for_node(hint_value)
+        hint = f" and pass {', '.join(f'{h}={shown}' for h in dict.fromkeys(rewrite.hinted))}"
     return Proposal(
         (finding,),
         finding.rule,
@@ -199,6 +230,7 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
         note=(
             "is_causal=True tells PyTorch the mask is causal (it is built as one); the attention may take "
             "another kernel, so results can differ in the last bits"
+            + (f"; it is False where {local} is None, as PyTorch requires" if cleared else "")
         )
         if hint
         else "",
@@ -236,11 +268,22 @@ def _local_name(attr: str, bound: set[str], fn: cst.FunctionDef, test: cst.If) -
     # Temporaries of the `if` become locals of the whole method: they must not collide with its other names.
     targets = [t for t in m.findall(test.body, m.AssignTarget()) if isinstance(t, cst.AssignTarget)]
     temps = {n for t in targets for n in target_names(t.target)}
-    outside = {n for s in fn.body.body if s is not test for n in names_used(s)}
+    outside = names_used(fn.body, skip=test)
     clash = sorted(temps & outside)
     if clash:
         raise Refuse(f"`{clash[0]}`, set in the cache's `if`, is also used elsewhere in {fn.name.value}()")
     return local
+
+
+class _Flatten(cst.CSTTransformer):
+    """Put the cache's body where its `if` is, inside the arm that holds it."""
+
+    def __init__(self, test: cst.If, body: list[cst.SimpleStatementLine | cst.BaseCompoundStatement]) -> None:
+        super().__init__()
+        self.test, self.body = test, body
+
+    def leave_If(self, original: cst.If, updated: cst.If) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        return cst.FlattenSentinel(self.body) if original is self.test else updated
 
 
 class _Substitute(cst.CSTTransformer):

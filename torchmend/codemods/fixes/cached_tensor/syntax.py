@@ -15,9 +15,13 @@ def methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
 
 
 class _NamesUsed(cst.CSTVisitor):
-    def __init__(self) -> None:
+    def __init__(self, skip: cst.CSTNode | None) -> None:
         super().__init__()
         self.names: set[str] = set()
+        self.skip = skip
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return node is not self.skip and super().on_visit(node)
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
@@ -31,9 +35,9 @@ class _NamesUsed(cst.CSTVisitor):
         return False
 
 
-def names_used(node: cst.CSTNode) -> set[str]:
-    """Plain names in a piece of code: attribute names and keyword names left out."""
-    visitor = _NamesUsed()
+def names_used(node: cst.CSTNode, skip: cst.CSTNode | None = None) -> set[str]:
+    """Plain names in a piece of code (but not in `skip`, a node inside it): attribute and keyword names left out."""
+    visitor = _NamesUsed(skip)
     node.visit(visitor)
     return visitor.names
 
@@ -64,3 +68,7 @@ def bound_in(fn: cst.FunctionDef) -> set[str]:
             names |= target_names(item.asname.name)
     names.discard("self")
     return names
+
+
+class Refuse(Exception):
+    """Internal: the shape of the code rules the fix out (carries the NoFix's reason)."""
