@@ -10,11 +10,13 @@ from pathlib import Path
 
 from conftest import torchmend
 
+# The script's own backend is aot_eager, as the runs': inductor would only add C++ compiles (the plain run of the
+# patched script; and a graph that aot_eager refuses is tried on the script's own backend too) that see nothing more.
 LOOP = """
 def main():
     torch.manual_seed(0)
     model = Net()
-    compiled = torch.compile(model)
+    compiled = torch.compile(model, backend="aot_eager")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for step in range(4):
         loss = compiled(torch.randn(6, 8)) ** 2
@@ -82,7 +84,7 @@ def test_a_data_dependent_length_is_traced_by_the_switch_set_before_the_compile_
     assert "✓ TM111 change removed TM111 at train.py" in fixed.stdout
     text = script.read_text()
     assert (
-        "    torch._dynamo.config.capture_dynamic_output_shape_ops = True\n    compiled = torch.compile(model)" in text
+        "    torch._dynamo.config.capture_dynamic_output_shape_ops = True\n    compiled = torch.compile(model," in text
     )
     assert _after(fixed, "graph breaks") == 0
 
