@@ -200,11 +200,11 @@ def review(fixes: Fixes) -> Generator[Ask, str, list[Decision]]:
     return loop(fixes.session, fixes.proposals)
 
 
-def accept_all(fixes: Fixes, unsafe: bool = False) -> list[Decision]:
+def accept_all(fixes: Fixes, unsafe: bool = False, unsafe_flag: str = "--unsafe") -> list[Decision]:
     """Accept every safe proposal (the unsafe ones too with `unsafe`), skipping those that overlap."""
     from torchmend.codemods.review import accept_all as accept
 
-    return accept(fixes.session, fixes.proposals, unsafe)
+    return accept(fixes.session, fixes.proposals, unsafe, unsafe_flag)
 
 
 # ---------------------------------------------------------------------------------------------------- verify

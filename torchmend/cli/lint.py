@@ -118,25 +118,35 @@ def lint(
     select, ignore = cfg.get("select", select), cfg.get("ignore", ignore)
     unsafe = bool(cfg.get("unsafe-fixes", unsafe_fixes))
     root = (project or cfg.get("project-root") or project_root_of(first)).resolve()
-    try:
-        # select/ignore are applied with the suppressions below, so that what they leave out is counted as suppressed
-        result = lint_paths(given, root, cache=not no_cache, excluded=cfg.excluded)
-    except PathNotFound as e:
-        fail(ExitCode.SCRIPT_NOT_FOUND, str(e))
+
+    def run_lint() -> tuple[LintResult, int, list[Finding]]:
+        """(the result with the findings kept, how many were suppressed, the unused suppressions)."""
+        try:
+            # select/ignore are applied with the suppressions, so that what they leave out is counted as suppressed
+            result = lint_paths(given, root, cache=not no_cache, excluded=cfg.excluded)
+        except PathNotFound as e:
+            fail(ExitCode.SCRIPT_NOT_FOUND, str(e))
+        # Comments are looked for only in files that have one: tokenizing every file would cost more than the lint.
+        commented = [p for p in result.files if _mentions_suppression(p)]
+        kept, suppressed, unused = apply_suppressions(
+            result.findings, root, config=cfg, select=select, ignore=ignore, files=commented
+        )
+        result.findings = kept
+        return result, len(suppressed), unused
+
+    result, suppressed, unused = run_lint()
     for line in result.errors:
         err.print(f"[yellow]warning:[/] {line}")
-    # Comments are looked for only in files that have one: tokenizing every file would cost more than the lint.
-    commented = [p for p in result.files if _mentions_suppression(p)]
-    kept, suppressed, unused = apply_suppressions(
-        result.findings, root, config=cfg, select=select, ignore=ignore, files=commented
-    )
-    result.findings = kept
-    findings = kept
+    findings = result.findings
     if fix or diff:
-        findings = _apply(result, root, select, ignore, unsafe, write=fix)
+        # Beside a machine-read report on stdout, what --fix says goes to stderr.
+        findings, wrote = _apply(result, root, select, ignore, unsafe, write=fix, say=out if format == "table" else err)
+        if wrote:  # report what is left where it now is: the fixes moved lines
+            result, suppressed, unused = run_lint()
+            findings = result.findings
     elif add_ignore:
         findings = _add_ignores(findings, root)
-    print_lint(out if not diff else err, result, findings + unused, format, root, len(suppressed))
+    print_lint(out if not diff else err, result, findings + unused, format, root, suppressed)
     if findings and not exit_zero:
         raise typer.Exit(int(ExitCode.FINDINGS))
 
@@ -168,18 +178,24 @@ def _add_ignores(findings: list[Finding], root: Path) -> list[Finding]:
 
 
 def _apply(
-    result: LintResult, root: Path, select: list[str] | None, ignore: list[str] | None, unsafe: bool, write: bool
-) -> list[Finding]:
+    result: LintResult,
+    root: Path,
+    select: list[str] | None,
+    ignore: list[str] | None,
+    unsafe: bool,
+    write: bool,
+    say: Console,
+) -> tuple[list[Finding], bool]:
     """Propose and accept the fixes as `fix --yes` does; print the diff (write=False) or write the files. Returns
-    the findings no accepted change fixes."""
+    the findings no accepted change fixes, and whether files were written."""
     from torchmend import pipeline
     from torchmend.cli.fix import check_journal
     from torchmend.codemods.review import ACCEPTED, CONFLICT
 
     check_journal(root, writes=write)
     fixes = pipeline.propose(result.findings, root, select, ignore)
-    decisions = pipeline.accept_all(fixes, unsafe)
-    ui = out if write else err
+    decisions = pipeline.accept_all(fixes, unsafe, unsafe_flag="--unsafe-fixes")
+    ui = say if write else err
     for d in decisions:
         if d.outcome == CONFLICT or (d.detail and d.outcome != ACCEPTED):
             ui.print(f"[yellow]skipped {fixes.where(d.proposal)} {d.proposal.rule}: {d.detail}[/]")
@@ -187,12 +203,12 @@ def _apply(
     remaining = [f for f in result.findings if id(f) not in fixed]
     if not write:
         write_stdout(pipeline.patch_bytes(fixes))
-        return result.findings  # nothing was written: every finding is still there
+        return result.findings, False  # nothing was written: every finding is still there
     if not fixes.changes():
         unsafe_left = sum(p.safety == "unsafe" for p in fixes.proposals) if not unsafe else 0
         more = f" ({unsafe_left} unsafe: --unsafe-fixes)" if unsafe_left else ""
         ui.print(f"No fix applied{more}; nothing written.")
-        return remaining
+        return remaining, False
     try:
         record = pipeline.write(fixes, root)
     except pipeline.WriteRefused as e:
@@ -203,7 +219,7 @@ def _apply(
         + " (not verified: nothing was run; `torchmend verify SCRIPT --patch "
         + f"{record.patch}` checks it, `torchmend undo` puts the files back)."
     )
-    return remaining
+    return remaining, True
 
 
 def print_lint(

@@ -74,12 +74,15 @@ def review(session: Session, proposals: Sequence[Proposal]) -> Generator[Ask, st
     return decisions
 
 
-def accept_all(session: Session, proposals: Sequence[Proposal], unsafe: bool) -> list[Decision]:
-    """--yes: every safe proposal (and the unsafe ones with --unsafe), skipping overlaps."""
+def accept_all(
+    session: Session, proposals: Sequence[Proposal], unsafe: bool, unsafe_flag: str = "--unsafe"
+) -> list[Decision]:
+    """--yes: every safe proposal (and the unsafe ones with --unsafe), skipping overlaps. `unsafe_flag` is the
+    option the command calling it spells (lint's is --unsafe-fixes)."""
     decisions = []
     for p in proposals:
         if p.safety != "safe" and not unsafe:
-            decisions.append(Decision(p, REJECTED, "unsafe: add --unsafe to apply it"))
+            decisions.append(Decision(p, REJECTED, f"unsafe: add {unsafe_flag} to apply it"))
             continue
         why = session.conflict(p)
         if why:
