@@ -78,12 +78,12 @@ fi
 pids=()
 for ((k = 1; k <= SHARDS; k++)); do
   gpu=$(((k - 1) % GPUS))
-  lock=()
+  wrap=()  # with JOBS > 1: the GPU's step lock and this shard's cores
   if [ "$JOBS" -gt 1 ]; then
-    lock=(env "TM_BENCH_STEP_LOCK=$LOCKDIR/gpu$gpu.lock")
+    wrap=(env "TM_BENCH_STEP_LOCK=$LOCKDIR/gpu$gpu.lock")
     per=$(($(nproc) / SHARDS))
     if command -v taskset >/dev/null && [ "$per" -ge 1 ]; then
-      lock=(taskset -c "$(((k - 1) * per))-$((k * per - 1))" "${lock[@]}")
+      wrap=(taskset -c "$(((k - 1) * per))-$((k * per - 1))" "${wrap[@]}")
     fi
   fi
   if [ "$SLICE" = cudagraph ]; then
@@ -94,7 +94,7 @@ for ((k = 1; k <= SHARDS; k++)); do
     shard=(); [ "$SHARDS" -gt 1 ] && shard=(--shard "$k/$SHARDS" --concurrent "$JOBS")
     cmd=($PY benchmarks/suite.py "${COMMON[@]}" "${SEL[@]}" "${shard[@]}" --budget-s "$BUDGET")
   fi
-  CUDA_VISIBLE_DEVICES=$gpu timeout -s TERM -k 30 $((BUDGET + 70)) "${lock[@]}" "${cmd[@]}" &
+  CUDA_VISIBLE_DEVICES=$gpu timeout -s TERM -k 30 $((BUDGET + 70)) "${wrap[@]}" "${cmd[@]}" &
   pids+=($!)
 done
 rc=0
