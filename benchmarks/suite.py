@@ -375,7 +375,11 @@ def coverage_section(data: dict[str, Any]) -> list[str]:
     for s in meta["sessions"]:
         L.append(
             f"| {s['host']} | {s['first']} | {s['last']} | {s['runs']} | {s['cost']} | {s.get('at_once', 1)}"
-            + (f" ({s['cores']} cores each)" if s.get("at_once", 1) > 1 and s.get("cores") else "")
+            + (
+                f" ({s['cores']} core{'s' if s['cores'] != 1 else ''} each)"
+                if s.get("at_once", 1) > 1 and s.get("cores")
+                else ""
+            )
             + " "
             f"| {', '.join(s['parts'])} |"
         )
