@@ -11,7 +11,6 @@ What it writes, and from what:
   any paragraph of words in the docstring's Fix); any other rule by its `Rule.doc`, which has the same five
   headings.
 - docs/exit-codes.md, from torchmend/cli/exitcodes.py.
-- The block of README.md between the `generated:rules` markers: the short rule table.
 
 `--root DIR` writes or checks the files under DIR instead of this checkout (the tests use a scratch copy).
 """
@@ -31,8 +30,6 @@ from torchmend.codemods.base import Codemod  # noqa: E402
 from torchmend.codemods.registry import by_cause, by_rule  # noqa: E402
 
 COMMAND = "python scripts/gen_docs.py"
-README_START = f"<!-- generated:rules ({COMMAND}) -->"
-README_END = "<!-- generated:end -->"
 KIND_WORDS = {
     rules.GRAPH_BREAK: "graph break",
     rules.RECOMPILE: "recompile",
@@ -262,7 +259,7 @@ it repeated, `limit` when it repeated until the recompile limit. Informational r
 {rule_table("")}"""
 
 
-# --- exit codes and the README block ------------------------------------------------------------------------------
+# --- exit codes ------------------------------------------------------------------------------
 
 
 def exit_codes_page() -> str:
@@ -280,25 +277,6 @@ def exit_codes_page() -> str:
     return "\n".join(lines) + "\n"
 
 
-def readme_block() -> str:
-    lines = ["| code | name | fix |", "|---|---|---|"]
-    for r in rules.RULES:
-        cm = by_rule().get(r.code)
-        fix = f"`{cm.name}`" if cm else ("informational" if r.informational else "advice only")
-        lines.append(f"| [{r.code}](docs/rules/{r.code}.md) | {r.name} | {fix} |")
-    return "\n".join(lines) + "\n"
-
-
-def with_readme_block(readme: str) -> str:
-    if README_START not in readme:
-        return readme  # no generated part in this README
-    before, rest = readme.split(README_START, 1)
-    if README_END not in rest:
-        raise ValueError(f"README.md has {README_START} but not {README_END}")
-    _, after = rest.split(README_END, 1)
-    return f"{before}{README_START}\n{readme_block()}{README_END}{after}"
-
-
 # --- main ---------------------------------------------------------------------------------------------------------
 
 
@@ -306,9 +284,6 @@ def wanted(root: Path) -> dict[Path, str]:
     """Every generated file under root, with the text it should have."""
     want = {root / "docs" / "rules" / "README.md": rules_index(), root / "docs" / "exit-codes.md": exit_codes_page()}
     want.update({root / "docs" / "rules" / f"{r.code}.md": rule_page(r) for r in rules.RULES})
-    readme = root / "README.md"
-    if readme.exists():
-        want[readme] = with_readme_block(readme.read_text())
     return want
 
 
