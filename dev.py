@@ -70,8 +70,6 @@ def main() -> int:
             str(scratch / "train.py"),
             "--backend",
             "aot_eager",
-            "--verify-backend",
-            "aot_eager",
             *mode,
             *extra,
         ]

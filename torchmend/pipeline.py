@@ -158,6 +158,12 @@ class Fixes:
         """path -> (text now, text with the accepted changes) for every file they change."""
         return self.session.changed()
 
+    def change_diffs(self) -> list[tuple[Proposal, str]]:
+        """Each accepted proposal with its own unified diff (on top of the ones accepted before it)."""
+        from torchmend.codemods.engine import unified_diff
+
+        return [(p, unified_diff(self.session.display(p.path), a, b)) for p, a, b in self.session.steps()]
+
     def diff(self) -> str:
         """One unified diff of the accepted changes (applies with `git apply` from the project root)."""
         from torchmend.codemods.engine import unified_diff

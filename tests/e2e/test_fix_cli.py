@@ -204,11 +204,14 @@ def test_yes_applies_safe_only_and_undo_puts_it_back(project: Path) -> None:
     assert "No change accepted" in result.stdout
 
     mode = target.stat().st_mode
-    result = torchmend(
-        "fix", str(target), "--backend", "aot_eager", "--verify-backend", "aot_eager", "--yes", "--unsafe", cwd=project
-    )
+    # --backend verifies too (no --verify-backend): the report says so
+    result = torchmend("fix", str(target), "--backend", "aot_eager", "--yes", "--unsafe", cwd=project)
     assert result.returncode == 0, result.stderr
+    assert "verifying: before and after on the aot_eager backend" in result.stdout
     assert target.read_text().count("is_compiling") == 3
+    # what was written is shown, change by change, each unsafe one marked, with its diff unwrapped
+    assert result.stdout.count("UNSAFE") == 3 and result.stdout.count("+++ b/train.py") == 3
+    assert '+        if not torch.compiler.is_compiling():\n+            print("in", x.shape[0])' in result.stdout
     assert target.stat().st_mode == mode
     assert re.search(r"graph breaks\s+│\s*3\s+│\s*0", result.stdout), result.stdout  # the before/after table
     assert "numerics match (6 losses" in result.stdout
@@ -223,12 +226,11 @@ def test_yes_applies_safe_only_and_undo_puts_it_back(project: Path) -> None:
 
 def test_undo_refuses_after_an_edit(project: Path) -> None:
     target = project / "train.py"
-    assert (
-        torchmend(
-            "fix", str(target), "--backend", "aot_eager", "--yes", "--unsafe", "--no-verify", cwd=project
-        ).returncode
-        == 0
+    fixed = torchmend(
+        "fix", str(target), "--backend", "aot_eager", "--yes", "--unsafe", "--no-verify", "-q", cwd=project
     )
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout.count("UNSAFE") == 3 and "+++" not in fixed.stdout  # --quiet: a line per change, no diff
     target.write_text(target.read_text() + "# my edit\n")
     undo = torchmend("undo", cwd=project)
     assert undo.returncode == 9

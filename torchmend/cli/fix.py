@@ -118,14 +118,17 @@ def fix(
             "fix) or github (workflow annotations); see docs/formats.md.",
         ),
     ] = CheckFormat.table,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="With --yes: one line per written change instead of its diff."),
+    ] = False,
     no_verify: Annotated[bool, typer.Option("--no-verify", help="Write without verifying the changes first.")] = False,
     verify_backend: Annotated[
         Optional[str],
         typer.Option(
-            help="Backend for the verification runs. Default: the "
-            "script's own (inductor unless it says otherwise), "
-            "which is what timings should use; aot_eager is fast "
-            "on a CPU."
+            help="Backend for the verification runs. Default: --backend (or `backend` in pyproject.toml), else "
+            "the script's own (inductor unless it says otherwise), which is what timings should use; aot_eager is "
+            "fast on a CPU."
         ),
     ] = None,
     repeat: Repeat = 1,
@@ -180,7 +183,7 @@ def fix(
     """
     from torchmend import pipeline
     from torchmend.cli.config import config_for
-    from torchmend.cli.fixview import print_proposal_list, unfixed_view
+    from torchmend.cli.fixview import print_proposal_list, print_written, unfixed_view
     from torchmend.cli.pr import check_pull_request, open_pull_request
     from torchmend.cli.running import (
         config_start,
@@ -212,12 +215,16 @@ def fix(
             "stdin is not a terminal, so fix cannot ask about each change: use --yes (apply the "
             "safe changes), --diff (print them) or --check (exit 6 when there are any)",
         )
+    if quiet and not yes:
+        fail(ExitCode.USAGE, "--quiet goes with --yes (it shortens the list of what was written)")
     if pr and (diff or check):
         fail(ExitCode.USAGE, "--pr ships what fix writes: it does not go with --diff or --check")
     cfg = config_for(config_start(script, args, nproc_per_node))  # a bad one stops here, before anything runs
     steps, timeout, backend = cfg.get("steps", steps), cfg.get("timeout", timeout), cfg.get("backend", backend)
     select, ignore, project = cfg.get("select", select), cfg.get("ignore", ignore), cfg.get("project-root", project)
-    verify_backend, rtol, atol = cfg.get("verify-backend", verify_backend), cfg.get("rtol", rtol), cfg.get("atol", atol)
+    # the scan's backend verifies too, unless told otherwise: a patch that verifies on aot_eager is judged on aot_eager
+    verify_backend = cfg.get("verify-backend", verify_backend) or backend
+    rtol, atol = cfg.get("rtol", rtol), cfg.get("atol", atol)
     unsafe, remote, base = cfg.get("unsafe-fixes", unsafe), cfg.get("remote", remote), cfg.get("base", base)
     trace = from_trace is not None and script is None
     if not trace:
@@ -316,6 +323,8 @@ def fix(
     elif no_verify:
         out.print("[yellow]--no-verify: writing without re-running the patched script.[/]")
     else:
+        used = f"the {verify_backend} backend" if verify_backend else "the script's own backend"
+        out.print(f"[dim]verifying: before and after on {used}[/]")
         verification = _verify(before, fixes, root, verify_backend, repeat, rtol, atol)
         if not fixes.changes():
             out.print("No change helped; nothing written.")
@@ -342,6 +351,8 @@ def fix(
         fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
     except STOPPING as e:  # it waited for the write to finish: the files are all written, the record complete
         stopped(e, "the write under way was finished first: every file was written; `torchmend undo` puts them back")
+    if not interactive:  # an interactive run showed each diff already
+        print_written(out, fixes.change_diffs(), display, quiet)
     out.print(
         f"[bold green]Wrote {len(record.files)} file{'s' * (len(record.files) != 1)}[/] "
         f"({len(accepted)} change{'s' * (len(accepted) != 1)}): "

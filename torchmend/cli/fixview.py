@@ -122,6 +122,29 @@ def verification_view(v: Verification) -> Group:
     return Group(*parts)
 
 
+def print_written(
+    console: Console, changes: list[tuple[Proposal, str]], display: Callable[[Proposal], str], quiet: bool
+) -> None:
+    """What `fix --yes` wrote, change by change: where, the rule, its safety (UNSAFE stands out), why, and its diff
+    (a single line each with `quiet`). An interactive run showed each diff already and does not come here."""
+    for p, diff in changes:
+        safety = ("UNSAFE", "bold red") if p.safety == "unsafe" else (p.safety, _SAFETY[p.safety])
+        console.print(Text.assemble((display(p), "bold"), "  ", (p.rule, "magenta"), "  ", safety, f"  {p.why}"))
+        if p.safety == "unsafe" and p.note and not quiet:
+            console.print(Text(f"  note: {p.note}", style="yellow"))
+        if not quiet:  # unwrapped, whatever the width: a diff's lines are copied and applied, not read as prose
+            console.print(diff_text(diff), soft_wrap=True)
+
+
+def diff_text(diff: str) -> Text:
+    """A unified diff with git's colours (a plain console drops them)."""
+    text = Text()
+    for line in diff.rstrip("\n").splitlines(keepends=True):
+        style = "bold" if line.startswith(("---", "+++")) else {"+": "green", "-": "red", "@": "cyan"}.get(line[:1], "")
+        text.append(line, style=style)
+    return text
+
+
 def print_proposal_list(console: Console, items: list[Proposal], display: Callable[[Proposal], str]) -> None:
     for p in items:
         console.print(

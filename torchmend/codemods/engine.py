@@ -220,6 +220,16 @@ class Session:
         """Take back an accepted proposal (verification showed it did not help): text() and changed() follow."""
         self.accepted.remove(p)
 
+    def steps(self) -> list[tuple[Proposal, str, str]]:
+        """Each accepted proposal with its file's text before and after it, the earlier accepted ones applied: the
+        diff of each change as review showed it, in the order they were accepted."""
+        out: list[tuple[Proposal, str, str]] = []
+        for i, p in enumerate(self.accepted):
+            source = self.ctx.file(p.path)
+            earlier = [q for q in self.accepted[:i] if q.path == source.path]
+            out.append((p, apply(source, earlier), apply(source, [*earlier, p])))
+        return out
+
     def changed(self) -> dict[str, tuple[str, str]]:
         """path -> (original text, new text) for every file the accepted proposals change."""
         out: dict[str, tuple[str, str]] = {}
