@@ -10,7 +10,8 @@ The release of a registry is read from the torch/version.py beside it. The insta
 importing it. `--check` fails (exit 1, one line per problem) when:
 - the table's ids for that release differ from the registry's (a release the table read), or the registry has ids
   the table does not know (a newer release: read it with --write);
-- an entry of the table names an id the registry lacks, or a type the registry does not give that id;
+- an entry of the table names an id the registry lacks, or a type the registry does not give that id, or says it
+  was first read from a later release than this registry, which has the id with that type already;
 - the registry has an id whose texts the text classifier puts under a rule, and the table has no entry for it
   (the id would be classified TM199 where its texts say otherwise).
 """
@@ -79,6 +80,8 @@ def check(path: Path) -> list[str]:
     elif release > gbids.READ[-1] and ids - known:
         problems.append(f"torch {release} is newer than the table and has ids it does not know: rerun --write")
     for e in gbids.ID_RULES:
+        if release < e.since and e.gb_id in ids and e.gb_type in types_of(registry[e.gb_id]):
+            problems.append(f"torch {release} has {e.gb_id} ({e.gb_type!r}) already: its entry says since {e.since}")
         if not e.applies(release) or (release < gbids.READ[0] and e.gb_id not in ids):
             continue
         if e.gb_id not in ids:
