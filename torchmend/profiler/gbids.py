@@ -62,8 +62,8 @@ ID_RULES: tuple[IdRule, ...] = (
     IdRule("GB0035", "TM103", "Data-dependent branching with non-constant __bool__", V2_11),
     IdRule("GB0124", "TM104", "Unsupported Tensor.item() call with capture_scalar_outputs=False", V2_11),
     IdRule("GB0109", "TM104", "Tensor.tolist() with non-integer tensor", V2_11),
-    # Calls torch.compile skips: a torch.compiler.disable'd function, a skip-listed one (time.time() on 2.13),
-    # one dynamo has no model for.
+    # Calls torch.compile skips: a torch.compiler.disable'd function, a skip-listed one (time.time() up to 2.14,
+    # warnings.warn), one dynamo has no model for.
     *_skipped_call("GB0007", "Attempted to call function marked as skipped", V2_11),
     *_skipped_call("GB0008", "Attempted to inline function marked as skipped", V2_11),
     *_skipped_call("GB0009", "Attempted to inline function marked as skipped (SkipFunctionVariable)", V2_11),
@@ -72,8 +72,9 @@ ID_RULES: tuple[IdRule, ...] = (
     IdRule("GB4297", "TM105", "Call to `torch._dynamo.skip_frame()`", V2_11),
     IdRule("GB9741", "TM105", "skip frame due to being in functorch mode", V2_11),
     IdRule("GB7151", "TM105", "generator function over a skipped function", V2_14),
-    # `torch.compiler.disable(fn)` / `torch._dynamo.disable(fn)` *called* inside the compiled region (new ids in
-    # 2.14; 2.13 reported the call as GB0098): the fix decorates fn where it is defined.
+    # `torch.compiler.disable(fn)` / `torch._dynamo.disable(fn)` *called* inside the compiled region: ids of their
+    # own from 2.14 (2.11 and 2.13 report `disable` itself as a skipped function, GB0007); torch's remedy is to
+    # apply it where fn is defined. The call of fn that follows is GB0098 on every release.
     IdRule("GB0376", "TM105", "Call to `torch._dynamo.disable()`", V2_14),
     IdRule("GB0377", "TM105", "Call to `torch.compiler.disable()`", V2_14),
     # time.time() / time.perf_counter() in compiled code: GB0007 (skipped) up to 2.14, an id of its own from 2.15.
