@@ -257,7 +257,9 @@ What it does:
     A graph break on a line that draws from NumPy's (or Python's) random generator inside compiled code:
     `eps = np.random.rand(1).item()`, `idx = np.random.choice(n, k, replace=False)`, as SpecAugment-style
     masking does in a model's forward. PyTorch reports it as GB0033 (data-dependent operator) or another
-    break at that line.
+    break at that line. Python's `random.random()` / `random.uniform()` (LayerDrop in older model code) is a
+    skipped builtin up to torch 2.13 (GB0007, "`<unknown module>.Random.random`"; traced from 2.14), and GB0297 /
+    GB0298 are breaks of the random generators themselves: each is this rule too.
 
 Why is this bad:
     Dynamo traces NumPy calls as torch operations, and with `torch._dynamo.config.use_numpy_random_stream`

@@ -51,7 +51,7 @@ EXPECTED = {
         "logging": [("GB0156", "TM199")],
         "c_time": [("GB0007", "TM105")],
         "c_time_time": [("GB0007", "TM105")],
-        "c_random": [("GB0007", "TM105")],
+        "c_random": [("GB0007", "TM110")],
         "c_disable_call": [("GB0007", "TM105"), ("GB0098", "TM105")],
         "c_dynamo_disable_call": [("GB0007", "TM105"), ("GB0098", "TM105")],
         "c_requires_grad": [("GB0206", "TM109")],
@@ -63,7 +63,7 @@ EXPECTED = {
         **_SAME,
         "c_time": [("GB0007", "TM105")],
         "c_time_time": [("GB0007", "TM105")],
-        "c_random": [("GB0007", "TM105")],  # random.random(): traced from 2.14 on
+        "c_random": [("GB0007", "TM110")],  # random.random(): a skipped builtin; traced from 2.14 on
         "c_disable_call": [("GB0007", "TM105"), ("GB0098", "TM105")],
         "c_dynamo_disable_call": [("GB0007", "TM105"), ("GB0098", "TM105")],
         "c_requires_grad": [("GB0206", "TM109")],
@@ -163,6 +163,29 @@ def test_a_known_id_is_not_reclassified_by_its_texts():
         "GB0059", "Failed to trace builtin operator", "Dynamo does not know how to trace builtin operator `len`"
     )
     assert classify_break(builtin, "project", "", (2, 15)) == "TM199"
+
+
+@pytest.mark.parametrize(
+    ("gb_id", "gb_type", "explanation", "rule"),
+    [
+        (
+            "GB0007",
+            "Attempted to call function marked as skipped",
+            "the builtin `<unknown module>.Random.uniform.`",
+            "TM110",
+        ),
+        ("GB0007", "Attempted to call function marked as skipped", "the Python builtin `_warnings.warn`.", "TM105"),
+        ("GB0297", "random.Random() with improper arguments", "random.Random() with > 1 arg", "TM110"),
+        (
+            "GB0098",
+            "Skip calling `torch.compiler.disable()`d function",
+            "Skip calling function `log_to_logging`",
+            "TM102",
+        ),
+    ],
+)
+def test_an_id_that_covers_several_calls_reads_which_call(gb_id, gb_type, explanation, rule):
+    assert classify_break(_gb(gb_id, gb_type, explanation), "project", "", (2, 13)) == rule
 
 
 def test_graph_break_call_is_informational_only_in_a_library():

@@ -41,15 +41,18 @@ class IdRule:
 
 V2_11, V2_13, V2_14, V2_15 = (2, 11), (2, 13), (2, 14), (2, 15)  # the releases read
 
-# A call dynamo refuses to trace names the function in its explanation: print and logging keep their own rules.
+# A call dynamo refuses to trace names the function in its explanation: print, logging and a host random draw keep
+# their own rules (`random.random()` up to 2.13 is "the builtin `<unknown module>.Random.random.`", GB0007).
 _PRINT = r"`print`"
 _LOGGING = r"(?i:logging)|Logger"
+_HOST_RANDOM = r"\bRandom\.\w+|\b(?:np|numpy)\.random\.\w+"
 
 
 def _skipped_call(gb_id: str, gb_type: str, since: Version) -> tuple[IdRule, ...]:
     return (
         IdRule(gb_id, "TM101", gb_type, since, detail=_PRINT),
         IdRule(gb_id, "TM102", gb_type, since, detail=_LOGGING),
+        IdRule(gb_id, "TM110", gb_type, since, detail=_HOST_RANDOM),
         IdRule(gb_id, "TM105", gb_type, since),
     )
 
@@ -85,6 +88,15 @@ ID_RULES: tuple[IdRule, ...] = (
     IdRule("GB0237", "TM109", "non-constant `requires_grad` argument to `torch.nn.Parameter`", V2_11),
     IdRule("GB7324", "TM109", "returning intermediate with requires_grad_()", V2_13),
     IdRule("GB8985", "TM109", "requires_grad_() intermediate leaked as output", V2_13),
+    # Host random generators: a `random.Random(...)` dynamo cannot build, NumPy's generator when dynamo is told to
+    # trace it with its own stream.
+    IdRule("GB0297", "TM110", "random.Random() with improper arguments", V2_11),
+    IdRule(
+        "GB0298",
+        "TM110",
+        "attempted to trace torch._numpy.random function with config.use_numpy_random_stream=True",
+        V2_11,
+    ),
     # Operators whose output depends on the data: a config switch may trace them (codemods/fixes/compile_config).
     IdRule("GB0033", "TM111", "Data dependent operator", V2_11),
     IdRule("GB0036", "TM111", "Dynamic shape operator", V2_11),
