@@ -179,19 +179,34 @@ def propose(
     select: list[str] | None = None,
     ignore: list[str] | None = None,
     read: Callable[[str], str] = sources.read_source,
+    torch_version: str | None = None,
 ) -> Fixes:
-    """A proposal (or a NoFix with the reason) for every finding; nothing is accepted yet."""
+    """A proposal (or a NoFix with the reason) for every finding; nothing is accepted yet. `torch_version`: the
+    release the code runs on (the scanned run's, or installed_torch()), whose spelling of the torch APIs the fixes
+    write (codemods/torch_api.py); None: the newest read."""
     from torchmend.codemods.base import NoFix, Proposal
     from torchmend.codemods.engine import Session, span
     from torchmend.codemods.source import Context
+    from torchmend.profiler.hotspots import parse_version
 
-    session = Session(Context(str(root), read))
+    session = Session(Context(str(root), read, torch_version=parse_version(torch_version)))
     results = session.propose(findings, select, ignore)
     proposals = sorted(
         (r for r in results if isinstance(r, Proposal)), key=lambda p: (p.path, span(session.ctx.file(p.path), p))
     )
     unfixed = [r for r in results if isinstance(r, NoFix) and not r.skipped]
     return Fixes(session, proposals, unfixed)
+
+
+def installed_torch() -> str | None:
+    """The version of the torch installed beside torchmend, read from its metadata (torch is not imported): what a
+    fix with no run behind it (lint) writes for."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
 
 
 # ---------------------------------------------------------------------------------------------------- review

@@ -58,6 +58,11 @@ What it does:
     A graph break where compiled code calls a function that torch.compile was told to skip: one wrapped in
     `torch.compiler.disable` (or `torch._dynamo.disable`), or another call PyTorch reports as skipped (for
     example GB0098, "Skip calling `torch.compiler.disable()`d function"). The finding is at the calling line.
+    Also a `torch.compiler.disable(fn)` *called* inside the compiled region (GB0376 / GB0377 from torch 2.14:
+    `disable` works as a decorator or wrapper applied where `fn` is defined, outside the compiled code), and a
+    clock read such as `time.time()` or `time.perf_counter()` (GB0007, "marked as skipped", up to torch 2.14;
+    GB9193, "Call to a time function", from 2.15): the break ids are read per release
+    (docs/graph-break-ids.md), so the finding is the same on each.
 
 Why is this bad:
     Dynamo does not trace into a skipped function: it ends the graph before the call, runs the function in
@@ -252,7 +257,9 @@ What it does:
     A graph break on a line that draws from NumPy's (or Python's) random generator inside compiled code:
     `eps = np.random.rand(1).item()`, `idx = np.random.choice(n, k, replace=False)`, as SpecAugment-style
     masking does in a model's forward. PyTorch reports it as GB0033 (data-dependent operator) or another
-    break at that line.
+    break at that line. Python's `random.random()` / `random.uniform()` (LayerDrop in older model code) is a
+    skipped builtin up to torch 2.13 (GB0007, "`<unknown module>.Random.random`"; traced from 2.14), and GB0297 /
+    GB0298 are breaks of the random generators themselves: each is this rule too.
 
 Why is this bad:
     Dynamo traces NumPy calls as torch operations, and with `torch._dynamo.config.use_numpy_random_stream`

@@ -268,7 +268,10 @@ def fix(
     findings, suppressed, unused = apply_suppressions(
         before.findings, root, config=cfg, select=select, ignore=ignore, hint=SCAN_HINT
     )
-    fixes = pipeline.propose(findings, root, select, ignore)
+    # A trace that does not say its torch release is fixed for the installed one (the checkout's environment).
+    fixes = pipeline.propose(
+        findings, root, select, ignore, torch_version=before.summary.torch_version or pipeline.installed_torch()
+    )
     proposals, unfixed = fixes.proposals, fixes.unfixed
     fixable = sum(f.severity == "fix" for f in findings)
     ui.print(

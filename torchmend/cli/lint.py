@@ -193,7 +193,7 @@ def _apply(
     from torchmend.codemods.review import ACCEPTED, CONFLICT
 
     check_journal(root, writes=write)
-    fixes = pipeline.propose(result.findings, root, select, ignore)
+    fixes = pipeline.propose(result.findings, root, select, ignore, torch_version=pipeline.installed_torch())
     decisions = pipeline.accept_all(fixes, unsafe, unsafe_flag="--unsafe-fixes")
     ui = say if write else err
     for d in decisions:
@@ -227,9 +227,10 @@ def print_lint(
 ) -> None:
     """All of lint's output, in one place."""
     if format in (Format.sarif, Format.github):
+        from torchmend import pipeline
         from torchmend.cli import formats
 
-        text = formats.report(format, findings, root)
+        text = formats.report(format, findings, root, torch_version=pipeline.installed_torch())
         if console is out:
             print(text, end="")
         else:  # with --diff, stdout carries the patch

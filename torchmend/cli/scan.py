@@ -122,9 +122,20 @@ def scan(
                 "(ignore comments, --select/--ignore, per-file-ignores)[/]"
             )
     else:
+        from torchmend import pipeline
         from torchmend.cli.formats import report
 
-        print(report(format, findings, root, run_properties={"summary": result.summary.to_json()}), end="")
+        summary = result.summary
+        print(
+            report(
+                format,
+                findings,
+                root,
+                run_properties={"summary": summary.to_json()},
+                torch_version=summary.torch_version or pipeline.installed_torch(),
+            ),
+            end="",
+        )
     if result.failed:
         warn_failed_after_compile(result)
         raise typer.Exit(int(ExitCode.SCRIPT_FAILED_AFTER_COMPILE))

@@ -91,12 +91,17 @@ def findings_from_markers(path: str, text: str, root: str) -> list[Finding]:
 
 
 def fix_text(
-    text: str, name: str = "example.py", root: str = "/tm-example", unsafe: bool = True
+    text: str,
+    name: str = "example.py",
+    root: str = "/tm-example",
+    unsafe: bool = True,
+    torch_version: tuple[int, ...] | None = None,
 ) -> tuple[str, list[Result]]:
     """Propose fixes for the marked findings and accept every one (unsafe too, unless told not to), in
-    order, skipping conflicts, as `fix --yes --unsafe` would. Returns the new text and the results."""
+    order, skipping conflicts, as `fix --yes --unsafe` would, spelling torch as `torch_version` does (None: the
+    newest release read). Returns the new text and the results."""
     path = str(Path(root) / name)
-    ctx = Context(root, lambda p: text if p == path else Path(p).read_text())
+    ctx = Context(root, lambda p: text if p == path else Path(p).read_text(), torch_version=torch_version)
     session = Session(ctx)
     results = session.propose(findings_from_markers(path, text, root))
     for r in results:

@@ -26,6 +26,7 @@ from libcst.metadata import (
 )
 from libcst.metadata.base_provider import LazyValue
 
+from torchmend.codemods.torch_api import spelling
 from torchmend.codemods.window import is_large, window
 from torchmend.model import Finding
 
@@ -37,11 +38,20 @@ class SourceError(Exception):
 
 
 class SourceFile:
-    def __init__(self, path: str, text: str, focus: Collection[int] = (), whole: bool = False) -> None:
+    def __init__(
+        self,
+        path: str,
+        text: str,
+        focus: Collection[int] = (),
+        whole: bool = False,
+        torch_version: tuple[int, ...] | None = None,
+    ) -> None:
         """`focus`: the lines findings point at; a large file is parsed around them (torchmend/codemods/window.py),
-        unless `whole` (lint, which has no findings yet to focus on)."""
+        unless `whole` (lint, which has no findings yet to focus on). `torch_version`: the release the code will run
+        on, which spells the torch APIs codemods write (torch_api.py); None: the newest read."""
         self.path = path
         self.text = text
+        self.torch_version = torch_version
         self._nodes_cache: dict[tuple[cst.CSTNode, Any], list[Any]] = {}
         self._window = window(text, focus) if is_large(text) and not whole else None
         try:
@@ -200,10 +210,11 @@ class SourceFile:
         return None
 
     def torch_expr(self, dotted: str) -> tuple[cst.BaseExpression, tuple[tuple[str, str | None], ...]]:
-        """An expression for `torch.<dotted>` in this file's spelling, and the import it needs (if any)."""
+        """An expression for `torch.<dotted>` (the API's newest spelling) as this file's torch release spells it
+        (torch_api.py) and the file names torch, and the import it needs (if any)."""
         alias = self.torch_alias
         imports: tuple[tuple[str, str | None], ...] = () if alias else (("torch", None),)
-        return cst.parse_expression(f"{alias or 'torch'}.{dotted}"), imports
+        return cst.parse_expression(f"{alias or 'torch'}.{spelling(dotted, self.torch_version)}"), imports
 
 
 @dataclass
@@ -213,6 +224,7 @@ class Context:
     project_root: str
     read: Callable[[str], str]
     whole_files: bool = False  # parse large files whole (lint), not around the findings' lines
+    torch_version: tuple[int, ...] | None = None  # the release the code runs on (torch_api.py); None: the newest
 
     def __post_init__(self) -> None:
         self._files: dict[str, SourceFile] = {}
@@ -233,7 +245,9 @@ class Context:
                 text = self.read(path)
             except OSError as e:
                 raise SourceError(f"cannot read {path}: {e.strerror or e}") from e
-            self._files[path] = SourceFile(path, text, self._focus.get(path, ()), whole=self.whole_files)
+            self._files[path] = SourceFile(
+                path, text, self._focus.get(path, ()), whole=self.whole_files, torch_version=self.torch_version
+            )
         return self._files[path]
 
     def in_project(self, path: str) -> bool:

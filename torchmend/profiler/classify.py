@@ -1,19 +1,24 @@
-"""Which rule a graph break or a failed guard is: read from PyTorch's own texts (the break's type and
-explanation, the guard and the variable it names), and the one-line reason shown with the finding."""
+"""Which rule a graph break or a failed guard is, and the one-line reason shown with the finding.
+
+A graph break is classified by its registry id (gbids.py) and by PyTorch's texts (the break's type and
+explanation) only where it has no id or one the id table does not know; a failed guard by its text (the guard and
+the variable it names): guards have no ids."""
 
 from __future__ import annotations
 
 import re
 
 from torchmend.model import Where
+from torchmend.profiler.gbids import Version, rule_for_id
 from torchmend.profiler.traceparse import GraphBreak, GuardFailure, tensor_mismatch
 
 LIBRARY = Where.LIBRARY
 
 
-def classify_break(gb: GraphBreak, where: str, source: str = "") -> str:
-    """`source`: the break's source line, where known (an `assert` on a tensor is a rule of its own)."""
-    code = _classify_break(gb, where)
+def classify_break(gb: GraphBreak, where: str, source: str = "", version: Version | None = None) -> str:
+    """`source`: the break's source line, where known (an `assert` on a tensor is a rule of its own); `version`:
+    the run's torch release (None: unknown), which says what its ids mean."""
+    code = _classify_break(gb, where, version)
     if code in ("TM103", "TM104") and re.match(r"\s*assert\b", source):
         return "TM108"
     if code in ("TM103", "TM104", "TM111", "TM199") and _HOST_RANDOM.search(source):
@@ -25,7 +30,14 @@ def classify_break(gb: GraphBreak, where: str, source: str = "") -> str:
 _HOST_RANDOM = re.compile(r"\b(?:np|numpy)\.random\.\w+\(|\brandom\.(?:random|randint|uniform|choice|sample|shuffle)\(")
 
 
-def _classify_break(gb: GraphBreak, where: str) -> str:
+def _classify_break(gb: GraphBreak, where: str, version: Version | None = None) -> str:
+    by_id = rule_for_id(gb.gb_id, f"{gb.gb_type}\n{gb.explanation}", where, version)
+    return by_id if by_id is not None else text_rule(gb, where)
+
+
+def text_rule(gb: GraphBreak, where: str) -> str:
+    """The rule PyTorch's texts say, for a break without an id the table knows (records from before the registry,
+    a release newer than the table)."""
     text = f"{gb.gb_type}\n{gb.explanation}"
     if where == LIBRARY and ("graph_break()" in text or "User-inserted graph break" in text):
         return "TM901"
@@ -33,7 +45,7 @@ def _classify_break(gb: GraphBreak, where: str) -> str:
         return "TM101"
     if "logging" in text.lower() or "Logger" in text:
         return "TM102"
-    if gb.gb_id == "GB0206" or "requires_grad" in gb.gb_type:  # setattr() on Tensor.requires_grad, requires_grad_()
+    if "requires_grad" in gb.gb_type:  # setattr() on Tensor.requires_grad, requires_grad_()
         return "TM109"
     if gb.gb_type.startswith(("Dynamic shape operator", "Data dependent operator")):
         return "TM111"  # GB0036 / GB0033: a config switch may trace it (codemods/fixes/compile_config)

@@ -39,7 +39,7 @@ from torchmend.profiler.failures import (
     is_backend_failure_break,
     reason_for_eager,
 )
-from torchmend.profiler.hotspots import with_library_advice
+from torchmend.profiler.hotspots import parse_version, with_library_advice
 from torchmend.profiler.pathmap import is_library_path
 from torchmend.profiler.ranks import merge_ranks
 from torchmend.profiler.traceparse import (
@@ -163,6 +163,7 @@ def _analyse_one(
     events = separate_resets(events)
     start = next((e for e in events if e.get("ev") == START), {})
     places = Places(project_root, start.get("library_roots", []))
+    torch_version = parse_version(start.get("torch"))  # what the break ids mean (gbids.py); None: not said
     known_files = _known_files(events)
     starts: dict[str, list[Frame]] = {}  # compile id -> the Python stack when it began compiling
     callers: dict[str, list[Frame]] = {}  # compile id -> the live stack of callers (no torch frames)
@@ -189,7 +190,7 @@ def _analyse_one(
         path = places.absolute(gb.file)
         where = places.where(path)
         site = gb.user_stack[-1] if gb.user_stack and gb.user_stack[-1].line == gb.line else Frame(gb.file, gb.line, "")
-        code = classify_break(gb, where, site.code or linecache.getline(path, gb.line))
+        code = classify_break(gb, where, site.code or linecache.getline(path, gb.line), torch_version)
         root = starts[cid][-1] if starts.get(cid) else None  # the compiled frame
         add(
             (code, path, gb.line),

@@ -35,14 +35,15 @@ def report(
     fixes: Sequence[TextFix] | None = None,
     *,
     run_properties: dict[str, Any] | None = None,
+    torch_version: str | None = None,
 ) -> str:
     """The findings as the text of `format` ("sarif" or "github"), ending in a newline. `fixes`: the changes to
-    attach; None asks the codemods (pipeline.propose) for the project's findings."""
+    attach; None asks the codemods (pipeline.propose) for the project's findings, spelled for `torch_version`."""
     findings = list(findings)
     if fixes is None:
         from torchmend import pipeline
 
-        fixes = text_fixes(pipeline.propose(findings, Path(root)))
+        fixes = text_fixes(pipeline.propose(findings, Path(root), torch_version=torch_version))
     if format == "sarif":
         return json.dumps(to_sarif(findings, root, fixes, run_properties=run_properties), indent=2) + "\n"
     if format == "github":

@@ -51,10 +51,13 @@ def has_member(src: SourceFile, option: str, member: str) -> bool:
     return False
 
 
-def _line(src: SourceFile, code: str) -> tuple[cst.SimpleStatementLine, tuple[tuple[str, str | None], ...]]:
-    """`torch._dynamo.config.<code>` as a statement, torch spelled as the file imports it."""
-    config, imports = src.torch_expr(CONFIG)
-    stmt = cst.parse_statement(f"{cst.Module([]).code_for_node(config)}.{code}\n")
+def _line(
+    src: SourceFile, option: str, rest: str
+) -> tuple[cst.SimpleStatementLine, tuple[tuple[str, str | None], ...]]:
+    """`torch._dynamo.config.<option><rest>` as a statement, spelled as the file's torch release has the option and
+    as the file imports torch."""
+    target, imports = src.torch_expr(f"{CONFIG}.{option}")
+    stmt = cst.parse_statement(f"{cst.Module([]).code_for_node(target)}{rest}\n")
     assert isinstance(stmt, cst.SimpleStatementLine)
     return stmt, imports
 
@@ -63,7 +66,7 @@ def switch_on(
     findings: tuple[Finding, ...], site: CompileSite, option: str, why: str, note: str, safety: str
 ) -> Proposal:
     """Set `torch._dynamo.config.<option> = True` right before the compile call."""
-    stmt, imports = _line(site.src, f"{option} = True")
+    stmt, imports = _line(site.src, option, " = True")
     return Proposal(
         findings,
         findings[0].rule,
@@ -88,7 +91,7 @@ def add_member(
     safety: str,
 ) -> Proposal:
     """`torch._dynamo.config.<option>.add(<member>)` right before the compile call."""
-    stmt, imports = _line(site.src, f"{option}.add({member})")
+    stmt, imports = _line(site.src, option, f".add({member})")
     return Proposal(
         findings,
         findings[0].rule,
