@@ -30,6 +30,7 @@ LIBRARY_FILE = "/usr/lib/python3/site-packages/torch/optim/optimizer.py"
 _NAME = re.compile(r"\b([A-Za-z_]\w*)\b")
 _ATTR = re.compile(r"\bself\.(\w+)")
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)")
+_STAR = re.compile(r"(?<![*\w])\*{1,2}([A-Za-z_]\w*)")
 
 
 def _variables(rule: str, code: str) -> list[str | None]:
@@ -44,7 +45,9 @@ def _variables(rule: str, code: str) -> list[str | None]:
         return ["___stack0"]
     if rule == "TM206":
         return [f"G['{n}']" for n in names[:1]] or [None]
-    return [None, *names[:1], *attrs]
+    # A wrapper's packed `*args` / `**kwargs` as a whole (`len(args) == 2`: called with another number of arguments)
+    stars = [f"{s}" for s in _STAR.findall(code)[:2]]
+    return [None, *names[:1], *attrs, *stars]
 
 
 def _findings(path: Path, text: str) -> list[Finding]:
