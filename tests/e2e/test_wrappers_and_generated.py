@@ -40,3 +40,16 @@ def test_a_number_through_a_decorator_wrapper_is_fixed_at_the_entry(tmp_path: Pa
     # the wrappers themselves are left alone; the None guards say why they are not numbers
     assert (project / "layers" / "capture.py").read_text() == (FIXTURES / "wrappers/layers/capture.py").read_text()
     assert "`bias` is None on some calls and a value on others" in out, out
+
+
+def test_no_mark_is_put_inside_compiled_code() -> None:
+    """The layer's forward compiles on its own after a graph break in `encode`; its mask recompiles. The live stack
+    says `encode`'s line runs inside the compiled call (call_site.traced), so no `maybe_mark_dynamic` goes there
+    (dynamo would refuse to trace it); the model's own input, called from the training loop, is marked there."""
+    fixture = FIXTURES / "mark_inside_compiled"
+    result = torchmend("fix", "--diff", "--unsafe", "--backend", "aot_eager", "train.py", cwd=fixture, timeout=300)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "maybe_mark_dynamic(mask" not in out, out
+    assert "+    torch._dynamo.maybe_mark_dynamic(hidden, 1)" in out, out
+    assert "runs inside compiled code" in " ".join(out.split()), out
