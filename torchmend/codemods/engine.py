@@ -127,6 +127,9 @@ class Session:
             return NoFix(f, "not selected (--select/--ignore)", skipped=True)
         codemod = codemod_for_finding(f.rule, f.cause)
         if codemod is None:
+            advice = rules.GB_ADVICE.get(f.gb_id or "")
+            if advice:
+                return NoFix(f, f"no source-level fix for {f.rule} ({rule.name}, PyTorch's {f.gb_id})", advice)
             return NoFix(f, f"no source-level fix for {f.rule} ({rule.name})", rule.advice)
         try:
             result = codemod.propose(f, self.ctx)
