@@ -499,9 +499,10 @@ GB_ADVICE: dict[str, str] = {
         "and the optimizer never sees it"
     ),
     "GB4347": (
-        "next() on a dict key iterator that dynamo cannot step (an iterator over a dict carried across a graph "
-        "break, as in a loop over a dict whose body breaks): remove the graph break inside the loop, or loop over "
-        "a list of the keys (`for k in list(d):`)"
+        "next() on a dict key iterator that dynamo did not create: a comprehension (`{k: ... for k in d}`) compiled "
+        "as a frame of its own, handed the iterator by its enclosing function, which dynamo skipped because of "
+        "another graph break in it ('Skipping the function and falling back to eager'); fix that break first and "
+        "the comprehension is traced inline again"
     ),
     "GB8985": (
         "a tensor made an autograd leaf with requires_grad_() inside compiled code is returned: if the caller "
