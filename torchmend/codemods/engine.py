@@ -125,7 +125,7 @@ class Session:
             return NoFix(f, "informational: nothing to change in your code", skipped=True)
         if not rules.select([f.rule], select, ignore):
             return NoFix(f, "not selected (--select/--ignore)", skipped=True)
-        codemod = codemod_for_finding(f.rule, f.cause)
+        codemod = codemod_for_finding(f.rule, f.cause, f.gb_id)
         if codemod is None:
             advice = rules.GB_ADVICE.get(f.gb_id or "")
             if advice:
