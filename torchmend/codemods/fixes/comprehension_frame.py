@@ -116,7 +116,8 @@ class ComprehensionFrame(Codemod):
             """
             def names(self, specs):
                 found = [s.name for s in specs if s.enabled]  # tm: TM199 gb_id=GB4347 function=<listcomp>
-                return found
+                others = {s: 1 for s in specs}  # another comprehension's `s`: not the function's
+                return found, others
             """,
             """
             def names(self, specs):
@@ -124,7 +125,8 @@ class ComprehensionFrame(Codemod):
                 for s in specs:
                     if s.enabled:
                         found.append(s.name)  # tm: TM199 gb_id=GB4347 function=<listcomp>
-                return found
+                others = {s: 1 for s in specs}  # another comprehension's `s`: not the function's
+                return found, others
             """,
         ),
     )
@@ -182,7 +184,15 @@ class ComprehensionFrame(Codemod):
                 return NoFix(finding, f"the loop target `{src.code(clause.target)}` is not a plain name", why_not)
             loop_names += [n.value for n in bound]
         inside = set(src.nodes_in(comp, cst.Name))
-        clash = sorted({n.value for n in src.nodes_in(fn, cst.Name) if n.value in loop_names and n not in inside})
+        # A name of the function's own scope (not another comprehension's or a lambda's) that a loop would overwrite
+        here = src.scopes.get(stmt)
+        clash = sorted(
+            {
+                n.value
+                for n in src.nodes_in(fn, cst.Name)
+                if n.value in loop_names and n not in inside and src.scopes.get(n) is here
+            }
+        )
         if clash:
             return NoFix(
                 finding,
