@@ -31,6 +31,6 @@ def test_not_a_fast_path_or_already_gated_is_left_alone(source: str) -> None:
 
 def test_another_name_dropped_is_not_taken_for_a_fast_path() -> None:
     """`if not mask.any(): bias = None` is a plain data-dependent branch: torch.where cannot set None either."""
-    _, results = fix_text(textwrap.dedent(VALID[1]))
+    _, results = fix_text(textwrap.dedent(VALID[2]))
     (why,) = [r for r in results if isinstance(r, NoFix)]
     assert "is_compiling" not in why.reason

@@ -2,8 +2,9 @@
 
 What it does:
     TM103, one shape of it: an `if` with no `else` whose test reduces a mask over its values (`.any()`,
-    `.all()`, `torch.any`, `torch.all`) and whose only statement throws the mask away: `mask = None` (the name
-    the test reads) or `return None`. `if not padding_mask.any(): padding_mask = None`, `if torch.all(mask == 1):
+    `.all()`, `torch.any`, `torch.all`) and whose only statement throws the mask away: `mask = None` (a name
+    the test reads, with `mask` in it) or `return None` (the test reading such a name). A loss or other value set
+    to None when it is not finite is not a mask: left to the general TM103 fix. `if not padding_mask.any(): padding_mask = None`, `if torch.all(mask == 1):
     mask = None`, `if attention_mask is not None and attention_mask.all(): return None`. The test gets
     `not torch.compiler.is_compiling() and` in front: eager runs keep the fast path, compiled code always takes
     the general path with the mask.
@@ -89,6 +90,15 @@ INVALID = (
     ),
 )
 VALID = (
+    # not a mask: a value dropped when it is not finite
+    """
+    import torch
+
+    def f(loss):
+        if not torch.isfinite(loss).all():  # tm: TM103
+            loss = None
+        return loss
+    """,
     # already gated
     """
     import torch
@@ -116,8 +126,10 @@ def _drops_mask(src: SourceFile, node: cst.If) -> str | None:
     if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or len(body[0].body) != 1:
         return None
     small = body[0].body[0]
+    masks = [n.value for n in src.nodes_in(node.test, cst.Name) if "mask" in n.value.lower()]
     if isinstance(small, cst.Return):
-        return "the function's mask" if isinstance(small.value, cst.Name) and small.value.value == "None" else None
+        none = isinstance(small.value, cst.Name) and small.value.value == "None"
+        return f"the function's mask (`{masks[0]}`)" if none and masks else None
     if (
         isinstance(small, cst.Assign)
         and len(small.targets) == 1
@@ -126,8 +138,7 @@ def _drops_mask(src: SourceFile, node: cst.If) -> str | None:
         and small.value.value == "None"
     ):
         name = small.targets[0].target.value
-        read = any(isinstance(n, cst.Name) and n.value == name for n in src.nodes_in(node.test, cst.Name))
-        return f"`{name}`" if read else None
+        return f"`{name}`" if name in masks else None
     return None
 
 
