@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))  # document this checkout's torchmend, whatever th
 from torchmend import rules  # noqa: E402
 from torchmend.cli.exitcodes import DESCRIPTIONS, ExitCode  # noqa: E402
 from torchmend.codemods.base import Codemod  # noqa: E402
-from torchmend.codemods.registry import by_cause, by_rule  # noqa: E402
+from torchmend.codemods.registry import by_cause, by_gb_id, by_rule  # noqa: E402
 
 COMMAND = "python scripts/gen_docs.py"
 KIND_WORDS = {
@@ -200,6 +200,25 @@ def rule_page(rule: rules.Rule) -> str:
     if note:
         out += [note, ""]
     out += ["## Fix safety", "", prose(sections.get("Fix safety", "")), ""]
+    if cm is None and rule.code == "TM199":  # the catch-all: shapes fixed by their graph-break id
+        for gb, other in sorted(by_gb_id().items()):
+            parts = other.doc_sections()
+            out += [
+                f"## {gb}: fixed by `{other.name}`",
+                "",
+                prose(parts.get("What it does", "")),
+                "",
+                prose(parts.get("Why is this bad", "")),
+                "",
+                code_block(parts.get("Example", "")),
+                "",
+                "becomes",
+                "",
+                code_block(parts.get("Fix", "")),
+                "",
+                prose(parts.get("Fix safety", "")),
+                "",
+            ]
     if cm is not None and (len(cm.INVALID) > 1 or cm.VALID):
         out += [
             "## More examples",

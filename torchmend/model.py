@@ -81,6 +81,9 @@ class Location:
     function: str
     path: str  # absolute
     code: str = ""
+    # A caller's line that itself runs inside a compiled call (a frame dynamo resumed or entered after a graph
+    # break), as the live stack showed it: code added there is traced, not run before the compiled call.
+    traced: bool = False
 
 
 _LOCATIONS = ("user_frame", "call_site", "compiled_function")

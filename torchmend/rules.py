@@ -496,6 +496,28 @@ RULES = tuple(sorted(RULES, key=lambda r: r.code))  # listed by code, whatever o
 
 BY_CODE: dict[str, Rule] = {r.code: r for r in RULES}
 
+# What to do by hand for a graph break PyTorch names by its GB id, when no codemod fixes the finding's rule: more
+# precise than the rule's advice for shapes real model code has (issue 26).
+GB_ADVICE: dict[str, str] = {
+    "GB0264": (
+        "a `torch.nn.Parameter` (or a module such as nn.Linear, which makes them) is built while forward runs, for "
+        "example when a model switches its attention implementation on the fly; build it in `__init__` (or once, "
+        "before torch.compile) and only use it in forward: a parameter made in forward is also new on every call "
+        "and the optimizer never sees it"
+    ),
+    "GB4347": (
+        "next() on a dict key iterator that dynamo did not create: a comprehension (`{k: ... for k in d}`) compiled "
+        "as a frame of its own, handed the iterator by its enclosing function, which dynamo skipped because of "
+        "another graph break in it ('Skipping the function and falling back to eager'); fix that break first and "
+        "the comprehension is traced inline again"
+    ),
+    "GB8985": (
+        "a tensor made an autograd leaf with requires_grad_() inside compiled code is returned: if the caller "
+        "only needs its values, drop requires_grad_() or `.detach()` it; if it needs the gradient, create the "
+        "tensor outside the compiled region and pass it in"
+    ),
+}
+
 # The codemod (its `name`) that fixes each rule, so `torchmend rules` can list them without importing the
 # codemods (libcst); tests/unit/test_rules_and_docs.py checks that the registry agrees.
 FIXES: dict[str, str] = {

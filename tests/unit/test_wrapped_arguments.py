@@ -122,3 +122,13 @@ def test_a_none_guard_on_a_plain_parameter_is_not_a_number() -> None:
         variable="expected",
     )
     assert isinstance(result, NoFix) and result.reason.startswith("`bias` is None on some calls"), result.reason
+
+
+@pytest.mark.parametrize("rule", ["TM202", "TM206"])
+def test_a_guard_on_the_whole_args_tuple_says_why_and_does_not_recurse(rule: str) -> None:
+    """`len(args) == 2` through a wrapper that calls a local alias of the wrapped forward: TM202 and TM206 each
+    took `args` for the other's (a closure variable / a parameter) and handed it back until the stack ran out."""
+    (result,) = _propose("noop_wrapper_args_length", rule=rule)
+    assert isinstance(result, NoFix), result
+    assert "`args` is the *args of call_forward()" in result.reason, result.reason
+    assert "not on a number" in result.reason

@@ -117,6 +117,9 @@ class Codemod:
     # Rules this codemod also fixes when they are another finding's cause (`Finding.cause`): a recompile-limit
     # finding (TM250) whose failing guard is a float lr goes to the tensor-lr fix.
     causes: ClassVar[tuple[str, ...]] = ()
+    # PyTorch graph-break ids (GB4347) this codemod fixes in findings of a rule that has no codemod of its own (a
+    # generic TM199): one shape of a catch-all rule, without making the rule's page the shape's.
+    gb_ids: ClassVar[tuple[str, ...]] = ()
     name: ClassVar[str] = ""
     # Inline examples, checked by tests/unit/test_codemod_examples.py. Sources mark findings with comments
     # (see examples.py): INVALID sources become their expected text; VALID sources propose nothing. The docs

@@ -125,8 +125,11 @@ class Session:
             return NoFix(f, "informational: nothing to change in your code", skipped=True)
         if not rules.select([f.rule], select, ignore):
             return NoFix(f, "not selected (--select/--ignore)", skipped=True)
-        codemod = codemod_for_finding(f.rule, f.cause)
+        codemod = codemod_for_finding(f.rule, f.cause, f.gb_id)
         if codemod is None:
+            advice = rules.GB_ADVICE.get(f.gb_id or "")
+            if advice:
+                return NoFix(f, f"no source-level fix for {f.rule} ({rule.name}, PyTorch's {f.gb_id})", advice)
             return NoFix(f, f"no source-level fix for {f.rule} ({rule.name})", rule.advice)
         try:
             result = codemod.propose(f, self.ctx)

@@ -6,7 +6,8 @@
 
 `# tm: RULE key=value ...` marks the line a finding names (keys: any Finding field, e.g. `variable`,
 `guard`, `pattern`; `where=library` puts the finding inside a library, reached from this line).
-`# tm-call-site` and `# tm-compiled` give every finding in the file its call site and compiled function.
+`# tm-call-site` and `# tm-compiled` give every finding in the file its call site and compiled function;
+`# tm-call-site traced` marks a call site that itself runs inside compiled code (the live stack's view).
 Used by the inline VALID/INVALID examples of each codemod and the fixtures/codemods pairs; comments
 survive rewrites, so a rewritten file carries its findings too (that is how idempotency is tested).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from torchmend.model import Finding, Location, Pattern, Severity, Where
 
 _MARK = re.compile(r"#\s*tm:\s*(?P<rule>TM\d{3})(?P<rest>[^#]*)")
 _CALL_SITE = re.compile(r"#\s*tm-call-site\b")
+_TRACED = re.compile(r"#\s*tm-call-site\s+traced\b")
 _COMPILED = re.compile(r"#\s*tm-compiled\b")
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)")
 _LIBRARY_FILE = "/usr/lib/python3/site-packages/torch/optim/optimizer.py"
@@ -52,6 +55,8 @@ def findings_from_markers(path: str, text: str, root: str) -> list[Finding]:
         return Location(file=rel, line=i, function=_function_at(lines, i), path=path, code=_code(lines[i - 1]))
 
     call_site = next((loc(i) for i, t in enumerate(lines, 1) if _CALL_SITE.search(t)), None)
+    if call_site is not None and _TRACED.search(lines[call_site.line - 1]):
+        call_site = replace(call_site, traced=True)
     compiled = next((loc(i) for i, t in enumerate(lines, 1) if _COMPILED.search(t)), None)
     found = []
     for i, t in enumerate(lines, 1):

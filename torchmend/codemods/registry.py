@@ -21,7 +21,12 @@ def codemods() -> tuple[Codemod, ...]:
     for info in sorted(pkgutil.iter_modules(fixes.__path__), key=lambda i: i.name):
         module = importlib.import_module(f"{fixes.__name__}.{info.name}")
         for _, cls in inspect.getmembers(module, inspect.isclass):
-            if issubclass(cls, Codemod) and cls is not Codemod and cls.__module__ == module.__name__ and cls.rules:
+            if (
+                issubclass(cls, Codemod)
+                and cls is not Codemod
+                and cls.__module__ == module.__name__
+                and (cls.rules or cls.gb_ids)
+            ):
                 found.append(cls())
     return tuple(found)
 
@@ -44,10 +49,18 @@ def by_cause() -> dict[str, Codemod]:
     return {code: cm for cm in codemods() for code in cm.causes}
 
 
+@lru_cache(maxsize=1)
+def by_gb_id() -> dict[str, Codemod]:
+    return {gb: cm for cm in codemods() for gb in cm.gb_ids}
+
+
 def codemod_for(code: str) -> Codemod | None:
     return by_rule().get(code)
 
 
-def codemod_for_finding(rule: str, cause: str | None) -> Codemod | None:
-    """The codemod for a finding: the one that fixes its cause when there is one, else its rule's."""
-    return (by_cause().get(cause) if cause else None) or by_rule().get(rule)
+def codemod_for_finding(rule: str, cause: str | None, gb_id: str | None = None) -> Codemod | None:
+    """The codemod for a finding: the one that fixes its cause when there is one, else its rule's, else (a rule
+    without a codemod) the one that fixes its graph-break id."""
+    return (
+        (by_cause().get(cause) if cause else None) or by_rule().get(rule) or (by_gb_id().get(gb_id) if gb_id else None)
+    )

@@ -40,16 +40,29 @@ def _live_callers() -> list[list[Any]]:
     function called from `main` lists `<module>` but not `main`); the live stack, read while dynamo
     starts compiling, still holds it.
     """
-    frames = []
+    stack: list[FrameType] = []
     f: FrameType | None = sys._getframe(1)
     while f is not None:
-        name = f.f_code.co_filename
-        if not name.startswith(_SKIP_DIRS):
-            frames.append([name, f.f_lineno, f.f_code.co_name])
+        stack.append(f)
         f = f.f_back
-    return frames[::-1]
+    frames = []
+    contexts = getattr(sys.modules.get("torch._dynamo.eval_frame"), "_TorchDynamoContext", ())
+    traced = False  # whether torch.compile's frame hook is on for the frames from here inwards
+    for f in reversed(stack):
+        name = f.f_code.co_filename
+        if name == _EVAL_FRAME:
+            context = f.f_locals.get("self")
+            if contexts and isinstance(context, contexts):
+                # compile_wrapper (an optimize context) turns the hook on; a disable context's _fn turns it off
+                traced = callable(getattr(context, "callback", None))
+        elif not name.startswith(_SKIP_DIRS):
+            # A 4th element marks a frame that runs inside a compiled call (a resumed frame, or one called after a
+            # graph break): a line added there is traced by dynamo, not run before the compiled call.
+            frames.append([name, f.f_lineno, f.f_code.co_name, *([1] if traced else [])])
+    return frames
 
 
+_EVAL_FRAME = os.path.join(os.path.dirname(str(torch.__file__)), "_dynamo", "eval_frame.py")
 # torch, torchmend and the logging package (the handler runs under it) are never the user's caller.
 _SKIP_DIRS = tuple(os.path.dirname(str(m.__file__)) + os.sep for m in (torch, logging, sys.modules["torchmend"]))
 

@@ -167,6 +167,7 @@ def _analyse_one(
     known_files = _known_files(events)
     starts: dict[str, list[Frame]] = {}  # compile id -> the Python stack when it began compiling
     callers: dict[str, list[Frame]] = {}  # compile id -> the live stack of callers (no torch frames)
+    traced_callers: dict[str, set[tuple[str, int]]] = {}  # compile id -> callers' lines that ran inside compiled code
     code_of_frame: dict[str, Frame] = {}  # frame id -> the compiled code object's location
     groups: OrderedDict[tuple[str, str, int], _Group] = OrderedDict()
     compiles = graphs = breaks = recompiles = limit_hits = 0
@@ -207,6 +208,7 @@ def _analyse_one(
             starts[ev.get("compile_id") or ""] = [Frame(f[0], f[1], f[2]) for f in ev.get("stack", [])]
             if ev.get("callers"):
                 callers[ev.get("compile_id") or ""] = [Frame(f[0], f[1], f[2]) for f in ev["callers"]]
+                traced_callers[ev.get("compile_id") or ""] = {(f[0], f[1]) for f in ev["callers"] if f[3:4] == [1]}
         elif kind == GRAPH_BREAK:
             if OWN_MARKER in ev.get("text", ""):
                 continue
@@ -240,7 +242,7 @@ def _analyse_one(
                     fallback,
                     code_of_frame.get(frame_id),
                     backend_checks.get(cid),
-                    _call_site(places, starts, callers, cid),
+                    _call_site(places, starts, callers, traced_callers, cid),
                     frame_id,
                 )
                 continue
@@ -251,7 +253,13 @@ def _analyse_one(
             if is_limit:
                 limit_hits += 1
                 limited_frames.add(frame_id)
-                _add_limit(add, places, ev, code_of_frame.get(frame_id), _call_site(places, starts, callers, frame_id))
+                _add_limit(
+                    add,
+                    places,
+                    ev,
+                    code_of_frame.get(frame_id),
+                    _call_site(places, starts, callers, traced_callers, frame_id),
+                )
                 continue
             compiles += 1
             frames.add(frame_id)
@@ -269,7 +277,7 @@ def _analyse_one(
                         ),
                     )
                 compiled = code_of_frame.get(frame_id)
-                call_site = _call_site(places, starts, callers, cid)
+                call_site = _call_site(places, starts, callers, traced_callers, cid)
                 site_frame = g.site
                 if site_frame is None:  # guards without a user line (tensor size, ...): act at the call site
                     site_frame = Frame(call_site.path, call_site.line, call_site.function) if call_site else compiled
@@ -341,13 +349,19 @@ def step_stats(times: list[float]) -> tuple[float | None, float | None]:
 
 
 def _call_site(
-    places: Places, starts: dict[str, list[Frame]], callers: dict[str, list[Frame]], cid_or_frame: str
+    places: Places,
+    starts: dict[str, list[Frame]],
+    callers: dict[str, list[Frame]],
+    traced: dict[str, set[tuple[str, int]]],
+    cid_or_frame: str,
 ) -> Location | None:
-    """The user's line that called into the compiled function (innermost project frame below it)."""
+    """The user's line that called into the compiled function (innermost project frame below it), marked `traced`
+    when that line itself ran inside a compiled call."""
     stack = starts.get(cid_or_frame)
     if stack is None:  # a frame id: any compile of that frame will do
         stack = next((s for c, s in starts.items() if c.split("/")[0] == cid_or_frame), None)
-    live = callers.get(cid_or_frame) or next((s for c, s in callers.items() if c.split("/")[0] == cid_or_frame), None)
+    cid = cid_or_frame if cid_or_frame in callers else next((c for c in callers if c.split("/")[0] == cid_or_frame), "")
+    live = callers.get(cid)
     if live:
         # A resume function is called from the original function's own frame: skip those frames, so the
         # call site is where the user called the compiled function.
@@ -357,7 +371,11 @@ def _call_site(
             for f in live
             if not f.function.startswith("torch_dynamo_resume_in_") and user_function_name(f.function) != own
         ]
-        return places.innermost_user(outer)
+        site = places.innermost_user(outer)
+        inner = next((f for f in reversed(outer) if site is not None and places.absolute(f.file) == site.path), None)
+        if site is not None and inner is not None and (inner.file, inner.line) in traced.get(cid, set()):
+            site = replace(site, traced=True)
+        return site
     if not stack:
         return None
     return places.innermost_user(stack[:-1])

@@ -41,7 +41,7 @@ def break_lines(compile_starts: Iterable[dict[str, Any]]) -> dict[tuple[str, str
             continue
         callers = ev.get("callers") or stack[:-1]
         if callers:
-            file, line, function = callers[-1]
+            file, line, function = callers[-1][:3]
             seen = lines.setdefault((file, function), [])
             if line not in seen:
                 seen.append(line)

@@ -19,6 +19,7 @@ from torchmend.codemods.analysis import (
     referents,
 )
 from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
+from torchmend.codemods.fixes.scalar_argument.wrapped import STAR_ADVICE, STAR_WHY, star_parameter
 from torchmend.codemods.registry import codemod_for
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
@@ -360,6 +361,9 @@ class GlobalScalar(Codemod):
                 how = _how_bound(src, b)
                 owner = src.enclosing(b.node, cst.FunctionDef)
                 if how == "a parameter" and isinstance(owner, cst.FunctionDef):
+                    star = (fn.params.star_arg, fn.params.star_kwarg)
+                    if owner is fn and any(b.node is p for p in star):  # the packed `*args` itself, not a number
+                        return NoFix(finding, f"`{name}` is {star_parameter([fn], name)}: {STAR_WHY}", STAR_ADVICE)
                     if owner is fn:  # an argument after all: wrap it at the call sites, bound to the parameter
                         return cast(Codemod, codemod_for("TM202")).propose(finding, ctx)  # a registered rule
                     return NoFix(

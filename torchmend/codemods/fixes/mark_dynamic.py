@@ -21,6 +21,11 @@ _ADVICE = (
     "or pass `dynamic=True` to torch.compile"
 )
 
+_TRACED_ADVICE = (
+    "remove the graph break that makes dynamo compile this function on its own (its inputs then stay inside one "
+    "graph), or pass `dynamic=True` to the script's torch.compile call"
+)
+
 
 @dataclass(frozen=True, eq=False)
 class _Origin:
@@ -382,11 +387,22 @@ class MarkDynamic(Codemod):
         if arg is None:
             return NoFix(finding, f"cannot find the argument {finding.variable} in `{src.code(call)}`: {why}", _ADVICE)
 
-        problem = (
-            _placement_problem(src, stmt, call, arg)
-            if isinstance(arg, cst.Name)
-            else f"the argument `{src.code(arg)}` is not a plain name"
+        traced = any(
+            loc is not None and loc.traced and loc.path == path and loc.line == where[1]
+            for loc in (finding.call_site, finding.user_frame)
         )
+        if traced:
+            # The line runs inside a compiled call (a graph break made dynamo compile the callee on its own): a
+            # mark added there is traced, and dynamo refuses to trace maybe_mark_dynamic.
+            problem = (
+                f"line {where[1]} runs inside compiled code (it calls `{src.code(call.func)}` after a graph break "
+                "or from a resumed frame), where a mark would be traced and dynamo refuses to trace "
+                "maybe_mark_dynamic"
+            )
+        elif isinstance(arg, cst.Name):
+            problem = _placement_problem(src, stmt, call, arg)
+        else:
+            problem = f"the argument `{src.code(arg)}` is not a plain name"
         if not problem:
             assert isinstance(arg, cst.Name)
             if _already_marked(src, stmt, arg.value, dim):
@@ -427,6 +443,13 @@ class MarkDynamic(Codemod):
                 )
             return proposal
 
+        if origin is None and traced:
+            return NoFix(
+                finding,
+                f"{problem}; the tensor is made inside the compiled region, so no line of the training loop can "
+                "mark it",
+                _TRACED_ADVICE,
+            )
         if origin is None:
             return NoFix(
                 finding,

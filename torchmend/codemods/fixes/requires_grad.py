@@ -14,6 +14,12 @@ _ADVICE = (
     "the line with `if not torch.compiler.is_compiling():`"
 )
 
+_LEAF_ADVICE = (
+    "if the caller only needs its values, return it without requires_grad_() (or `.detach()` it); if the "
+    "caller needs its gradient, create the tensor outside the compiled region (in the training loop) and pass it "
+    "in, or use the gradient inside the compiled function"
+)
+
 
 def _switch(small: cst.BaseSmallStatement) -> tuple[cst.BaseExpression, cst.BaseExpression | None] | None:
     """`t.requires_grad = v` or `t.requires_grad_(v)`: (t, v); v is None for `requires_grad_()` (True)."""
@@ -33,8 +39,9 @@ class GateRequiresGrad(Codemod):
 
     What it does:
         TM109: `t.requires_grad = True` (or `t.requires_grad_()`) on a tensor inside a torch.compile'd function
-        or module, reported by dynamo as GB0206 "setattr() on Tensor.requires_grad" (or "requires_grad_()
-        intermediate leaked as output").
+        or module, reported by dynamo as GB0206 "setattr() on Tensor.requires_grad" (or GB8985 "requires_grad_()
+        intermediate leaked as output"). A leaf made and returned in one expression
+        (`return torch.zeros_like(q).requires_grad_()`) is reported with what to write instead, not rewritten.
 
     Why is this bad:
         Dynamo cannot make a tensor of the graph a new autograd leaf: it breaks the graph at the line on
@@ -122,6 +129,19 @@ class GateRequiresGrad(Codemod):
             else []
         )
         if not switches:
+            made = [
+                c
+                for c in (src.nodes_in(stmt, cst.Call) if stmt is not None else [])
+                if isinstance(c.func, cst.Attribute) and c.func.attr.value == "requires_grad_"
+            ]
+            if made:  # `return torch.zeros_like(q).requires_grad_()`: a new leaf made and used in one expression
+                return NoFix(
+                    finding,
+                    f"`{src.code(made[0])}` makes a new autograd leaf inside compiled code and it leaves the "
+                    "compiled function (PyTorch's GB8985: a requires_grad_() intermediate returned from the compiled "
+                    "region); skipping requires_grad_() under compile would change whether the output needs grad",
+                    _LEAF_ADVICE,
+                )
             return NoFix(finding, f"no `requires_grad` assignment at line {finding.line}", _ADVICE)
         assert isinstance(stmt, cst.SimpleStatementLine)
         if len(stmt.body) != 1:

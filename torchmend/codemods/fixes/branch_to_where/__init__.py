@@ -31,6 +31,7 @@ from torchmend.codemods.fixes.branch_to_where.test import (
     random_skip,
 )
 from torchmend.codemods.fixes.branch_to_where.where import _Plan, _where, proposal, where_fix
+from torchmend.codemods.fixes.mask_fast_path import mask_fast_path
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding, Where
 
@@ -43,6 +44,11 @@ class BranchToWhere(Codemod):
     What it does:
         TM103: an `if`/`elif` (or `a if c else b`, or `c1 and c2` as a value) whose test is a tensor, in a
         torch.compile'd function or module.
+
+        A mask's fast path (`if not padding_mask.any(): padding_mask = None`, `if torch.all(mask == 1): return
+        None`) is not turned into torch.where: its test gets `not torch.compiler.is_compiling() and` in front, so
+        compiled code always takes the general path with the mask (fixes/mask_fast_path.py; unsafe: the general
+        path must compute the same with a mask that masks nothing, which the verified re-run checks).
 
     Why is this bad:
         `if` needs a Python bool, and a tensor's value is not known while dynamo traces: it ends the graph
@@ -170,6 +176,27 @@ class BranchToWhere(Codemod):
                 return y
             """,
         ),
+        # a mask's fast path: skipped under compile, not turned into torch.where
+        Invalid(
+            """
+            import torch
+
+            def padding_mask(ids, pad):
+                mask = ids.eq(pad)
+                if not mask.any():  # tm: TM103
+                    mask = None
+                return mask
+            """,
+            """
+            import torch
+
+            def padding_mask(ids, pad):
+                mask = ids.eq(pad)
+                if not torch.compiler.is_compiling() and not mask.any():  # tm: TM103
+                    mask = None
+                return mask
+            """,
+        ),
     )
     VALID = (
         Valid(
@@ -250,9 +277,19 @@ class BranchToWhere(Codemod):
     # --- `if` statements ---
 
     def _if(self, finding: Finding, src: SourceFile, node: cst.If) -> Result:
+        fast = mask_fast_path(finding, src, node)  # `if not mask.any(): mask = None` (fixes/mask_fast_path.py)
+        if fast is not None:
+            return fast
         random = random_skip(src, node.test)
         if random is not None:
             raise random
+        for small in src.nodes_in(node, (cst.Assign, cst.Return)):
+            value = small.value if isinstance(small, (cst.Assign, cst.Return)) else None
+            if isinstance(value, cst.Name) and value.value == "None":
+                raise _Unfixable(
+                    f"a branch sets None (line {src.line_of(small)}): torch.where and torch.cond pick between tensors",
+                    _COND_ADVICE,
+                )
         python_part, tensor_test = _split_test(src, node.test)
         try:
             return where_fix(finding, src, node, python_part, tensor_test)

@@ -33,11 +33,14 @@ from torchmend.codemods.fixes.scalar_argument.device import (
 )
 from torchmend.codemods.fixes.scalar_argument.sites import _bind, _calls_compiled, _key, _params
 from torchmend.codemods.fixes.scalar_argument.wrapped import (
+    STAR_ADVICE,
+    STAR_WHY,
     Unbound,
     bind_through,
     compiled_def,
     guarded_name,
     none_guard,
+    star_parameter,
     wrapper_for,
 )
 from torchmend.codemods.registry import codemod_for
@@ -255,6 +258,9 @@ class ScalarArgument(Codemod):
                 "rewrites calls of a def or of a module's forward",
                 f"pass `{name}` as `torch.tensor({name}, device=...)` where you call it",
             )
+        star = star_parameter(fns, name)
+        if star is not None:  # the whole tuple or dict, not one number in it (`len(args) == 2`)
+            return NoFix(finding, f"`{name}` is {star}: {STAR_WHY}", STAR_ADVICE)
         fn = next((f for f in fns if any(p.name.value == name for p in [*_params(f)[0], *_params(f)[1]])), None)
         if fn is None:
             packed = packed_key(name)

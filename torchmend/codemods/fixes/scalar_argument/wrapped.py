@@ -44,6 +44,26 @@ class Unbound:
     said: str = ""  # what the argument is, when the call site showed it (`args[2]` is `bias` at line 776)
 
 
+STAR_WHY = (
+    "the guard is on which arguments the calls pass (how many positional ones, which names), not on a number's "
+    "value; a tensor cannot stand for that"
+)
+STAR_ADVICE = (
+    "call it the same way every time: pass the optional arguments by keyword, `None` included, so each call "
+    "packs the same tuple and dict (each distinct way of calling compiles once)"
+)
+
+
+def star_parameter(fns: list[cst.FunctionDef], name: str) -> str | None:
+    """`*args of wrapper()` when `name` is the `*args` / `**kwargs` parameter of one of `fns`, else None."""
+    for fn in fns:
+        p = fn.params
+        for star, param in (("*", p.star_arg), ("**", p.star_kwarg)):
+            if isinstance(param, cst.Param) and param.name.value == name:
+                return f"the {star}{name} of {fn.name.value}()"
+    return None
+
+
 def wrapper_for(fns: list[cst.FunctionDef], star: str, key: int | str) -> cst.FunctionDef | None:
     """The def among `fns` (the finding's function, the compiled one) whose `*star` / `**star` the guard names."""
     for fn in fns:

@@ -1,0 +1,32 @@
+"""Graph breaks of real model code that get the right words rather than a rewrite: a tensor made an autograd leaf and
+returned in one expression (GB8985, TM109), and PyTorch's GB ids with advice of their own when no codemod fixes the
+finding's rule (rules.GB_ADVICE: GB0264, an nn.Parameter built in forward)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torchmend.codemods.base import NoFix
+from torchmend.codemods.engine import Session
+from torchmend.codemods.examples import findings_from_markers, fix_text
+from torchmend.codemods.source import Context
+
+
+def test_a_leaf_returned_in_one_expression_gets_its_own_reason() -> None:
+    """GB8985 (`return torch.zeros_like(q).requires_grad_()`, TM109): why not, and what to write instead."""
+    text = (Path(__file__).resolve().parents[2] / "fixtures/codemods/TM109/noop_leaf_returned.in.py").read_text()
+    _, results = fix_text(text)
+    (why,) = [r for r in results if isinstance(r, NoFix)]
+    assert "GB8985" in why.reason and "new autograd leaf" in why.reason, why.reason
+    assert ".detach()" in why.advice
+
+
+def test_a_graph_break_without_a_codemod_gets_the_advice_of_its_gb_id() -> None:
+    """GB0264 (nn.Parameter built inside forward), a generic TM199: the advice names the shape, not the rule's."""
+    text = "import torch\n\ndef f(x):\n    w = torch.nn.Parameter(x)  # tm: TM199 gb_id=GB0264\n    return w\n"
+    path = "/tm-example/example.py"
+    (result,) = Session(Context("/tm-example", lambda p: text)).propose(
+        findings_from_markers(path, text, "/tm-example")
+    )
+    assert isinstance(result, NoFix) and "GB0264" in result.reason, result
+    assert "build it in `__init__`" in result.advice
