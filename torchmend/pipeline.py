@@ -243,7 +243,7 @@ def verify(
             on_run(RunStarted(arm, i, next(count), total))
 
     b, a = run_arms(before, after, root, repeat, started, reuse_before)
-    return judge(b, a, rtol, atol), b, a
+    return judge(b, a, rtol, atol, root), b, a
 
 
 @dataclass(frozen=True)
