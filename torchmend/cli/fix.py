@@ -436,6 +436,21 @@ def _verify(
                         out.print(Text(f"  ✗ {e.proposal.rule} change did not remove {what}: not written", style="red"))
             elif isinstance(event, pipeline.Retry):
                 out.print("[dim]Verifying again without the changes that did not help.[/]")
+            elif isinstance(event, pipeline.Probe):
+                which = ", ".join(f"{p.rule} at {fixes.where(p)}" for p in event.changes)
+                out.print(Text(f"  probe: {which} alone: {event.verification.verdict.replace('_', ' ')}", style="dim"))
+            elif isinstance(event, pipeline.Dropped):
+                for r in event.refused:
+                    out.print(
+                        Text(
+                            f"  ✗ {r.proposal.rule} change at {fixes.where(r.proposal)} refused (found by {r.found_by}): "
+                            + "; ".join(r.reasons),
+                            style="red",
+                        )
+                    )
+                    if r.fallback is not None:
+                        out.print(Text(f"  ↻ trying its next candidate instead: {r.fallback.why}", style="yellow"))
+                out.print("[dim]Verifying the other changes again without the refused ones.[/]")
             else:
                 done = event
     assert done is not None

@@ -16,6 +16,7 @@ from torchmend.profiler.failures import exception_summary
 from torchmend.profiler.runner import RunOutcome
 from torchmend.verify.failure import RunFailure, failure_of
 from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
+from torchmend.verify.reference import Reference
 from torchmend.verify.runs import ArmRun
 
 IMPROVED, NO_CHANGE, REFUSED = "improved", "no_change", "refused"
@@ -76,6 +77,7 @@ class Verification:
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     failure: RunFailure | None = None  # how the patched run failed or stopped early (None: it ran to its end)
+    reference: Reference | None = None  # the eager reference, when the numbers differed and it was run
 
     @property
     def ok(self) -> bool:
@@ -110,6 +112,7 @@ class Verification:
             "times": [metric(m) for m in self.times],
             "numerics": self.numerics.to_json() if self.numerics else None,
             "failure": self.failure.to_json() if self.failure else None,
+            "reference": self.reference.to_json() if self.reference else None,
         }
 
 
