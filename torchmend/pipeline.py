@@ -277,7 +277,7 @@ class Refusal:
     """A change verification refused, how it was singled out, and why (what its verdict said)."""
 
     proposal: Proposal
-    found_by: str  # "its line" (the failure names it) | "alone" (the only change) | "bisection" | "together"
+    found_by: str  # how: "the failure names its line" | "the only change" | "bisection" | "refused only together"
     reasons: tuple[str, ...]
     fallback: Proposal | None = None  # the next candidate for its findings, tried in its place
 
@@ -347,7 +347,7 @@ class _Judge:
         from torchmend.profiler.hazards import hazards_for
         from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
         from torchmend.verify.compare import judge
-        from torchmend.verify.reference import COMPILER, EAGER_COMPILE, reference, tolerance
+        from torchmend.verify.reference import COMPILER, EAGER_COMPILE, reference, spread, tolerance
 
         after = replace(self.before, overlay=_overlay(session, proposals))
         v, b_runs, a_runs = verify(
@@ -364,7 +364,15 @@ class _Judge:
         if ref.band is not None and ref.band > self.rtol:
             banded = judge(b_runs, a_runs, tolerance(self.rtol, ref.band), self.atol, self.root)
             if banded.numerics is not None and banded.numerics.equal:
-                banded.notes.insert(0, f"numerics equal within the noise band ({ref.band_text()})")
+                own = ref.compiled
+                same = (
+                    ""
+                    if own is None
+                    else "; the patched compiled run equals its eager run bit for bit"
+                    if spread(own) == 0
+                    else f"; the patched compiled run differs from its eager run by {spread(own):.2g} relative"
+                )
+                banded.notes.insert(0, f"numerics equal within the noise band ({ref.band_text()}{same})")
                 return replace(banded, reference=ref), b_runs, a_runs
         v.notes.append(ref.band_text())
         why = ref.describe()
@@ -418,9 +426,9 @@ def _culprits(
     accepted = list(session.accepted)
     named = _by_line(session, accepted, v.failure)
     if named:
-        return named, "its line", v
+        return named, "the failure names its line", v
     if len(accepted) == 1:
-        return accepted, "alone", v
+        return accepted, "the only change", v
     suspects, verdict = accepted, v
     while len(suspects) > 1 and len(probes) < MAX_PROBES:
         half = len(suspects) // 2
@@ -436,7 +444,7 @@ def _culprits(
         if found is None:
             break  # neither half is refused alone (or the probes are spent): the changes fail together
         suspects, verdict = found
-    return suspects, ("bisection" if len(suspects) < len(accepted) else "together"), verdict
+    return suspects, ("bisection" if len(suspects) < len(accepted) else "refused only together"), verdict
 
 
 def verify_rounds(

@@ -225,7 +225,7 @@ def test_a_refusal_no_single_change_explains_refuses_them_all(
     assert [len(p.changes) for p in events[1:3]] == [1, 2]
     done = events[-1]
     assert done.outcome == pipeline.REFUSED and len(done.accepted) == 3
-    assert [r.found_by for r in done.tried] == ["together"] * 3
+    assert [r.found_by for r in done.tried] == ["refused only together"] * 3
 
 
 def test_the_change_a_failure_names_is_dropped_and_the_rest_verified(
@@ -235,7 +235,11 @@ def test_the_change_a_failure_names_is_dropped_and_the_rest_verified(
     events = _rounds(monkeypatch, fixes, arms)
     assert [type(e) for e in events] == [pipeline.Round, pipeline.Dropped, pipeline.Round, pipeline.Verified]
     (refusal,) = events[1].refused
-    assert refusal.proposal.findings[0].line == 8 and refusal.found_by == "its line" and refusal.fallback is None
+    assert (
+        refusal.proposal.findings[0].line == 8
+        and refusal.found_by == "the failure names its line"
+        and refusal.fallback is None
+    )
     assert "RuntimeError: boom at train.py:" in refusal.reasons[0]
     assert _gated(arms.calls[1][1]) == {"one", "three"}
     done = events[-1]

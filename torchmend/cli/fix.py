@@ -443,7 +443,7 @@ def _verify(
                 for r in event.refused:
                     out.print(
                         Text(
-                            f"  ✗ {r.proposal.rule} change at {fixes.where(r.proposal)} refused (found by {r.found_by}): "
+                            f"  ✗ {r.proposal.rule} change at {fixes.where(r.proposal)} refused ({r.found_by}): "
                             + "; ".join(r.reasons),
                             style="red",
                         )
