@@ -231,9 +231,14 @@ def verify(
     atol: float = ATOL,
     reuse_before: tuple[ArmRun, ...] = (),
     on_run: Callable[[RunStarted], None] | None = None,
+    reference: bool = False,
+    eager: dict[str, ArmRun] | None = None,
 ) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
     """Run both arms `repeat` times, interleaved, and judge: (verdict, before-runs, after-runs).
-    `reuse_before` stands in for the first before-runs (runs already made with the same spec)."""
+    `reuse_before` stands in for the first before-runs (runs already made with the same spec). With `reference`,
+    numbers that differ get the eager reference (verify/reference.py): both scripts run once more without
+    compiling; the original's compiled-vs-eager spread is the noise band the numbers are judged within, and a
+    refusal says whose difference it is. `eager` keeps the original's eager run between calls ("before")."""
     from torchmend.verify.compare import judge
     from torchmend.verify.runs import run_arms
 
@@ -245,7 +250,56 @@ def verify(
             on_run(RunStarted(arm, i, next(count), total))
 
     b, a = run_arms(before, after, root, repeat, started, reuse_before)
-    return judge(b, a, rtol, atol, root), b, a
+    v = judge(b, a, rtol, atol, root)
+    n = v.numerics
+    if not reference or v.failure is not None or n is None or n.equal or not n.compared:
+        return v, b, a
+    return _with_reference(v, before, after, b, a, root, rtol, atol, on_run, {} if eager is None else eager), b, a
+
+
+def _with_reference(
+    v: Verification,
+    before: RunSpec,
+    after: RunSpec,
+    b: list[ArmRun],
+    a: list[ArmRun],
+    root: Path,
+    rtol: float,
+    atol: float,
+    on_run: Callable[[RunStarted], None] | None,
+    eager: dict[str, ArmRun],
+) -> Verification:
+    """The verdict again with the eager reference: equal within the noise band, or refused with whose it is."""
+    from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
+    from torchmend.verify.compare import judge
+    from torchmend.verify.reference import EAGER_COMPILE, reference, spread, tolerance
+    from torchmend.verify.runs import run_one
+
+    def one(spec: RunSpec, arm: str) -> ArmRun:
+        if on_run is not None:
+            on_run(RunStarted(arm, 0, 1, 1))
+        return run_one(replace(spec, compile=EAGER_COMPILE), root, arm)
+
+    if "before" not in eager:
+        eager["before"] = one(before, "before (eager)")
+    ref = reference(b[0], eager["before"], a[0], one(after, "after (eager)"), rtol, atol)
+    if ref.band is not None and ref.band > rtol:
+        banded = judge(b, a, tolerance(rtol, ref.band), atol, root)
+        if banded.numerics is not None and banded.numerics.equal:
+            own = ref.compiled
+            same = (
+                ""
+                if own is None
+                else "; the patched compiled run equals its eager run bit for bit"
+                if spread(own) == 0
+                else f"; the patched compiled run differs from its eager run by {spread(own):.2g} relative"
+            )
+            banded.notes.insert(0, f"numerics equal within the noise band ({ref.band_text()}{same})")
+            return replace(banded, reference=ref)
+    v.notes.append(ref.band_text())
+    if v.verdict == REFUSED_VERDICT:
+        v.reasons.append(ref.describe())
+    return replace(v, reference=ref)
 
 
 @dataclass(frozen=True)
@@ -330,58 +384,27 @@ class _Judge:
     ) -> None:
         self.before, self.root, self.repeat, self.rtol, self.atol = before, root, repeat, rtol, atol
         self.on_run, self.reuse = on_run, reuse
-        self.before_eager: ArmRun | None = None
-
-    def _one(self, spec: RunSpec, arm: str) -> ArmRun:
-        from torchmend.verify.runs import run_one
-
-        if self.on_run is not None:
-            self.on_run(RunStarted(arm, 0, 1, 1))
-        return run_one(spec, self.root, arm)
+        self.eager: dict[str, ArmRun] = {}  # the original's eager run, made once
 
     def verify(
         self, session: Session, proposals: Sequence[Proposal], versions: dict[str, str]
     ) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
         """These changes applied, against the original: the verdict (with the eager reference and the noise band
-        when the numbers differ), the before-runs and the after-runs."""
+        when the numbers differ, and the known PyTorch hazard of a change's shape when the compiler is to blame),
+        the before-runs and the after-runs."""
         from torchmend.profiler.hazards import hazards_for
-        from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
-        from torchmend.verify.compare import judge
-        from torchmend.verify.reference import COMPILER, EAGER_COMPILE, reference, spread, tolerance
+        from torchmend.verify.reference import COMPILER
 
         after = replace(self.before, overlay=_overlay(session, proposals))
         v, b_runs, a_runs = verify(
-            self.before, after, self.root, self.repeat, self.rtol, self.atol, self.reuse, self.on_run
+            self.before, after, self.root, self.repeat, self.rtol, self.atol, self.reuse, self.on_run, True, self.eager
         )
         self.reuse = tuple(b_runs)
-        n = v.numerics
-        if v.failure is not None or n is None or n.equal or not n.compared:
-            return v, b_runs, a_runs
-        if self.before_eager is None:
-            self.before_eager = self._one(replace(self.before, compile=EAGER_COMPILE), "before (eager)")
-        after_eager = self._one(replace(after, compile=EAGER_COMPILE), "after (eager)")
-        ref = reference(b_runs[0], self.before_eager, a_runs[0], after_eager, self.rtol, self.atol)
-        if ref.band is not None and ref.band > self.rtol:
-            banded = judge(b_runs, a_runs, tolerance(self.rtol, ref.band), self.atol, self.root)
-            if banded.numerics is not None and banded.numerics.equal:
-                own = ref.compiled
-                same = (
-                    ""
-                    if own is None
-                    else "; the patched compiled run equals its eager run bit for bit"
-                    if spread(own) == 0
-                    else f"; the patched compiled run differs from its eager run by {spread(own):.2g} relative"
-                )
-                banded.notes.insert(0, f"numerics equal within the noise band ({ref.band_text()}{same})")
-                return replace(banded, reference=ref), b_runs, a_runs
-        v.notes.append(ref.band_text())
-        why = ref.describe()
-        if ref.whose == COMPILER:
+        if v.reference is not None and v.reference.whose == COMPILER:
             known = {h.name: h for p in proposals for h in hazards_for(p.shape, versions)}
-            why += "".join(f"; a known PyTorch hazard: {h.describe()}" for h in known.values())
-        if v.verdict == REFUSED_VERDICT:
-            v.reasons.append(why)
-        return replace(v, reference=ref), b_runs, a_runs
+            hazards = "".join(f"; a known PyTorch hazard: {h.describe()}" for h in known.values())
+            v.reasons[:] = [r + hazards if r.startswith("the compiler mis-compiled") else r for r in v.reasons]
+        return v, b_runs, a_runs
 
 
 def _overlay(session: Session, proposals: Sequence[Proposal]) -> tuple[tuple[str, str], ...]:

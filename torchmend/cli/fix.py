@@ -17,6 +17,7 @@ from torchmend.cli.exitcodes import ExitCode
 from torchmend.cli.verify import Atol, Repeat, Rtol, Seed
 
 if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
+    from torchmend.codemods.base import Proposal
     from torchmend.codemods.review import Decision
     from torchmend.pipeline import Fixes, Scan
     from torchmend.verify.compare import Verification
@@ -308,6 +309,7 @@ def fix(
         ui.print("No change accepted; nothing written.")
         return
     verification = None
+    tried: list[tuple[Proposal, str, str]] = []
     if trace:
         out.print(
             "[yellow]not verified: the findings came from a trace, and nothing was run. Check the changes "
@@ -316,7 +318,7 @@ def fix(
     elif no_verify:
         out.print("[yellow]--no-verify: writing without re-running the patched script.[/]")
     else:
-        verification = _verify(before, fixes, root, verify_backend, repeat, rtol, atol)
+        verification, tried = _verify(before, fixes, root, verify_backend, repeat, rtol, atol)
         if not fixes.changes():
             out.print("No change helped; nothing written.")
             return
@@ -335,7 +337,7 @@ def fix(
             launcher=spec.launcher,
         )
     )
-    report = fix_report(accepted, verification, command, where=display)
+    report = fix_report(accepted, verification, command, where=display, refused=tried)
     try:
         record = pipeline.write(fixes, root, report)
     except pipeline.WriteRefused as e:
@@ -412,9 +414,9 @@ def check_journal(root: Path, writes: bool) -> None:
 
 def _verify(
     scan: Scan, fixes: Fixes, root: Path, backend: str | None, repeat: int, rtol: float, atol: float
-) -> Verification:
+) -> tuple[Verification, list[tuple[Proposal, str, str]]]:
     """Render pipeline.verify_rounds; exit with VERIFY_FAILED when it refuses. Returns the last verdict
-    (the session keeps the changes left to write)."""
+    (the session keeps the changes left to write) and the changes refused on the way (how found, why)."""
     from torchmend import pipeline
     from torchmend.cli.fixview import location, verification_view
     from torchmend.cli.running import stop_on_signals
@@ -458,4 +460,4 @@ def _verify(
         fail(ExitCode.VERIFY_FAILED, "verification refused these changes; nothing was written")
     if done.outcome == pipeline.STILL_UNHELPFUL:
         fail(ExitCode.VERIFY_FAILED, "a change still did not help after a second round; nothing was written")
-    return done.verification
+    return done.verification, [(r.proposal, r.found_by, "; ".join(r.reasons)) for r in done.tried]
