@@ -512,7 +512,12 @@ def verify_rounds(
             probes: list[Probe] = []
             culprits, found_by, why = _culprits(judge, session, v, versions, probes)
             yield from probes
-            if len(culprits) == len(session.accepted) and not any(p.fallbacks for p in culprits):
+            # Culprits with a next candidate are swapped for it first and the others kept: changes refused only
+            # together may verify once one of them takes another form. Without candidates, the culprits go.
+            swappable = [p for p in culprits if any(_no_less_safe(fb, p) for fb in p.fallbacks)]
+            if swappable:
+                culprits = swappable
+            elif len(culprits) == len(session.accepted):
                 tried += [Refusal(p, found_by, tuple(why.reasons)) for p in culprits]
                 yield Verified(REFUSED, tuple(session.accepted), v, tuple(tried))
                 return

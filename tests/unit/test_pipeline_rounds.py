@@ -288,3 +288,31 @@ def test_a_trace_scan_cannot_be_verified(fixes: pipeline.Fixes) -> None:
     scan.spec = None
     with pytest.raises(ValueError, match="trace"):
         next(pipeline.verify_rounds(scan, fixes, root))
+
+
+def test_changes_refused_only_together_swap_the_one_with_a_fallback_and_keep_the_rest(
+    monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes
+) -> None:
+    import libcst as cst
+
+    from torchmend.codemods.base import Proposal
+
+    session = fixes.session
+    one = next(p for p in session.accepted if p.findings[0].line == 6)
+    node = next(iter(one.replace))
+    dropped = cst.Pass() if isinstance(node, cst.BaseSmallStatement) else cst.parse_statement("pass\n")
+    fallback = Proposal(one.findings, "TM101", one.path, "drop the print", safety="unsafe", replace={node: dropped})
+    session.withdraw(one)
+    session.accept(replace(one, fallbacks=(fallback,)))
+    # "one" and "three" gated together fail, neither alone (the accepted order is two, three, one: the bisection
+    # narrows the refusal to three and one, which fail only together)
+    arms = FakeArms(Path(session.ctx.project_root), [set()], fails_with=frozenset({"one", "three"}))
+    events = _rounds(monkeypatch, fixes, arms)
+    kinds = [type(e) for e in events]
+    assert kinds == [pipeline.Round, *[pipeline.Probe] * 4, pipeline.Dropped, pipeline.Round, pipeline.Verified]
+    assert [sorted(_gated(t)) for _, t in arms.calls[1:5]] == [["two"], ["one", "three"], ["three"], ["one"]]
+    (refusal,) = events[5].refused
+    assert refusal.found_by == "bisection" and refusal.fallback is not None
+    assert refusal.proposal.findings[0].line == 6
+    done = events[-1]
+    assert done.ok and len(done.accepted) == 3 and _gated(arms.calls[-1][1]) == {"two", "three"}

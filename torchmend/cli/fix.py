@@ -442,11 +442,13 @@ def _verify(
                 which = ", ".join(f"{p.rule} at {fixes.where(p)}" for p in event.changes)
                 out.print(Text(f"  probe: {which} alone: {event.verification.verdict.replace('_', ' ')}", style="dim"))
             elif isinstance(event, pipeline.Dropped):
+                said: tuple[str, ...] = ()
                 for r in event.refused:
+                    why = "the same reasons" if r.reasons == said else "; ".join(r.reasons)
+                    said = r.reasons
                     out.print(
                         Text(
-                            f"  ✗ {r.proposal.rule} change at {fixes.where(r.proposal)} refused ({r.found_by}): "
-                            + "; ".join(r.reasons),
+                            f"  ✗ {r.proposal.rule} change at {fixes.where(r.proposal)} refused ({r.found_by}): {why}",
                             style="red",
                         )
                     )
