@@ -316,3 +316,28 @@ def test_changes_refused_only_together_swap_the_one_with_a_fallback_and_keep_the
     assert refusal.proposal.findings[0].line == 6
     done = events[-1]
     assert done.ok and len(done.accepted) == 3 and _gated(arms.calls[-1][1]) == {"two", "three"}
+
+
+@pytest.mark.parametrize("where", ["insert_before", "insert_after"])
+def test_a_failure_at_an_inserted_line_names_the_change_that_inserted_it(tmp_path: Path, where: str) -> None:
+    import libcst as cst
+
+    from torchmend.codemods.base import Proposal
+    from torchmend.verify.failure import RunFailure
+
+    (tmp_path / "train.py").write_text(SCRIPT)
+    fixes = pipeline.propose([_finding(tmp_path, n, line) for n, line in PRINTS.items()], tmp_path)
+    session = fixes.session
+    path = str(tmp_path / "train.py")
+    module = session.ctx.file(path).module
+    step = next(n for n in module.body if isinstance(n, cst.FunctionDef))
+    anchor = step.body.body[2]  # print("two", ...)
+    mark = cst.parse_statement("torch._dynamo.maybe_mark_dynamic(x, 0)\n")
+    inserted = Proposal((fixes.proposals[1].findings[0],), "TM202", path, "mark", **{where: {anchor: [mark]}})
+    session.accept(fixes.proposals[0])
+    session.accept(inserted)
+    session.accept(fixes.proposals[2])
+    text = session.changed()[path][1]
+    line = text.splitlines().index("    torch._dynamo.maybe_mark_dynamic(x, 0)") + 1
+    failure = RunFailure("after", "error", "AssertionError: forbidden", path, line, "", 0)
+    assert pipeline._by_line(session, list(session.accepted), failure) == [inserted]
