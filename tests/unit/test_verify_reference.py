@@ -59,3 +59,10 @@ def test_the_patched_run_is_judged_against_its_own_eager_run_within_the_band() -
     ref = reference(_run("bc", gain=1.0), _run("be", gain=1.012), _run("ac", gain=1.002), _run("ae", gain=1.012))
     assert ref.whose == NEITHER and ref.band is not None
     assert "the gate allows max(rtol 0.0001, band) = 0.0012" in ref.band_text()
+
+
+def test_eager_runs_that_record_nothing_settle_nothing() -> None:
+    empty = _run("ae", losses=[])
+    empty.outcome.end["params"] = None
+    ref = reference(_run("bc"), empty, _run("ac", gain=1.5), empty)
+    assert ref.whose == NEITHER and ref.describe().endswith("the eager runs recorded nothing to compare")

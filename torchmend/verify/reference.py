@@ -84,6 +84,10 @@ class Reference:
             return (
                 f"the eager reference could not tell whose difference it is: the {self.eager_failed} eager run failed"
             )
+        if not (self.rewrite and self.rewrite.compared and self.compiled and self.compiled.compared):
+            return (
+                "the eager reference could not tell whose difference it is: the eager runs recorded nothing to compare"
+            )
         return (
             "the eager reference could not tell whose difference it is: both scripts compute the same eagerly and "
             "the patched one compiles to what it computes eagerly, within the band"
@@ -117,5 +121,7 @@ def reference(
     # buffer's float32 arithmetic in place of Python's doubles stays far inside it).
     rewrite = compare(before_eager.end, after_eager.end, rtol, atol)
     compiled = compare(after_eager.end, after_compiled.end, tol, atol)
+    if not (rewrite.compared and compiled.compared):  # nothing recorded eagerly: no evidence either way
+        return Reference(band, rtol, NEITHER, rewrite, compiled)
     whose = REWRITE if not rewrite.equal else COMPILER if not compiled.equal else NEITHER
     return Reference(band, rtol, whose, rewrite, compiled)
