@@ -83,3 +83,22 @@ def test_the_rebinding_fallback_trains_like_the_original(case: str) -> None:
     assert outs_b == pytest.approx(outs_a, rel=1e-5)
     for a, b in zip(grads_a, grads_b):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_the_unspec_int_alternative_is_qualified_where_the_counter_meets_modulo() -> None:
+    from torchmend.codemods.base import Proposal
+    from torchmend.codemods.engine import Session
+    from torchmend.codemods.examples import findings_from_markers
+    from torchmend.codemods.source import Context
+
+    source = (PAIRS / "damped_counter.in.py").read_text()
+
+    def alternative(text: str) -> str:
+        ctx = Context("/tm-example", lambda p: text)
+        found = findings_from_markers("/tm-example/m.py", text, "/tm-example")
+        (p,) = [r for r in Session(ctx).propose(found) if isinstance(r, Proposal)]
+        return p.alternative
+
+    assert "allow_unspec_int_on_nn_module" in alternative(source) and "% n" not in alternative(source)
+    modulo = source.replace("(self.calls / (self.calls + 10.0))", "(1.0 / (1 + self.calls % 3))")
+    assert modulo != source and "fails to compile on torch 2.13-2.15" in alternative(modulo)

@@ -368,6 +368,16 @@ def _proposal(plan: _Plan, finding: Finding, in_place: bool = True) -> Proposal:
         if plan.dtype == "int"
         else ""
     )
+    modulo = any(
+        isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Modulo) and p.left is r
+        for r in plan.uses.reads
+        for p in [src.parents.get(r)]
+    )
+    if alternative and modulo:  # measured on torch 2.13.0 and 2.15.0 (fixtures/verify/README.md)
+        alternative += (
+            " (not here as written: with the int dynamic, `% n` fails to compile on torch 2.13-2.15, "
+            "BackendCompilerFailed in AOTAutograd's tensorify pass)"
+        )
     if not in_place:
         return Proposal(
             (finding,),
