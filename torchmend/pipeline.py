@@ -15,6 +15,7 @@ example.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -35,6 +36,7 @@ if TYPE_CHECKING:  # heavy (libcst, the runner): imported by the stage that need
     from torchmend.profiler.tracedir import Trace
     from torchmend.verify.attribution import ChangeEffect
     from torchmend.verify.compare import Verification
+    from torchmend.verify.failure import RunFailure
     from torchmend.verify.runs import ArmRun
 
 WriteRefused = store.WriteRefused  # raised by write(): nothing was written, the message says why
@@ -250,9 +252,14 @@ def verify(
     atol: float = ATOL,
     reuse_before: tuple[ArmRun, ...] = (),
     on_run: Callable[[RunStarted], None] | None = None,
+    reference: bool = False,
+    eager: dict[str, ArmRun] | None = None,
 ) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
     """Run both arms `repeat` times, interleaved, and judge: (verdict, before-runs, after-runs).
-    `reuse_before` stands in for the first before-runs (runs already made with the same spec)."""
+    `reuse_before` stands in for the first before-runs (runs already made with the same spec). With `reference`,
+    numbers that differ get the eager reference (verify/reference.py): both scripts run once more without
+    compiling; the original's compiled-vs-eager spread is the noise band the numbers are judged within, and a
+    refusal says whose difference it is. `eager` keeps the original's eager run between calls ("before")."""
     from torchmend.verify.compare import judge
     from torchmend.verify.runs import run_arms
 
@@ -264,14 +271,63 @@ def verify(
             on_run(RunStarted(arm, i, next(count), total))
 
     b, a = run_arms(before, after, root, repeat, started, reuse_before)
-    return judge(b, a, rtol, atol), b, a
+    v = judge(b, a, rtol, atol, root)
+    n = v.numerics
+    if not reference or v.failure is not None or n is None or n.equal or not n.compared:
+        return v, b, a
+    return _with_reference(v, before, after, b, a, root, rtol, atol, on_run, {} if eager is None else eager), b, a
+
+
+def _with_reference(
+    v: Verification,
+    before: RunSpec,
+    after: RunSpec,
+    b: list[ArmRun],
+    a: list[ArmRun],
+    root: Path,
+    rtol: float,
+    atol: float,
+    on_run: Callable[[RunStarted], None] | None,
+    eager: dict[str, ArmRun],
+) -> Verification:
+    """The verdict again with the eager reference: equal within the noise band, or refused with whose it is."""
+    from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
+    from torchmend.verify.compare import judge
+    from torchmend.verify.reference import EAGER_COMPILE, reference, spread, tolerance
+    from torchmend.verify.runs import run_one
+
+    def one(spec: RunSpec, arm: str) -> ArmRun:
+        if on_run is not None:
+            on_run(RunStarted(arm, 0, 1, 1))
+        return run_one(replace(spec, compile=EAGER_COMPILE), root, arm)
+
+    if "before" not in eager:
+        eager["before"] = one(before, "before (eager)")
+    ref = reference(b[0], eager["before"], a[0], one(after, "after (eager)"), rtol, atol)
+    if ref.band is not None and ref.band > rtol:
+        banded = judge(b, a, tolerance(rtol, ref.band), atol, root)
+        if banded.numerics is not None and banded.numerics.equal:
+            own = ref.compiled
+            same = (
+                ""
+                if own is None
+                else "; the patched compiled run equals its eager run bit for bit"
+                if spread(own) == 0
+                else f"; the patched compiled run differs from its eager run by {spread(own):.2g} relative"
+            )
+            banded.notes.insert(0, f"numerics equal within the noise band ({ref.band_text()}{same})")
+            return replace(banded, reference=ref)
+    v.notes.append(ref.band_text())
+    if v.verdict == REFUSED_VERDICT:
+        v.reasons.append(ref.describe())
+    return replace(v, reference=ref)
 
 
 @dataclass(frozen=True)
 class Round:
     """One verification round: the verdict and, unless it refused, what each accepted change did."""
 
-    number: int  # 1 or 2
+    number: int  # 1, 2, ...
     verification: Verification
     effects: tuple[ChangeEffect, ...]  # empty when the verdict is a refusal
 
@@ -283,25 +339,156 @@ class Retry:
     withdrawn: tuple[Proposal, ...]
 
 
+@dataclass(frozen=True)
+class Probe:
+    """While looking for the change a refusal is due to: `changes` alone, verified (the after-arm only)."""
+
+    changes: tuple[Proposal, ...]
+    verification: Verification
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A change verification refused, how it was singled out, and why (what its verdict said)."""
+
+    proposal: Proposal
+    found_by: str  # how: "the failure names its line" | "the only change" | "bisection" | "refused only together"
+    reasons: tuple[str, ...]
+    fallback: Proposal | None = None  # the next candidate for its findings, tried in its place
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """The changes a refusal was due to were withdrawn (their fallbacks, if any, take their place); the rest is
+    verified again."""
+
+    refused: tuple[Refusal, ...]
+
+
 VERIFIED, REFUSED, NONE_HELPED, STILL_UNHELPFUL = "verified", "refused", "none_helped", "still_unhelpful"
+MAX_ROUNDS = 6  # verification rounds (refusals recovered from, and the one retry without unhelpful changes)
+MAX_PROBES = 6  # runs spent singling out the changes one refusal is due to
 
 
 @dataclass(frozen=True)
 class Verified:
     """The last event of verify_rounds(). `outcome`: verified (write `accepted`), refused (the verdict
     refused the changes), none_helped (every change was withdrawn), still_unhelpful (after the second
-    round a change still removed none of its findings)."""
+    round a change still removed none of its findings). `tried`: every change refused on the way, and why."""
 
     outcome: str
     accepted: tuple[Proposal, ...]  # what is left accepted in the session
     verification: Verification  # the last round's
+    tried: tuple[Refusal, ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.outcome == VERIFIED
 
 
-Event = Union[Round, Retry, Verified]
+Event = Union[Round, Retry, Probe, Dropped, Verified]
+
+
+class _Judge:
+    """The runs of one verify_rounds(): the original's compiled runs (reused), its eager run (made once, when a
+    difference in numbers first needs the eager reference), and a verdict for any set of the changes."""
+
+    def __init__(
+        self,
+        before: RunSpec,
+        root: Path,
+        repeat: int,
+        rtol: float,
+        atol: float,
+        on_run: Callable[[RunStarted], None] | None,
+        reuse: tuple[ArmRun, ...],
+    ) -> None:
+        self.before, self.root, self.repeat, self.rtol, self.atol = before, root, repeat, rtol, atol
+        self.on_run, self.reuse = on_run, reuse
+        self.eager: dict[str, ArmRun] = {}  # the original's eager run, made once
+
+    def verify(
+        self, session: Session, proposals: Sequence[Proposal], versions: dict[str, str]
+    ) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
+        """These changes applied, against the original: the verdict (with the eager reference and the noise band
+        when the numbers differ, and the known PyTorch hazard of a change's shape when the compiler is to blame),
+        the before-runs and the after-runs."""
+        from torchmend.profiler.hazards import hazards_for
+        from torchmend.verify.reference import COMPILER
+
+        after = replace(self.before, overlay=_overlay(session, proposals))
+        v, b_runs, a_runs = verify(
+            self.before, after, self.root, self.repeat, self.rtol, self.atol, self.reuse, self.on_run, True, self.eager
+        )
+        self.reuse = tuple(b_runs)
+        if v.reference is not None and v.reference.whose == COMPILER:
+            known = {h.name: h for p in proposals for h in hazards_for(p.shape, versions)}
+            hazards = "".join(f"; a known PyTorch hazard: {h.describe()}" for h in known.values())
+            v.reasons[:] = [r + hazards if r.startswith("the compiler mis-compiled") else r for r in v.reasons]
+        return v, b_runs, a_runs
+
+
+def _overlay(session: Session, proposals: Sequence[Proposal]) -> tuple[tuple[str, str], ...]:
+    """(path, text) for every file these proposals change, as the child serves them."""
+    from torchmend.codemods.engine import apply
+
+    out = []
+    for path in dict.fromkeys(p.path for p in proposals):
+        source = session.ctx.file(path)
+        text = apply(source, [p for p in proposals if p.path == path])
+        if text != source.text:
+            out.append((source.path, text))
+    return tuple(out)
+
+
+def _by_line(session: Session, proposals: Sequence[Proposal], failure: RunFailure | None) -> list[Proposal]:
+    """The changes whose edited lines hold the line the patched run failed at (mapped back to the original)."""
+    from torchmend.codemods.engine import span
+    from torchmend.verify.attribution import new_to_old
+
+    if failure is None or not failure.line:
+        return []
+    changes = session.changed()
+    path = next((p for p in changes if os.path.abspath(p) == failure.path), None)
+    if path is None:
+        return []
+    old = new_to_old(*changes[path]).get(failure.line, failure.line)
+    mine = [p for p in proposals if p.path == path]
+    spans = {id(p): span(session.ctx.file(path), p) for p in mine}
+    exact = [p for p in mine if spans[id(p)][0] <= old <= spans[id(p)][1]]
+    return exact or [p for p in mine if spans[id(p)][0] <= old <= spans[id(p)][1] + 1]
+
+
+def _culprits(
+    judge: _Judge, session: Session, v: Verification, versions: dict[str, str], probes: list[Probe]
+) -> tuple[list[Proposal], str, Verification]:
+    """The accepted changes a refusal is due to, how they were found, and the verdict that refused them: the
+    change whose lines the failure names; the only change; else a bisection over the changes, each half verified
+    alone (MAX_PROBES runs at most); a refusal no half shows alone is the whole set's."""
+    from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
+
+    accepted = list(session.accepted)
+    named = _by_line(session, accepted, v.failure)
+    if named:
+        return named, "the failure names its line", v
+    if len(accepted) == 1:
+        return accepted, "the only change", v
+    suspects, verdict = accepted, v
+    while len(suspects) > 1 and len(probes) < MAX_PROBES:
+        half = len(suspects) // 2
+        found: tuple[list[Proposal], Verification] | None = None
+        for part in (suspects[:half], suspects[half:]):
+            if len(probes) >= MAX_PROBES:
+                break
+            pv, _, _ = judge.verify(session, part, versions)
+            probes.append(Probe(tuple(part), pv))
+            if pv.verdict == REFUSED_VERDICT:
+                found = (part, pv)
+                break
+        if found is None:
+            break  # neither half is refused alone (or the probes are spent): the changes fail together
+        suspects, verdict = found
+    return suspects, ("bisection" if len(suspects) < len(accepted) else "refused only together"), verdict
 
 
 def verify_rounds(
@@ -315,11 +502,14 @@ def verify_rounds(
     atol: float = ATOL,
     on_run: Callable[[RunStarted], None] | None = None,
 ) -> Iterator[Event]:
-    """Run the original and the patched sources (served from memory: nothing is written) and judge, in up to
-    two rounds. A change whose targeted findings are all still there after the patch did not help: it is
-    withdrawn from the session and the rest verified again, once. Yields a Round per round, a Retry before
-    the second, and a Verified last. `backend` overrides the script's own for these runs (None keeps it);
-    the scan is reused as the first before-run when it ran cold on the same backend."""
+    """Run the original and the patched sources (served from memory: nothing is written) and judge, round by
+    round. A refusal costs only the changes it is due to (found by the failing line, else by bisection):
+    they are withdrawn, their next candidate fix (`Proposal.fallbacks`) takes their place, and the rest is
+    verified again. A change whose targeted findings are all still there after the patch did not help: it is
+    withdrawn and the rest verified again, once. Yields a Round per round (Probes while bisecting, Dropped after
+    a refusal, Retry before the retry) and a Verified last. `backend` overrides the script's own for these runs
+    (None keeps it); the scan is reused as the first before-run when it ran cold on the same backend."""
+    from torchmend.codemods.engine import Conflict
     from torchmend.verify.attribution import attribute
     from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
     from torchmend.verify.runs import from_outcome
@@ -331,27 +521,68 @@ def verify_rounds(
     reuse: tuple[ArmRun, ...] = (
         (from_outcome("before", 0, scan.outcome, root),) if scan.cold and backend == scan.spec.backend else ()
     )
-    for number in (1, 2):
+    judge = _Judge(before, root, repeat, rtol, atol, on_run, reuse)
+    versions = {"torch": scan.summary.torch_version or ""}
+    tried: list[Refusal] = []
+    retried = False
+    for number in range(1, MAX_ROUNDS + 1):
         changes = session.changed()
-        after = replace(before, overlay=tuple((p, new) for p, (_, new) in changes.items()))
-        v, b_runs, a_runs = verify(before, after, root, repeat, rtol, atol, reuse, on_run)
-        reuse = tuple(b_runs)
+        v, _, a_runs = judge.verify(session, list(session.accepted), versions)
         if v.verdict == REFUSED_VERDICT:
             yield Round(number, v, ())
-            yield Verified(REFUSED, tuple(session.accepted), v)
-            return
+            probes: list[Probe] = []
+            culprits, found_by, why = _culprits(judge, session, v, versions, probes)
+            yield from probes
+            # Culprits with a next candidate are swapped for it first and the others kept: changes refused only
+            # together may verify once one of them takes another form. Without candidates, the culprits go.
+            swappable = [p for p in culprits if any(_no_less_safe(fb, p) for fb in p.fallbacks)]
+            if swappable:
+                culprits = swappable
+            elif len(culprits) == len(session.accepted):
+                tried += [Refusal(p, found_by, tuple(why.reasons)) for p in culprits]
+                yield Verified(REFUSED, tuple(session.accepted), v, tuple(tried))
+                return
+            refused = []
+            for p in culprits:
+                session.withdraw(p)
+                fallback = next((fb for fb in p.fallbacks if _no_less_safe(fb, p)), None)
+                if fallback is not None:
+                    rest = tuple(fb for fb in p.fallbacks if fb is not fallback)
+                    fallback = replace(fallback, findings=p.findings, fallbacks=rest)
+                    try:
+                        session.accept(fallback)
+                    except Conflict:
+                        fallback = None
+                refused.append(Refusal(p, found_by, tuple(why.reasons), fallback))
+            tried += refused
+            yield Dropped(tuple(refused))
+            if not session.accepted:
+                yield Verified(REFUSED, (), v, tuple(tried))
+                return
+            continue
         effects = attribute(list(session.accepted), a_runs[0].findings, changes)
         yield Round(number, v, tuple(effects))
         useless = tuple(e.proposal for e in effects if not e.helped)
         if not useless:
-            yield Verified(VERIFIED, tuple(session.accepted), v)
+            yield Verified(VERIFIED, tuple(session.accepted), v, tuple(tried))
             return
         for p in useless:
             session.withdraw(p)
-        if not session.accepted or number == 2:
+        if not session.accepted or retried:
             break
+        retried = True
         yield Retry(useless)
-    yield Verified(STILL_UNHELPFUL if session.accepted else NONE_HELPED, tuple(session.accepted), v)
+    else:
+        yield Verified(REFUSED, tuple(session.accepted), v, tuple(tried))
+        return
+    yield Verified(STILL_UNHELPFUL if session.accepted else NONE_HELPED, tuple(session.accepted), v, tuple(tried))
+
+
+def _no_less_safe(fallback: Proposal, p: Proposal) -> bool:
+    """A fallback takes a refused change's place only when it is no less safe (what the user accepted covers it)."""
+    from torchmend.codemods.base import SAFE
+
+    return fallback.safety == SAFE or p.safety != SAFE
 
 
 # ----------------------------------------------------------------------------------------------------- write

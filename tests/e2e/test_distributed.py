@@ -234,7 +234,7 @@ def test_fix_with_ranks_verifies_on_both_ranks(tmp_path: Path) -> None:
         )
 
     r = fix()
-    if r.returncode == 10 and re.search(r"recorded (10 and 0|0 and 10) losses", r.stdout):
+    if r.returncode == 10 and re.search(r"recorded (10 and 0|0 and 10) losses|ran out of its time budget", r.stdout):
         # A verification arm (either) that hung until the timeout without its END event: torch 2.13's gloo can deadlock
         # a rank while the job shuts down (see the fixture), seen in about 1 of 4 runs on a loaded 2-core
         # machine, also before torchmend's changes. One retry tells that apart from a torchmend failure.

@@ -187,4 +187,7 @@ def test_a_patch_that_changes_the_math_is_refused_naming_the_call(project: Path,
     assert any("outputs of compiled functions diverge at call 0 (next_logits)" in r for r in report["reasons"]), (
         json.dumps(report["reasons"])
     )
+    # the eager reference: run without compiling, the patched script already differs from the original
+    assert report["reference"]["whose"] == "rewrite"
+    assert any(r.startswith("the rewrite changed the math") for r in report["reasons"]), json.dumps(report["reasons"])
     assert script.read_text() == SAMPLE

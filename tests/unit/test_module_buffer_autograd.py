@@ -55,3 +55,50 @@ def test_without_the_snapshot_backward_fails() -> None:
     bare = _load(fixed.replace("self.seen.clone()", "self.seen"), "bare")
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         _train(bare.Net)
+
+
+def _fallback_text(source: str, name: str) -> str | None:
+    """The text of the first proposal's fallback (the rebinding form), or None when it offers none."""
+    from torchmend.codemods.base import Proposal
+    from torchmend.codemods.engine import Session, apply
+    from torchmend.codemods.examples import findings_from_markers
+    from torchmend.codemods.source import Context
+
+    path = f"/tm-example/{name}"
+    ctx = Context("/tm-example", lambda p: source)
+    (p,) = [
+        r for r in Session(ctx).propose(findings_from_markers(path, source, "/tm-example")) if isinstance(r, Proposal)
+    ]
+    return apply(ctx.file(path), [p.fallbacks[0]]) if p.fallbacks else None
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_rebinding_fallback_trains_like_the_original(case: str) -> None:
+    source = (PAIRS / f"{case}.in.py").read_text()
+    text = _fallback_text(source, f"{case}.in.py")
+    assert text is not None and "register_buffer" in text and ".add_(" not in text and ".mul_(" not in text
+    before, after = _load(source, f"{case}_in"), _load(text, f"{case}_fallback")
+    outs_a, grads_a = _train(getattr(before, CASES[case]))
+    outs_b, grads_b = _train(getattr(after, CASES[case]))
+    assert outs_b == pytest.approx(outs_a, rel=1e-5)
+    for a, b in zip(grads_a, grads_b):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_the_unspec_int_alternative_is_qualified_where_the_counter_meets_modulo() -> None:
+    from torchmend.codemods.base import Proposal
+    from torchmend.codemods.engine import Session
+    from torchmend.codemods.examples import findings_from_markers
+    from torchmend.codemods.source import Context
+
+    source = (PAIRS / "damped_counter.in.py").read_text()
+
+    def alternative(text: str) -> str:
+        ctx = Context("/tm-example", lambda p: text)
+        found = findings_from_markers("/tm-example/m.py", text, "/tm-example")
+        (p,) = [r for r in Session(ctx).propose(found) if isinstance(r, Proposal)]
+        return p.alternative
+
+    assert "allow_unspec_int_on_nn_module" in alternative(source) and "% n" not in alternative(source)
+    modulo = source.replace("(self.calls / (self.calls + 10.0))", "(1.0 / (1 + self.calls % 3))")
+    assert modulo != source and "fails to compile on torch 2.13-2.15" in alternative(modulo)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,7 @@ def _finding(root: Path, name: str, line: int) -> Finding:
     )
 
 
-def _run(arm: str, findings: list[Finding], failed: bool = False) -> ArmRun:
+def _run(arm: str, findings: list[Finding], failed: bool = False, error: str = "") -> ArmRun:
     summary = Summary(
         frames_compiled=1,
         compiles=1,
@@ -66,7 +67,7 @@ def _run(arm: str, findings: list[Finding], failed: bool = False) -> ArmRun:
         first_step_s=0.5,
         steady_step_s=0.01,
     )
-    end = {"losses": [1.0, 0.5, 0.25], "params": None}
+    end = {"losses": [1.0, 0.5, 0.25][: 1 if failed else 3], "params": None, "error": error}
     outcome = RunOutcome([], "error" if failed else "steps", 1 if failed else 0, 2.0, "RuntimeError: boom", end)
     return ArmRun(arm, 0, findings, summary, outcome)
 
@@ -75,10 +76,19 @@ class FakeArms:
     """Stands in for verify.runs.run_arms: round n's patched run keeps the findings of the prints named in
     useless[n - 1] (read from the overlay, where the patched text tells their new lines)."""
 
-    def __init__(self, root: Path, useless: list[set[str]], fail_round: int | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        useless: list[set[str]],
+        fail_round: int | None = None,
+        fails_with: frozenset[str] = frozenset(),
+        named: bool = False,
+    ) -> None:
         self.root = root
         self.useless = useless
         self.fail_round = fail_round
+        self.fails_with = fails_with  # the patched run fails when every one of these prints is gated
+        self.named = named  # and its exception names the line of the first
         self.calls: list[tuple[int, str]] = []  # (len(reuse_before), the patched text) per round
 
     def __call__(
@@ -100,10 +110,20 @@ class FakeArms:
         lines = text.splitlines()
         left = [
             _finding(self.root, name, next(i for i, t in enumerate(lines, 1) if f'print("{name}"' in t))
-            for name in sorted(self.useless[number - 1])
+            for name in sorted(self.useless[min(number, len(self.useless)) - 1])
+            if f'print("{name}"' in text
         ]
         original = [_finding(self.root, n, line) for n, line in PRINTS.items()]
-        return [_run("before", original)], [_run("after", left, failed=number == self.fail_round)]
+        gated = _gated(text)
+        failed = number == self.fail_round or bool(self.fails_with and self.fails_with <= gated)
+        error = ""
+        if failed and self.named:
+            name = sorted(self.fails_with)[0]
+            at = next(i for i, t in enumerate(lines, 1) if f'print("{name}"' in t)
+            error = f'RuntimeError: boom\n\nfrom user code:\n   File "{self.root / "train.py"}", line {at}, in step\n    x\n'
+        useless = self.useless[min(number, len(self.useless)) - 1]
+        left = [f for f in left if f.reason.split()[1] in useless]
+        return [_run("before", original)], [_run("after", left, failed=failed, error=error)]
 
 
 @pytest.fixture
@@ -193,13 +213,73 @@ def test_still_unhelpful_after_the_second_round(monkeypatch: pytest.MonkeyPatch,
     assert [p.findings[0].line for p in done.accepted] == [6]
 
 
-def test_a_refusal_ends_the_rounds_without_attribution(monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes) -> None:
-    arms = FakeArms(Path(fixes.session.ctx.project_root), [set()], fail_round=1)
+def test_a_refusal_no_single_change_explains_refuses_them_all(
+    monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes
+) -> None:
+    # fails only with "one" and "three" together: neither half of the bisection fails alone
+    arms = FakeArms(Path(fixes.session.ctx.project_root), [set()], fails_with=frozenset({"one", "three"}))
     events = _rounds(monkeypatch, fixes, arms)
-    assert [type(e) for e in events] == [pipeline.Round, pipeline.Verified]
+    assert [type(e) for e in events] == [pipeline.Round, pipeline.Probe, pipeline.Probe, pipeline.Verified]
     assert events[0].effects == () and events[0].verification.verdict == "refused"
     assert "the patched script failed" in events[0].verification.reasons[0]
-    assert events[-1].outcome == pipeline.REFUSED and len(events[-1].accepted) == 3
+    assert [len(p.changes) for p in events[1:3]] == [1, 2]
+    done = events[-1]
+    assert done.outcome == pipeline.REFUSED and len(done.accepted) == 3
+    assert [r.found_by for r in done.tried] == ["refused only together"] * 3
+
+
+def test_the_change_a_failure_names_is_dropped_and_the_rest_verified(
+    monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes
+) -> None:
+    arms = FakeArms(Path(fixes.session.ctx.project_root), [set()], fails_with=frozenset({"two"}), named=True)
+    events = _rounds(monkeypatch, fixes, arms)
+    assert [type(e) for e in events] == [pipeline.Round, pipeline.Dropped, pipeline.Round, pipeline.Verified]
+    (refusal,) = events[1].refused
+    assert (
+        refusal.proposal.findings[0].line == 8
+        and refusal.found_by == "the failure names its line"
+        and refusal.fallback is None
+    )
+    assert "RuntimeError: boom at train.py:" in refusal.reasons[0]
+    assert _gated(arms.calls[1][1]) == {"one", "three"}
+    done = events[-1]
+    assert done.outcome == pipeline.VERIFIED and [p.findings[0].line for p in done.accepted] == [6, 10]
+    assert [r.proposal.findings[0].line for r in done.tried] == [8]
+
+
+def test_bisection_finds_the_change_when_the_failure_names_no_line(
+    monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes
+) -> None:
+    arms = FakeArms(Path(fixes.session.ctx.project_root), [set()], fails_with=frozenset({"three"}))
+    events = _rounds(monkeypatch, fixes, arms)
+    kinds = [type(e) for e in events]
+    assert kinds == [pipeline.Round, *[pipeline.Probe] * 4, pipeline.Dropped, pipeline.Round, pipeline.Verified]
+    assert [sorted(_gated(t)) for _, t in arms.calls[1:5]] == [["one"], ["three", "two"], ["two"], ["three"]]
+    (refusal,) = events[5].refused
+    assert refusal.proposal.findings[0].line == 10 and refusal.found_by == "bisection"
+    assert events[-1].ok and [p.findings[0].line for p in events[-1].accepted] == [6, 8]
+
+
+def test_a_refused_change_makes_way_for_its_fallback(monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes) -> None:
+    import libcst as cst
+
+    from torchmend.codemods.base import Proposal
+
+    session = fixes.session
+    two = next(p for p in session.accepted if p.findings[0].line == 8)
+    node = next(iter(two.replace))
+    dropped = cst.Pass() if isinstance(node, cst.BaseSmallStatement) else cst.parse_statement("pass\n")
+    fallback = Proposal(two.findings, "TM101", two.path, "drop the print", safety="unsafe", replace={node: dropped})
+    session.withdraw(two)
+    session.accept(replace(two, fallbacks=(fallback,)))
+    arms = FakeArms(Path(session.ctx.project_root), [set()], fails_with=frozenset({"two"}), named=True)
+    events = _rounds(monkeypatch, fixes, arms)
+    assert [type(e) for e in events] == [pipeline.Round, pipeline.Dropped, pipeline.Round, pipeline.Verified]
+    (refusal,) = events[1].refused
+    assert refusal.fallback is not None and refusal.fallback.why == "drop the print"
+    assert 'print("two"' not in arms.calls[1][1] and _gated(arms.calls[1][1]) == {"one", "three"}
+    done = events[-1]
+    assert done.ok and [p.why for p in done.accepted].count("drop the print") == 1 and len(done.accepted) == 3
 
 
 def test_a_trace_scan_cannot_be_verified(fixes: pipeline.Fixes) -> None:
@@ -208,3 +288,56 @@ def test_a_trace_scan_cannot_be_verified(fixes: pipeline.Fixes) -> None:
     scan.spec = None
     with pytest.raises(ValueError, match="trace"):
         next(pipeline.verify_rounds(scan, fixes, root))
+
+
+def test_changes_refused_only_together_swap_the_one_with_a_fallback_and_keep_the_rest(
+    monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes
+) -> None:
+    import libcst as cst
+
+    from torchmend.codemods.base import Proposal
+
+    session = fixes.session
+    one = next(p for p in session.accepted if p.findings[0].line == 6)
+    node = next(iter(one.replace))
+    dropped = cst.Pass() if isinstance(node, cst.BaseSmallStatement) else cst.parse_statement("pass\n")
+    fallback = Proposal(one.findings, "TM101", one.path, "drop the print", safety="unsafe", replace={node: dropped})
+    session.withdraw(one)
+    session.accept(replace(one, fallbacks=(fallback,)))
+    # "one" and "three" gated together fail, neither alone (the accepted order is two, three, one: the bisection
+    # narrows the refusal to three and one, which fail only together)
+    arms = FakeArms(Path(session.ctx.project_root), [set()], fails_with=frozenset({"one", "three"}))
+    events = _rounds(monkeypatch, fixes, arms)
+    kinds = [type(e) for e in events]
+    assert kinds == [pipeline.Round, *[pipeline.Probe] * 4, pipeline.Dropped, pipeline.Round, pipeline.Verified]
+    assert [sorted(_gated(t)) for _, t in arms.calls[1:5]] == [["two"], ["one", "three"], ["three"], ["one"]]
+    (refusal,) = events[5].refused
+    assert refusal.found_by == "bisection" and refusal.fallback is not None
+    assert refusal.proposal.findings[0].line == 6
+    done = events[-1]
+    assert done.ok and len(done.accepted) == 3 and _gated(arms.calls[-1][1]) == {"two", "three"}
+
+
+@pytest.mark.parametrize("where", ["insert_before", "insert_after"])
+def test_a_failure_at_an_inserted_line_names_the_change_that_inserted_it(tmp_path: Path, where: str) -> None:
+    import libcst as cst
+
+    from torchmend.codemods.base import Proposal
+    from torchmend.verify.failure import RunFailure
+
+    (tmp_path / "train.py").write_text(SCRIPT)
+    fixes = pipeline.propose([_finding(tmp_path, n, line) for n, line in PRINTS.items()], tmp_path)
+    session = fixes.session
+    path = str(tmp_path / "train.py")
+    module = session.ctx.file(path).module
+    step = next(n for n in module.body if isinstance(n, cst.FunctionDef))
+    anchor = step.body.body[2]  # print("two", ...)
+    mark = cst.parse_statement("torch._dynamo.maybe_mark_dynamic(x, 0)\n")
+    inserted = Proposal((fixes.proposals[1].findings[0],), "TM202", path, "mark", **{where: {anchor: [mark]}})
+    session.accept(fixes.proposals[0])
+    session.accept(inserted)
+    session.accept(fixes.proposals[2])
+    text = session.changed()[path][1]
+    line = text.splitlines().index("    torch._dynamo.maybe_mark_dynamic(x, 0)") + 1
+    failure = RunFailure("after", "error", "AssertionError: forbidden", path, line, "", 0)
+    assert pipeline._by_line(session, list(session.accepted), failure) == [inserted]

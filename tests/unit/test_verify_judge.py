@@ -132,3 +132,50 @@ def test_numerics_not_compared_is_said_so() -> None:
     assert v.numerics is not None and not v.numerics.compared
     assert any(n.startswith("numerics not compared") for n in v.notes)
     assert "match" not in v.numerics.describe()
+
+
+# What torch 2.13 recorded for a patched forward that calls torch._dynamo.maybe_mark_dynamic (a real run's END).
+FORBIDDEN = (
+    "AssertionError: Attempt to trace forbidden callable <function maybe_mark_dynamic at 0x7fe6babf45e0>\n\n"
+    'from user code:\n   File "/p/train.py", line 11, in forward\n    torch._dynamo.maybe_mark_dynamic(x, 0)\n\n'
+    "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you're reporting a bug "
+    'to PyTorch). For even more developer context, set TORCH_LOGS="+dynamo"\n'
+)
+
+
+def _ended(arm: str, ended_by: str, losses=(), error: str = "", tail: str = "") -> ArmRun:
+    run = _run(arm, losses=losses, ended_by=ended_by)
+    end = {**run.outcome.end, "error": error} if error else run.outcome.end
+    run.outcome = RunOutcome([], ended_by, 1, 5.0, tail, end)
+    return run
+
+
+def test_a_failed_patched_run_is_named_with_its_line_not_its_missing_losses() -> None:
+    from pathlib import Path
+
+    v = judge([_run("before", breaks=1)], [_ended("after", "error", error=FORBIDDEN)], root=Path("/p"))
+    assert v.verdict == REFUSED and len(v.reasons) == 1, v.reasons
+    assert "Attempt to trace forbidden callable" in v.reasons[0]
+    assert "train.py:11 (`torch._dynamo.maybe_mark_dynamic(x, 0)`)" in v.reasons[0]
+    assert "after 0 losses" in v.reasons[0] and "recorded 3 and 0" not in v.reasons[0]
+    assert v.numerics_text() == "not compared past step 0: the patched run failed there (see the verdict)"
+    assert v.to_json()["failure"]["line"] == 11
+
+
+def test_both_runs_failing_differently_or_alike() -> None:
+    other = FORBIDDEN.replace("0x7fe6babf45e0", "0x7f0000000000")  # another process, another address
+    same = judge([_ended("b", "error", (1.0,), FORBIDDEN)], [_ended("a", "error", (1.0,), other)])
+    assert not any("failed" in r for r in same.reasons) and "both scripts failed the same way" in same.notes[0]
+    differently = judge([_ended("b", "error", (1.0,), "ValueError: boom")], [_ended("a", "error", (), FORBIDDEN)])
+    assert differently.verdict == REFUSED
+    assert differently.reasons[0].startswith("the patched script failed differently from the original: Assertion")
+    assert "(the original: ValueError: boom, after 1 loss)" in differently.reasons[0]
+
+
+def test_a_patched_run_out_of_time_or_killed_says_so() -> None:
+    slow = judge([_run("b", breaks=1)], [_ended("a", "timeout", (1.0,))])
+    assert slow.verdict == REFUSED
+    assert slow.reasons[0].startswith("the patched script ran out of its time budget where the original did not")
+    assert "after 1 loss;" in slow.reasons[0] and "the original recorded 3" in slow.reasons[0]
+    killed = judge([_run("b", breaks=1)], [_ended("a", "killed", (1.0, 0.9))])
+    assert "failed (killed) where the original did not: it ended by killed, after 2 losses" in killed.reasons[0]

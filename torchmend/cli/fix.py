@@ -17,6 +17,7 @@ from torchmend.cli.exitcodes import ExitCode
 from torchmend.cli.verify import Atol, Repeat, Rtol, Seed
 
 if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
+    from torchmend.codemods.base import Proposal
     from torchmend.codemods.review import Decision
     from torchmend.pipeline import Fixes, Scan
     from torchmend.verify.compare import Verification
@@ -318,6 +319,7 @@ def fix(
         ui.print("No change accepted; nothing written.")
         return
     verification = None
+    tried: list[tuple[Proposal, str, str]] = []
     if trace:
         out.print(
             "[yellow]not verified: the findings came from a trace, and nothing was run. Check the changes "
@@ -328,7 +330,7 @@ def fix(
     else:
         used = f"the {verify_backend} backend" if verify_backend else "the script's own backend"
         out.print(f"[dim]verifying: before and after on {used}[/]")
-        verification = _verify(before, fixes, root, verify_backend, repeat, rtol, atol)
+        verification, tried = _verify(before, fixes, root, verify_backend, repeat, rtol, atol)
         if not fixes.changes():
             out.print("No change helped; nothing written.")
             return
@@ -347,7 +349,7 @@ def fix(
             launcher=spec.launcher,
         )
     )
-    report = fix_report(accepted, verification, command, where=display)
+    report = fix_report(accepted, verification, command, where=display, refused=tried)
     try:
         record = pipeline.write(fixes, root, report)
     except pipeline.WriteRefused as e:
@@ -426,9 +428,9 @@ def check_journal(root: Path, writes: bool) -> None:
 
 def _verify(
     scan: Scan, fixes: Fixes, root: Path, backend: str | None, repeat: int, rtol: float, atol: float
-) -> Verification:
+) -> tuple[Verification, list[tuple[Proposal, str, str]]]:
     """Render pipeline.verify_rounds; exit with VERIFY_FAILED when it refuses. Returns the last verdict
-    (the session keeps the changes left to write)."""
+    (the session keeps the changes left to write) and the changes refused on the way (how found, why)."""
     from torchmend import pipeline
     from torchmend.cli.fixview import location, verification_view
     from torchmend.cli.running import stop_on_signals
@@ -450,6 +452,23 @@ def _verify(
                         out.print(Text(f"  ✗ {e.proposal.rule} change did not remove {what}: not written", style="red"))
             elif isinstance(event, pipeline.Retry):
                 out.print("[dim]Verifying again without the changes that did not help.[/]")
+            elif isinstance(event, pipeline.Probe):
+                which = ", ".join(f"{p.rule} at {fixes.where(p)}" for p in event.changes)
+                out.print(Text(f"  probe: {which} alone: {event.verification.verdict.replace('_', ' ')}", style="dim"))
+            elif isinstance(event, pipeline.Dropped):
+                said: tuple[str, ...] = ()
+                for r in event.refused:
+                    why = "the same reasons" if r.reasons == said else "; ".join(r.reasons)
+                    said = r.reasons
+                    out.print(
+                        Text(
+                            f"  ✗ {r.proposal.rule} change at {fixes.where(r.proposal)} refused ({r.found_by}): {why}",
+                            style="red",
+                        )
+                    )
+                    if r.fallback is not None:
+                        out.print(Text(f"  ↻ trying its next candidate instead: {r.fallback.why}", style="yellow"))
+                out.print("[dim]Verifying the other changes again without the refused ones.[/]")
             else:
                 done = event
     assert done is not None
@@ -457,4 +476,4 @@ def _verify(
         fail(ExitCode.VERIFY_FAILED, "verification refused these changes; nothing was written")
     if done.outcome == pipeline.STILL_UNHELPFUL:
         fail(ExitCode.VERIFY_FAILED, "a change still did not help after a second round; nothing was written")
-    return done.verification
+    return done.verification, [(r.proposal, r.found_by, "; ".join(r.reasons)) for r in done.tried]

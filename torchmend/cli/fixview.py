@@ -113,7 +113,7 @@ def verification_view(v: Verification) -> Group:
     if v.numerics is not None:
         style = ("green" if v.numerics.compared else "yellow") if v.numerics.equal else "bold red"
         parts.append(
-            Text(f"numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics.describe()}", style=style)
+            Text(f"numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics_text()}", style=style)
         )
     verdict_style = {"improved": "bold green", "no_change": "bold yellow", "refused": "bold red"}[v.verdict]
     parts.append(Text(f"verdict: {v.verdict.replace('_', ' ')}", style=verdict_style))

@@ -50,6 +50,10 @@ class Proposal:
     imports: tuple[tuple[str, str | None], ...] = ()
     note: str = ""  # what the user should know before accepting (e.g. "the message is not printed under compile")
     alternative: str = ""  # another way to fix it, in words or code
+    # Other fixes of the same findings, in the order to try them when verification refuses this one (each a whole
+    # Proposal on the same parsed file; the engine checks they compile, the verify rounds substitute them).
+    fallbacks: tuple[Proposal, ...] = ()
+    shape: str = ""  # the form of the edit, named for the table of known PyTorch hazards (profiler/hazards.py)
 
     def __post_init__(self) -> None:
         if self.safety not in (SAFE, UNSAFE):

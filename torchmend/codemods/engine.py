@@ -151,6 +151,9 @@ class Session:
             problem = self._check(result)
             if problem:
                 return NoFix(f, problem)
+            good = tuple(fb for fb in result.fallbacks if not self._check(fb))
+            if good != result.fallbacks:
+                result = replace(result, fallbacks=good)
         elif f.where != Where.PROJECT and not result.skipped and f.user_frame is None:
             return NoFix(
                 f, result.reason + " (the finding is inside a library and no frame of yours reached it)", result.advice
@@ -176,7 +179,9 @@ class Session:
                     i = by_text[key]
                     old = merged[i]
                     assert isinstance(old, Proposal)
-                    merged[i] = replace(old, findings=old.findings + r.findings)
+                    findings = old.findings + r.findings
+                    fallbacks = tuple(replace(fb, findings=findings) for fb in old.fallbacks)
+                    merged[i] = replace(old, findings=findings, fallbacks=fallbacks)
                     continue
                 by_text[key] = len(merged)
             merged.append(r)

@@ -27,7 +27,13 @@ import torch._logging._internal as _tlog
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from torchmend.profiler.events import BACKEND_CHECK, COMPILE_CALL, COMPILE_START, END, OWN_MARKER, STEP, EventSink
-from torchmend.profiler.numerics import DISABLE_ENV, NumericsCapture, install_backward_hooks, install_output_hooks
+from torchmend.profiler.numerics import (
+    DISABLE_ENV,
+    NumericsCapture,
+    callable_name,
+    install_backward_hooks,
+    install_output_hooks,
+)
 from torchmend.profiler.records import RecordConverter
 
 _numerics: NumericsCapture | None = None  # set by install_numerics
@@ -212,8 +218,13 @@ def override_compile(backend: str | None, sink: EventSink | None = None, **setti
         # The decorator form comes back from torch's own module with the function: it was recorded already.
         if sink is not None and settings and sys._getframe(1).f_code.co_filename != torch.__file__:
             sink.emit(COMPILE_CALL, **_asked(kwargs))
-        if settings.get("eager"):
-            return model if model is not None else (lambda fn: fn)
+        if settings.get("eager"):  # watched as a compiled callable would be: the outputs compare across modes
+            watch = _numerics.watch if _numerics is not None and _numerics.watch is not None else None
+            if watch is None:
+                return model if model is not None else (lambda fn: fn)
+            if model is not None:
+                return watch(model, callable_name(model))
+            return lambda fn: watch(fn, callable_name(fn))
         own = kwargs.get("backend", "inductor")
         target = own if backend is None else backend
         if "mode" in settings and target == "inductor":

@@ -136,6 +136,9 @@ class NumericsCapture:
         # per call of a compiled function: {"fn", "tensors": [fingerprint rows, `stats` a tensor until the end]}
         self.outputs: list[dict[str, Any]] = []
         self.output_calls = 0  # including those past output_limit
+        # install_output_hooks' watcher (callable, name) -> callable: what an eager run's torch.compile returns, so
+        # an eager reference records the outputs of the same calls a compiled run does
+        self.watch: Any = None
         self.losses: list[float | Any] = []  # floats; a detached copy for non-CPU tensors until the end
         self.seen_losses = 0  # one-element backward targets, including those past the limit
         self.skipped = 0  # one-element tensor subclasses (DTensor, ...): not read
@@ -399,7 +402,7 @@ def install_backward_hooks(capture: NumericsCapture) -> None:
         pass
 
 
-def _name_of(target: Any) -> str:
+def callable_name(target: Any) -> str:
     """How a verdict names a compiled callable: a module's class, a function's qualified name."""
     owner = getattr(target, "__self__", None)
     if owner is not None and getattr(target, "__name__", "") in ("_call_impl", "__call__"):  # module.compile()
@@ -453,9 +456,10 @@ def install_output_hooks(capture: NumericsCapture) -> None:
     def compile(model: Any = None, **kwargs: Any) -> Any:
         if model is None:  # the decorator form: the function comes back through torch.compile
             return original(**kwargs)
-        return watch(original(model, **kwargs), _name_of(model))
+        return watch(original(model, **kwargs), callable_name(model))
 
     torch.compile = compile
+    capture.watch = watch
     try:
         from torch._dynamo.eval_frame import skip_code
 

@@ -96,8 +96,12 @@ def fix_report(
     verification: Verification | None = None,
     command: str = "",
     where: Callable[[Proposal], str] | None = None,
+    refused: Sequence[tuple[Proposal, str, str]] = (),
 ) -> str:
     """The Markdown that `fix` saves with its undo record (field "report") and `pr` puts in the body.
+
+    `refused`: (change, how it was singled out, why) for every change verification refused on the way (its
+    next candidate, if any, is among `proposals`).
 
     `proposals`: the changes written; `verification`: what verified them (None with --no-verify);
     `command`: the command that reproduces the verification; `where(p)`: "file:line" of a change (default:
@@ -151,6 +155,11 @@ def fix_report(
         from torchmend.verify.report import markdown
 
         lines.append(markdown(verification, command).rstrip("\n"))
+        if refused:
+            lines += ["", "Tried and refused (not written):", ""]
+            lines += [
+                f"- **{p.rule}** at {md_code(where(p))} ({md_text(how)}): {md_text(why)}" for p, how, why in refused
+            ]
     else:
         lines.append("Not verified before writing (`torchmend fix --no-verify`).")
         if command:

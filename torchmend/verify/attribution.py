@@ -13,7 +13,7 @@ from torchmend.codemods.base import Proposal
 from torchmend.model import Finding
 
 
-def _new_to_old(before: str, after: str) -> dict[int, int]:
+def new_to_old(before: str, after: str) -> dict[int, int]:
     """1-based line in `after` -> the line of `before` it came from.
 
     Inside a changed block, a line that is an old line re-indented (a gated print) maps to that line, else
@@ -49,7 +49,7 @@ class ChangeEffect:
 def attribute(
     proposals: list[Proposal], after: list[Finding], changes: dict[str, tuple[str, str]]
 ) -> list[ChangeEffect]:
-    maps = {path: _new_to_old(old, new) for path, (old, new) in changes.items()}
+    maps = {path: new_to_old(old, new) for path, (old, new) in changes.items()}
     seen = set()
     for f in after:
         line = maps[f.path].get(f.line, f.line) if f.path in maps else f.line

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from torchmend.profiler.failures import exception_summary
 from torchmend.profiler.runner import RunOutcome
+from torchmend.verify.failure import RunFailure, failure_of
 from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
+from torchmend.verify.reference import Reference
 from torchmend.verify.runs import ArmRun
 
 IMPROVED, NO_CHANGE, REFUSED = "improved", "no_change", "refused"
@@ -73,10 +76,25 @@ class Verification:
     verdict: str  # improved | no_change | refused
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    failure: RunFailure | None = None  # how the patched run failed or stopped early (None: it ran to its end)
+    reference: Reference | None = None  # the eager reference, when the numbers differed and it was run
 
     @property
     def ok(self) -> bool:
         return self.verdict == IMPROVED
+
+    def numerics_text(self) -> str:
+        """The numerics line: what compare() found, or, when the patched run failed, that it could not compare
+        past the failure (never "the runs recorded 3 and 0 losses" alone)."""
+        if self.numerics is None:
+            return ""
+        n = self.numerics
+        if self.failure is not None and n.losses_after < n.losses_before:
+            prefix = "equal" if n.first_divergence is None or n.first_divergence.after is None else "not equal"
+            over = f"the {n.steps_compared} losses both recorded are {prefix}; " if n.steps_compared else ""
+            how = "ran out of time" if self.failure.ended_by == "timeout" else "failed"
+            return f"not compared past step {n.losses_after}: {over}the patched run {how} there (see the verdict)"
+        return n.describe()
 
     def metric(self, name: str) -> Metric:
         return next(m for m in (*self.counts, *self.times) if m.name == name)
@@ -93,6 +111,8 @@ class Verification:
             "counts": [metric(m) for m in self.counts],
             "times": [metric(m) for m in self.times],
             "numerics": self.numerics.to_json() if self.numerics else None,
+            "failure": self.failure.to_json() if self.failure else None,
+            "reference": self.reference.to_json() if self.reference else None,
         }
 
 
@@ -100,7 +120,9 @@ def _fix_count(run: ArmRun) -> int:
     return sum(f.severity == "fix" for f in run.findings)
 
 
-def judge(before: list[ArmRun], after: list[ArmRun], rtol: float = RTOL, atol: float = ATOL) -> Verification:
+def judge(
+    before: list[ArmRun], after: list[ArmRun], rtol: float = RTOL, atol: float = ATOL, root: Path | None = None
+) -> Verification:
     counts = [
         Metric(n, Stat.of([getattr(r.summary, n) for r in before]), Stat.of([getattr(r.summary, n) for r in after]))
         for n in COUNTS
@@ -114,15 +136,13 @@ def judge(before: list[ArmRun], after: list[ArmRun], rtol: float = RTOL, atol: f
     ]
     reasons: list[str] = []
     notes: list[str] = []
-    failed = [r for r in after if r.failed]
-    if failed and not any(r.failed for r in before):
-        reasons.append(
-            f"the patched script failed ({failed[0].outcome.ended_by}) where the original did not: "
-            f"{failure_line(failed[0].outcome)}"
-        )
     numerics = compare(before[0].end, after[0].end, rtol, atol) if before and after else None
+    failure = _failure(before, after, root, reasons, notes)
     if numerics is not None and not numerics.equal:
-        reasons.append(f"numerics differ: {numerics.describe()}")
+        d = numerics.first_divergence
+        only_shorter = d is not None and (d.after is None or d.before is None) and numerics.params_equal is not False
+        if failure is None or not only_shorter:  # a failed run's missing losses are its failure, said above
+            reasons.append(f"numerics differ: {numerics.describe()}")
     if numerics is not None and numerics.equal and not numerics.compared:
         notes.append(numerics.describe())
     elif numerics is not None and numerics.params_equal is None:
@@ -164,7 +184,42 @@ def judge(before: list[ArmRun], after: list[ArmRun], rtol: float = RTOL, atol: f
                 "the patch fixes nothing: graph breaks, recompiles, limit hits and findings are "
                 "the same before and after"
             )
-    return Verification(len(after), counts, times, numerics, verdict, reasons, notes)
+    return Verification(len(after), counts, times, numerics, verdict, reasons, notes, failure)
+
+
+def _failure(
+    before: list[ArmRun], after: list[ArmRun], root: Path | None, reasons: list[str], notes: list[str]
+) -> RunFailure | None:
+    """Every way the patched arm can fail or stop early, named with its exception and line: it failed where
+    the original did not; both failed, differently; it ran out of time where the original finished."""
+    if not after:
+        return None
+    went_further = max((len(r.end.get("losses") or []) for r in before), default=0)
+    stopped = [r for r in after if len(r.end.get("losses") or []) < went_further]
+    failures = [f for r in after for f in [failure_of(r, root, stopped_early=r in stopped)] if f is not None]
+    if not failures:
+        return None
+    failure = failures[0]
+    original = next((f for r in before for f in [failure_of(r, root)] if f is not None), None)
+    if failure.ended_by == "timeout":
+        if not any(r.outcome.ended_by == "timeout" for r in before):
+            reasons.append(
+                f"the patched script ran out of its time budget where the original did not ({failure.describe()}; "
+                f"the original recorded {went_further})"
+            )
+        return failure
+    if original is None:
+        reasons.append(
+            f"the patched script failed ({failure.ended_by}) where the original did not: {failure.describe()}"
+        )
+    elif original.same_as != failure.same_as:
+        reasons.append(
+            f"the patched script failed differently from the original: {failure.describe()} "
+            f"(the original: {original.describe()})"
+        )
+    else:
+        notes.append(f"both scripts failed the same way: {failure.describe()}")
+    return failure
 
 
 def failure_line(outcome: RunOutcome) -> str:

@@ -40,7 +40,7 @@ def markdown(v: Verification, command: str = "") -> str:
     lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows(v)]
     lines.append("")
     if v.numerics is not None:
-        lines.append(f"Numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics.describe()}.")
+        lines.append(f"Numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics_text()}.")
     lines += [f"- {r}" for r in v.reasons] + [f"- note: {n}" for n in v.notes]
     if command:
         lines += ["", "Reproduce:", "", "```", command, "```"]

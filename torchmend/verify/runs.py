@@ -69,3 +69,17 @@ def run_arms(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return runs[BEFORE], runs[AFTER]
+
+
+def run_one(spec: RunSpec, root: Path, arm: str, index: int = 0) -> ArmRun:
+    """One run with inductor and triton caches of its own (an eager reference, a probe)."""
+    scratch = Path(tempfile.mkdtemp(prefix="torchmend-verify-"))
+    try:
+        env = (
+            *spec.env,
+            ("TORCHINDUCTOR_CACHE_DIR", str(scratch / "inductor")),
+            ("TRITON_CACHE_DIR", str(scratch / "triton")),
+        )
+        return from_outcome(arm, index, run(replace(spec, env=env)), root)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -64,7 +64,7 @@ def verification(v: Verification) -> str:
 
     lines = [*v.reasons, *(f"{label}: {before} → {after}" for label, before, after, _ in rows(v))]
     if v.numerics is not None:
-        lines.append(f"numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics.describe()}")
+        lines.append(f"numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics_text()}")
     lines += [f"note: {n}" for n in v.notes]
     return verdict_command(v.verdict, lines)
 

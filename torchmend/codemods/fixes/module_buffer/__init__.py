@@ -60,7 +60,11 @@ class ModuleScalarToBuffer(Codemod):
         in-place update would otherwise change the saved value. Uses that need a Python number
         (an `if` on it, range(), a shape, an index, formatting) or assignments from outside the class are
         refused. A model built on the meta device and materialised with to_empty() must set the buffer
-        again afterwards, as for any buffer.
+        again afterwards, as for any buffer. When verification refuses the in-place form, its fallback
+        rebinds the buffer at each update instead (`self.calls = self.calls + 1`): on torch 2.13 to 2.15
+        AOTAutograd's partitioner can recompute a read of the buffer in the backward after the in-place
+        update (pytorch PR #197039), and the rebinding form leaves nothing the forward read mutated; it does
+        not suit CUDA graphs.
     """
 
     rules = ("TM201",)

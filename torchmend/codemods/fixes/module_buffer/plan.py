@@ -308,7 +308,11 @@ def _call_stmt(target: cst.BaseExpression, method: str, args: list[cst.Arg], lik
     return cst.Expr(call, semicolon=like.semicolon)
 
 
-def _proposal(plan: _Plan, finding: Finding) -> Proposal:
+def _proposal(plan: _Plan, finding: Finding, in_place: bool = True) -> Proposal:
+    """The buffer, updated in place (`self.calls.add_(1)`), with the rebinding form as its fallback; with
+    `in_place=False` the fallback itself: every update rebinds the attribute to a new tensor
+    (`self.calls = self.calls + 1`), so nothing the forward read is mutated (profiler/hazards.py: on torch 2.13
+    to 2.15 AOTAutograd's partitioner may recompute a read of a buffer in the backward after its in-place update)."""
     src, attr = plan.src, plan.attr
     tensor, imports = src.torch_expr("tensor")
     init_value = plan.init.value
@@ -335,6 +339,12 @@ def _proposal(plan: _Plan, finding: Finding) -> Proposal:
             continue
         target = w.targets[0].target if isinstance(w, cst.Assign) else w.target
         update = _self_update(src, w)
+        if update is not None and not in_place:
+            op, operand = update
+            binop = next(b for b, a in _BINARY.items() if a is op)
+            rebound = cst.BinaryOperation(target.deep_clone(), binop(), _parenthesized(operand))
+            edits[w] = cst.Assign([cst.AssignTarget(target.deep_clone())], rebound, semicolon=w.semicolon)
+            continue
         if update is not None:
             op, operand = update
             edits[w] = _call_stmt(target, AUGMENTED_IN_PLACE[op][0], [cst.Arg(operand)], w)
@@ -358,6 +368,34 @@ def _proposal(plan: _Plan, finding: Finding) -> Proposal:
         if plan.dtype == "int"
         else ""
     )
+    modulo = any(
+        isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Modulo) and p.left is r
+        for r in plan.uses.reads
+        for p in [src.parents.get(r)]
+    )
+    if alternative and modulo:  # measured on torch 2.13.0 and 2.15.0 (fixtures/verify/README.md)
+        alternative += (
+            " (not here as written: with the int dynamic, `% n` fails to compile on torch 2.13-2.15, "
+            "BackendCompilerFailed in AOTAutograd's tensorify pass)"
+        )
+    if not in_place:
+        return Proposal(
+            (finding,),
+            finding.rule,
+            src.path,
+            why=f"make self.{attr} a non-persistent 0-dim tensor buffer, rebound to a new tensor at each update "
+            f"(self.{attr} = self.{attr} + 1): dynamo reads its value instead of guarding on it, and no value the "
+            "forward read is changed in place (on torch 2.13-2.15 the in-place form can get wrong gradients); "
+            'not for CUDA graphs (mode="reduce-overhead"), which need the update in place',
+            safety=UNSAFE,
+            replace=edits,
+            imports=imports,
+            note=_note(plan, snapshots),
+            alternative=alternative,
+            shape="buffer-rebound",
+        )
+    updated = any(w is not plan.init and _self_update(src, w) is not None for w in plan.uses.writes)
+    fallback = _proposal(plan, finding, in_place=False) if updated else None
     return Proposal(
         (finding,),
         finding.rule,
@@ -368,6 +406,8 @@ def _proposal(plan: _Plan, finding: Finding) -> Proposal:
         imports=imports,
         note=_note(plan, snapshots),
         alternative=alternative,
+        fallbacks=(fallback,) if fallback is not None else (),
+        shape="buffer-in-place" if plan.uses.reads else "buffer-in-place-unread",
     )
 
 

@@ -1,0 +1,48 @@
+"""Verification that judges more than bit-equal runs, on real `fix` runs (aot_eager): the eager reference names a
+miscompile and the known hazard, the counter's fallback candidate verifies in its place, and the original's own
+compiled-vs-eager spread is the noise band that keeps equal code from being refused."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from tests.conftest import ROOT, torchmend
+from torchmend.profiler.hazards import HAZARDS
+
+FIXTURES = ROOT / "fixtures" / "verify"
+
+
+def _fix(tmp_path: Path, name: str, steps: str) -> tuple[str, str]:
+    shutil.copy(FIXTURES / name / "train.py", tmp_path / "train.py")
+    r = torchmend(
+        "fix", "train.py", "--yes", "--unsafe", "--verify-backend", "aot_eager", "--steps", steps, cwd=tmp_path
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    return " ".join(r.stdout.split()), (tmp_path / "train.py").read_text()  # rich wraps long lines
+
+
+def test_the_counter_buffer_is_refused_as_a_known_miscompile_and_its_fallback_written(tmp_path: Path) -> None:
+    import torch
+
+    out, text = _fix(tmp_path, "counter_scale", "6")
+    hazard = next(h for h in HAZARDS if h.name == "recomputed-read-of-mutated-buffer")
+    assert hazard.affects(torch.__version__), "the table says this torch is not affected: re-measure the fixture"
+    # the in-place buffer form: refused, and the verdict says whose difference it is and which hazard
+    assert "the compiler mis-compiled the rewritten code" in out
+    assert "a known PyTorch hazard: AOTAutograd's partitioner recomputes a read of a module buffer" in out
+    assert "pytorch PR #197039" in out
+    assert "TM201 change at train.py:11 refused (the only change)" in out
+    # its fallback takes its place and verifies: one graph, numbers equal
+    assert "trying its next candidate instead" in out and "verdict: improved" in out
+    assert "numerics match" in out.split("trying its next candidate")[1]
+    assert 'self.register_buffer("calls", torch.tensor(0), persistent=False)' in text
+    assert "self.calls = self.calls + 1" in text and "add_" not in text
+
+
+def test_zero_gradient_noise_under_adamw_is_within_the_originals_own_band(tmp_path: Path) -> None:
+    out, text = _fix(tmp_path, "adamw_zero_grad", "5")
+    assert "verdict: improved" in out
+    assert "numerics equal within the noise band" in out
+    assert "the patched compiled run equals its eager run bit for bit" in out
+    assert "is_compiling()" in text
