@@ -6,8 +6,11 @@
 #       --modes train,eval --scan-only --stop-after 400 --timeout 90
 #
 # carrying `.whl` (ignored; fill it here with benchmarks/corpus/wheels.sh: cp312 manylinux wheels of libcst,
-# transformers 5.23.0 and the pure dependencies the machine's Python lacks). It makes a venv with
-# --system-site-packages (the machine's torch), installs the wheels into it without an index, and runs run.py with
+# transformers 5.23.0 and the pure dependencies the machine's Python lacks; WHEELS=DIR names another folder). The
+# tool sends the checkout its session started in, not a helper's worktree: from a worktree, copy this folder and
+# the wheels into an ignored folder of that checkout, carry it, and copy the folder back over benchmarks/corpus
+# there first (the README shows the command). It installs the wheels
+# without an index beside the machine's torch (below), and runs run.py with
 # --jobs $JOBS (default: the CPU count) shards, this checkout's torchmend, writing $OUT/$NAME.jsonl, its report
 # ($NAME.md, $NAME.png) and the shards' logs ($NAME-logs.tar.gz) under $OUT. Every other argument goes to run.py.
 set -u
@@ -15,16 +18,24 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-/tmp/corpus-out}
 name=${NAME:-corpus}
 jobs=${JOBS:-$(nproc)}
-venv=/tmp/corpus-venv
+wheels=${WHEELS:-.whl}
+venv=/tmp/corpus-env
 work=/tmp/corpus-work
 mkdir -p "$out"
 cd "$here" || exit 2
 start=$(date +%s)
-if [ ! -x "$venv/bin/python" ]; then
-  python3 -m venv --system-site-packages "$venv" || exit 2
-  "$venv/bin/python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl || exit 2
+# The machine's python3 is itself a venv (/opt/torch/.venv): a venv made from it with --system-site-packages would
+# see the base interpreter's packages, not its torch. So the wheels go to a folder on PYTHONPATH (ahead of the
+# image's own transformers) and the "venv" run.py is given is a wrapper around that python3.
+if [ ! -d "$venv/site/transformers" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$venv/site" "$wheels"/*.whl \
+    || exit 2
+  mkdir -p "$venv/bin"
+  printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" > "$venv/bin/python"
+  chmod +x "$venv/bin/python"
 fi
-"$venv/bin/python" -c 'import torch, transformers, libcst, typer, rich; print("torch", torch.__version__, "transformers", transformers.__version__, "libcst", libcst.__version__)' || exit 2
+export PYTHONPATH="$venv/site${PYTHONPATH:+:$PYTHONPATH}"
+"$venv/bin/python" -c 'import importlib.metadata as m, torch, transformers, libcst, typer, rich; print(*(f"{n} {m.version(n)}" for n in ("torch", "transformers", "libcst", "typer", "rich")))' || exit 2
 echo "setup $(( $(date +%s) - start )) s; $(nproc) cores, $jobs jobs"
 export PYTHONUNBUFFERED=1 TMPDIR=/tmp
 "$venv/bin/python" benchmarks/corpus/run.py --venv "$venv" --torchmend "$here" --work "$work" --jobs "$jobs" \

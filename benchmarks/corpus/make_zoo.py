@@ -36,7 +36,7 @@ def read_names(path: Path) -> list[str]:
 
 def candidates() -> tuple[list[str], dict[str, str]]:
     """(model classes, {name: why not a candidate} for the `*Model` names that fail to import)."""
-    import transformers
+    import transformers  # type: ignore[import-not-found]
 
     found, skipped = [], {}
     for name in sorted(dir(transformers)):
@@ -84,7 +84,9 @@ def last_error(log: Path) -> str:
 def check_all(names: list[str], jobs: int, timeout: float, logs: Path) -> dict[str, str | None]:
     """{name: None (passed) or why it failed}, `jobs` forked children at a time."""
     logs.mkdir(parents=True, exist_ok=True)
-    todo, running, result = list(names), {}, {}
+    todo = list(names)
+    running: dict[int, tuple[str, float]] = {}
+    result: dict[str, str | None] = {}
     while todo or running:
         while todo and len(running) < jobs:
             name = todo.pop(0)
@@ -129,7 +131,7 @@ def main() -> None:
           flush=True)  # fmt: skip
     result = check_all(run, a.jobs, a.timeout, a.logs)
     ok = [n for n in run if result.get(n) is None]
-    failed = {n: result[n] for n in run if result.get(n)}
+    failed = {n: why for n in run if (why := result.get(n))}
     header = [
         f"# The whole zoo: transformers {transformers.__version__} model classes that build from their config at",
         "# train_model.py's small size and run one eager train step (`train_model.py NAME --eager --steps 1`).",

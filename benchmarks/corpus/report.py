@@ -37,8 +37,8 @@ CAUSES: list[tuple[str, set[str], set[str], str | None]] = [
     ("LayerDrop: random layer skip", set(), set(), r"layerdrop|skip_the_layer|dropout_probability"),
     ("host NumPy / Python RNG", {"TM110"}, set(), r"np\.random|numpy\.random|random\.(random|randint|uniform)\("),
     ("next() on a dict iterator", set(), {"GB4347"}, None),
-    ("requires_grad set inside forward", {"TM109"}, {"GB8985", "GB0206"}, r"requires_grad"),
     ("nn.Parameter / module built in forward", set(), {"GB0264", "GB0119"}, None),
+    ("requires_grad set inside forward", {"TM109"}, {"GB8985", "GB0206"}, r"requires_grad(_\(| *= *True)"),
     (
         "data-dependent: nonzero, .item(), .tolist(), tensor branch, mask fast path",
         {"TM103", "TM104", "TM108", "TM111", "TM205"},

@@ -564,7 +564,12 @@ def run_jobs(a: argparse.Namespace, argv: list[str], results: Path, projects: di
         for use, project in projects.items():
             cmd += ["--base-project", f"{use}={project}"]
         procs.append(subprocess.Popen(cmd))
-    signal.signal(signal.SIGTERM, lambda *_: [p.send_signal(signal.SIGTERM) for p in procs])
+
+    def pass_on(*_: object) -> None:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, pass_on)
     return max(p.wait() for p in procs)
 
 
