@@ -8,7 +8,8 @@ newer one; shards of run.py --jobs append to one file, so the report merges them
 (dev, eval, zoo, ...), mode (train, eval) and mode of use (vendored: library maintainer; user: end user), each
 with its per-model table, its totals, breaks and recompiles by cause family (CAUSES below: the families of issue
 26's table and of the public corpus), and what is left by rule and GB id; the findings left are listed per model
-with torchmend's reason. Records of `run.py --scan-only` (no fix) give a baseline: counts and causes, before only.
+with torchmend's reason. Records of `run.py --scan-only` (no fix) give a baseline: counts and causes, before only. A file RESULTS.cmd beside
+the first file (the command that made the results) is quoted at the top.
 """
 
 from __future__ import annotations
@@ -342,6 +343,8 @@ def plot(records: list[dict], png: Path) -> bool:
         return False
     if len(rows) > 60:
         return plot_causes(records, png, plt)
+    if all(r.get("scan_only") for r in rows):
+        return plot_scan(rows, png, plt)
     rows.sort(key=lambda r: (r.get("list", ""), r["mode"], r["use"], -total(r["before"])))
     names = [f"{r['model'].removesuffix('Model')} ({r.get('list', '')}, {r['mode']}, {r['use']})" for r in rows]
     fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(rows) + 2), 5))
@@ -361,6 +364,31 @@ def plot(records: list[dict], png: Path) -> bool:
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)
+    return True
+
+
+def plot_scan(rows: list[dict], png: Path, plt: object) -> bool:
+    """A baseline (scan only): each breaking (model, mode) as a bar stacked by cause family."""
+    rows = sorted(rows, key=lambda r: (r["mode"] != "train", r["use"], -total(r["before"])))
+    names = [f"{r['model'].removesuffix('Model')} ({r['mode']}, {r['use']})" for r in rows]
+    fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(rows) + 4), 6))  # type: ignore[attr-defined]
+    bottom = [0] * len(rows)
+    colors = plt.get_cmap("tab20").colors  # type: ignore[attr-defined]
+    for i, (name, *_) in enumerate(CAUSES):
+        heights = [sum(f.get("count") or 1 for f in r.get("found") or [] if cause(f) == name) for r in rows]
+        if any(heights):
+            ax.bar(range(len(rows)), heights, 0.7, bottom=bottom, label=name, color=colors[i % len(colors)])
+            bottom = [b + h for b, h in zip(bottom, heights)]
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(names, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("graph breaks + recompiles (finding counts)")
+    r0 = rows[0]
+    ax.set_title(f"transformers {r0.get('transformers')} models that break, by cause: scan only, no fix\n"
+                 f"(torch {r0.get('torch')}, {r0.get('backend')}, {r0.get('steps')} steps)", fontsize=10)  # fmt: skip
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)  # type: ignore[attr-defined]
     return True
 
 
@@ -423,6 +451,9 @@ def write_report(jsonl: Path, *more: Path) -> str:
         f"{max((r.get('date', '') for r in records), default='')}.",
         "",
     ]
+    cmd = jsonl.with_suffix(".cmd")
+    if cmd.exists():  # how the results were made, kept beside them
+        out += ["Made with:", "", "```", cmd.read_text().strip(), "```", ""]
     for key in order:
         label, use, mode = key
         out += section(f"{label}, {mode} mode, {USES.get(use, use)}", lists[key])
