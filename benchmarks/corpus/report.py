@@ -38,7 +38,7 @@ CAUSES: list[tuple[str, set[str], set[str], str | None]] = [
     ("LayerDrop: random layer skip", set(), set(), r"layerdrop|skip_the_layer|dropout_probability"),
     ("host NumPy / Python RNG", {"TM110"}, set(), r"np\.random|numpy\.random|random\.(random|randint|uniform)\("),
     ("next() on a dict iterator", set(), {"GB4347"}, None),
-    ("nn.Parameter / module built in forward", set(), {"GB0264", "GB0119"}, None),
+    ("nn.Parameter / buffer / module built in forward", set(), {"GB0264", "GB0119"}, None),
     ("requires_grad set inside forward", {"TM109"}, {"GB8985", "GB0206"}, r"requires_grad(_\(| *= *True)"),
     (
         "data-dependent: nonzero, .item(), .tolist(), tensor branch, mask fast path",
@@ -58,6 +58,8 @@ def cause(f: dict) -> str:
     """The cause family of a finding (a `found` or `left` entry of run.py)."""
     rule, gb = f.get("rule") or "", f.get("gb_id") or ""
     text = f"{f.get('code') or ''}\n{f.get('reason') or ''}"
+    if "torch/nn/modules/module.py" in (f.get("file") or ""):  # register_buffer / Parameter / a submodule, in forward
+        return CAUSES[3][0]  # (torch 2.11 calls `if persistent:` of register_buffer a data-dependent branch)
     for name, rules, gbs, pattern in CAUSES[:8]:
         if rule in rules or gb in gbs or (pattern and re.search(pattern, text, re.I)):
             return name
