@@ -97,6 +97,9 @@ def test_jobs_modes_uses_merge_into_one_resumable_file(tmp_path: Path) -> None:
     # shard 1/2 ran Broken in its own folder; both shards have both projects, cloned from the parent's
     assert {p.name.split(".")[0] for p in (work / "shard-1" / "logs").glob("*.err")} == {"Broken"}
     assert not list((work / "shard-2").glob("logs/*"))
+    check = (work / "shard-1" / "logs" / "Broken.eval.user.check.err").read_text()
+    assert "train_model.py Broken --mode eval --eager --steps 1" in check
+    assert "-- Broken --mode eval" in (work / "shard-1" / "logs" / "Broken.eval.user.before.err").read_text()
     for shard in ("shard-1", "shard-2"):
         for project in ("project", "project-user"):
             assert (work / shard / project / "train_model.py").read_text() == FAKE
