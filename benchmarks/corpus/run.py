@@ -142,6 +142,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the package copied from the venv into the project in the vendored use ('' for none)",
     )
     ap.add_argument("--scan-only", action="store_true", help="check and scan only: no fix (a baseline)")
+    ap.add_argument(
+        "--evaluation",
+        action="store_true",
+        help="allow models of the evaluation lists (models-eval.txt, models-eval-26.txt): never while developing",
+    )
     ap.add_argument("--shard", metavar="I/N", help="run the I-th of N interleaved slices of the list (1 <= I <= N)")
     ap.add_argument("--jobs", type=int, default=1, help="run N shards at once, each in its own work folder")
     ap.add_argument(
@@ -506,6 +511,15 @@ def run_model(model: str, mode: str, use: str, a: argparse.Namespace, python: Pa
     return rec
 
 
+def evaluation_models() -> set[str]:
+    """The models kept for evaluation (models-eval.txt, models-eval-26.txt beside this file)."""
+    names: set[str] = set()
+    for name in ("models-eval.txt", "models-eval-26.txt"):
+        if (HERE / name).exists():
+            names |= set(read_models(str(HERE / name))[0])
+    return names
+
+
 def key_of(rec: dict) -> tuple[str, str, str]:
     """(model, mode, use) of a record; records from before modes existed were train mode, vendored."""
     return rec["model"], rec.get("mode", "train"), rec.get("use", "vendored")
@@ -582,6 +596,12 @@ def main(argv: list[str] | None = None) -> int:
         random.Random(a.shuffle).shuffle(models)
     if a.stop_after is not None and a.stop_at is None:
         a.stop_at = time.time() + a.stop_after
+    held_out = sorted(set(models) & evaluation_models())
+    if held_out and not a.evaluation:
+        sys.exit(
+            f"{len(held_out)} of these models are kept for evaluation ({', '.join(held_out[:8])}"
+            f"{', ...' if len(held_out) > 8 else ''}): never run them while developing; --evaluation runs them"
+        )
     modes = split_list(a.modes, MODES, "--modes")
     uses = split_list(a.use, USES, "--use")
     if a.jobs > 1 and a.shard:

@@ -166,3 +166,13 @@ def test_report_merges_shards_and_keeps_the_last_record(tmp_path: Path) -> None:
     md = (tmp_path / "s1.md").read_text()
     assert "**2 graph breaks + 1 recompiles = 3**" in md
     assert "| data-dependent: nonzero, .item(), .tolist(), tensor branch, mask fast path | 2 | 100 % | 1 |" in md
+
+
+def test_evaluation_models_need_the_flag(tmp_path: Path) -> None:
+    """The evaluation lists are never run by accident: a list naming one stops before anything runs."""
+    for models in ("GPT2Model", "ErnieModel,MraModel", str(CORPUS / "models-eval-26.txt")):
+        cmd = [sys.executable, str(CORPUS / "run.py"), "--models", models, "--venv", str(tmp_path / "none"),
+               "--work", str(tmp_path / "work")]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0 and "kept for evaluation" in proc.stderr, proc.stderr
+        assert not (tmp_path / "none").exists() and not (tmp_path / "work").exists()
