@@ -10,4 +10,8 @@ python3 benchmarks/corpus/run.py --venv /work/corpus/venv --torchmend /work/wt/c
 python3 benchmarks/corpus/run.py --venv /work/corpus/venv --torchmend /work/wt/corpus --work /tmp/corpus-wt \
   --models SeamlessM4TModel,XLMWithLMHeadModel,OpenAIPrivacyFilterModel --label zoo-few --modes train,eval --use user \
   --results /tmp/corpus-few.jsonl --timeout 400
+# then the dev set vendored (torchmend fff63d5: torchmend/ unchanged), 2026-11-27 08:00-08:08
+python3 benchmarks/corpus/run.py --venv /work/corpus/venv --torchmend /work/wt/corpus --work /tmp/corpus-wt \
+  --models LongformerModel,Wav2Vec2Model,SwitchTransformersModel,IBertModel --label dev --modes train,eval \
+  --use vendored --results /tmp/corpus-user.jsonl --timeout 400
 cat /tmp/corpus-user.jsonl /tmp/corpus-few.jsonl > benchmarks/results/corpus-uses-torch2.13.0-transformers5.23.0.jsonl
