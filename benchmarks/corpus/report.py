@@ -1,16 +1,21 @@
 """The corpus benchmark's report: Markdown and a plot from run.py's JSON lines.
 
-    python benchmarks/corpus/report.py benchmarks/results/corpus-torch2.13.0-transformers5.23.0.jsonl
+    python benchmarks/corpus/report.py RESULTS.jsonl [MORE.jsonl ...]   (several: merged into one report)
 
 Writes the .md and a .png beside the JSON lines file (the plot needs matplotlib, in the dev extras; without it
-the Markdown is still written). The last record of a model counts (run.py --redo appends a newer one). One
-section per model list (dev, eval, ...), each with its per-model table, its totals and what is left by rule and GB
-id; the findings left are listed per model with torchmend's reason.
+the Markdown is still written). The last record of a (model, mode, mode of use) counts (run.py --redo appends a
+newer one; shards of run.py --jobs append to one file, so the report merges them). One section per model list
+(dev, eval, zoo, ...), mode (train, eval) and mode of use (vendored: library maintainer; user: end user), each
+with its per-model table, its totals, breaks and recompiles by cause family (CAUSES below: the families of issue
+26's table and of the public corpus), and what is left by rule and GB id; the findings left are listed per model
+with torchmend's reason. Records of `run.py --scan-only` (no fix) give a baseline: counts and causes, before only. A file RESULTS.cmd beside
+the first file (the command that made the results) is quoted at the top.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -25,16 +30,58 @@ STATUS = {
 }
 
 FIX = {"not_fixable": "not fixable", "proposal": "proposed, not kept", "skipped": "nothing to fix"}  # explain.py
+USES = {"vendored": "library maintainer (library vendored)", "user": "end user (library in site-packages)"}
+MAX_ROWS = 80  # a section with more breaking models lists the worst ones only (the JSON lines hold them all)
+
+# Cause families, first match wins: (name, rules, GB ids, a pattern over the finding's code and reason).
+CAUSES: list[tuple[str, set[str], set[str], str | None]] = [
+    ("LayerDrop: random layer skip", set(), set(), r"layerdrop|skip_the_layer|dropout_probability"),
+    ("host NumPy / Python RNG", {"TM110"}, set(), r"np\.random|numpy\.random|random\.(random|randint|uniform)\("),
+    ("next() on a dict iterator", set(), {"GB4347"}, None),
+    ("nn.Parameter / buffer / module built in forward", set(), {"GB0264", "GB0119"}, None),
+    ("requires_grad set inside forward", {"TM109"}, {"GB8985", "GB0206"}, r"requires_grad(_\(| *= *True)"),
+    (
+        "data-dependent: nonzero, .item(), .tolist(), tensor branch, mask fast path",
+        {"TM103", "TM104", "TM108", "TM111", "TM205"},
+        {"GB0036", "GB0033", "GB0124", "GB0170", "GB0219"},
+        r"nonzero|\.item\(\)|\.tolist\(\)|data.dependent",
+    ),
+    ("logging / print / warnings", {"TM101", "TM102"}, {"GB0291"}, None),
+    ("exception raised in traced code", set(), {"GB0088"}, None),
+    ("guard: changing scalar, shape, None, type (recompile)", set(), set(), None),  # kind == recompile, below
+    ("informational (library's own break or recompile)", set(), set(), None),  # TM9xx, below
+    ("other graph break", set(), set(), None),
+]
 
 
-def load(path: Path) -> list[dict]:
-    last: dict[str, dict] = {}
-    for line in path.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        last[rec["model"]] = rec
+def cause(f: dict) -> str:
+    """The cause family of a finding (a `found` or `left` entry of run.py)."""
+    rule, gb = f.get("rule") or "", f.get("gb_id") or ""
+    text = f"{f.get('code') or ''}\n{f.get('reason') or ''}"
+    if "torch/nn/modules/module.py" in (f.get("file") or ""):  # register_buffer / Parameter / a submodule, in forward
+        return CAUSES[3][0]  # (torch 2.11 calls `if persistent:` of register_buffer a data-dependent branch)
+    for name, rules, gbs, pattern in CAUSES[:8]:
+        if rule in rules or gb in gbs or (pattern and re.search(pattern, text, re.I)):
+            return name
+    if rule.startswith("TM9"):
+        return CAUSES[9][0]
+    if f.get("kind") == "recompile" or rule.startswith("TM2"):
+        return CAUSES[8][0]
+    return CAUSES[10][0]
+
+
+def load(*paths: Path) -> list[dict]:
+    """The last record of each (model, mode, use) over the files (shards' files merge)."""
+    last: dict[tuple[str, str, str], dict] = {}
+    for path in paths:
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            rec.setdefault("mode", "train")  # records from before modes and uses existed
+            rec.setdefault("use", "vendored")
+            last[(rec["model"], rec["mode"], rec["use"])] = rec
     return list(last.values())
 
 
@@ -119,7 +166,61 @@ def findings_left(r: dict) -> list[str]:
     return rows
 
 
+def by_cause(records: list[dict], fixed: bool) -> list[str]:
+    """Finding counts by cause family: found by the first scan (and left after fix, when fix ran)."""
+    found: dict[str, int] = defaultdict(int)
+    left: dict[str, int] = defaultdict(int)
+    models: dict[str, set] = defaultdict(set)
+    for r in records:
+        for f in r.get("found") or []:
+            found[cause(f)] += f.get("count") or 1
+            models[cause(f)].add(r["model"])
+        for f in r.get("left") or []:
+            left[cause(f)] += f.get("count") or 1
+    if not found:
+        return []
+    all_found = sum(found.values())
+    head = "| cause | found | share | models |" + (" left after fix |" if fixed else "")
+    rows = [head, "|---|---|---|---|" + ("---|" if fixed else "")]
+    for name, n in sorted(found.items(), key=lambda kv: -kv[1]):
+        rows.append(
+            f"| {name} | {n} | {100 * n / all_found:.0f} % | {len(models[name])} |"
+            + (f" {left[name]} |" if fixed else "")
+        )
+    rows.append(f"| all | {all_found} | 100 % | {len({r['model'] for r in records if r.get('found')})} |"
+                + (f" {sum(left.values())} |" if fixed else ""))  # fmt: skip
+    return rows
+
+
+def found_by_rule(records: list[dict]) -> list[str]:
+    groups: dict[tuple, dict] = defaultdict(lambda: {"findings": 0, "count": 0, "models": set(), "code": ""})
+    for r in records:
+        for f in r.get("found") or []:
+            g = groups[(f.get("rule"), f.get("gb_id") or "—", f.get("kind"))]
+            g["findings"] += 1
+            g["count"] += f.get("count") or 0
+            g["models"].add(r["model"])
+            g["code"] = g["code"] or f.get("code") or f.get("reason") or ""
+    rows = ["| rule | GB id | kind | findings | count | models | e.g. |", "|---|---|---|---|---|---|---|"]
+    for (rule, gb, kind), g in sorted(groups.items(), key=lambda kv: -kv[1]["count"]):
+        rows.append(
+            f"| {rule} | {gb} | {kind} | {g['findings']} | {g['count']} | {len(g['models'])} | {cell(g['code'], 90)} |"
+        )
+    return rows
+
+
+def scan_row(r: dict) -> str:
+    b = r.get("before") or {}
+    causes: dict[str, int] = defaultdict(int)
+    for f in r.get("found") or []:
+        causes[cause(f)] += f.get("count") or 1
+    top = ", ".join(f"{k} {v}" for k, v in sorted(causes.items(), key=lambda kv: -kv[1])[:3])
+    return f"| {r['model']} | {b.get('graph_breaks')} + {b.get('recompiles')} = {total(b)} | {cell(top, 200)} |"
+
+
 def section(label: str, records: list[dict]) -> list[str]:
+    if records and all(r.get("scan_only") for r in records):
+        return scan_section(label, records)
     n = len(records)
     by_status: dict[str, list[str]] = defaultdict(list)
     for r in records:
@@ -143,6 +244,9 @@ def section(label: str, records: list[dict]) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     out += [model_row(r) for r in records if r["status"] != "clean"]  # the clean ones are named above
+    causes = by_cause(records, fixed=True)
+    if causes:
+        out += ["", f"### {label}: breaks and recompiles by cause (finding counts)", ""] + causes
     contained = [
         f"{r['model']} ({f.get('rule')} at {f.get('file')}:{f.get('line')})"
         for r in records
@@ -185,6 +289,40 @@ def section(label: str, records: list[dict]) -> list[str]:
     return out + [""]
 
 
+def scan_section(label: str, records: list[dict]) -> list[str]:
+    """A baseline (run.py --scan-only): counts and causes before any fix."""
+    by_status: dict[str, list[str]] = defaultdict(list)
+    for r in records:
+        by_status[r["status"]].append(r["model"])
+    breaking = sorted((r for r in records if total(r.get("before"))), key=lambda r: -total(r["before"]))
+    gb = sum((r["before"].get("graph_breaks") or 0) for r in breaking)
+    rc = sum((r["before"].get("recompiles") or 0) for r in breaking)
+    out = [f"## {label}: {len(records)} models (scan only, no fix)", ""]
+    for k, v in sorted(by_status.items()):
+        names = ", ".join(v) if k != "clean" or len(v) <= 40 else f"{', '.join(v[:40])}, … ({len(v) - 40} more)"
+        out.append(f"- {len(v)} {STATUS.get(k, k)}: {names}")
+    out += [
+        f"- {len(breaking)} models break or recompile: **{gb} graph breaks + {rc} recompiles = {gb + rc}**",
+        "",
+        f"### {label}: by cause (finding counts)",
+        "",
+    ]
+    out += by_cause(records, fixed=False)
+    out += ["", f"### {label}: by rule and GB id", ""] + found_by_rule(records)
+    out += ["", f"### {label}: models that break or recompile" + (f" (the {MAX_ROWS} with most)" if len(breaking) > MAX_ROWS else ""), "",
+            "| model | graph breaks + recompiles | top causes |", "|---|---|---|"]  # fmt: skip
+    out += [scan_row(r) for r in breaking[:MAX_ROWS]]
+    failed = [r for r in records if r.get("failure")]
+    if failed:
+        out += ["", "Did not run through:", ""]
+        out += [
+            f"- {r['model']} ({r['failure']['kind']}, stage {r['failure'].get('stage')}, exit {r['failure'].get('rc')}): "
+            f"`{cell(last_line(r['failure'].get('detail')), 200)}`"
+            for r in failed
+        ]
+    return out + [""]
+
+
 def last_line(text: str | None) -> str:
     """The exception line of a traceback tail (the last line that is not PyTorch's verbose-mode hint)."""
     lines = [ln for ln in (text or "").splitlines() if ln.strip() and "TORCHDYNAMO_VERBOSE" not in ln]
@@ -205,8 +343,12 @@ def plot(records: list[dict], png: Path) -> bool:
     rows = [r for r in records if r.get("before") and total(r["before"])]
     if not rows:
         return False
-    rows.sort(key=lambda r: (r.get("list", ""), -total(r["before"])))
-    names = [f"{r['model'].removesuffix('Model')} ({r.get('list', '')})" for r in rows]
+    if len(rows) > 60:
+        return plot_causes(records, png, plt)
+    if all(r.get("scan_only") for r in rows):
+        return plot_scan(rows, png, plt)
+    rows.sort(key=lambda r: (r.get("list", ""), r["mode"], r["use"], -total(r["before"])))
+    names = [f"{r['model'].removesuffix('Model')} ({r.get('list', '')}, {r['mode']}, {r['use']})" for r in rows]
     fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(rows) + 2), 5))
     x = range(len(rows))
     ax.bar([i - 0.2 for i in x], [total(r["before"]) for r in rows], 0.4, label="before", color="#c44e52")
@@ -227,29 +369,96 @@ def plot(records: list[dict], png: Path) -> bool:
     return True
 
 
-def write_report(jsonl: Path) -> str:
-    records = load(jsonl)
+def plot_scan(rows: list[dict], png: Path, plt: object) -> bool:
+    """A baseline (scan only): each breaking (model, mode) as a bar stacked by cause family."""
+    rows = sorted(rows, key=lambda r: (r["mode"] != "train", r["use"], -total(r["before"])))
+    names = [f"{r['model'].removesuffix('Model')} ({r['mode']}, {r['use']})" for r in rows]
+    fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(rows) + 4), 6))  # type: ignore[attr-defined]
+    bottom = [0] * len(rows)
+    colors = plt.get_cmap("tab20").colors  # type: ignore[attr-defined]
+    for i, (name, *_) in enumerate(CAUSES):
+        heights = [sum(f.get("count") or 1 for f in r.get("found") or [] if cause(f) == name) for r in rows]
+        if any(heights):
+            ax.bar(range(len(rows)), heights, 0.7, bottom=bottom, label=name, color=colors[i % len(colors)])
+            bottom = [b + h for b, h in zip(bottom, heights)]
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(names, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("graph breaks + recompiles (finding counts)")
+    r0 = rows[0]
+    ax.set_title(f"transformers {r0.get('transformers')} models that break, by cause: scan only, no fix\n"
+                 f"(torch {r0.get('torch')}, {r0.get('backend')}, {r0.get('steps')} steps)", fontsize=10)  # fmt: skip
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)  # type: ignore[attr-defined]
+    return True
+
+
+def plot_causes(records: list[dict], png: Path, plt: object) -> bool:
+    """Many models: finding counts by cause family, one bar per (mode, use), before (and after fix)."""
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in records:
+        groups[(r["mode"], r["use"])].append(r)
+    names = [c[0] for c in CAUSES]
+    fig, ax = plt.subplots(figsize=(11, 0.5 * len(names) + 2))  # type: ignore[attr-defined]
+    keys = sorted(groups)
+    width = 0.8 / (2 * len(keys))
+    for j, key in enumerate(keys):
+        for k, side in enumerate(("found", "left")):
+            counts: dict[str, int] = defaultdict(int)
+            for r in groups[key]:
+                for f in r.get(side) or []:
+                    counts[cause(f)] += f.get("count") or 1
+            if side == "left" and not counts:
+                continue
+            label = f"{key[0]}, {key[1]}" + (", before" if side == "found" else ", after fix")
+            ys = [i + (2 * j + k) * width - 0.4 for i in range(len(names))]
+            ax.barh(ys, [counts[n] for n in names], width, label=label)
+    ax.set_yticks(range(len(names)))
+    ax.set_yticklabels(names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("graph breaks + recompiles (finding counts)")
+    r0 = records[0]
+    n = len({r["model"] for r in records})
+    ax.set_title(f"{n} transformers {r0.get('transformers')} models by cause (torch {r0.get('torch')}, "
+                 f"{r0.get('backend')}, {r0.get('steps')} steps)", fontsize=10)  # fmt: skip
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)  # type: ignore[attr-defined]
+    return True
+
+
+def write_report(jsonl: Path, *more: Path) -> str:
+    records = load(jsonl, *more)
     md, png = jsonl.with_suffix(".md"), jsonl.with_suffix(".png")
     r0 = records[0] if records else {}
-    lists: dict[str, list[dict]] = defaultdict(list)
+    lists: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
     for r in records:
-        lists[r.get("list", "custom")].append(r)
-    order = sorted(lists, key=lambda k: (k != "dev", k))
+        lists[(r.get("list", "custom"), r["use"], r["mode"])].append(r)
+    order = sorted(lists, key=lambda k: (k[0] != "dev", k[0], k[1] != "vendored", k[2] != "train"))
     commits = sorted({str(r.get("torchmend")) for r in records})
     out = [
         f"# Corpus: transformers {r0.get('transformers')} models under torchmend (torch {r0.get('torch')})",
         "",
-        "Each model class is built from its config at a small size (random weights), copied into a scratch project "
-        "with the whole `transformers` package (so its model files are project code), trained in train mode for "
-        f"{r0.get('steps')} steps under `torch.compile`; `torchmend scan` → `fix --yes --unsafe` → `scan`, all "
-        f"with `--backend {r0.get('backend')}` (benchmarks/corpus/README.md). Counts are graph breaks + "
-        "recompiles as `scan` reports them; *after* is the before scan when `fix` wrote nothing. torchmend "
+        "Each model class is built from its config at a small size (random weights) and run for "
+        f"{r0.get('steps')} steps under `torch.compile` in train mode (training steps) or eval mode (`model.eval()`, "
+        "forward under `torch.no_grad()`), with the whole `transformers` package copied into the scratch project "
+        "(vendored: library maintainer; its model files are project code) or left in site-packages (user: end user; "
+        "only the script is the user's); `torchmend scan` → `fix --yes --unsafe` → `scan` (or the first scan alone: "
+        f"scan only), all with `--backend {r0.get('backend')}` (benchmarks/corpus/README.md). Counts are graph "
+        "breaks + recompiles as `scan` reports them; *after* is the before scan when `fix` wrote nothing; counts by "
+        "cause are the findings' counts. torchmend "
         f"commit(s): {', '.join(commits)}; runs of {min((r.get('date', '') for r in records), default='')} to "
         f"{max((r.get('date', '') for r in records), default='')}.",
         "",
     ]
-    for label in order:
-        out += section(label, lists[label])
+    cmd = jsonl.with_suffix(".cmd")
+    if cmd.exists():  # how the results were made, kept beside them
+        out += ["Made with:", "", "```", cmd.read_text().strip(), "```", ""]
+    for key in order:
+        label, use, mode = key
+        out += section(f"{label}, {mode} mode, {USES.get(use, use)}", lists[key])
     if plot(records, png):
         out.insert(4, f"![graph breaks + recompiles before and after fix]({png.name})\n")
     md.write_text("\n".join(out))
@@ -257,8 +466,8 @@ def write_report(jsonl: Path) -> str:
 
 
 if __name__ == "__main__":
-    for arg in sys.argv[1:] or ["-h"]:
-        if arg in ("-h", "--help"):
-            print(__doc__)
-            sys.exit(0)
-        print(write_report(Path(arg)))
+    args = sys.argv[1:] or ["-h"]
+    if any(arg in ("-h", "--help") for arg in args):
+        print(__doc__)
+        sys.exit(0)
+    print(write_report(*map(Path, args)))  # several files (shards): one report, beside the first

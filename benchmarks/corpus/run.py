@@ -1,35 +1,49 @@
 """The corpus benchmark: Hugging Face `transformers` models as a user's own code, scanned and fixed by torchmend.
 
-For each model class of the list, in a scratch project (a git repository holding a copy of the benchmark venv's
-`transformers` package and train_model.py, so the model files are project code that torchmend may edit):
+Each model class of the list runs in each mode (--modes: `train`, training steps; `eval`, model.eval() and the
+forward under torch.no_grad()) and each mode of use (--use):
 
-  check   python train_model.py MODEL --eager --steps 1   (no torch.compile: does the model build and run?)
-  before  torchmend scan --format json --backend aot_eager --steps 3 train_model.py -- MODEL
+  vendored  "library maintainer": the scratch project (a git repository) holds a copy of the benchmark venv's
+            `transformers` package beside train_model.py, so the model files are project code torchmend may edit
+  user      "end user": the project holds train_model.py alone; transformers stays in site-packages, so a fix can
+            land only in the user's script and its configuration
+
+and for each (model, mode, use), in the scratch project of that use:
+
+  before  torchmend scan --format json --backend aot_eager --steps 3 train_model.py -- MODEL --mode M
+  check   python train_model.py MODEL --mode M --eager --steps 1   (only when the scan fails: no torch.compile,
+          does the model build and run? If not, a driver error)
   fix     torchmend fix --yes --unsafe --backend aot_eager --verify-backend aot_eager --steps 3 ...
   after   torchmend scan again (only when fix wrote something; else the before scan stands)
   explain benchmarks/corpus/explain.py: for every finding left, torchmend's reason it was not fixed
 
-Each stage is one child process with a time limit; the tree is reset (git reset --hard, git clean -fdx) before
-each model. One JSON line per model goes to the results file as soon as the model is done, so a run that is
-stopped resumes where it was (models already there are skipped unless --redo). A model whose plain eager run
-fails is a *driver error* (the generic inputs do not suit it); torchmend exiting with an internal error (exit 1, or
-any code it does not document for that command) or a scan without its JSON is a *torchmend failure*; the two are
-never mixed. report.py turns the JSON lines into benchmarks/results/corpus-torch<V>-transformers<V>.md and a plot.
+--scan-only stops after `before` (a baseline: breaks and recompiles by cause, no fix). Each stage is one child
+process with a time limit; the tree is reset (git reset --hard, git clean -fdx) before each run. One JSON line per
+(model, mode, use) goes to the results file as soon as it is done, so a run that is stopped resumes where it was
+(what is already there is skipped unless --redo). --shard I/N runs the I-th of N interleaved slices of the list
+(1 <= I <= N); --jobs N runs N such shards at once, each in its own work folder and scratch projects, all
+appending to one results file (under a lock). A model whose plain eager run fails is a *driver error* (the generic
+inputs do not suit it); torchmend exiting with an internal error (exit 1, or any code it does not document for
+that command) or a scan without its JSON is a *torchmend failure*; the two are never mixed. report.py turns the
+JSON lines into benchmarks/results/corpus-torch<V>-transformers<V>.md and a plot.
 
 Examples:
 
   python benchmarks/corpus/run.py --venv /work/corpus/venv --models benchmarks/corpus/models-dev.txt
-  python benchmarks/corpus/run.py --models BertModel,GPT2Model --torchmend . --timeout 300
-  python benchmarks/corpus/run.py --models benchmarks/corpus/models-eval.txt --report
+  python benchmarks/corpus/run.py --models LongformerModel --modes train,eval --use vendored,user --torchmend .
+  python benchmarks/corpus/run.py --models benchmarks/corpus/models-zoo.txt --modes train,eval --scan-only \\
+      --jobs 16 --results /tmp/zoo.jsonl --report
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import itertools
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -45,6 +59,8 @@ TORCH_PIN = "torch==2.13.0"
 TRANSFORMERS_PIN = "transformers==5.23.0"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 TAIL = 2000  # characters of a failing stage's output kept in the record
+MODES = ("train", "eval")
+USES = {"vendored": "library maintainer", "user": "end user"}  # modes of use: the library copied in, or installed
 
 # torchmend's exit codes (torchmend/cli/exitcodes.py) as this driver reads them
 OK, INTERNAL_ERROR, SCRIPT_FAILED, NOTHING_COMPILED, SCRIPT_FAILED_AFTER_COMPILE = 0, 1, 4, 5, 8
@@ -110,8 +126,49 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the generic training script copied into the project (default: train_model.py)",
     )
     ap.add_argument(
-        "--vendor", default="transformers", help="the package copied from the venv into the project ('' for none)"
+        "--modes",
+        default="train",
+        help="comma-separated: train (training steps) and/or eval (model.eval(), forward under no_grad); default train",
     )
+    ap.add_argument(
+        "--use",
+        default="vendored",
+        help="comma-separated modes of use: vendored (the library copied into the project: library maintainer) "
+        "and/or user (the library left in site-packages: end user); default vendored",
+    )
+    ap.add_argument(
+        "--vendor",
+        default="transformers",
+        help="the package copied from the venv into the project in the vendored use ('' for none)",
+    )
+    ap.add_argument("--scan-only", action="store_true", help="check and scan only: no fix (a baseline)")
+    ap.add_argument(
+        "--evaluation",
+        action="store_true",
+        help="allow models of the evaluation lists (models-eval.txt, models-eval-26.txt): never while developing",
+    )
+    ap.add_argument("--shard", metavar="I/N", help="run the I-th of N interleaved slices of the list (1 <= I <= N)")
+    ap.add_argument("--jobs", type=int, default=1, help="run N shards at once, each in its own work folder")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        help="OMP/MKL threads of every stage's process (default: the CPU count divided by --jobs when --jobs > 1)",
+    )
+    ap.add_argument(
+        "--stop-after",
+        type=float,
+        metavar="S",
+        help="start no new run S seconds after the start (the run in progress ends within its stages' limits)",
+    )
+    ap.add_argument(
+        "--shuffle",
+        type=int,
+        metavar="SEED",
+        help="run the list in a seeded random order (a run cut short by --stop-after is then a random sample)",
+    )
+    ap.add_argument("--stop-at", type=float, help=argparse.SUPPRESS)  # epoch seconds, from the --jobs parent
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # a shard started by --jobs
+    ap.add_argument("--base-project", action="append", default=[], help=argparse.SUPPRESS)  # USE=PATH to clone
     ap.add_argument("--backend", default="aot_eager", help="torchmend's --backend and --verify-backend")
     ap.add_argument("--steps", type=int, default=3, help="optimizer steps per run (default 3)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per stage (default 300)")
@@ -178,8 +235,10 @@ def probe(python: Path, env: dict[str, str], vendor: str, cwd: Path) -> dict:
     return info
 
 
-def child_env(torchmend: Path | None, state: Path) -> dict[str, str]:
+def child_env(torchmend: Path | None, state: Path, threads: int | None = None) -> dict[str, str]:
     env = dict(os.environ)
+    if threads:  # shards side by side: each stage's torch on its share of the cores
+        env.update({k: str(threads) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")})
     if torchmend is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(torchmend.resolve()), env.get("PYTHONPATH")]))
     # Wide, plain output: fix's lines are parsed, and a narrow terminal would wrap them.
@@ -193,14 +252,20 @@ def _git(project: Path, *args: str) -> str:
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
 
 
-def build_project(work: Path, script: Path, vendor_path: str | None) -> Path:
-    """The scratch project (reused when it was built from the same package and script)."""
-    project = work / "project"
+def build_project(work: Path, script: Path, vendor_path: str | None, use: str, base: Path | None = None) -> Path:
+    """The scratch project of a mode of use (reused when it was built from the same package and script): the
+    vendored one holds a copy of the package. `base`: a project built already (by the --jobs parent), cloned."""
+    project = work / ("project" if use == "vendored" else f"project-{use}")
+    vendor_path = vendor_path if use == "vendored" else None
     key = hashlib.sha256(f"{vendor_path}\n{script.read_bytes().hex()}".encode()).hexdigest()
-    marker = work / "project.key"
+    marker = work / f"{project.name}.key"
     if project.is_dir() and marker.exists() and marker.read_text() == key:
         return project
     shutil.rmtree(project, ignore_errors=True)
+    if base is not None:  # a local clone: objects hard-linked, a working tree of its own
+        subprocess.run(["git", "clone", "-q", str(base), str(project)], check=True)
+        marker.write_text(key)
+        return project
     project.mkdir(parents=True)
     if vendor_path:
         shutil.copytree(vendor_path, project / Path(vendor_path).name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -352,6 +417,15 @@ def parse_fix(stage: Stage) -> dict:
     return fix
 
 
+def compact(scan: dict) -> list[dict]:
+    """The scan's findings, short: what the report's summary by cause needs (also when no fix runs)."""
+    keep = ("rule", "gb_id", "kind", "severity", "file", "line", "function", "count")
+    return [
+        {**{k: f.get(k) for k in keep}, "reason": (f.get("reason") or "")[:240], "code": (f.get("code") or "")[:160]}
+        for f in scan.get("findings", [])
+    ]
+
+
 def written(project: Path, patch: Path, state: Path) -> dict:
     """What fix changed in the tree: files, lines added/removed, and the rules (from its undo record)."""
     numstat = _git(project, "diff", "--numstat")
@@ -369,40 +443,44 @@ def written(project: Path, patch: Path, state: Path) -> dict:
 # ------------------------------------------------------------------------------------------------- per model
 
 
-def run_model(model: str, a: argparse.Namespace, python: Path, project: Path, env_base: dict) -> dict:
+def run_model(model: str, mode: str, use: str, a: argparse.Namespace, python: Path, project: Path) -> dict:
     work: Path = a.work
     logs, scans, patches = work / "logs", work / "scans", work / "patches"
     for d in (logs, scans, patches):
         d.mkdir(parents=True, exist_ok=True)
-    state = work / "state" / model
+    run_id = f"{model}.{mode}.{use}"
+    state = work / "state" / run_id
     shutil.rmtree(state, ignore_errors=True)
-    env = child_env(a.torchmend, state)
+    env = child_env(a.torchmend, state, a.threads)
     reset(project)
-    rec: dict = {"model": model, "stages": {}}
+    rec: dict = {"model": model, "mode": mode, "use": use, "stages": {}}
     tm = [str(python), "-m", "torchmend"]
     budget = ["--backend", a.backend, "--steps", str(a.steps)]
-    target = ["train_model.py", "--", model]
+    target = ["train_model.py", "--", model, "--mode", mode]
 
     def stage(name: str, cmd: list[str]) -> Stage:
-        s = run_stage(cmd, project, env, a.timeout, logs / f"{model}.{name}")
+        s = run_stage(cmd, project, env, a.timeout, logs / f"{run_id}.{name}")
         rec["stages"][name] = {"rc": s.rc, "seconds": s.seconds}
         return s
 
-    check = stage("check", [str(python), "train_model.py", model, "--eager", "--steps", "1"])
-    if check.rc != 0:
-        kind = "timeout" if check.timed_out else "driver_error"
-        rec["status"], rec["failure"] = kind, {"kind": kind, "stage": "check", "rc": check.rc, "detail": check.tail()}
-        return rec
-
     before_stage = stage("before", tm + ["scan", "--format", "json"] + budget + target)
     before, failure = scan_result(before_stage, "before")
+    if before is None and before_stage.rc in (SCRIPT_FAILED, NOTHING_COMPILED, SCRIPT_FAILED_AFTER_COMPILE):
+        # Does the model build and run at all? Asked only when the scan fails: a passing scan says it does.
+        check = stage("check", [str(python), "train_model.py", model, "--mode", mode, "--eager", "--steps", "1"])
+        if check.rc != 0:
+            kind = "timeout" if check.timed_out else "driver_error"
+            failure = {"kind": kind, "stage": "check", "rc": check.rc, "detail": check.tail()}
     if before is None:
         rec["status"], rec["failure"] = failure["kind"], failure  # type: ignore[index]
         return rec
-    (scans / f"{model}.before.json").write_text(before_stage.out)
+    (scans / f"{run_id}.before.json").write_text(before_stage.out)
     rec["before"] = counts(before)
+    rec["found"] = compact(before)
     rec["status"] = "clean" if not before.get("findings") else "ok"
-    after, after_path = before, scans / f"{model}.before.json"
+    if a.scan_only:
+        return rec
+    after, after_path = before, scans / f"{run_id}.before.json"
     if before.get("findings"):
         fix_stage = stage("fix", tm + ["fix", "--yes", "--unsafe", "--verify-backend", a.backend] + budget + target)
         rec["fix"] = parse_fix(fix_stage)
@@ -410,14 +488,14 @@ def run_model(model: str, a: argparse.Namespace, python: Path, project: Path, en
             kind = "timeout" if fix_stage.timed_out else "torchmend_failure"
             rec["status"] = kind
             rec["failure"] = {"kind": kind, "stage": "fix", "rc": fix_stage.rc, "detail": fix_stage.tail()}
-        rec["written"] = written(project, patches / f"{model}.patch", state)
+        rec["written"] = written(project, patches / f"{run_id}.patch", state)
         if rec["written"]["files"] or a.always_rescan:
             after_stage = stage("after", tm + ["scan", "--format", "json"] + budget + target)
             after, failure = scan_result(after_stage, "after")
             if after is None:
                 rec["status"], rec["failure"] = failure["kind"], failure  # type: ignore[index]
                 return rec
-            after_path = scans / f"{model}.after.json"
+            after_path = scans / f"{run_id}.after.json"
             after_path.write_text(after_stage.out)
     rec["after"] = counts(after)
     rec["after"]["rescanned"] = after is not before
@@ -433,37 +511,152 @@ def run_model(model: str, a: argparse.Namespace, python: Path, project: Path, en
     return rec
 
 
-def done_models(results: Path) -> set[str]:
+def evaluation_models() -> set[str]:
+    """The models kept for evaluation (models-eval.txt, models-eval-26.txt beside this file)."""
+    names: set[str] = set()
+    for name in ("models-eval.txt", "models-eval-26.txt"):
+        if (HERE / name).exists():
+            names |= set(read_models(str(HERE / name))[0])
+    return names
+
+
+def key_of(rec: dict) -> tuple[str, str, str]:
+    """(model, mode, use) of a record; records from before modes existed were train mode, vendored."""
+    return rec["model"], rec.get("mode", "train"), rec.get("use", "vendored")
+
+
+def done_runs(results: Path) -> set[tuple[str, str, str]]:
     if not results.exists():
         return set()
     done = set()
     for line in results.read_text().splitlines():
         try:
-            done.add(json.loads(line)["model"])
+            done.add(key_of(json.loads(line)))
         except (json.JSONDecodeError, KeyError):
-            continue  # a line cut short by a kill: that model runs again
+            continue  # a line cut short by a kill: that run happens again
     return done
 
 
+def append(results: Path, rec: dict) -> None:
+    """One line, under an exclusive lock: shards of --jobs append to the same file."""
+    with results.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.write(json.dumps(rec) + "\n")
+        f.flush()
+        fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def shard_of(models: list[str], spec: str | None) -> list[str]:
+    if not spec:
+        return models
+    m = re.fullmatch(r"(\d+)/(\d+)", spec)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        sys.exit(f"--shard {spec}: expected I/N with 1 <= I <= N")
+    i, n = int(m.group(1)), int(m.group(2))
+    return models[i - 1 :: n]
+
+
+def split_list(spec: str, allowed: tuple[str, ...] | dict, what: str) -> list[str]:
+    items = [x.strip() for x in spec.split(",") if x.strip()]
+    bad = [x for x in items if x not in allowed]
+    if bad or not items:
+        sys.exit(f"{what} {spec!r}: expected a comma-separated list of {', '.join(allowed)}")
+    return items
+
+
+def run_jobs(a: argparse.Namespace, argv: list[str], results: Path, projects: dict[str, Path]) -> int:
+    """--jobs N: N shards of this same command at once, each with its own work folder whose scratch projects are
+    clones of this one's; all append to `results`. SIGTERM is passed on (each stops after its run in progress)."""
+    procs = []
+    for i in range(1, a.jobs + 1):
+        cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--jobs", "1", "--child", "--shard",
+               f"{i}/{a.jobs}", "--work", str(a.work / f"shard-{i}"), "--results", str(results)]  # fmt: skip
+        if a.threads:
+            cmd += ["--threads", str(a.threads)]
+        if a.stop_at:
+            cmd += ["--stop-at", str(a.stop_at)]
+        for use, project in projects.items():
+            cmd += ["--base-project", f"{use}={project}"]
+        procs.append(subprocess.Popen(cmd))
+
+    def pass_on(*_: object) -> None:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, pass_on)
+    return max(p.wait() for p in procs)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     a = parse_args(argv)
     models, label = read_models(a.models)
     label = a.label or label
+    if a.shuffle is not None:
+        random.Random(a.shuffle).shuffle(models)
+    if a.stop_after is not None and a.stop_at is None:
+        a.stop_at = time.time() + a.stop_after
+    held_out = sorted(set(models) & evaluation_models())
+    if held_out and not a.evaluation:
+        sys.exit(
+            f"{len(held_out)} of these models are kept for evaluation ({', '.join(held_out[:8])}"
+            f"{', ...' if len(held_out) > 8 else ''}): never run them while developing; --evaluation runs them"
+        )
+    modes = split_list(a.modes, MODES, "--modes")
+    uses = split_list(a.use, USES, "--use")
+    if a.jobs > 1 and a.shard:
+        sys.exit("--jobs and --shard: pick one (--jobs N runs the shards 1/N .. N/N itself)")
+    if a.jobs > 1 and a.threads is None:
+        a.threads = max(1, (os.cpu_count() or 1) // a.jobs)
     python = ensure_venv(a.venv.resolve() if a.venv.exists() else a.venv, a.torch_index_url)
+    a.work = a.work.resolve()
     a.work.mkdir(parents=True, exist_ok=True)
-    env0 = child_env(a.torchmend, a.work / "state")
+    env0 = child_env(a.torchmend, a.work / "state", a.threads)
     info = probe(python, env0, a.vendor, a.work)
     if not info.get("torchmend_path"):
         sys.exit(f"{python} cannot import torchmend: install it into the venv, or name a checkout with --torchmend")
     results = a.results or REPO / "benchmarks" / "results" / result_name(info["torch"], info["transformers"], "jsonl")
+    results = results.resolve()
     results.parent.mkdir(parents=True, exist_ok=True)
-    project = build_project(a.work, a.script, info.get("vendor_path"))
-    done = set() if a.redo else done_models(results)
-    todo = [m for m in models if m not in done]
+    bases = dict(b.split("=", 1) for b in a.base_project)
+    projects = {
+        use: build_project(a.work, a.script, info.get("vendor_path"), use, Path(bases[use]) if use in bases else None)
+        for use in uses
+    }
+    done = set() if a.redo else done_runs(results)
+    if a.jobs > 1:
+        print(f"{len(models)} models ({label}) x {modes} x {uses} in {a.jobs} shards, {a.threads} threads each; "
+              f"results {results}", flush=True)  # fmt: skip
+        rc = run_jobs(a, argv, results, projects)
+    else:
+        rc = run_shard(a, models, label, modes, uses, python, info, results, projects, done)
+    if a.report and not a.child:
+        from report import write_report  # benchmarks/corpus/report.py
+
+        print(write_report(results))
+    return rc
+
+
+def run_shard(
+    a: argparse.Namespace,
+    models: list[str],
+    label: str,
+    modes: list[str],
+    uses: list[str],
+    python: Path,
+    info: dict,
+    results: Path,
+    projects: dict[str, Path],
+    done: set[tuple[str, str, str]],
+) -> int:
+    mine = shard_of(models, a.shard)
+    todo = [(m, mode, use) for m in mine for use in uses for mode in modes if (m, mode, use) not in done]
+    tag = f"[shard {a.shard}] " if a.shard else ""
     print(
-        f"{len(models)} models ({label}), {len(models) - len(todo)} already in {results}; torch {info['torch']}, "
+        f"{tag}{len(mine)} models ({label}) x {len(modes)} modes x {len(uses)} uses, "
+        f"{len(mine) * len(modes) * len(uses) - len(todo)} runs already in {results}; torch {info['torch']}, "
         f"transformers {info['transformers']}, torchmend {info.get('torchmend_path')} "
-        f"({info.get('torchmend_commit')}); project {project}",
+        f"({info.get('torchmend_commit')}); work {a.work}",
         flush=True,
     )
     stop = False
@@ -471,14 +664,17 @@ def main(argv: list[str] | None = None) -> int:
     def interrupted(*_: object) -> None:
         nonlocal stop
         stop = True
-        print("stopping after this model", flush=True)
+        print(f"{tag}stopping after this run", flush=True)
 
     signal.signal(signal.SIGTERM, interrupted)
-    for i, model in enumerate(todo, 1):
+    for i, (model, mode, use) in enumerate(todo, 1):
         if stop:
             break
+        if a.stop_at and time.time() > a.stop_at:
+            print(f"{tag}--stop-after reached: {len(todo) - i + 1} runs not started", flush=True)
+            break
         start = time.monotonic()
-        rec = run_model(model, a, python, project, env0)
+        rec = run_model(model, mode, use, a, python, projects[use])
         rec.update(
             list=label,
             seconds=round(time.monotonic() - start, 1),
@@ -488,22 +684,19 @@ def main(argv: list[str] | None = None) -> int:
             torchmend=info.get("torchmend_commit"),
             backend=a.backend,
             steps=a.steps,
+            scan_only=a.scan_only,
         )
-        with results.open("a") as f:
-            f.write(json.dumps(rec) + "\n")
+        append(results, rec)
         b, af = rec.get("before") or {}, rec.get("after") or {}
         total = lambda c: (c.get("graph_breaks") or 0) + (c.get("recompiles") or 0)  # noqa: E731
         print(
-            f"[{i}/{len(todo)}] {model}: {rec['status']}"
-            + (f", breaks+recompiles {total(b)} -> {total(af)}" if b else "")
+            f"{tag}[{i}/{len(todo)}] {model} {mode} {use}: {rec['status']}"
+            + (f", breaks+recompiles {total(b)}" if b else "")
+            + (f" -> {total(af)}" if af else "")
             + (f", verdict {rec['fix'].get('verdict')}" if rec.get("fix") else "")
             + f" ({rec['seconds']} s)",
             flush=True,
         )
-    if a.report:
-        from report import write_report  # benchmarks/corpus/report.py
-
-        print(write_report(results))
     return 0
 
 

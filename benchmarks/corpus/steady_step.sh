@@ -9,6 +9,8 @@ cd "$work/project" || exit 2
 for m in "$@"; do
   git reset -q --hard && git clean -qfdx
   echo "== $m"
-  PYTHONPATH=$here "$venv/bin/python" -m torchmend verify --patch "$work/patches/$m.patch" --repeat 3 --steps 8 \
+  patch=$work/patches/$m.train.vendored.patch  # run.py names patches MODEL.MODE.USE (MODEL.patch before issue 26)
+  [ -f "$patch" ] || patch=$work/patches/$m.patch
+  PYTHONPATH=$here "$venv/bin/python" -m torchmend verify --patch "$patch" --repeat 3 --steps 8 \
     --backend aot_eager train_model.py -- "$m" 2>&1 | grep -E "steady step|graph breaks|recompiles  |numerics|verdict"
 done

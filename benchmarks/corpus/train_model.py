@@ -1,14 +1,19 @@
 """Generic corpus training script: one Hugging Face `transformers` model class, built from its config at a small
-size (random weights, nothing downloaded), trained a few steps in train mode under `torch.compile`.
+size (random weights, nothing downloaded), run a few steps under `torch.compile` in one of two modes:
 
-    python train_model.py LongformerModel [--steps 3] [--eager]
+    python train_model.py LongformerModel [--mode train|eval] [--steps 3] [--eager]
+
+train (the default): `model.train()` (dropout on), forward, backward and an AdamW step per step.
+eval: `model.eval()` and the forward alone under `torch.no_grad()`, as an evaluation loop runs it; each step prints
+the mean square of the outputs (torchmend's verify compares what the compiled model returns, and the printed line).
 
 The driver (run.py) copies this file into a scratch project beside a copy of the `transformers` package, so the
 import below finds the copy (the script's folder comes first on sys.path) and the model files are project code.
 
 Inputs follow the model's main input: token ids (plus decoder ids for encoder-decoders), raw audio, filterbank
 features or pixels. Caches are off. The loss is the mean square of every floating output that carries a gradient
-(hidden states, logits, router logits, ...), so every such output is trained. Seeded: torch, random, numpy.
+(hidden states, logits, router logits, ...), so every such output is trained (in eval mode: of every floating
+output). Seeded: torch, random, numpy.
 `--eager` runs without torch.compile (the driver's check that the model builds and runs with these inputs).
 """
 
@@ -141,11 +146,11 @@ def small_config(config_cls: type) -> transformers.PretrainedConfig:
     return config_cls(**kw)
 
 
-def build(name: str) -> torch.nn.Module:
+def build(name: str, mode: str = "train") -> torch.nn.Module:
     model_cls = getattr(transformers, name)
     config = small_config(model_cls.config_class)
     model = model_cls(config)
-    model.train()
+    model.train(mode == "train")
     return model
 
 
@@ -181,37 +186,44 @@ def make_batch(model: torch.nn.Module, g: torch.Generator) -> dict[str, torch.Te
     return x
 
 
-def floats(out: object) -> list[torch.Tensor]:
-    """Every floating tensor with a gradient in a model output (ModelOutput, tuple, dict, nested)."""
+def floats(out: object, grad: bool = True) -> list[torch.Tensor]:
+    """Every floating tensor (with a gradient, if `grad`) in a model output (ModelOutput, tuple, dict, nested)."""
     if isinstance(out, torch.Tensor):
-        return [out] if out.is_floating_point() and out.requires_grad else []
+        return [out] if out.is_floating_point() and (out.requires_grad or not grad) else []
     if isinstance(out, dict):  # ModelOutput is an OrderedDict of its non-None fields
         out = list(out.values())
     if isinstance(out, (list, tuple)):
-        return [t for v in out for t in floats(v)]
+        return [t for v in out for t in floats(v, grad)]
     return []
 
 
-def loss_of(out: object) -> torch.Tensor:
-    parts = floats(out)
+def loss_of(out: object, grad: bool = True) -> torch.Tensor:
+    parts = floats(out, grad)
     if not parts:
-        raise SystemExit("the model returned no floating output with a gradient")
+        raise SystemExit("the model returned no floating output" + (" with a gradient" if grad else ""))
     return sum(t.float().pow(2).mean() for t in parts)  # type: ignore[return-value]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", help="a model class exported by transformers, e.g. BertModel")
+    ap.add_argument("--mode", choices=("train", "eval"), default="train", help="training steps or an eval loop")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--eager", action="store_true", help="no torch.compile: check that the model builds and runs")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     torch.manual_seed(0)
     random.seed(0)
     np.random.seed(0)
-    model = build(a.model)
+    model = build(a.model, a.mode)
     step_fn = model if a.eager else torch.compile(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1)
+    if a.mode == "eval":
+        with torch.no_grad():
+            for step in range(a.steps):
+                out = loss_of(step_fn(**make_batch(model, g)), grad=False)
+                print(f"step {step} output {out.item():.4f}", flush=True)
+        return
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for step in range(a.steps):
         loss = loss_of(step_fn(**make_batch(model, g)))
         loss.backward()

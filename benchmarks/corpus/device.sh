@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The corpus sweep on the GPU machine's CPU cores (the `run` tool of this workplace: torch 2.11, Python 3.12, no
+# libcst, no transformers, no internet). From the repository root there:
+#
+#   JOBS=16 NAME=zoo-baseline bash benchmarks/corpus/device.sh --models benchmarks/corpus/models-zoo.txt \
+#       --modes train,eval --scan-only --stop-after 400 --timeout 90
+#
+# carrying `.whl` (ignored; fill it here with benchmarks/corpus/wheels.sh: cp312 manylinux wheels of libcst,
+# transformers 5.23.0 and the pure dependencies the machine's Python lacks; WHEELS=DIR names another folder). The
+# tool sends the checkout its session started in, not a helper's worktree: from a worktree, copy this folder and
+# the wheels into an ignored folder of that checkout, carry it, and copy the folder back over benchmarks/corpus
+# there first (the README shows the command). It installs the wheels
+# without an index beside the machine's torch (below), and runs run.py with
+# --jobs $JOBS (default: the CPU count) shards, this checkout's torchmend, writing $OUT/$NAME.jsonl, its report
+# ($NAME.md, $NAME.png) and the shards' logs ($NAME-logs.tar.gz) under $OUT. Every other argument goes to run.py.
+set -u
+here=$(cd "$(dirname "$0")/../.." && pwd)
+out=${OUT:-/tmp/corpus-out}
+name=${NAME:-corpus}
+jobs=${JOBS:-$(nproc)}
+wheels=${WHEELS:-.whl}
+venv=/tmp/corpus-env
+work=/tmp/corpus-work
+mkdir -p "$out"
+cd "$here" || exit 2
+start=$(date +%s)
+# The machine's python3 is itself a venv (/opt/torch/.venv): a venv made from it with --system-site-packages would
+# see the base interpreter's packages, not its torch. So the wheels go to a folder on PYTHONPATH (ahead of the
+# image's own transformers) and the "venv" run.py is given is a wrapper around that python3.
+if [ ! -d "$venv/site/transformers" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$venv/site" "$wheels"/*.whl \
+    || exit 2
+  mkdir -p "$venv/bin"
+  printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" > "$venv/bin/python"
+  chmod +x "$venv/bin/python"
+fi
+export PYTHONPATH="$venv/site${PYTHONPATH:+:$PYTHONPATH}"
+"$venv/bin/python" -c 'import importlib.metadata as m, torch, transformers, libcst, typer, rich; print(*(f"{n} {m.version(n)}" for n in ("torch", "transformers", "libcst", "typer", "rich")))' || exit 2
+echo "setup $(( $(date +%s) - start )) s; $(nproc) cores, $jobs jobs"
+export PYTHONUNBUFFERED=1 TMPDIR=/tmp
+"$venv/bin/python" benchmarks/corpus/run.py --venv "$venv" --torchmend "$here" --work "$work" --jobs "$jobs" \
+  --results "$out/$name.jsonl" "$@" > "$out/$name.log" 2>&1
+rc=$?
+tail -n 5 "$out/$name.log"
+grep -c . "$out/$name.jsonl" 2>/dev/null | sed 's/^/records: /'
+"$venv/bin/python" benchmarks/corpus/report.py "$out/$name.jsonl"
+tar -czf "$out/$name-logs.tar.gz" -C "$work" --exclude='project*' --exclude='*.key' . 2>/dev/null
+echo "done in $(( $(date +%s) - start )) s, run.py exit $rc"
+exit $rc
