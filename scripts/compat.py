@@ -218,6 +218,9 @@ def render() -> str:
         "codemod end-to-end test of the fixtures that have one (`tests/e2e/test_codemods_e2e.py`: every proposal",
         "accepted, the patched script re-run, the targeted findings gone, losses and final weights unchanged).",
         "",
+        "pyproject.toml asks for `torch>=2.11` with no upper bound: no release from 2.11 to 2.15 was found incompatible.",
+        "CI runs the 2.13 CPU build (`python3 dev.py test`); the other columns are this matrix's runs.",
+        "",
         "| torch | run on | tests | time | command |",
         "|---|---|---|---|---|",
     ]
