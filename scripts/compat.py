@@ -127,6 +127,10 @@ def record(version: str, workers: int) -> int:
     return 1 if any("error" in r for r in runs) else 0
 
 
+def _key(finding: dict[str, Any]) -> str:
+    return json.dumps(finding, sort_keys=True)
+
+
 def dump_expected(data: dict[str, Any]) -> str:
     """expected.json as the fixtures keep it: one finding a line."""
     lines = []
@@ -151,7 +155,7 @@ def expect(version: str, replace: bool) -> int:
         path = SCAN_FIXTURES / run["name"] / "expected.json"
         data = json.loads(path.read_text())
         if version in data and not replace:
-            if data[version] != run["findings"]:
+            if sorted(map(_key, data[version])) != sorted(map(_key, run["findings"])):
                 print(f"{run['name']}: the recording differs from expected.json's {version!r} entry (kept; --replace)")
             continue
         if data.get("ended_by", "finished") != run["ended_by"]:
@@ -219,7 +223,8 @@ def render() -> str:
         "accepted, the patched script re-run, the targeted findings gone, losses and final weights unchanged).",
         "",
         "pyproject.toml asks for `torch>=2.11` with no upper bound: no release from 2.11 to 2.15 was found incompatible.",
-        "CI runs the 2.13 CPU build (`python3 dev.py test`); the other columns are this matrix's runs.",
+        "CI runs the 2.13 CPU build (`python3 dev.py test`); the other columns are this matrix's runs. Times are wall",
+        "clock; the 2-CPU runs shared their machine with other jobs (load average 5 to 10), so read them as upper bounds.",
         "",
         "| torch | run on | tests | time | command |",
         "|---|---|---|---|---|",
@@ -233,6 +238,10 @@ def render() -> str:
             tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
             when = f"{r['machine']}, Python {r['python']}, {r['date']}"
             minutes = f"{r['seconds'] / 60:.1f} min ({r['workers']} workers)"
+            rec = RESULTS / f"record-{v}.json"
+            if rec.exists():
+                made = json.loads(rec.read_text())
+                minutes += f"; recording first: {made['seconds'] / 60:.1f} min ({made['workers']} workers)"
             out.append(f"| {r['torch']} | {when} | {tally} | {minutes} | `{r['command']}` |")
         elif recorded[v]:
             out.append(f"| {v} | not run here: recordings only ({len(recorded[v])} fixtures) | — | — | — |")
