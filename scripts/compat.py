@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -201,6 +202,14 @@ def _rules(findings: list[dict[str, Any]]) -> str:
     return " ".join(codes) if codes else "none"
 
 
+def _gb_ids(version: str) -> dict[str, set[str]]:
+    """fixture -> the graph-break ids its recording on `version` names (in the break texts' documentation links)."""
+    out = {}
+    for path in sorted((RECORDED / f"torch-{version}").glob("*.jsonl")):
+        out[path.stem] = {m.upper() for m in re.findall(r"\b(gb\d{4})\.html", path.read_text(), re.IGNORECASE)}
+    return out
+
+
 def _short(f: dict[str, Any]) -> str:
     where = f"{f['file'].removeprefix('<library>/')}:{f['line']}"
     return f"{f['rule']} {where} ×{f['count']}" + (f" (from {f['from']})" if "from" in f else "")
@@ -292,6 +301,27 @@ def render() -> str:
                     + ([f"{', '.join(gone)} → {', '.join(came)}"] if gone and came else [])
                 )
             )
+    out += [
+        "",
+        "## Graph-break ids in the recordings",
+        "",
+        "The ids PyTorch gave the breaks of every scan fixture (`fixtures/recorded/`), and where a release gave a break",
+        "another id: the rule must not depend on which one.",
+        "",
+    ]
+    ids = {v: _gb_ids(v) for v in VERSIONS}
+    for v in VERSIONS:
+        if ids[v]:
+            seen = sorted({gb for found in ids[v].values() for gb in found})
+            out.append(f"- {v}: {' '.join(seen)}")
+    for name in fixtures():
+        had = [v for v in VERSIONS if name in ids[v]]
+        for before, after in zip(had, had[1:]):
+            gone, came = ids[before][name] - ids[after][name], ids[after][name] - ids[before][name]
+            if gone or came:
+                out.append(
+                    f"- {name}, {before} → {after}: {' '.join(sorted(gone)) or 'nothing'} → {' '.join(sorted(came)) or 'none'}"
+                )
     out += [
         "",
         "Which figure is from which release: a column's findings are that release's own (its `expected.json` key),",
