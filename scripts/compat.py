@@ -317,11 +317,10 @@ def render() -> str:
     for name in fixtures():
         had = [v for v in VERSIONS if name in ids[v]]
         for before, after in zip(had, had[1:]):
-            gone, came = ids[before][name] - ids[after][name], ids[after][name] - ids[before][name]
-            if gone or came:
-                out.append(
-                    f"- {name}, {before} → {after}: {' '.join(sorted(gone)) or 'nothing'} → {' '.join(sorted(came)) or 'none'}"
-                )
+            lost = " ".join(sorted(ids[before][name] - ids[after][name]))
+            new = " ".join(sorted(ids[after][name] - ids[before][name]))
+            if lost or new:
+                out.append(f"- {name}, {before} → {after}: {lost or 'nothing'} → {new or 'none'}")
     out += [
         "",
         "Which figure is from which release: a column's findings are that release's own (its `expected.json` key),",
