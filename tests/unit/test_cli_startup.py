@@ -1,6 +1,6 @@
 """The CLI starts fast: `torchmend --help`, `torchmend rules`, a subcommand's --help and an option error import
 neither torch nor libcst (the heavy parts are imported where a command needs them), nor pydantic (which typer 0.29
-imports to coerce a parameter's value, even the None of an absent --help: about 0.1 s more CPU on a 2-core machine;
+imports to coerce a parameter's value, even the None of an absent --help: 0.08 s more per start on a 2-core machine;
 torchmend/cli/app.py gives the help flag a False)."""
 
 from __future__ import annotations
