@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from xdist_groups import pytest_xdist_make_scheduler  # noqa: F401  (--dist loadgroup keeps groups on any pytest)
 
 ROOT = Path(__file__).resolve().parent.parent
 SCAN_FIXTURES = ROOT / "fixtures" / "scan"
