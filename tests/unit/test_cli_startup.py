@@ -43,3 +43,16 @@ def test_startup_imports_no_heavy_package(argv: list[str]) -> None:
     heavy = [line for line in proc.stderr.splitlines() if line.startswith("HEAVY=")]
     assert heavy == ["HEAVY="], proc.stderr[-2000:]
     assert proc.stdout or "no-such-option" in argv[-1]
+
+
+def test_help_lists_the_commands_in_the_order_a_user_meets_them() -> None:
+    from torchmend.cli.app import COMMAND_ORDER
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchmend", "--help"],
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "100", "NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
+    )
+    listed = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("│ ") and line[2:3].isalpha()]
+    assert listed == list(COMMAND_ORDER), proc.stdout

@@ -29,8 +29,16 @@ class _HelpFlag:
         return option
 
 
+# `--help` lists the commands in the order a user meets them: find, fix, take back, check, ship; then the static and
+# timing tools, the reference and the settings. A command not named here comes last.
+COMMAND_ORDER = ("scan", "fix", "undo", "verify", "pr", "lint", "tune", "rules", "config")
+
+
 class _Group(_HelpFlag, typer.core.TyperGroup):
-    pass
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        rank = {name: i for i, name in enumerate(COMMAND_ORDER)}
+        return sorted(names, key=lambda n: rank.get(n, len(COMMAND_ORDER)))
 
 
 class _Command(_HelpFlag, typer.core.TyperCommand):
