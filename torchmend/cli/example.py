@@ -36,6 +36,7 @@ def example(
     fix_args: Annotated[
         Optional[list[str]],
         typer.Argument(
+            metavar="[-- FIX_OPTIONS]",
             help="More options for `fix`, after `--` (e.g. `-- --diff --unsafe`); with any, fix runs with those "
             "alone (no --yes --unsafe off a terminal).",
             show_default=False,
@@ -90,4 +91,4 @@ def example(
         with fix_command.make_context("fix", argv, parent=parent) as sub:
             fix_command.invoke(sub)
     finally:
-        out.print(f"the example's files are in {folder}")
+        out.print(f"the example's files are in {folder} (to undo a written fix: torchmend undo --project {folder})")
