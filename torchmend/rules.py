@@ -130,14 +130,15 @@ What it does:
     Recognises a script that dynamo itself crashed on: while tracing a call in compiled code it raised an error of
     its own (`InternalTorchDynamoError`), which ends the run. The finding is at the innermost line of your project
     that dynamo was tracing, names the compiled function and the calls in between, and says what dynamo raised
-    inside. A known case: on torch 2.12 and 2.13 dynamo traces into `inspect.getfullargspec` of a bound method and
-    crashes (`'method' object has no attribute '__dict__'`), which is what a compiled Lightning `training_step`
-    that calls `self.log(...)` does (fixtures/scan/dynamo_crash_in_log is the same shape without Lightning).
+    inside. A known case: on torch 2.13 (and 2.12, by the upstream report) dynamo traces into
+    `inspect.getfullargspec` of a bound method and crashes (`'method' object has no attribute '__dict__'`), which
+    is what a compiled Lightning `training_step` that calls `self.log(...)` does (fixtures/dynamo_crash is the same
+    shape without Lightning).
 
 Why is this bad:
     The run dies at the first compiled call: no graph, nothing trained. The crash is a bug of dynamo's, not of
-    your code (the same code runs eagerly), so the traceback points into torch and says little about what to
-    change; torch 2.11 graph-broke on the same call instead.
+    your code (the same code runs eagerly, and torch 2.14 compiles it), so the traceback points into torch and says
+    little about what to change.
 
 Example:
     def step_takes(step, name):
