@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import venv
 from pathlib import Path
@@ -145,24 +143,10 @@ def main() -> int:
         return 2
     setup()
     if job == "example":
-        # A scratch copy, so the repository stays clean: on a terminal fix asks about each change; otherwise
-        # (or with no extra arguments given off a terminal) it applies them all.
-        scratch = Path(tempfile.mkdtemp(prefix="torchmend-example-"))
-        shutil.copy(ROOT / "fixtures/scan/several/train.py", scratch / "train.py")
-        print(f"scratch copy of the bundled example: {scratch / 'train.py'}", flush=True)
-        mode = [] if sys.stdin.isatty() or extra else ["--yes", "--unsafe"]
-        cmd = [
-            str(BIN / "torchmend"),
-            "fix",
-            str(scratch / "train.py"),
-            "--backend",
-            "aot_eager",
-            *mode,
-            *extra,
-        ]
-        code = subprocess.call(cmd, cwd=scratch)
-        print(f"the example's files are in {scratch}", flush=True)
-        return code
+        # `torchmend example`: a scratch copy of the bundled example, fixed there (the repository stays clean); on a
+        # terminal fix asks about each change, otherwise (with no extra arguments) it applies them all. Extra
+        # arguments go to fix.
+        cmd = [str(BIN / "torchmend"), "example", *(["--", *extra] if extra else [])]
     else:
         # Three workers on this 2-core machine: most tests wait on a child process running torch, and some wait on
         # purpose (timeouts, hung ranks, signals), so a third keeps both cores busy. Files whose tests share a

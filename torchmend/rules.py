@@ -125,6 +125,57 @@ Fix safety:
     after: counts, times, losses and final weights).
 """
 
+_TM112 = """
+What it does:
+    Recognises a script that dynamo itself crashed on: while tracing a call in compiled code it raised an error of
+    its own (`InternalTorchDynamoError`), which ends the run. The finding is at the innermost line of your project
+    that dynamo was tracing, names the compiled function and the calls in between, and says what dynamo raised
+    inside. A known case: on torch 2.13 (and 2.12, by the upstream report) dynamo traces into
+    `inspect.getfullargspec` of a bound method and crashes (`'method' object has no attribute '__dict__'`), which
+    is what a compiled Lightning `training_step` that calls `self.log(...)` does (fixtures/dynamo_crash is the same
+    shape without Lightning).
+
+Why is this bad:
+    The run dies at the first compiled call: no graph, nothing trained. The crash is a bug of dynamo's, not of
+    your code (the same code runs eagerly, and torch 2.14 compiles it), so the traceback points into torch and says
+    little about what to change.
+
+Example:
+    def step_takes(step, name):
+        return name in inspect.getfullargspec(inspect.unwrap(step)).args  # TM112: InternalTorchDynamoError
+
+    class LitRegressor(nn.Module):
+        def log(self, name, value):
+            if step_takes(self.training_step, "dataloader_iter"):
+                name = f"{name}/iter"
+            self.logged[name] = value.detach()
+
+        def training_step(self, batch, batch_idx):
+            loss = nn.functional.mse_loss(self.net(batch[0]), batch[1])
+            self.log("train_loss", loss)
+            return loss
+
+    module.training_step = torch.compile(module.training_step)
+
+Fix:
+    No codemod: `torchmend fix` lists the finding with this advice and changes nothing. Keep dynamo out of the
+    call it crashes on. When the line is in a helper the compiled function calls, decorate that helper with
+    `torch.compiler.disable` where it is defined (a decorator at the definition, not a call inside compiled
+    code, which is TM105):
+
+        @torch.compiler.disable
+        def step_takes(step, name):
+            return name in inspect.getfullargspec(inspect.unwrap(step)).args
+
+    When the line is in the compiled function itself (your `self.log(...)`, with Lightning's code below it),
+    move the call into such a helper, defined outside the compiled function, and call the helper there. Dynamo
+    then calls it eagerly, with one graph break at the call.
+
+Fix safety:
+    Manual. The helper runs eagerly, as it did without compile: on the fixture the losses of the decorated
+    version match the eager run's. `torchmend verify SCRIPT --patch FILE` checks a hand fix.
+"""
+
 _TM207 = """
 What it does:
     A recompile whose failing guard is on a tensor property other than its size: dtype, device, requires_grad,
@@ -463,6 +514,15 @@ RULES: tuple[Rule, ...] = (
         "compiled function the backend cannot compile: it runs eagerly (WON'T CONVERT)",
         advice="change the line the backend failed on (a 0-d tensor used as an index: index with `t.view(1)` or "
         "`index_select`, or pass a Python int); the reason says whether the script's own backend fails too",
+    ),
+    Rule(
+        "TM112",
+        SCRIPT_FAILURE,
+        "dynamo-crashed-in-your-code",
+        "torch.compile crashed tracing a call in compiled code (InternalTorchDynamoError): the run ends there",
+        advice="decorate the helper dynamo crashes in with @torch.compiler.disable where it is defined, or move the "
+        "call into such a helper defined outside the compiled function",
+        doc=_TM112,
     ),
     Rule(
         "TM107",

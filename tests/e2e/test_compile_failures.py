@@ -3,7 +3,7 @@ torch.compile itself broke (real scans of the fixtures, aot_eager detection back
 
 from __future__ import annotations
 
-from conftest import SCAN_FIXTURES, scan_events, scan_json
+from conftest import ROOT, SCAN_FIXTURES, scan_events, scan_json, torch_minor
 
 
 def _one(report: dict, rule: str) -> dict:
@@ -48,3 +48,17 @@ def test_a_compiled_models_state_dict_loaded_into_a_fresh_module_is_recognised()
     f = _one(result.json, "TM107")
     assert f["line"] == 36 and f["code"] == "export_model.load_state_dict(best_state)"
     assert '"_orig_mod.net.0.weight"' in f["reason"] and "model.compile()" in f["reason"]
+
+
+def test_dynamo_crashing_in_the_users_code_is_a_finding_at_their_line():
+    """Issue 30 item 6: a Lightning-style `training_step` whose `self.log` inspects the step's signature. torch
+    2.12 and 2.13 crash inside dynamo (InternalTorchDynamoError); newer releases compile it."""
+    result = scan_json(ROOT / "fixtures" / "dynamo_crash" / "train.py")
+    crashed = [f for f in result.json["findings"] if f["rule"] == "TM112"]
+    if torch_minor() in ("2.12", "2.13"):
+        assert result.returncode == 8 and result.json["summary"]["ended_by"] == "error"
+        (f,) = crashed
+        assert (f["line"], f["function"], f["kind"]) == (18, "step_takes", "script_failure")
+        assert "@torch.compiler.disable" in f["reason"] and "InternalTorchDynamoError" in f["reason"]
+    else:
+        assert result.returncode == 0 and crashed == []

@@ -29,6 +29,7 @@ finally:
         ["--help"],
         ["--version"],
         ["rules"],
+        ["example", "--help"],
         ["fix", "--help"],
         ["scan", "--help"],
         ["verify", "--help"],

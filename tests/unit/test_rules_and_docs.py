@@ -127,7 +127,7 @@ def test_rule_pages_show_the_tested_examples():
         assert marked.split("#")[0].rstrip() in example and f"# {code}" in example, code
 
 
-COMMANDS = ["scan", "fix", "verify", "undo", "pr", "rules", "config"]
+COMMANDS = ["example", "scan", "fix", "verify", "undo", "pr", "rules", "config"]
 
 
 @pytest.mark.parametrize("name", COMMANDS)

@@ -29,9 +29,9 @@ class _HelpFlag:
         return option
 
 
-# `--help` lists the commands in the order a user meets them: find, fix, take back, check, ship; then the static and
-# timing tools, the reference and the settings. A command not named here comes last.
-COMMAND_ORDER = ("scan", "fix", "undo", "verify", "pr", "lint", "tune", "rules", "config")
+# `--help` lists the commands in the order a user meets them: try the bundled example; find, fix, take back, check,
+# ship; then the static and timing tools, the reference and the settings. A command not named here comes last.
+COMMAND_ORDER = ("example", "scan", "fix", "undo", "verify", "pr", "lint", "tune", "rules", "config")
 
 
 class _Group(_HelpFlag, typer.core.TyperGroup):

@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 
-from torchmend.cli import config, fix, lint, pr, scan, tune, undo, verify  # noqa: F401  (each registers its commands)
+from torchmend.cli import config, example, fix, lint, pr, scan, tune, undo, verify  # noqa: F401  (each registers its commands)
 from torchmend.cli.app import GuardedStdout, StdoutFailed, app, stdout_failed
 from torchmend.interrupts import Stopped, describe, exit_code, install
 

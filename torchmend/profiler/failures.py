@@ -1,16 +1,19 @@
-"""Two ways compiling goes wrong without a graph break or a recompile, read from the texts PyTorch leaves.
+"""Ways compiling goes wrong without a graph break or a recompile, read from the texts PyTorch leaves.
 
 - A frame that never converts ("WON'T CONVERT"): the backend compiler raised, dynamo gave up on the whole
   function, and it runs eagerly on every call. The failure text names the user's line that broke the
   backend ("Original traceback"); the break texts it also logs name only the `def` line.
 - A script that torch.compile itself broke: a compiled model pickled whole cannot be loaded with
   `torch.load(weights_only=True)`, and a compiled model's state dict carries `_orig_mod.` keys.
+- A script dynamo itself crashed on (InternalTorchDynamoError) while tracing the user's code: the "from user
+  code:" stack names the compiled function's line and the calls dynamo followed.
 
 Pure string work: no torch.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -169,6 +172,83 @@ def compiled_save_finding(places: Any, end: dict[str, Any]) -> Finding | None:
         path=loc.path,
         where=Where(places.where(loc.path)),
         reason=f"{failure.error}: {save_advice(failure.what)}",
+        count=1,
+        severity=Severity.FIX,
+        code=loc.code,
+    )
+
+
+# --- dynamo's own crash while tracing the user's code ---------------------------------------------------
+
+# Dynamo wraps an error of its own (not one the traced code raises eagerly too) as InternalTorchDynamoError.
+_INTERNAL = re.compile(r"^(?:torch\._dynamo\.exc\.)?InternalTorchDynamoError:\s*(?P<what>.*)$")
+
+
+@dataclass(frozen=True)
+class DynamoCrash:
+    """The script ended because dynamo crashed while tracing a call in compiled code (a bug of dynamo's, such as
+    torch 2.12/2.13 tracing `inspect.getfullargspec` of a bound method: Lightning's `self.log`)."""
+
+    error: str  # what dynamo raised inside, one line: "AttributeError: 'method' object has no attribute '__dict__'"
+    frames: tuple[Frame, ...]  # "from user code:", oldest first: the compiled function's line, then what it called
+
+
+def dynamo_crash(end: dict[str, Any]) -> DynamoCrash | None:
+    """Recognise the crash in the END event of a script that raised; None for any other error."""
+    error = end.get("error") or ""
+    first = error.strip().splitlines()[0] if error.strip() else ""
+    m = _INTERNAL.match(first.strip())
+    if m is None:
+        return None
+    frames = parse_stack(_section(error, "from user code:"))
+    if not frames:
+        return None
+    return DynamoCrash(error=m["what"].strip()[:300], frames=tuple(frames))
+
+
+def crash_advice(site: Frame, compiled: Frame, inner: Frame | None) -> str:
+    """The known remedy: dynamo must not trace the call. A helper the compiled function reaches is decorated where
+    it is defined; a call made by the compiled function itself moves into such a helper."""
+    what = f"`{inner.function}` ({os.path.basename(inner.file)})" if inner else "the call"
+    if site == compiled:
+        return (
+            f"dynamo crashes tracing into {what} from this line: move the call into a helper decorated with "
+            "@torch.compiler.disable where it is defined (outside the compiled function) and call the helper "
+            "here; dynamo then calls it eagerly (one graph break) instead of tracing it"
+        )
+    return (
+        f"dynamo crashes tracing into {what} from `{site.function}`, which `{compiled.function}` calls: decorate "
+        f"`{site.function}` with @torch.compiler.disable where it is defined, so dynamo calls it eagerly (one graph "
+        "break at the call) instead of tracing it; or keep the call out of the compiled function"
+    )
+
+
+def dynamo_crash_finding(places: Any, end: dict[str, Any]) -> Finding | None:
+    """TM112 at the innermost line of the user's project that dynamo was tracing when it crashed (`places`:
+    findings.Places), with the chain from the compiled function and the remedy."""
+    crash = dynamo_crash(end)
+    if crash is None:
+        return None
+    ours = [i for i, f in enumerate(crash.frames) if places.where(places.absolute(f.file)) == Where.PROJECT]
+    if not ours:
+        return None
+    at = ours[-1]
+    site, compiled = crash.frames[at], crash.frames[0]
+    inner = crash.frames[at + 1] if at + 1 < len(crash.frames) else None
+    loc = places.location(site)
+    chain = " -> ".join(f"{f.function} (line {f.line})" for f in crash.frames[:at] if f.file == site.file)
+    reached = f", reached from {chain}" if chain else ""
+    rule = rules.BY_CODE["TM112"]
+    return Finding(
+        rule=rule.code,
+        kind=rule.kind,
+        title=rule.title,
+        file=loc.file,
+        line=loc.line,
+        function=loc.function,
+        path=loc.path,
+        where=Where(places.where(loc.path)),
+        reason=f"InternalTorchDynamoError: {crash.error}{reached}: {crash_advice(site, compiled, inner)}",
         count=1,
         severity=Severity.FIX,
         code=loc.code,

@@ -35,6 +35,7 @@ from torchmend.profiler.events import (
 from torchmend.profiler.failures import (
     EagerFallback,
     compiled_save_finding,
+    dynamo_crash_finding,
     eager_fallback,
     is_backend_failure_break,
     reason_for_eager,
@@ -176,7 +177,7 @@ def _analyse_one(
     steps = 0
 
     limited_frames: set[str] = set()
-    failure: Finding | None = None  # TM107: compiling broke the script itself
+    failure: Finding | None = None  # TM107: compiling broke the script itself; TM112: dynamo crashed in it
     cached_sites: dict[str, Frame] = {}  # TM208: cached tensor attribute -> the line its `is None` guard names
     step_times: list[float] = []
 
@@ -308,7 +309,7 @@ def _analyse_one(
             if kind == END and ev.get("step_times"):
                 step_times = ev["step_times"]
             if kind == END and ev.get("reason") == "error":
-                failure = compiled_save_finding(places, ev)
+                failure = compiled_save_finding(places, ev) or dynamo_crash_finding(places, ev)
 
     breaks += sum(add_break(gb, c) for c, pending in backend_breaks.items() for gb in pending)  # no COMPILE_END
     breaks_at = break_lines(e for e in events if e.get("ev") == COMPILE_START)
