@@ -519,7 +519,7 @@ RULES: tuple[Rule, ...] = (
         "TM112",
         SCRIPT_FAILURE,
         "dynamo-crashed-in-your-code",
-        "torch.compile crashed tracing a call in compiled code (InternalTorchDynamoError): the run ends there",
+        "torch.compile crashed tracing a call in compiled code (InternalTorchDynamoError)",
         advice="decorate the helper dynamo crashes in with @torch.compiler.disable where it is defined, or move the "
         "call into such a helper defined outside the compiled function",
         doc=_TM112,
