@@ -223,11 +223,14 @@ def review(fixes: Fixes) -> Generator[Ask, str, list[Decision]]:
     return loop(fixes.session, fixes.proposals)
 
 
-def accept_all(fixes: Fixes, unsafe: bool = False, unsafe_flag: str = "--unsafe") -> list[Decision]:
-    """Accept every safe proposal (the unsafe ones too with `unsafe`), skipping those that overlap."""
+def accept_all(
+    fixes: Fixes, unsafe: bool = False, unsafe_flag: str = "--unsafe", random_stream: bool = False
+) -> list[Decision]:
+    """Accept every safe proposal (the unsafe ones too with `unsafe`, the random-stream ones only with
+    `random_stream`), skipping those that overlap."""
     from torchmend.codemods.review import accept_all as accept
 
-    return accept(fixes.session, fixes.proposals, unsafe, unsafe_flag)
+    return accept(fixes.session, fixes.proposals, unsafe, unsafe_flag, random_stream)
 
 
 # ---------------------------------------------------------------------------------------------------- verify

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
-from torchmend.codemods.base import Proposal
+from torchmend.codemods.base import RANDOM_STREAM, Proposal
 from torchmend.codemods.engine import Session
 
 KEYS = {
@@ -75,13 +75,24 @@ def review(session: Session, proposals: Sequence[Proposal]) -> Generator[Ask, st
 
 
 def accept_all(
-    session: Session, proposals: Sequence[Proposal], unsafe: bool, unsafe_flag: str = "--unsafe"
+    session: Session,
+    proposals: Sequence[Proposal],
+    unsafe: bool,
+    unsafe_flag: str = "--unsafe",
+    random_stream: bool = False,
 ) -> list[Decision]:
     """--yes: every safe proposal (and the unsafe ones with --unsafe), skipping overlaps. `unsafe_flag` is the
-    option the command calling it spells (lint's is --unsafe-fixes)."""
+    option the command calling it spells (lint's is --unsafe-fixes). A change of the random stream (RANDOM_STREAM)
+    needs its own opt-in, `random_stream` (--allow-random-stream): --unsafe alone never applies it."""
     decisions = []
     for p in proposals:
-        if p.safety != "safe" and not unsafe:
+        if p.safety == RANDOM_STREAM:
+            if not random_stream:
+                decisions.append(
+                    Decision(p, REJECTED, "changes the random stream: add --allow-random-stream to apply it")
+                )
+                continue
+        elif p.safety != "safe" and not unsafe:
             decisions.append(Decision(p, REJECTED, f"unsafe: add {unsafe_flag} to apply it"))
             continue
         why = session.conflict(p)

@@ -28,8 +28,10 @@ from torchmend.codemods.fixes.branch_to_where.test import (
     _split_test,
     _strip,
     _Unfixable,
+    random_draw,
     random_skip,
 )
+from torchmend.codemods.fixes.branch_to_where.layerdrop import random_stream_proposal
 from torchmend.codemods.fixes.branch_to_where.where import _Plan, _where, proposal, where_fix
 from torchmend.codemods.fixes.mask_fast_path import mask_fast_path
 from torchmend.codemods.source import Context, SourceFile
@@ -282,7 +284,26 @@ class BranchToWhere(Codemod):
             return fast
         random = random_skip(src, node.test)
         if random is not None:
-            raise random
+            return self._random_skip(finding, src, node, random)
+        return self._if_tensor(finding, src, node)
+
+    def _random_skip(self, finding: Finding, src: SourceFile, node: cst.If, refusal: _Unfixable) -> Result:
+        """A LayerDrop skip: the torch.where rewrite as a RANDOM_STREAM change (layerdrop.py), else the refusal."""
+        draw = random_draw(src, node.test)
+        try:
+            fix = self._if_tensor(finding, src, node)
+        except _Unfixable:
+            raise refusal from None
+        stream = (
+            random_stream_proposal(src, fix, _short(draw) if draw is not None else "a random draw")
+            if isinstance(fix, Proposal)
+            else None
+        )
+        if stream is None:
+            raise refusal
+        return stream
+
+    def _if_tensor(self, finding: Finding, src: SourceFile, node: cst.If) -> Result:
         for small in src.nodes_in(node, (cst.Assign, cst.Return)):
             value = small.value if isinstance(small, (cst.Assign, cst.Return)) else None
             if isinstance(value, cst.Name) and value.value == "None":
