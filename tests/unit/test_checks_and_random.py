@@ -62,7 +62,9 @@ def test_layerdrop_skip_is_a_random_stream_change_applied_only_when_allowed():
 
 def test_layerdrop_skip_the_where_cannot_take_is_refused_with_its_reason_up_front():
     source = (FIXTURES / "TM103" / "layerdrop_random_skip.in.py").read_text()
-    source = source.replace("                h = layer(h)\n", "                h = layer(h)\n            else:\n                h = None\n")
+    source = source.replace(
+        "                h = layer(h)\n", "                h = layer(h)\n            else:\n                h = None\n"
+    )
     text, results = fix_text(source, name="encoder.py")
     assert text == source and not proposals(results)
     (why,) = unfixed(results)

@@ -313,7 +313,9 @@ def fix(
         ui.print("[green]Nothing to change.[/]")
         return
     try:
-        decisions = pipeline.accept_all(fixes, unsafe, random_stream=random_stream) if not interactive else _interactive(fixes)
+        decisions = (
+            pipeline.accept_all(fixes, unsafe, random_stream=random_stream) if not interactive else _interactive(fixes)
+        )
     except EOFError:
         err.print("\n[bold]interrupted: nothing was written.[/]")
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None

@@ -115,6 +115,9 @@ def verification_view(v: Verification) -> Group:
         parts.append(
             Text(f"numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics_text()}", style=style)
         )
+    elif v.distribution is not None:
+        style = "green" if v.distribution.equivalent else "bold red"
+        parts.append(Text(f"numerics, in distribution: {v.distribution.describe()}", style=style))
     verdict_style = {"improved": "bold green", "no_change": "bold yellow", "refused": "bold red"}[v.verdict]
     parts.append(Text(f"verdict: {v.verdict.replace('_', ' ')}", style=verdict_style))
     parts += [Text(f"  {r}", style="red" if v.verdict == "refused" else "yellow") for r in v.reasons]

@@ -13,6 +13,7 @@ from torchmend.codemods.analysis import values
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.branch_to_where.align import _chain_start, _in_place, _next_statement
 from torchmend.codemods.fixes.branch_to_where.cond import cond_fix
+from torchmend.codemods.fixes.branch_to_where.layerdrop import random_stream_proposal
 from torchmend.codemods.fixes.branch_to_where.test import (
     _ASSERT_ADVICE,
     _COND_ADVICE,
@@ -31,7 +32,6 @@ from torchmend.codemods.fixes.branch_to_where.test import (
     random_draw,
     random_skip,
 )
-from torchmend.codemods.fixes.branch_to_where.layerdrop import random_stream_proposal
 from torchmend.codemods.fixes.branch_to_where.where import _Plan, _where, proposal, where_fix
 from torchmend.codemods.fixes.mask_fast_path import mask_fast_path
 from torchmend.codemods.source import Context, SourceFile

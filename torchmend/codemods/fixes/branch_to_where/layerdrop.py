@@ -52,7 +52,7 @@ def random_stream_proposal(src: SourceFile, fix: Proposal, draw: str) -> Proposa
             return None
         t = _AsTensor(src, as_tensor)
         if isinstance(new, cst.FlattenSentinel):
-            new = cst.FlattenSentinel([n.visit(t) for n in new.nodes])  # type: ignore[misc]
+            new = cst.FlattenSentinel([n.visit(t) for n in new.nodes])
         else:
             new = new.visit(t)
         wrapped += t.wrapped
