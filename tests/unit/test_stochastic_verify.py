@@ -66,5 +66,5 @@ def test_runs_without_comparable_losses_are_not_equivalent(after, problem):
 
 
 def test_the_seeds_start_at_the_runs_own():
-    assert seeds_for(RunSpec(script="t.py", seed=7)) == tuple(range(7, 7 + SEEDS))  # type: ignore[arg-type]
-    assert seeds_for(RunSpec(script="t.py")) == tuple(range(SEEDS))  # type: ignore[arg-type]
+    assert seeds_for(RunSpec(script="t.py", seed=7)) == tuple(range(7, 7 + SEEDS))
+    assert seeds_for(RunSpec(script="t.py")) == tuple(range(SEEDS))
