@@ -59,7 +59,8 @@ class Distribution:
         if self.identical_seeds:
             return (
                 f"not compared in distribution over {seeds}: every seed gave the original the same losses (the "
-                "script seeds itself, e.g. torch.manual_seed at its start; let torchmend's --seed decide)"
+                "script seeds itself, e.g. torch.manual_seed(0) at its start: seed it with "
+                "int(os.environ.get('TORCHMEND_SEED', 0)), the seed torchmend gives each run)"
             )
         test = f"Welch t <= {T_MAX:g} on {self.steps} step losses and {self.params} parameter sums"
         worst = ""
