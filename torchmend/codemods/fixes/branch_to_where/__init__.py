@@ -13,7 +13,7 @@ from torchmend.codemods.analysis import values
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.branch_to_where.align import _chain_start, _in_place, _next_statement
 from torchmend.codemods.fixes.branch_to_where.cond import cond_fix
-from torchmend.codemods.fixes.branch_to_where.layerdrop import random_stream_proposal
+from torchmend.codemods.fixes.branch_to_where.layerdrop import continue_skip, random_stream_proposal
 from torchmend.codemods.fixes.branch_to_where.test import (
     _ASSERT_ADVICE,
     _COND_ADVICE,
@@ -290,15 +290,15 @@ class BranchToWhere(Codemod):
     def _random_skip(self, finding: Finding, src: SourceFile, node: cst.If, refusal: _Unfixable) -> Result:
         """A LayerDrop skip: the torch.where rewrite as a RANDOM_STREAM change (layerdrop.py), else the refusal."""
         draw = random_draw(src, node.test)
+        drawn = _short(draw) if draw is not None else "a random draw"
+        skip = continue_skip(finding, src, node, drawn)
+        if isinstance(skip, Proposal):
+            return skip
         try:
             fix = self._if_tensor(finding, src, node)
         except _Unfixable:
             raise refusal from None
-        stream = (
-            random_stream_proposal(src, fix, _short(draw) if draw is not None else "a random draw")
-            if isinstance(fix, Proposal)
-            else None
-        )
+        stream = random_stream_proposal(src, fix, drawn) if isinstance(fix, Proposal) else None
         if stream is None:
             raise refusal
         return stream
