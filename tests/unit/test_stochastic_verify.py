@@ -68,3 +68,22 @@ def test_runs_without_comparable_losses_are_not_equivalent(after, problem):
 def test_the_seeds_start_at_the_runs_own():
     assert seeds_for(RunSpec(script="t.py", seed=7)) == tuple(range(7, 7 + SEEDS))
     assert seeds_for(RunSpec(script="t.py")) == tuple(range(SEEDS))
+
+
+def test_pr_body_and_report_say_the_random_stream_changed():
+    from conftest import ROOT
+
+    from torchmend.codemods.examples import fix_text, proposals
+    from torchmend.vcs.body import fix_report
+    from torchmend.verify.compare import Verification
+
+    source = (ROOT / "fixtures" / "codemods" / "TM103" / "layerdrop_random_skip.in.py").read_text()
+    _, results = fix_text(source, name="encoder.py", random_stream=False)
+    (p,) = proposals(results)
+    before = [_end([1.0, 0.80]), _end([1.2, 0.90]), _end([0.9, 0.70]), _end([1.1, 0.85])]
+    d = compare_distributions(SEEDS4, before, before)
+    v = Verification(1, [], [], None, "improved", distribution=d)
+    body = fix_report([p], v, "torchmend fix train.py --yes --allow-random-stream")
+    assert "(**random stream changed**)" in body and "### Changes of the random stream" in body
+    assert f"Numerics, in distribution (the random stream changed): {VERDICT}: 4 seeds per arm" in body
+    assert v.to_json()["distribution"]["equivalent"] is True
