@@ -52,6 +52,11 @@ class BranchToWhere(Codemod):
         compiled code always takes the general path with the mask (fixes/mask_fast_path.py; unsafe: the general
         path must compute the same with a mask that masks nothing, which the verified re-run checks).
 
+        A LayerDrop skip, a test on a random draw (`skip = torch.rand([]) < p; if not skip: h = layer(h)`, or
+        `if torch.rand([]) < p: continue` before `h = layer(h)`), becomes `h = torch.where(skip, h, layer(h))`
+        (fixes/branch_to_where/layerdrop.py): a change of the random stream, applied only with
+        `--allow-random-stream` and verified in distribution over several seeds.
+
     Why is this bad:
         `if` needs a Python bool, and a tensor's value is not known while dynamo traces: it ends the graph
         at the `if`, runs the test eagerly, and compiles what follows separately for each outcome (a graph
@@ -77,6 +82,9 @@ class BranchToWhere(Codemod):
         branches return one tensor of the same shape and dtype). torch.where broadcasts and promotes, so
         the branches must give the same shape and dtype. An `if` that prints, raises, returns in one branch
         only or sets a name in one branch only is reported, not rewritten; so is a `while` on a tensor.
+        A LayerDrop rewrite is neither: its safety is `random-stream` (the skip keeps its probability, the layer
+        runs on every call, its dropout draws change the random stream), so only `--allow-random-stream` applies
+        it, never `--unsafe` alone.
     """
 
     rules = ("TM103",)
