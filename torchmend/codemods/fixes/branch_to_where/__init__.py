@@ -306,6 +306,10 @@ class BranchToWhere(Codemod):
             fix = self._if_tensor(finding, src, node)
         except _Unfixable:
             raise refusal from None
+        if isinstance(fix, Proposal) and node.orelse is None and not src.nodes_in(node.body, cst.Call):
+            # `if r < p: to_drop = True`: no code is skipped, so torch.where computes exactly what the `if` did
+            # with the same draws; the flag's own `if not to_drop:` is the LayerDrop skip, fixed on its own
+            return fix
         stream = random_stream_proposal(src, fix, drawn) if isinstance(fix, Proposal) else None
         if stream is None:
             raise refusal
