@@ -26,7 +26,7 @@ def test_layerdrop_skip_needs_its_opt_in_and_verifies_in_distribution(proj: Path
     original = (proj / "train.py").read_text()
     r = torchmend("fix", "train.py", "--yes", "--unsafe", "--no-verify", "--backend", "aot_eager", cwd=proj)
     assert r.returncode == 0, r.stderr
-    assert "changes the random stream: add --allow-random-stream" in r.stdout
+    assert "changes the random stream: fix --allow-random-stream applies it" in r.stdout
     assert (proj / "train.py").read_text() == original
 
     r = torchmend("fix", "train.py", "--yes", "--allow-random-stream", "--backend", "aot_eager", cwd=proj)

@@ -89,7 +89,11 @@ def accept_all(
         if p.safety == RANDOM_STREAM:
             if not random_stream:
                 decisions.append(
-                    Decision(p, REJECTED, "changes the random stream: add --allow-random-stream to apply it")
+                    Decision(
+                        p,
+                        REJECTED,
+                        "changes the random stream: fix --allow-random-stream applies it (verified over seeds)",
+                    )
                 )
                 continue
         elif p.safety != "safe" and not unsafe:
