@@ -436,8 +436,6 @@ class _Judge:
     def _in_distribution(self, after: RunSpec) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
         """A change of the random stream among these: each arm once per seed, the counts judged on the first
         seed's runs, the numbers as distributions (verify/stochastic.py) instead of bit for bit."""
-        import math
-
         from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
         from torchmend.verify.compare import judge
         from torchmend.verify.stochastic import compare_distributions, seeded_runs, seeds_for
@@ -453,7 +451,9 @@ class _Judge:
         reuse = self.reuse[0] if self.reuse and self.before.seed is not None else None
         b, a = seeded_runs(self.before, after, self.root, seeds, reuse, started)
         self.reuse = (b[0],)
-        v = judge(b[:1], a[:1], math.inf, math.inf, self.root)  # counts and failures; the numbers below
+        # counts and failures; the numbers are judged below. A huge finite tolerance, not inf: inf * 0 is nan, which
+        # would refuse a parameter whose magnitude is 0 (measured on SeamlessM4TModel).
+        v = judge(b[:1], a[:1], 1e300, 1e300, self.root)
         dist = compare_distributions(seeds, [r.end for r in b], [r.end for r in a])
         v.numerics, v.distribution = None, dist
         if not dist.equivalent and v.failure is None:

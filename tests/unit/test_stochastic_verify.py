@@ -87,3 +87,16 @@ def test_pr_body_and_report_say_the_random_stream_changed():
     assert "(**random stream changed**)" in body and "### Changes of the random stream" in body
     assert f"Numerics, in distribution (the random stream changed): {VERDICT}: 4 seeds per arm" in body
     assert v.to_json()["distribution"]["equivalent"] is True
+
+
+def test_the_counts_tolerance_ignores_numbers_even_of_a_zero_magnitude_probe():
+    """_Judge._in_distribution judges counts with a huge finite tolerance: with inf, inf * 0 is nan and a parameter
+    whose probe magnitude is 0 (as one of SeamlessM4TModel's) was refused for its numbers."""
+    from torchmend.verify.numerics import compare
+
+    def fp(x: float) -> dict:
+        return {"sum": x, "abs": abs(x) + 1, "probe": 0.0, "probe_abs": 0.0, "shape": [32], "dtype": "float32"}
+
+    b, a = {"losses": [1.0, 0.5], "params": [fp(3.0)]}, {"losses": [1.3, 0.2], "params": [fp(1.0)]}
+    assert compare(b, a, 1e300, 1e300).equal
+    assert not compare(b, a, math.inf, math.inf).equal  # why inf is not used
