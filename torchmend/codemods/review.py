@@ -56,6 +56,8 @@ def review(session: Session, proposals: Sequence[Proposal]) -> Generator[Ask, st
             decisions.append(Decision(p, CONFLICT, why))
             continue
         key = per_file.get(p.path)
+        if key == "a" and p.safety == RANDOM_STREAM:
+            key = None  # "the rest of the file" does not take a change of the random stream unseen: it is asked
         if key is None:
             before, after = session.preview(p)
             key = yield Ask(p, before, after, i, len(proposals))
