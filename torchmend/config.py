@@ -115,6 +115,13 @@ KEYS: dict[str, Key] = {
         Key("atol", _number_at_least(0), ATOL, "absolute tolerance for losses and final parameters", "--atol"),
         Key("unsafe-fixes", _bool, False, "fix --yes/--diff include the unsafe changes", "--unsafe"),
         Key(
+            "allow-random-stream",
+            _bool,
+            False,
+            "fix --yes/--diff include the changes that alter the random stream (verified in distribution)",
+            "--allow-random-stream",
+        ),
+        Key(
             "project-root",
             _str,
             None,

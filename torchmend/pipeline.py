@@ -223,11 +223,14 @@ def review(fixes: Fixes) -> Generator[Ask, str, list[Decision]]:
     return loop(fixes.session, fixes.proposals)
 
 
-def accept_all(fixes: Fixes, unsafe: bool = False, unsafe_flag: str = "--unsafe") -> list[Decision]:
-    """Accept every safe proposal (the unsafe ones too with `unsafe`), skipping those that overlap."""
+def accept_all(
+    fixes: Fixes, unsafe: bool = False, unsafe_flag: str = "--unsafe", random_stream: bool = False
+) -> list[Decision]:
+    """Accept every safe proposal (the unsafe ones too with `unsafe`, the random-stream ones only with
+    `random_stream`), skipping those that overlap."""
     from torchmend.codemods.review import accept_all as accept
 
-    return accept(fixes.session, fixes.proposals, unsafe, unsafe_flag)
+    return accept(fixes.session, fixes.proposals, unsafe, unsafe_flag, random_stream)
 
 
 # ---------------------------------------------------------------------------------------------------- verify
@@ -413,10 +416,13 @@ class _Judge:
         """These changes applied, against the original: the verdict (with the eager reference and the noise band
         when the numbers differ, and the known PyTorch hazard of a change's shape when the compiler is to blame),
         the before-runs and the after-runs."""
+        from torchmend.codemods.base import RANDOM_STREAM
         from torchmend.profiler.hazards import hazards_for
         from torchmend.verify.reference import COMPILER
 
         after = replace(self.before, overlay=_overlay(session, proposals))
+        if any(p.safety == RANDOM_STREAM for p in proposals):
+            return self._in_distribution(after)
         v, b_runs, a_runs = verify(
             self.before, after, self.root, self.repeat, self.rtol, self.atol, self.reuse, self.on_run, True, self.eager
         )
@@ -426,6 +432,34 @@ class _Judge:
             hazards = "".join(f"; a known PyTorch hazard: {h.describe()}" for h in known.values())
             v.reasons[:] = [r + hazards if r.startswith("the compiler mis-compiled") else r for r in v.reasons]
         return v, b_runs, a_runs
+
+    def _in_distribution(self, after: RunSpec) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
+        """A change of the random stream among these: each arm once per seed, the counts judged on the first
+        seed's runs, the numbers as distributions (verify/stochastic.py) instead of bit for bit."""
+        from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
+        from torchmend.verify.compare import judge
+        from torchmend.verify.stochastic import compare_distributions, seeded_runs, seeds_for
+
+        seeds = seeds_for(self.before)
+        total = len(seeds) * 2 - (1 if self.reuse and self.before.seed is not None else 0)
+        count = iter(range(1, total + 1))
+
+        def started(arm: str, i: int) -> None:
+            if self.on_run is not None:
+                self.on_run(RunStarted(f"{arm} (seed {seeds[i]})", i, next(count), total))
+
+        reuse = self.reuse[0] if self.reuse and self.before.seed is not None else None
+        b, a = seeded_runs(self.before, after, self.root, seeds, reuse, started)
+        self.reuse = (b[0],)
+        # counts and failures; the numbers are judged below. A huge finite tolerance, not inf: inf * 0 is nan, which
+        # would refuse a parameter whose magnitude is 0 (measured on SeamlessM4TModel).
+        v = judge(b[:1], a[:1], 1e300, 1e300, self.root)
+        dist = compare_distributions(seeds, [r.end for r in b], [r.end for r in a])
+        v.numerics, v.distribution = None, dist
+        if not dist.equivalent and v.failure is None:
+            v.reasons.append(dist.describe())
+            v.verdict = REFUSED_VERDICT
+        return v, b[:1], a[:1]
 
 
 def _overlay(session: Session, proposals: Sequence[Proposal]) -> tuple[tuple[str, str], ...]:

@@ -14,6 +14,7 @@ and for each (model, mode, use), in the scratch project of that use:
   check   python train_model.py MODEL --mode M --eager --steps 1   (only when the scan fails: no torch.compile,
           does the model build and run? If not, a driver error)
   fix     torchmend fix --yes --unsafe --backend aot_eager --verify-backend aot_eager --steps 3 ...
+          (--allow-random-stream added with run.py's --allow-random-stream)
   after   torchmend scan again (only when fix wrote something; else the before scan stands)
   explain benchmarks/corpus/explain.py: for every finding left, torchmend's reason it was not fixed
 
@@ -142,6 +143,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the package copied from the venv into the project in the vendored use ('' for none)",
     )
     ap.add_argument("--scan-only", action="store_true", help="check and scan only: no fix (a baseline)")
+    ap.add_argument(
+        "--allow-random-stream",
+        action="store_true",
+        help="fix with --allow-random-stream too (LayerDrop skips: verified in distribution over seeds)",
+    )
     ap.add_argument(
         "--evaluation",
         action="store_true",
@@ -482,7 +488,10 @@ def run_model(model: str, mode: str, use: str, a: argparse.Namespace, python: Pa
         return rec
     after, after_path = before, scans / f"{run_id}.before.json"
     if before.get("findings"):
-        fix_stage = stage("fix", tm + ["fix", "--yes", "--unsafe", "--verify-backend", a.backend] + budget + target)
+        stream = ["--allow-random-stream"] if a.allow_random_stream else []
+        fix_stage = stage(
+            "fix", tm + ["fix", "--yes", "--unsafe", *stream, "--verify-backend", a.backend] + budget + target
+        )
         rec["fix"] = parse_fix(fix_stage)
         if fix_stage.timed_out or fix_stage.rc not in FIX_ANSWERS:
             kind = "timeout" if fix_stage.timed_out else "torchmend_failure"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import random
 
 import numpy as np
@@ -211,9 +212,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--eager", action="store_true", help="no torch.compile: check that the model builds and runs")
     a = ap.parse_args(argv)
-    torch.manual_seed(0)
-    random.seed(0)
-    np.random.seed(0)
+    seed = int(os.environ.get("TORCHMEND_SEED", "0"))  # torchmend's seed for the run (0 outside torchmend)
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
     model = build(a.model, a.mode)
     step_fn = model if a.eager else torch.compile(model)
     g = torch.Generator().manual_seed(1)

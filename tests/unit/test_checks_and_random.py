@@ -50,13 +50,41 @@ def test_break_rule_from_its_texts_and_line(kind, source, rule):
     assert classify_break(_gb(kind), "project", source) == rule
 
 
-def test_layerdrop_skip_is_refused_with_its_reason_up_front():
-    source = (FIXTURES / "TM103" / "noop_layerdrop_random_skip.in.py").read_text()
+def test_layerdrop_skip_is_a_random_stream_change_applied_only_when_allowed():
+    source = (FIXTURES / "TM103" / "layerdrop_random_skip.in.py").read_text()
+    text, results = fix_text(source, name="encoder.py", random_stream=False)
+    (p,) = proposals(results)
+    assert text == source and p.safety == "random-stream" and p.shape == "random-skip-where"
+    assert "changes the random stream, keeps the distribution" in p.note and "torch.rand([])" in p.why
+    text, _ = fix_text(source, name="encoder.py")
+    assert "h = torch.where(torch.as_tensor(skip == 0), layer(h), h)" in text
+
+
+def test_layerdrop_skip_the_where_cannot_take_is_refused_with_its_reason_up_front():
+    source = (FIXTURES / "TM103" / "layerdrop_random_skip.in.py").read_text()
+    source = source.replace(
+        "                h = layer(h)\n", "                h = layer(h)\n            else:\n                h = None\n"
+    )
     text, results = fix_text(source, name="encoder.py")
     assert text == source and not proposals(results)
     (why,) = unfixed(results)
     assert why.reason.startswith("the test depends on a random draw (`torch.rand([])`, line 16)")
     assert "random stream" in why.reason and "outside the compiled model" in why.advice
+
+
+def test_random_stream_changes_need_their_own_opt_in():
+    from torchmend.codemods.engine import Session
+    from torchmend.codemods.review import ACCEPTED, REJECTED, accept_all
+    from torchmend.codemods.source import Context
+
+    source = (FIXTURES / "TM103" / "layerdrop_random_skip.in.py").read_text()
+    _, results = fix_text(source, name="encoder.py", random_stream=False)
+    (p,) = proposals(results)
+    session = Session(Context("/tm-example", lambda _: source))
+    (d,) = accept_all(session, [p], unsafe=True)
+    assert d.outcome == REJECTED and "--allow-random-stream" in d.detail
+    (d,) = accept_all(session, [p], unsafe=False, random_stream=True)
+    assert d.outcome == ACCEPTED
 
 
 def test_requires_grad_false_is_refused():

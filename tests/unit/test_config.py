@@ -49,6 +49,7 @@ unsafe-fixes = true
 project-root = "src"
 remote = "upstream"
 base = "main"
+allow-random-stream = true
 exclude = ["data/", "**/generated_*.py"]
 
 [tool.torchmend.per-file-ignores]
@@ -78,9 +79,11 @@ def test_every_key_is_read_with_its_line(repo: Path):
         "project-root": 20,
         "remote": 21,
         "base": 22,
-        "exclude": 23,
-        "per-file-ignores": 25,
+        "allow-random-stream": 23,
+        "exclude": 24,
+        "per-file-ignores": 26,
     }
+    assert cfg.values["allow-random-stream"] is True
 
 
 def test_command_line_over_file_over_default(repo: Path):

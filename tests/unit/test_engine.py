@@ -172,6 +172,17 @@ def test_review_a_takes_the_rest_of_the_file_and_d_skips_it(project):
     assert outcomes == [ACCEPTED, ACCEPTED, REJECTED, REJECTED]
 
 
+def test_review_a_still_asks_about_a_change_of_the_random_stream(project):
+    from dataclasses import replace as with_
+
+    session, one, two = project
+    changes = four(session, one, two)
+    changes[1] = with_(changes[1], safety="random-stream")
+    asked, outcomes = _drive(session, changes, "annn")
+    assert asked == [1, 2, 3, 4]  # "a" on the first change of `one` does not take the random-stream one unseen
+    assert outcomes == [ACCEPTED, REJECTED, REJECTED, REJECTED]
+
+
 def test_review_q_keeps_what_was_accepted(project):
     session, one, two = project
     asked, outcomes = _drive(session, four(session, one, two), "yq")

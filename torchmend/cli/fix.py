@@ -98,6 +98,17 @@ def fix(
             show_default=False,
         ),
     ] = None,
+    allow_random_stream: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--allow-random-stream/--no-allow-random-stream",
+            help="With --yes or --diff: include the changes that alter the random stream but keep the "
+            "distribution (a LayerDrop skip picked with torch.where); --unsafe alone never applies them, and "
+            "verification compares several seeds per arm as distributions. Default: `allow-random-stream` in "
+            "pyproject.toml, else no.",
+            show_default=False,
+        ),
+    ] = None,
     diff: Annotated[
         bool,
         typer.Option(
@@ -227,6 +238,7 @@ def fix(
     verify_backend = cfg.get("verify-backend", verify_backend) or backend
     rtol, atol = cfg.get("rtol", rtol), cfg.get("atol", atol)
     unsafe, remote, base = cfg.get("unsafe-fixes", unsafe), cfg.get("remote", remote), cfg.get("base", base)
+    random_stream = bool(cfg.get("allow-random-stream", allow_random_stream))
     trace = from_trace is not None and script is None
     if not trace:
         if path_map:
@@ -301,7 +313,9 @@ def fix(
         ui.print("[green]Nothing to change.[/]")
         return
     try:
-        decisions = pipeline.accept_all(fixes, unsafe) if not interactive else _interactive(fixes)
+        decisions = (
+            pipeline.accept_all(fixes, unsafe, random_stream=random_stream) if not interactive else _interactive(fixes)
+        )
     except EOFError:
         err.print("\n[bold]interrupted: nothing was written.[/]")
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --hel
     from torchmend.codemods.base import NoFix, Proposal
     from torchmend.verify.compare import Verification
 
-_SAFETY = {"safe": "bold green", "unsafe": "bold red"}
+_SAFETY = {"safe": "bold green", "unsafe": "bold red", "random-stream": "bold yellow"}
 
 
 def location(f: Finding) -> str:
@@ -115,6 +115,9 @@ def verification_view(v: Verification) -> Group:
         parts.append(
             Text(f"numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics_text()}", style=style)
         )
+    elif v.distribution is not None:
+        style = "green" if v.distribution.equivalent else "bold red"
+        parts.append(Text(f"numerics, in distribution: {v.distribution.describe()}", style=style))
     verdict_style = {"improved": "bold green", "no_change": "bold yellow", "refused": "bold red"}[v.verdict]
     parts.append(Text(f"verdict: {v.verdict.replace('_', ' ')}", style=verdict_style))
     parts += [Text(f"  {r}", style="red" if v.verdict == "refused" else "yellow") for r in v.reasons]
@@ -129,8 +132,10 @@ def print_written(
     (a single line each with `quiet`). An interactive run showed each diff already and does not come here."""
     for p, diff in changes:
         safety = ("UNSAFE", "bold red") if p.safety == "unsafe" else (p.safety, _SAFETY[p.safety])
+        if p.safety == "random-stream":
+            safety = ("RANDOM STREAM CHANGED", "bold yellow")
         console.print(Text.assemble((display(p), "bold"), "  ", (p.rule, "magenta"), "  ", safety, f"  {p.why}"))
-        if p.safety == "unsafe" and p.note and not quiet:
+        if p.safety != "safe" and p.note and not quiet:
             console.print(Text(f"  note: {p.note}", style="yellow"))
         if not quiet:  # unwrapped, whatever the width: a diff's lines are copied and applied, not read as prose
             console.print(diff_text(diff), soft_wrap=True)

@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from torchmend.codemods.source import Context
 
 SAFE, UNSAFE = "safe", "unsafe"
+# Changes the random stream but keeps the distribution (a LayerDrop skip picked with torch.where): applied only with
+# an explicit opt-in (`fix --allow-random-stream`), never by --yes or --unsafe alone, and verified in distribution
+# over several seeds (verify/stochastic.py), not bit for bit.
+RANDOM_STREAM = "random-stream"
+SAFETIES = (SAFE, UNSAFE, RANDOM_STREAM)
 HEADINGS = rules.HEADINGS  # the same five headings as `Rule.doc`
 
 Replacement = Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]
@@ -56,8 +61,8 @@ class Proposal:
     shape: str = ""  # the form of the edit, named for the table of known PyTorch hazards (profiler/hazards.py)
 
     def __post_init__(self) -> None:
-        if self.safety not in (SAFE, UNSAFE):
-            raise ValueError(f"safety must be {SAFE!r} or {UNSAFE!r}, not {self.safety!r}")
+        if self.safety not in SAFETIES:
+            raise ValueError(f"safety must be one of {SAFETIES}, not {self.safety!r}")
         if not (self.replace or self.insert_before or self.insert_after):
             raise ValueError("a proposal must edit something")
 

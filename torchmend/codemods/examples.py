@@ -101,16 +101,18 @@ def fix_text(
     root: str = "/tm-example",
     unsafe: bool = True,
     torch_version: tuple[int, ...] | None = None,
+    random_stream: bool = True,
 ) -> tuple[str, list[Result]]:
     """Propose fixes for the marked findings and accept every one (unsafe too, unless told not to), in
-    order, skipping conflicts, as `fix --yes --unsafe` would, spelling torch as `torch_version` does (None: the
-    newest release read). Returns the new text and the results."""
+        order, skipping conflicts, as `fix --yes --unsafe` would, spelling torch as `torch_version` does (None: the
+        newest release read), and the changes of the random stream unless `random_stream` is False (fix's
+    --allow-random-stream). Returns the new text and the results."""
     path = str(Path(root) / name)
     ctx = Context(root, lambda p: text if p == path else Path(p).read_text(), torch_version=torch_version)
     session = Session(ctx)
     results = session.propose(findings_from_markers(path, text, root))
     for r in results:
-        if isinstance(r, Proposal) and (unsafe or r.safety == "safe"):
+        if isinstance(r, Proposal) and (random_stream if r.safety == "random-stream" else unsafe or r.safety == "safe"):
             try:
                 session.accept(r)
             except Conflict:

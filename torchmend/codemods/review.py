@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 
-from torchmend.codemods.base import Proposal
+from torchmend.codemods.base import RANDOM_STREAM, Proposal
 from torchmend.codemods.engine import Session
 
 KEYS = {
@@ -56,6 +56,8 @@ def review(session: Session, proposals: Sequence[Proposal]) -> Generator[Ask, st
             decisions.append(Decision(p, CONFLICT, why))
             continue
         key = per_file.get(p.path)
+        if key == "a" and p.safety == RANDOM_STREAM:
+            key = None  # "the rest of the file" does not take a change of the random stream unseen: it is asked
         if key is None:
             before, after = session.preview(p)
             key = yield Ask(p, before, after, i, len(proposals))
@@ -75,13 +77,28 @@ def review(session: Session, proposals: Sequence[Proposal]) -> Generator[Ask, st
 
 
 def accept_all(
-    session: Session, proposals: Sequence[Proposal], unsafe: bool, unsafe_flag: str = "--unsafe"
+    session: Session,
+    proposals: Sequence[Proposal],
+    unsafe: bool,
+    unsafe_flag: str = "--unsafe",
+    random_stream: bool = False,
 ) -> list[Decision]:
     """--yes: every safe proposal (and the unsafe ones with --unsafe), skipping overlaps. `unsafe_flag` is the
-    option the command calling it spells (lint's is --unsafe-fixes)."""
+    option the command calling it spells (lint's is --unsafe-fixes). A change of the random stream (RANDOM_STREAM)
+    needs its own opt-in, `random_stream` (--allow-random-stream): --unsafe alone never applies it."""
     decisions = []
     for p in proposals:
-        if p.safety != "safe" and not unsafe:
+        if p.safety == RANDOM_STREAM:
+            if not random_stream:
+                decisions.append(
+                    Decision(
+                        p,
+                        REJECTED,
+                        "changes the random stream: fix --allow-random-stream applies it (verified over seeds)",
+                    )
+                )
+                continue
+        elif p.safety != "safe" and not unsafe:
             decisions.append(Decision(p, REJECTED, f"unsafe: add {unsafe_flag} to apply it"))
             continue
         why = session.conflict(p)

@@ -26,14 +26,20 @@ MAX_OUTPUT_CALLS = 2_000  # calls of compiled functions whose returned tensors a
 MAX_OUTPUT_TENSORS = 16  # tensors fingerprinted per call (the first ones, in order)
 PROBE_SAMPLES = 1024  # values read per parameter for the position-weighted probe
 DISABLE_ENV = "TORCHMEND_NO_NUMERICS"  # set to 1 in the child's environment: no loss/parameter capture
+# The seed torchmend gave the run, in the child's environment: a script that seeds itself can read it, so that the
+# several seeds of a verification in distribution (verify/stochastic.py) reach it.
+SEED_ENV = "TORCHMEND_SEED"
 
 
 def seed_everything(seed: int) -> None:
-    """Seed torch (CPU and every CUDA device), `random`, and numpy when it can be imported."""
+    """Seed torch (CPU and every CUDA device), `random`, and numpy when it can be imported; the seed is left in
+    the environment as TORCHMEND_SEED for a script that seeds itself."""
+    import os
     import random
 
     import torch
 
+    os.environ[SEED_ENV] = str(seed)
     random.seed(seed)
     torch.manual_seed(seed)
     try:

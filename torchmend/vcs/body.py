@@ -129,11 +129,24 @@ def fix_report(
             )
     lines += ["", "### Changes", ""]
     for p in proposals:
-        label = "**unsafe**" if p.safety == "unsafe" else "safe"
+        label = {"unsafe": "**unsafe**", "random-stream": "**random stream changed**"}.get(p.safety, "safe")
         lines.append(f"- **{p.rule}** at {md_code(where(p))} ({label}): {md_text(p.why)}")
         if p.note:
             lines.append(f"  - {md_text(p.note)}")
     lines += ["", DIFF_MARKER, ""]
+    stream = [p for p in proposals if p.safety == "random-stream"]
+    if stream:
+        lines += [
+            "### Changes of the random stream",
+            "",
+            "> [!WARNING]",
+            f"> {len(stream)} change{'s' * (len(stream) != 1)} keep the distribution of the outputs but change the "
+            "random stream (applied with --allow-random-stream): losses are equal in distribution over seeds, not "
+            "bit for bit; the verification below compares several seeds per arm.",
+            ">",
+        ]
+        lines += [f"> - **{p.rule}** at {md_code(where(p))}: {md_text(p.note or p.why)}" for p in stream]
+        lines.append("")
     unsafe = [p for p in proposals if p.safety == "unsafe"]
     lines += ["### Unsafe changes", ""]
     if unsafe:

@@ -18,6 +18,7 @@ from torchmend.verify.failure import RunFailure, failure_of
 from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
 from torchmend.verify.reference import Reference
 from torchmend.verify.runs import ArmRun
+from torchmend.verify.stochastic import Distribution
 
 IMPROVED, NO_CHANGE, REFUSED = "improved", "no_change", "refused"
 SLOWER_RATIO = 1.10
@@ -78,6 +79,8 @@ class Verification:
     notes: list[str] = field(default_factory=list)
     failure: RunFailure | None = None  # how the patched run failed or stopped early (None: it ran to its end)
     reference: Reference | None = None  # the eager reference, when the numbers differed and it was run
+    # the seeds compared as distributions (verify/stochastic.py), for changes of the random stream; numerics is None
+    distribution: Distribution | None = None
 
     @property
     def ok(self) -> bool:
@@ -113,6 +116,9 @@ class Verification:
             "numerics": self.numerics.to_json() if self.numerics else None,
             "failure": self.failure.to_json() if self.failure else None,
             "reference": self.reference.to_json() if self.reference else None,
+            "distribution": asdict(self.distribution) | {"equivalent": self.distribution.equivalent}
+            if self.distribution
+            else None,
         }
 
 

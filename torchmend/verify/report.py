@@ -41,6 +41,8 @@ def markdown(v: Verification, command: str = "") -> str:
     lines.append("")
     if v.numerics is not None:
         lines.append(f"Numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics_text()}.")
+    elif v.distribution is not None:
+        lines.append(f"Numerics, in distribution (the random stream changed): {v.distribution.describe()}.")
     lines += [f"- {r}" for r in v.reasons] + [f"- note: {n}" for n in v.notes]
     if command:
         lines += ["", "Reproduce:", "", "```", command, "```"]

@@ -13,6 +13,7 @@ from torchmend.codemods.analysis import values
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.branch_to_where.align import _chain_start, _in_place, _next_statement
 from torchmend.codemods.fixes.branch_to_where.cond import cond_fix
+from torchmend.codemods.fixes.branch_to_where.layerdrop import continue_skip, random_stream_proposal
 from torchmend.codemods.fixes.branch_to_where.test import (
     _ASSERT_ADVICE,
     _COND_ADVICE,
@@ -28,6 +29,7 @@ from torchmend.codemods.fixes.branch_to_where.test import (
     _split_test,
     _strip,
     _Unfixable,
+    random_draw,
     random_skip,
 )
 from torchmend.codemods.fixes.branch_to_where.where import _Plan, _where, proposal, where_fix
@@ -49,6 +51,11 @@ class BranchToWhere(Codemod):
         None`) is not turned into torch.where: its test gets `not torch.compiler.is_compiling() and` in front, so
         compiled code always takes the general path with the mask (fixes/mask_fast_path.py; unsafe: the general
         path must compute the same with a mask that masks nothing, which the verified re-run checks).
+
+        A LayerDrop skip, a test on a random draw (`skip = torch.rand([]) < p; if not skip: h = layer(h)`, or
+        `if torch.rand([]) < p: continue` before `h = layer(h)`), becomes `h = torch.where(skip, h, layer(h))`
+        (fixes/branch_to_where/layerdrop.py): a change of the random stream, applied only with
+        `--allow-random-stream` and verified in distribution over several seeds.
 
     Why is this bad:
         `if` needs a Python bool, and a tensor's value is not known while dynamo traces: it ends the graph
@@ -75,6 +82,9 @@ class BranchToWhere(Codemod):
         branches return one tensor of the same shape and dtype). torch.where broadcasts and promotes, so
         the branches must give the same shape and dtype. An `if` that prints, raises, returns in one branch
         only or sets a name in one branch only is reported, not rewritten; so is a `while` on a tensor.
+        A LayerDrop rewrite is neither: its safety is `random-stream` (the skip keeps its probability, the layer
+        runs on every call, its dropout draws change the random stream), so only `--allow-random-stream` applies
+        it, never `--unsafe` alone.
     """
 
     rules = ("TM103",)
@@ -282,7 +292,30 @@ class BranchToWhere(Codemod):
             return fast
         random = random_skip(src, node.test)
         if random is not None:
-            raise random
+            return self._random_skip(finding, src, node, random)
+        return self._if_tensor(finding, src, node)
+
+    def _random_skip(self, finding: Finding, src: SourceFile, node: cst.If, refusal: _Unfixable) -> Result:
+        """A LayerDrop skip: the torch.where rewrite as a RANDOM_STREAM change (layerdrop.py), else the refusal."""
+        draw = random_draw(src, node.test)
+        drawn = _short(draw) if draw is not None else "a random draw"
+        skip = continue_skip(finding, src, node, drawn)
+        if isinstance(skip, Proposal):
+            return skip
+        try:
+            fix = self._if_tensor(finding, src, node)
+        except _Unfixable:
+            raise refusal from None
+        if isinstance(fix, Proposal) and node.orelse is None and not src.nodes_in(node.body, cst.Call):
+            # `if r < p: to_drop = True`: no code is skipped, so torch.where computes exactly what the `if` did
+            # with the same draws; the flag's own `if not to_drop:` is the LayerDrop skip, fixed on its own
+            return fix
+        stream = random_stream_proposal(src, fix, drawn) if isinstance(fix, Proposal) else None
+        if stream is None:
+            raise refusal
+        return stream
+
+    def _if_tensor(self, finding: Finding, src: SourceFile, node: cst.If) -> Result:
         for small in src.nodes_in(node, (cst.Assign, cst.Return)):
             value = small.value if isinstance(small, (cst.Assign, cst.Return)) else None
             if isinstance(value, cst.Name) and value.value == "None":

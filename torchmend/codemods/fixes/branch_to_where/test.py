@@ -396,7 +396,7 @@ def _tensor_test(src: SourceFile, test: cst.BaseExpression) -> bool:
         return False
 
 
-def _random_draw(src: SourceFile, e: cst.CSTNode, depth: int = 3) -> cst.Call | None:
+def random_draw(src: SourceFile, e: cst.CSTNode, depth: int = 3) -> cst.Call | None:
     """The random draw (`torch.rand([])`, `np.random.rand()`, ...) a test's value comes from, followed through
     the local assignments of the names it reads (a LayerDrop-style random skip)."""
     for call in _walk(e, cst.Call):
@@ -414,14 +414,14 @@ def _random_draw(src: SourceFile, e: cst.CSTNode, depth: int = 3) -> cst.Call | 
             target = getattr(assignment, "node", None)
             parent = src.parents.get(target) if target is not None else None
             stmt = src.parents.get(parent) if isinstance(parent, cst.AssignTarget) else None
-            if isinstance(stmt, cst.Assign) and (found := _random_draw(src, stmt.value, depth - 1)) is not None:
+            if isinstance(stmt, cst.Assign) and (found := random_draw(src, stmt.value, depth - 1)) is not None:
                 return found
     return None
 
 
 def random_skip(src: SourceFile, test: cst.BaseExpression) -> _Unfixable | None:
     """Why a test on a random draw is not rewritten: torch.where would run the code it skips on every call."""
-    draw = _random_draw(src, test)
+    draw = random_draw(src, test)
     if draw is None:
         return None
     return _Unfixable(

@@ -1,0 +1,189 @@
+"""A LayerDrop-style random skip (`skip = torch.rand([]) < p`; `if not skip: h = layer(h)`) picked with
+torch.where: every call runs the layer and keeps its output with the probability the draw gave, so the outputs keep
+their distribution while the random stream changes (the layer's own dropout draws happen on every call). Such a
+change is a safety class of its own (RANDOM_STREAM): applied only with `--allow-random-stream`, verified in
+distribution over several seeds (verify/stochastic.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import libcst as cst
+
+from torchmend.codemods.base import RANDOM_STREAM, Proposal
+from torchmend.codemods.source import SourceFile
+from torchmend.model import Finding
+
+RANDOM_STREAM_NOTE = (
+    "changes the random stream, keeps the distribution: the skipped layer now runs on every call and its output "
+    "is kept with the same probability (the skip still happens with probability p; gradients reach the layer "
+    "only when it is kept); the layer's own random draws (dropout) happen on every call, so losses match the "
+    "original in distribution over seeds, not bit for bit; the compute the skip saved is spent"
+)
+
+
+class _AsTensor(cst.CSTTransformer):
+    """The condition of every torch.where call wrapped in torch.as_tensor: the test is a Python bool when the draw
+    is not made (eval mode, p = 0), and torch.where takes a tensor condition only."""
+
+    def __init__(self, src: SourceFile, as_tensor: cst.BaseExpression) -> None:
+        super().__init__()
+        self.src, self.as_tensor, self.wrapped = src, as_tensor, 0
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        func = updated.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name != "where" or len(updated.args) != 3:
+            return updated
+        cond = updated.args[0].value
+        wrapped = cst.Call(self.as_tensor, [cst.Arg(cond)])
+        self.wrapped += 1
+        return updated.with_changes(args=[updated.args[0].with_changes(value=wrapped), *updated.args[1:]])
+
+
+def random_stream_proposal(src: SourceFile, fix: Proposal, draw: str) -> Proposal | None:
+    """`fix` (a torch.where rewrite of a test on a random draw) as a RANDOM_STREAM change: its conditions made
+    tensors, its note saying what changes. None when it is not a torch.where rewrite of statements (torch.cond, or
+    nothing to wrap)."""
+    as_tensor, imports = src.torch_expr("as_tensor")
+    replace: dict[cst.CSTNode, object] = {}
+    wrapped = 0
+    for node, new in fix.replace.items():
+        if not isinstance(new, cst.CSTNode | cst.FlattenSentinel):
+            return None
+        t = _AsTensor(src, as_tensor)
+        if isinstance(new, cst.FlattenSentinel):
+            new = cst.FlattenSentinel([n.visit(t) for n in new.nodes])
+        else:
+            new = new.visit(t)
+        wrapped += t.wrapped
+        replace[node] = new
+    if not wrapped or fix.insert_before or fix.insert_after:
+        return None
+    return dataclasses.replace(
+        fix,
+        replace=replace,  # type: ignore[arg-type]
+        imports=tuple(dict.fromkeys((*fix.imports, *imports))),
+        safety=RANDOM_STREAM,
+        why=f"{fix.why} (a random skip drawn by `{draw}`: the layer runs every call, its output kept as often)",
+        note=RANDOM_STREAM_NOTE + (f"; {fix.note}" if fix.note else ""),
+        alternative=fix.alternative,
+        fallbacks=(),
+        shape="random-skip-where",
+    )
+
+
+# --- `if p < self.layerdrop: continue` (the BART family's form) ----------------------------------------------
+
+SKIP_NAME = "layer_skipped"
+
+
+def continue_skip(finding: Finding, src: SourceFile, node: cst.If, draw: str) -> Proposal | str:
+    """`if <random test>: continue` in a `for` loop whose remaining statements are plain assignments
+    (`h = layer(h, ...)`): the test kept in a flag (False when it is not drawn), the assignments of values the loop
+    carries picked with torch.where(flag, old, new). A reason (str) when the loop is not of that shape."""
+    if node.orelse is not None or not _only_continue(node.body):
+        return "the random test's branch does more than `continue`"
+    loop = src.enclosing(node, (cst.For, cst.FunctionDef))
+    if not isinstance(loop, cst.For) or not isinstance(loop.body, cst.IndentedBlock):
+        return "the random `continue` is not in a `for` loop"
+    outer = next((s for s in loop.body.body if s is node or node in _descendants(src, s)), None)
+    if outer is None:
+        return "the random `continue` is not in a `for` loop"
+    tail = list(loop.body.body[loop.body.body.index(outer) + 1 :])
+    if outer is not node and (
+        src.nodes_in(outer, (cst.Continue, cst.Break, cst.Return)) != src.nodes_in(node, cst.Continue)
+    ):
+        return "the statement around the random `continue` leaves the loop in other ways too"
+    if not tail:
+        return "nothing follows the random `continue` in the loop"
+    fn = src.enclosing(loop, cst.FunctionDef)
+    if fn is None or any(n.value == SKIP_NAME for n in src.nodes_in(fn, cst.Name)):
+        return f"the function already uses the name `{SKIP_NAME}`"
+    where, imports = src.torch_expr("where")
+    as_tensor, more = src.torch_expr("as_tensor")
+    flag = cst.Name(SKIP_NAME)
+    replace: dict[cst.CSTNode, cst.CSTNode] = {}
+    loop_line = src.line_of(loop)
+    tail_lines = [(src.line_of(s), src.positions[s].end.line) for s in tail]
+    for stmt in tail:
+        assign = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if not (
+            isinstance(assign, cst.Assign)
+            and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)
+        ):
+            return f"line {src.line_of(stmt)} after the random `continue` is not a plain `name = value` assignment"
+        if src.nodes_in(stmt, (cst.Yield, cst.Await)):
+            return f"line {src.line_of(stmt)} yields or awaits"
+        name = assign.targets[0].target.value
+        carried = _assigned_before(src, assign.targets[0].target, loop_line)
+        if not carried:
+            if _read_outside(src, assign.targets[0].target, tail_lines):
+                return f"`{name}` (line {src.line_of(stmt)}) is read after the loop but not set before it"
+            continue
+        picked = cst.Call(
+            where,
+            [
+                cst.Arg(cst.Call(as_tensor, [cst.Arg(flag)])),
+                cst.Arg(cst.Name(name)),
+                cst.Arg(assign.value),
+            ],
+        )
+        replace[assign] = assign.with_changes(value=picked)
+    if not replace:
+        return "no value the loop carries is set after the random `continue`"
+    set_flag = cst.SimpleStatementLine(
+        [cst.Assign([cst.AssignTarget(flag)], node.test)], leading_lines=node.leading_lines
+    )
+    replace[node] = set_flag
+    reset = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(flag)], cst.Name("False"))])
+    return Proposal(
+        (finding,),
+        finding.rule,
+        src.path,
+        why=f"keep the random skip drawn by `{draw}` in a flag and pick the layer's result with torch.where "
+        "instead of `continue` (the layer runs every call, its output kept as often)",
+        safety=RANDOM_STREAM,
+        replace=replace,
+        insert_before={outer: [reset]},
+        imports=tuple(dict.fromkeys((*imports, *more))),
+        note=RANDOM_STREAM_NOTE,
+        shape="random-skip-where",
+    )
+
+
+def _only_continue(body: cst.BaseSuite) -> bool:
+    stmts = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    return (
+        len(stmts) == 1
+        and isinstance(stmts[0], cst.SimpleStatementLine | cst.SimpleStatementSuite)
+        and len(stmts[0].body) == 1
+        and isinstance(stmts[0].body[0], cst.Continue)
+    )
+
+
+def _descendants(src: SourceFile, root: cst.CSTNode) -> set[cst.CSTNode]:
+    return set(src.nodes_in(root, cst.If))
+
+
+def _assigned_before(src: SourceFile, target: cst.Name, line: int) -> bool:
+    scope = src.scopes.get(target)
+    if scope is None:
+        return False
+    for a in scope.assignments[target.value]:
+        node = getattr(a, "node", None)
+        if node is not None and node in src.positions and src.line_of(node) < line:
+            return True
+    return False
+
+
+def _read_outside(src: SourceFile, target: cst.Name, spans: list[tuple[int, int]]) -> bool:
+    scope = src.scopes.get(target)
+    if scope is None:
+        return True
+    for access in scope.accesses[target.value]:
+        node = access.node
+        if node in src.positions and not any(lo <= src.line_of(node) <= hi for lo, hi in spans):
+            return True
+    return False
