@@ -418,10 +418,19 @@ class _Judge:
         the before-runs and the after-runs."""
         from torchmend.codemods.base import RANDOM_STREAM
         from torchmend.profiler.hazards import hazards_for
+        from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
         from torchmend.verify.reference import COMPILER
 
         after = replace(self.before, overlay=_overlay(session, proposals))
         if any(p.safety == RANDOM_STREAM for p in proposals):
+            strict = [p for p in proposals if p.safety != RANDOM_STREAM]
+            if strict:  # the strict changes keep the strict gate: verified alone first, number for number
+                v, b_runs, a_runs = self.verify(session, strict, versions)
+                if v.verdict == REFUSED_VERDICT:
+                    # its failing line is one of the strict-only text, not of every change's: the culprit search
+                    # bisects instead of reading it
+                    failure = v.failure and replace(v.failure, line=0)
+                    return replace(v, failure=failure), b_runs, a_runs
             return self._in_distribution(after)
         v, b_runs, a_runs = verify(
             self.before, after, self.root, self.repeat, self.rtol, self.atol, self.reuse, self.on_run, True, self.eager

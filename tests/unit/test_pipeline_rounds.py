@@ -341,3 +341,39 @@ def test_a_failure_at_an_inserted_line_names_the_change_that_inserted_it(tmp_pat
     line = text.splitlines().index("    torch._dynamo.maybe_mark_dynamic(x, 0)") + 1
     failure = RunFailure("after", "error", "AssertionError: forbidden", path, line, "", 0)
     assert pipeline._by_line(session, list(session.accepted), failure) == [inserted]
+
+
+def test_a_strict_change_beside_a_random_stream_one_keeps_the_strict_gate(
+    monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes
+) -> None:
+    """A set holding a change of the random stream is verified in distribution, but its strict changes are verified
+    alone first, number for number: the strict change that breaks the run is refused, the others are kept."""
+    from torchmend.codemods.base import RANDOM_STREAM
+    from torchmend.verify import stochastic
+
+    root = Path(fixes.session.ctx.project_root)
+    session = fixes.session
+    two = session.accepted[1]
+    session.withdraw(two)
+    session.accept(replace(two, safety=RANDOM_STREAM))  # made a random-stream change here
+    arms = FakeArms(root, [set()], fails_with=frozenset({"one"}))  # gating "one" breaks the patched run
+    in_distribution: list[set[str]] = []
+
+    def seeded_runs(before, after, root, seeds, reuse=None, on_run=None):
+        in_distribution.append(_gated(after.overlay[0][1]))
+
+        def arm(name: str, i: int) -> ArmRun:
+            run = _run(name, [])
+            end = {"losses": [1.0 + i / 100, 0.5 + i / 100, 0.25 + i / 100], "params": None, "error": ""}
+            return replace(run, outcome=replace(run.outcome, end=end))
+
+        return [arm("before", i) for i in range(len(seeds))], [arm("after", i) for i in range(len(seeds))]
+
+    monkeypatch.setattr(stochastic, "seeded_runs", seeded_runs)
+    events = _rounds(monkeypatch, fixes, arms)
+    assert _gated(arms.calls[0][1]) == {"one", "three"}  # the strict ones alone first: refused
+    done = events[-1]
+    assert done.outcome == pipeline.VERIFIED, done
+    assert sorted(p.findings[0].line for p in done.accepted) == [8, 10]  # "one" refused, "two" and "three" kept
+    assert in_distribution and all("one" not in gated for gated in in_distribution)
+    assert {p.findings[0].line for r in done.tried for p in [r.proposal]} == {6}
