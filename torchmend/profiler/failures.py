@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchmend import rules
-from torchmend.model import Finding, Severity, Where
+from torchmend.model import Finding, Location, Severity, Where
 from torchmend.profiler.traceparse import Frame, parse_stack
 
 _BACKEND_FAILED_RE = re.compile(r"Backend compiler `(?P<backend>[^`]+)` failed with (?P<error>[^\n]+)")
@@ -160,22 +160,7 @@ def compiled_save_finding(places: Any, end: dict[str, Any]) -> Finding | None:
     site = project[-1] if project else (failure.frames[-1] if failure.frames else None)
     if site is None:
         return None
-    loc = places.location(site)
-    rule = rules.BY_CODE["TM107"]
-    return Finding(
-        rule=rule.code,
-        kind=rule.kind,
-        title=rule.title,
-        file=loc.file,
-        line=loc.line,
-        function=loc.function,
-        path=loc.path,
-        where=Where(places.where(loc.path)),
-        reason=f"{failure.error}: {save_advice(failure.what)}",
-        count=1,
-        severity=Severity.FIX,
-        code=loc.code,
-    )
+    return _failure_finding("TM107", places.location(site), places, f"{failure.error}: {save_advice(failure.what)}")
 
 
 # --- dynamo's own crash while tracing the user's code ---------------------------------------------------
@@ -238,21 +223,8 @@ def dynamo_crash_finding(places: Any, end: dict[str, Any]) -> Finding | None:
     loc = places.location(site)
     chain = " -> ".join(f"{f.function} (line {f.line})" for f in crash.frames[:at] if f.file == site.file)
     reached = f", reached from {chain}" if chain else ""
-    rule = rules.BY_CODE["TM112"]
-    return Finding(
-        rule=rule.code,
-        kind=rule.kind,
-        title=rule.title,
-        file=loc.file,
-        line=loc.line,
-        function=loc.function,
-        path=loc.path,
-        where=Where(places.where(loc.path)),
-        reason=f"InternalTorchDynamoError: {crash.error}{reached}: {crash_advice(site, compiled, inner)}",
-        count=1,
-        severity=Severity.FIX,
-        code=loc.code,
-    )
+    reason = f"InternalTorchDynamoError: {crash.error}{reached}: {crash_advice(site, compiled, inner)}"
+    return _failure_finding("TM112", loc, places, reason)
 
 
 # --- the exception a failed run ended with ----------------------------------------------------------------
@@ -320,3 +292,22 @@ def _innermost_user_frame(lines: list[str]) -> str:
             code = lines[i + 1].strip() if i + 1 < len(lines) else ""
             found = f"{m['file']}:{m['line']} in {m['fn']}" + (f": {code}" if code and not is_hint(code) else "")
     return found
+
+
+def _failure_finding(code: str, loc: Location, places: Any, reason: str) -> Finding:
+    """The one finding of a run that failed (a script-failure rule), at the user's line that failed."""
+    rule = rules.BY_CODE[code]
+    return Finding(
+        rule=rule.code,
+        kind=rule.kind,
+        title=rule.title,
+        file=loc.file,
+        line=loc.line,
+        function=loc.function,
+        path=loc.path,
+        where=Where(places.where(loc.path)),
+        reason=reason,
+        count=1,
+        severity=Severity.FIX,
+        code=loc.code,
+    )
