@@ -35,6 +35,9 @@ def test_the_wheel_carries_the_example_byte_for_byte(tmp_path: Path) -> None:
         assert IN_WHEEL in names, [n for n in names if "example" in n]
         assert z.read(IN_WHEEL) == FIXTURE.read_bytes()
         assert "torchmend/cli/example.py" in names
+        # typed for the callers of torchmend.pipeline (PEP 561), and the licence travels with the code
+        assert "torchmend/py.typed" in names
+        assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE") for n in names), names
         # the fixture's other files (its expectations) stay out of the package
         assert not [n for n in names if n.startswith("fixtures/") or n.endswith("expected.json")]
 
