@@ -1,0 +1,88 @@
+"""The floors of the package as docs/DESIGN.md draws them ("Packages"): each top-level unit imports only the units
+listed for it, so no arrow points upward (the CLI above the pipeline above the stages above the data model). Read
+from the source with `ast` (nothing imported), so an import hidden inside a function counts too."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "torchmend"
+
+# unit -> the units it may import (a unit is a top-level module or subpackage of torchmend). Keep in step with the
+# "Packages" table of docs/DESIGN.md; a new unit must be added here, on its floor.
+MAY_IMPORT: dict[str, set[str]] = {
+    # the floor of plain data: nothing of torchmend
+    "model": set(),
+    "sources": set(),
+    "interrupts": set(),
+    # the stages
+    "rules": {"model"},
+    "store": {"sources"},
+    "profiler": {"model", "interrupts"},
+    "codemods": {"model"},
+    "lint": {"codemods", "model"},
+    "verify": {"codemods", "model", "profiler"},
+    "tune": {"model", "profiler"},
+    "config": {"verify"},
+    "suppress": {"config", "model", "sources"},
+    "vcs": {"codemods", "model", "sources", "store", "verify"},
+    # the Python API over the stages, then the terminal over everything
+    "pipeline": {"codemods", "model", "profiler", "verify"},
+    # the terminal: every unit below it (filled in after the table)
+    "cli": set(),
+    "__main__": {"cli"},
+    "__init__": set(),
+}
+MAY_IMPORT["cli"] = set(MAY_IMPORT) - {"cli", "__main__", "__init__"}
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _imports(path: Path) -> set[str]:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    module = ".".join(rel.parts)
+    package = module.removesuffix(".__init__") if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found |= {target} if node.module else {f"{target}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return {name for name in found if name.startswith("torchmend.")}
+
+
+def test_every_unit_is_on_a_floor() -> None:
+    units = {_unit(".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts)) for p in PACKAGE.rglob("*.py")}
+    assert units <= set(MAY_IMPORT), f"add {sorted(units - set(MAY_IMPORT))} to MAY_IMPORT and docs/DESIGN.md"
+
+
+def test_no_import_points_upward() -> None:
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = _unit(".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts))
+        for target in sorted(_imports(path)):
+            unit = _unit(target)
+            if unit != source and unit not in MAY_IMPORT.get(source, set()):
+                upward.append(f"{path.relative_to(PACKAGE.parent)} imports {target} ({source} -> {unit})")
+    assert not upward, "\n".join(upward)
+
+
+def test_the_table_has_no_cycle() -> None:
+    # a floor plan: ordering the units so that each imports only units before it must be possible
+    placed: list[str] = []
+    left = dict(MAY_IMPORT)
+    while left:
+        ready = sorted(unit for unit, needs in left.items() if needs <= set(placed))
+        assert ready, f"a cycle among {sorted(left)}"
+        placed += ready
+        for unit in ready:
+            del left[unit]
