@@ -10,7 +10,7 @@ import os
 import sys
 
 from torchmend.cli import config, example, fix, lint, pr, scan, tune, undo, verify  # noqa: F401  (each registers its commands)
-from torchmend.cli.app import GuardedStdout, StdoutFailed, app, stdout_failed
+from torchmend.cli.app import GuardedStdout, StdoutFailed, app, degrade_streams, stdout_failed
 from torchmend.interrupts import Stopped, describe, exit_code, install
 
 
@@ -22,6 +22,7 @@ def run() -> None:
             stream=sys.stderr,
             format="torchmend %(levelname)s: %(message)s",
         )
+    degrade_streams()  # a stream that cannot encode `→` gets `->` (LC_ALL=C, PYTHONUTF8=0)
     sys.stdout = GuardedStdout(sys.stdout)  # a full or closed stdout: StdoutFailed
     install()  # SIGTERM and SIGHUP stop torchmend the way Ctrl-C does, through the code that runs
     try:
