@@ -5,6 +5,7 @@ Each command lives in its own module and registers itself on the shared typer ap
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -34,6 +35,16 @@ def run() -> None:
         sys.exit(130)
     except StdoutFailed as e:
         sys.exit(stdout_failed(e.error))
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        # A full disk where torchmend itself writes (the run's folder in TMPDIR, a cache): named, not a traceback.
+        where = f" ({e.filename})" if e.filename else ""
+        print(
+            f"torchmend: no space left on device{where}: free space there, or point TMPDIR elsewhere",
+            file=sys.stderr,
+        )
+        sys.exit(1)
     except Stopped as e:  # one no command caught: nothing of torchmend's own was left half done (store defers them)
         try:
             print(f"torchmend: {describe(e)}", file=sys.stderr)
