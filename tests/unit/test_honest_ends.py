@@ -5,6 +5,8 @@ line, and the ASCII fallback of the consoles where the stream cannot encode (LC_
 from __future__ import annotations
 
 import io
+import json
+import re
 import signal
 from pathlib import Path
 
@@ -44,7 +46,7 @@ def test_the_echo_of_the_output_is_bounded_by_bytes_and_lines(tmp_path: Path) ->
     tail = _tail(log)
     assert len(tail.encode()) < 4096 and tail.endswith("ValueError: boom")
     assert tail.startswith("[... the output's first") and "xxx" not in tail
-    log.write_bytes(b"Traceback (most recent call last):\nValueError: " + b"x" * 5_000_000)  # a 5 MB line (the issue saw 50)
+    log.write_bytes(b"Traceback (most recent call last):\nValueError: " + b"x" * 5_000_000)  # 5 MB in one line
     tail = _tail(log)
     assert len(tail.encode()) < 2048 and "bytes of this line left out" in tail and tail.endswith("xxx")
     many = tmp_path / "many.log"
@@ -108,3 +110,41 @@ def test_a_stream_that_cannot_encode_gets_ascii(monkeypatch: pytest.MonkeyPatch)
     out = raw.getvalue().decode("ascii")
     assert "paths: /a -> /b - 2x faster ok cafe..." in out
     assert "+" in out or "-" in out  # rich drew its box in ASCII
+
+
+def test_what_fix_prints_renders_in_ascii(monkeypatch: pytest.MonkeyPatch) -> None:
+    # fix's views on a recorded scan (the several fixture, torch 2.13): proposals, a change panel, what was
+    # written, the unfixed findings and a verdict, through a stream that only takes ASCII.
+    from conftest import ROOT, SCAN_FIXTURES
+    from rich.text import Text
+
+    from torchmend import pipeline
+    from torchmend.cli.fixview import change_panel, print_proposal_list, print_written, unfixed_view, verification_view
+    from torchmend.codemods.engine import span
+    from torchmend.profiler import pathmap
+    from torchmend.profiler.events import read_events
+    from torchmend.profiler.findings import analyse
+
+    events = read_events(ROOT / "fixtures" / "recorded" / "torch-2.13" / "several.jsonl")
+    root = (SCAN_FIXTURES / "several").resolve()
+    recorded = re.search(r'"([^"]*)/fixtures/scan/several/', json.dumps(events))
+    assert recorded is not None  # the checkout the recording was made in: mapped onto this one
+    events = pathmap.apply(events, [pathmap.Mapping(recorded.group(1), str(ROOT))])
+    findings, _ = analyse(events, root, "steps")
+    fixes = pipeline.propose(findings, root, None, None, torch_version="2.13")
+    pipeline.accept_all(fixes, True)
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="ascii", errors="strict", write_through=True)
+    monkeypatch.setattr("sys.stdout", stream)
+    degrade_streams()
+    console = Console(file=stream, width=100, color_system=None)
+    p = fixes.proposals[0]
+    line = span(fixes.session.ctx.file(p.path), p)[0]
+    console.print(change_panel(p, fixes.session.display(p.path), line, "x = 1\n", "x = 2\n", 1, 2))
+    print_proposal_list(console, fixes.proposals, fixes.where)
+    print_written(console, fixes.change_diffs(), fixes.where, False)
+    console.print(unfixed_view(fixes.unfixed, 100))
+    console.print(verification_view(judge([_arm("before", "finished", (1.0,))], [_arm("after", "finished", (1.0,))])))
+    console.print(Text("  \u2713 TM101 change removed \u2026  \u21bb trying its next candidate"))
+    out = raw.getvalue().decode("ascii")
+    assert p.rule in out and "verdict: improved" in out and "ok TM101 change removed ...  ~> trying" in out
