@@ -261,21 +261,20 @@ def _describe(pid: int) -> str:
     return f"pid {pid} ({cmd[:80]})" if cmd else f"pid {pid}"
 
 
-def _stop_leftovers(
-    proc: subprocess.Popen[bytes], workers: AbstractSet[int], marker: str
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """At the end of every run: stop what is left of the script's process group (and torchrun's workers'), then
-    whatever carries the run's marker outside them (setsid, start_new_session=True): SIGTERM, a grace period,
+def _stop_leftovers(proc: subprocess.Popen[bytes], marker: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """At the end of every run: stop what is left of the script's process group, then whatever carries the run's
+    marker outside it (setsid, start_new_session=True, torchrun's workers' groups): SIGTERM, a grace period,
     SIGKILL. Returns the escaped processes stopped, and those that could not be (named in a warning)."""
-    groups = {proc.pid, *workers}
+    # Only while the child is not reaped is its pid its group's id for sure (no other process can take it); the
+    # workers' pids may have been reused by now, so what is left of their groups is found by the marker below.
+    group = {proc.pid} if proc.returncode is None else set()
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        if not _live_members(groups):  # the child itself is a zombie by now (not reaped): not counted
+        if not group or not _live_members(group):  # the child itself is a zombie by now: not counted
             break
-        for pgid in groups:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, sig)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
         deadline = time.monotonic() + (_TERM_GRACE_S if sig == signal.SIGTERM else 1.0)
-        while _live_members(groups) and time.monotonic() < deadline:
+        while _live_members(group) and time.monotonic() < deadline:
             time.sleep(0.05)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5.0)
@@ -432,11 +431,11 @@ def run(
                 # nothing else stops it. Stop it and everything it started, then let the stop go on up.
                 with shielded():
                     _stop(proc, workers)
-                    _stop_leftovers(proc, workers, marker)
+                    _stop_leftovers(proc, marker)
                 raise
             wall = time.monotonic() - t0
             with shielded():  # the run owns what it started: nothing of it outlives it, whatever ended it
-                stopped, left_running = _stop_leftovers(proc, workers, marker)
+                stopped, left_running = _stop_leftovers(proc, marker)
         events, ends = _collect(workdir)
         end = _deciding_end(spec, events, ends)
         tail = _tail(log_path)
