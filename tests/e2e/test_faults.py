@@ -674,3 +674,83 @@ def test_undo_with_a_read_only_state_folder_restores_and_the_next_undo_behaves(t
     assert third.returncode == 0 and "undone already" in third.stdout, third.stdout + third.stderr
     assert run(*undo).returncode == 0 and (tmp_path / "a.py").read_text() == "a = 1\n"
     assert store.undo_records(tmp_path) == []
+
+
+def test_a_fix_or_undo_that_cannot_get_the_project_lock_exits_25(
+    tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In-process (typer's runner): another torchmend holds the lock (a flock of our own, on another descriptor).
+    from typer.testing import CliRunner
+
+    from torchmend.cli.main import app
+
+    (tmp_path / "a.py").write_text("a = 1\n")
+    store.write_fix({str(tmp_path / "a.py"): ("a = 1\n", "a = 2\n")}, tmp_path, "patch", "")
+    monkeypatch.setenv("TORCHMEND_LOCK_WAIT", "0.1")
+    with store.project_lock(tmp_path):
+        r = CliRunner().invoke(app, ["undo", "--project", str(tmp_path)], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    said = " ".join(r.output.split())
+    assert r.exit_code == 25 and "nothing was undone: another torchmend is writing or undoing" in said, said
+    assert (tmp_path / "a.py").read_text() == "a = 2\n" and len(store.undo_records(tmp_path)) == 1
+
+
+# Fills the disk its TMPDIR is on after its first step (a cache, say), then prints: the run's output and events
+# live there too, so the child can write neither its traceback nor its end record.
+FILLER = """import os
+
+import torch
+
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+@torch.compile(backend="aot_eager")
+def step(x):
+    return model(x).sum()
+
+
+with torch.no_grad():
+    for i in range(4):
+        step(torch.randn(8, 4))
+        opt.step()
+        if i == 0:
+            try:
+                with open(os.path.join(os.environ["TMPDIR"], "cache.bin"), "wb") as f:
+                    while True:
+                        f.write(b"0" * 65536)
+            except OSError:
+                pass
+        print("step", i, "x" * 5000)
+"""
+
+
+def test_a_disk_that_fills_during_the_run_is_named(tmp_path: Path, state: Path) -> None:
+    proj, full = tmp_path / "proj", tmp_path / "full"
+    proj.mkdir()
+    full.mkdir()
+    (proj / "train.py").write_text(FILLER)
+    # A 2 MiB tmpfs as TMPDIR, in a user and mount namespace of its own (no root needed, nothing left mounted).
+    mount = [
+        "unshare",
+        "-rm",
+        "sh",
+        "-c",
+        'mount -t tmpfs -o size=2m tmpfs "$1" && shift && exec "$@"',
+        "sh",
+        str(full),
+    ]
+    if shutil.which("unshare") is None or subprocess.run([*mount, "true"], capture_output=True).returncode != 0:
+        pytest.skip("no way to mount a small tmpfs here (unshare)")
+    env = dict(os.environ, TMPDIR=str(full), NO_COLOR="1", COLUMNS="200")
+    r = subprocess.run(
+        [*mount, sys.executable, "-m", "torchmend", "scan", "train.py"],
+        cwd=proj,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 8, r.stdout + r.stderr  # failed after compiling: the report shows what was seen
+    assert "exited with status 1 before its end record could be written" in said, said
+    assert "is full (No space left on device)" in said and "killed" not in said and "Traceback" not in said
