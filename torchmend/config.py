@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import os
 import re
 import sys
@@ -74,6 +75,7 @@ def _int_at_least(low: int) -> Callable[[Any], str | None]:
 def _number_at_least(low: float, strict: bool = False) -> Callable[[Any], str | None]:
     def check(v: Any) -> str | None:
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and (v > low if strict else v >= low)
+        ok = ok and math.isfinite(v)  # nan compares false, inf is no number of seconds or tolerance
         return None if ok else f"a number {'>' if strict else '>='} {low}"
 
     return check

@@ -63,7 +63,8 @@ class EndedBy(StrEnum):
     TIMEOUT = "timeout"  # the time budget was reached
     ERROR = "error"  # the script raised
     EXIT = "exit"  # the script called sys.exit with a non-zero code
-    KILLED = "killed"  # the child died without a word (a signal, the OOM killer, os._exit)
+    KILLED = "killed"  # the child was killed by a signal (the OOM killer's SIGKILL too) before its end record
+    LOST = "lost"  # the child exited (os._exit, a full disk, a closed stderr) before its end record was written
     NO_TORCH = "no_torch"  # the child could not import torch
     INTERNAL_ERROR = "internal_error"  # torchmend's own bootstrap failed
     INTERRUPTED = "interrupted"  # Ctrl-C in the parent
@@ -71,7 +72,7 @@ class EndedBy(StrEnum):
 
     @property
     def failed(self) -> bool:
-        return self in (EndedBy.ERROR, EndedBy.EXIT, EndedBy.KILLED)
+        return self in (EndedBy.ERROR, EndedBy.EXIT, EndedBy.KILLED, EndedBy.LOST)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # heavy (libcst, the runner): imported by the stage that need
     from torchmend.verify.runs import ArmRun
 
 WriteRefused = store.WriteRefused  # raised by write(): nothing was written, the message says why
+ProjectBusy = store.ProjectBusy  # a WriteRefused: another torchmend held the project's lock too long
 
 
 # ------------------------------------------------------------------------------------------------------ scan

@@ -600,6 +600,21 @@ FIXES: dict[str, str] = {
 }
 
 
+def is_code_prefix(value: str) -> bool:
+    """Whether `value` is a rule code or a prefix of one, as --select/--ignore take them (TM, TM1, TM10, TM101)."""
+    return len(value) >= 2 and any(r.code.startswith(value) for r in RULES)
+
+
+def closest_codes(value: str) -> list[str]:
+    """The known codes or families a mistyped --select/--ignore value most likely meant (upper case first)."""
+    import difflib
+
+    if is_code_prefix(value.strip().upper()):
+        return [value.strip().upper()]
+    names = [r.code for r in RULES] + sorted({r.code[:3] for r in RULES})
+    return difflib.get_close_matches(value.strip().upper(), names, n=3, cutoff=0.6)
+
+
 def select(codes: list[str], select: list[str] | None, ignore: list[str] | None) -> list[str]:
     """Codes kept by --select/--ignore prefixes (e.g. --select TM1 --ignore TM104)."""
     kept = [c for c in codes if not select or any(c.startswith(p) for p in select)]

@@ -13,6 +13,11 @@ the files already replaced. A pending record whose writer is gone (killed) is an
 puts back the files it had replaced (`torchmend undo` and the next `torchmend fix` do it). Damaged records are
 reported and skipped. A record may also hold a "report" (Markdown) that `torchmend pr` puts in the pull request.
 
+One writer at a time: write_fix(), write_all(), undo() and rollback() hold the project's lock (an exclusive flock on
+its undo folder in the state folder) from the check "unchanged since the scan" to the last rename, so two fixes
+of one project can never both pass the check; the second waits up to $TORCHMEND_LOCK_WAIT seconds (10) and then
+finds the file changed (WriteRefused), or gives up with ProjectBusy.
+
 TORCHMEND_TEST_SIGNAL_AFTER_WRITE=N:SIG (e.g. 1:KILL, 1:TERM) exists for the fault tests only
 (tests/e2e/test_faults.py): the process sends itself SIG right after replacing its N-th file.
 """
@@ -42,15 +47,22 @@ class WriteRefused(Exception):
     """Nothing was written: the message says which file and why."""
 
 
+class ProjectBusy(WriteRefused):
+    """Another torchmend held the project's lock (writing or undoing) for longer than we wait; nothing was written."""
+
+
 # ------------------------------------------------------------------------------------------- the state dir
 
 
 def state_dir() -> Path:
-    """Where undo records live: $TORCHMEND_STATE_DIR, else $XDG_STATE_HOME/torchmend, else ~/.local/state/torchmend."""
+    """Where undo records live, always an absolute path: $TORCHMEND_STATE_DIR (made absolute), else
+    $XDG_STATE_HOME/torchmend, else ~/.local/state/torchmend. A relative $XDG_STATE_HOME is ignored, as the XDG
+    base directory spec says (it would put the journal inside whatever folder torchmend runs from)."""
     if os.environ.get("TORCHMEND_STATE_DIR"):
-        return Path(os.environ["TORCHMEND_STATE_DIR"])
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "torchmend"
+        return Path(os.path.abspath(os.environ["TORCHMEND_STATE_DIR"]))
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(os.path.abspath(base)) / "torchmend"
 
 
 def undo_dir(project: Path) -> Path:
@@ -72,6 +84,48 @@ def check_state_dir(project: Path) -> Path:
             f"cannot keep undo records in {folder} ({e.strerror or e}); set TORCHMEND_STATE_DIR to a writable folder"
         ) from e
     return folder
+
+
+def _lock_wait() -> float:
+    try:
+        wait = float(os.environ.get("TORCHMEND_LOCK_WAIT", "10"))
+    except ValueError:
+        return 10.0
+    return wait if wait >= 0 and wait != float("inf") else 10.0
+
+
+@contextlib.contextmanager
+def project_lock(project: Path, create: bool = True) -> Iterator[None]:
+    """Hold the project's lock: an exclusive flock on its undo folder (a lock on the folder itself, so a
+    read-only state folder can still be locked). Waits up to $TORCHMEND_LOCK_WAIT seconds (10) for another
+    torchmend to finish, then raises ProjectBusy. A folder that cannot be made or opened (`create`: try to make
+    it) is not locked: nothing can journal there either, and the caller's own check refuses what needs it."""
+    folder = undo_dir(project)
+    try:
+        if create:
+            folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield
+        return
+    try:
+        deadline, pause = time.monotonic() + _lock_wait(), 0.002
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise ProjectBusy(
+                        f"another torchmend is writing or undoing a fix of {project.resolve()} (it holds the lock "
+                        f"on {folder}); waited {_lock_wait():g} s. Try again when it is done "
+                        "($TORCHMEND_LOCK_WAIT sets the seconds to wait)"
+                    ) from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 # ------------------------------------------------------------------------------------------------ writing
@@ -186,9 +240,10 @@ def _replace_all(data: dict[str, tuple[bytes, bytes]]) -> None:
 def write_all(changes: dict[str, tuple[str, str]], project: Path, stale: str = _STALE) -> None:
     """Write every (before, after) change, or none, without an undo record (write_fix() keeps one). Raises
     WriteRefused (`stale`: what to say of a file whose text is not the expected `before`)."""
-    encodings = {path: _check(path, before, after, project, stale) for path, (before, after) in changes.items()}
-    with deferred_signals():
-        _replace_all({p: (encodings[p].encode(b), encodings[p].encode(a)) for p, (b, a) in changes.items()})
+    with project_lock(project, create=False):
+        encodings = {path: _check(path, before, after, project, stale) for path, (before, after) in changes.items()}
+        with deferred_signals():
+            _replace_all({p: (encodings[p].encode(b), encodings[p].encode(a)) for p, (b, a) in changes.items()})
 
 
 # ------------------------------------------------------------------------------------------- undo records
@@ -333,8 +388,21 @@ def write_fix(
     """Write every (before, after) change, or none, journaled: the undo record exists (state pending, fsynced)
     before the first file is replaced and is marked complete after the last. Raises WriteRefused (nothing was
     written, and no record is left)."""
-    encodings = {path: _check(path, before, after, project, _STALE) for path, (before, after) in changes.items()}
     folder = check_state_dir(project)
+    with project_lock(project):  # from the check to the last rename: no other fix of the project in between
+        encodings = {p: _check(p, before, after, project, _STALE) for p, (before, after) in changes.items()}
+        return _journaled_write(changes, encodings, project, folder, patch, summary, report)
+
+
+def _journaled_write(
+    changes: dict[str, tuple[str, str]],
+    encodings: dict[str, Encoding],
+    project: Path,
+    folder: Path,
+    patch: str | bytes,
+    summary: str,
+    report: str | None,
+) -> UndoRecord:
     data = _record_json(changes, encodings, project, summary, report, "pending")
     both = {p: (encodings[p].encode(b), encodings[p].encode(a)) for p, (b, a) in changes.items()}
     with deferred_signals():
@@ -415,7 +483,7 @@ def rollback(record: UndoRecord) -> list[str]:
     back; temporary files it left are removed. Returns the files that are neither as before nor as after (edited
     since: left alone, named). The record is discarded when nothing is left alone."""
     left: list[str] = []
-    with deferred_signals():
+    with project_lock(Path(record.project), create=False), deferred_signals():
         for path, (before, after) in record.files.items():
             enc = record.encoding(path)
             old, new = enc.encode(before), enc.encode(after)
@@ -437,15 +505,41 @@ def rollback(record: UndoRecord) -> list[str]:
     return left
 
 
-def undo(record: UndoRecord, project: Path) -> None:
-    """Put back the texts from before the fix, if every file is still as the fix left it."""
-    reverse = {p: (after, before) for p, (before, after) in record.files.items()}
-    stale = f"was edited after the fix; undo it by hand with the saved patch: {record.patch}"
-    encodings = {p: _check(p, after, before, project, stale) for p, (after, before) in reverse.items()}
-    with deferred_signals():
-        _replace_all({p: (encodings[p].encode(a), encodings[p].encode(b)) for p, (a, b) in reverse.items()})
-        done = record.path.parent / "undone"
+def undone_already(record: UndoRecord) -> bool:
+    """Whether every file of the record is as it was before the fix while the fix changed something: an undo that
+    put the files back but could not retire the record (a read-only state folder)."""
+    try:
+        return any(b != a for b, a in record.files.values()) and all(
+            Path(p).read_bytes() == record.encoding(p).encode(before) for p, (before, _) in record.files.items()
+        )
+    except (OSError, UnicodeEncodeError):
+        return False
+
+
+def retire(record: UndoRecord) -> str:
+    """Move an undone record (and its patch) to the folder's `undone/`; "" when done, else why it could not be
+    (the record stays where it is; undone_already() tells it apart from a fix still in place)."""
+    done = record.path.parent / "undone"
+    try:
         done.mkdir(exist_ok=True)
         record.path.rename(done / record.path.name)
         if record.patch.exists():
             record.patch.rename(done / record.patch.name)
+    except OSError as e:
+        return f"cannot move its record {record.path} to {done} ({e.strerror or e})"
+    return ""
+
+
+def undo(record: UndoRecord, project: Path) -> str:
+    """Put back the texts from before the fix, if every file is still as the fix left it, then retire the
+    record. Raises WriteRefused (nothing was put back). Returns "" or, when the files were put back but the
+    record could not be retired (a read-only state folder), what could not be recorded."""
+    reverse = {p: (after, before) for p, (before, after) in record.files.items()}
+    stale = f"was edited after the fix; undo it by hand with the saved patch: {record.patch}"
+    with project_lock(project, create=False):
+        if not record.path.exists():  # another undo took it while this one waited for the lock
+            raise WriteRefused(f"the fix of {record.created} was undone meanwhile (by another torchmend undo)")
+        encodings = {p: _check(p, after, before, project, stale) for p, (after, before) in reverse.items()}
+        with deferred_signals():
+            _replace_all({p: (encodings[p].encode(a), encodings[p].encode(b)) for p, (a, b) in reverse.items()})
+            return retire(record)

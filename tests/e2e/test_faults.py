@@ -530,3 +530,227 @@ def test_a_record_that_cannot_be_finished_puts_the_files_back(
         )
     assert ((tmp_path / "a.py").read_text(), (tmp_path / "b.py").read_text()) == ("a = 1\n", "b = 1\n")
     assert store.records(tmp_path) == store.Records([], [], [])
+
+
+# ------------------------------------------------------------------------------- issue 31: the second pass
+
+# Starts a `sleep` in its process group and a grandchild in a session of its own (escaped from the group), then
+# two optimizer steps of a compiled forward (no backward: torch 2.13's partitioner reads its templates in the
+# locale's encoding, so a backward under LC_ALL=C fails inside torch itself, in plain python as well).
+SPAWNER = """import os
+import subprocess
+import sys
+
+import torch
+
+sleeper = subprocess.Popen(["sleep", "600"])
+escaped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+with open("pids", "w") as f:
+    f.write(f"{os.getpid()} {sleeper.pid} {escaped.pid}")
+
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+@torch.compile(backend="aot_eager")
+def step(x):
+    print("step", x.shape[0])
+    return model(x).sum()
+
+
+with torch.no_grad():
+    for _ in range(10):
+        step(torch.randn(8, 4))
+        opt.step()
+"""
+C_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}
+
+
+def test_scan_in_the_c_locale_stops_everything_the_script_started(tmp_path: Path, state: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "train.py").write_text(SPAWNER)
+    r = torchmend("scan", "train.py", "--steps", "2", cwd=proj, env=C_LOCALE)
+    pids = [int(p) for p in (proj / "pids").read_text().split()]
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "Traceback" not in r.stderr and "UnicodeEncodeError" not in r.stderr
+        assert (r.stdout + r.stderr).isascii() and "TM101" in r.stdout and "->" not in r.stderr
+        assert "ended by the --steps budget" in r.stdout
+        # --steps ended the run: the sleep in its group and the grandchild in its own session are stopped too.
+        assert [pid for pid in pids if _alive(pid)] == []
+        said = " ".join(r.stderr.split())
+        assert f"stopped 1 process the script left running outside its process group: pid {pids[2]}" in said
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("args", [("rules",), ("config",), ("lint", ".")], ids=" ".join)
+def test_commands_in_the_c_locale_write_ascii(tmp_path: Path, state: Path, args: tuple[str, ...]) -> None:
+    (tmp_path / "train.py").write_text(_train_printing())  # a TM101 for lint: a table with its findings
+    r = torchmend(*args, cwd=tmp_path, env=C_LOCALE)
+    assert r.returncode in (0, 6), r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and r.stdout and (r.stdout + r.stderr).isascii()
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (("scan", "train.py", "--select", "TM999"), "did you mean TM299 or TM199"),
+        (("fix", "train.py", "--check", "--select", "tm1"), "did you mean TM1?"),
+        (("lint", ".", "--ignore", "TM1x"), "is not a rule code or a prefix of one"),
+        (("scan", "train.py", "--timeout", "nan"), "nan is not a number of seconds"),
+        (("fix", "train.py", "--check", "--timeout", "inf"), "inf is not a number of seconds"),
+    ],
+    ids=["TM999", "tm1", "TM1x", "nan", "inf"],
+)
+def test_unknown_rule_codes_and_endless_timeouts_are_usage_errors(
+    tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], said: str
+) -> None:
+    # In-process (typer's runner): a usage error is found before anything runs.
+    from typer.testing import CliRunner
+
+    from torchmend.cli.main import app
+
+    (tmp_path / "train.py").write_text(_train_printing())
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, list(args), env={"COLUMNS": "200", "NO_COLOR": "1"})
+    output = " ".join(r.output.replace("\u2502", " ").split())
+    assert r.exit_code == 2 and said in output, output
+
+
+def test_a_relative_xdg_state_home_never_writes_into_the_project(tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    (proj / ".git").mkdir(parents=True)  # a work tree: undo from a subfolder finds its project
+    (proj / "a.py").write_text("a = 1\n")
+    env = {"XDG_STATE_HOME": "state", "HOME": str(tmp_path / "home"), "TORCHMEND_STATE_DIR": ""}
+    with pytest.MonkeyPatch.context() as m:
+        for k, v in env.items():
+            m.setenv(k, v)
+        m.chdir(proj)
+        record = store.write_fix({str(proj / "a.py"): ("a = 1\n", "a = 2\n")}, proj, "patch", "")
+    assert record.path.is_relative_to(tmp_path / "home" / ".local" / "state" / "torchmend")
+    assert sorted(p.name for p in proj.iterdir()) == [".git", "a.py"]
+    (proj / "sub").mkdir()
+    undone = torchmend("undo", cwd=proj / "sub", env=env)  # from a subfolder: the same journal
+    assert undone.returncode == 0 and (proj / "a.py").read_text() == "a = 1\n", undone.stderr
+
+
+def _read_only_prefix(folder: Path) -> list[str] | None:
+    """A command prefix that runs what follows with `folder` mounted read-only (a user and mount namespace, which
+    root cannot write through either); None where this machine allows none."""
+    if shutil.which("unshare") is None:
+        return None
+    script = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"'
+    prefix = ["unshare", "-rm", "sh", "-c", script, "sh", str(folder)]
+    probe = subprocess.run([*prefix, "sh", "-c", f"! touch {folder}/probe"], capture_output=True)
+    return prefix if probe.returncode == 0 and not (folder / "probe").exists() else None
+
+
+def test_undo_with_a_read_only_state_folder_restores_and_the_next_undo_behaves(tmp_path: Path, state: Path) -> None:
+    (tmp_path / "a.py").write_text("a = 1\n")
+    store.write_fix({str(tmp_path / "a.py"): ("a = 1\n", "a = 2\n")}, tmp_path, "p1", "first")
+    store.write_fix({str(tmp_path / "a.py"): ("a = 2\n", "a = 3\n")}, tmp_path, "p2", "second")
+    prefix = _read_only_prefix(state)
+    if prefix is None:
+        pytest.skip("no way to mount the state folder read-only here (unshare)")
+    env = dict(os.environ, NO_COLOR="1", COLUMNS="200")
+    undo = [sys.executable, "-m", "torchmend", "undo", "--project", str(tmp_path)]
+
+    def run(*cmd: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+
+    first = run(*prefix, *undo)
+    assert first.returncode == 0 and "Traceback" not in first.stderr, first.stderr
+    assert (tmp_path / "a.py").read_text() == "a = 2\n"  # the last fix is undone
+    assert "Read-only file system" in first.stderr and "could not record the undo" in " ".join(first.stderr.split())
+    second = run(*prefix, *undo)  # still read-only: nothing undone, said plainly, no "edited after the fix"
+    said = " ".join(second.stderr.split())
+    assert second.returncode == 9 and "Traceback" not in said and "edited after the fix" not in said, said
+    assert "is undone already" in said and (tmp_path / "a.py").read_text() == "a = 2\n"
+    third = run(*undo)  # writable again: the record is retired, then the fix before it undone
+    assert third.returncode == 0 and "undone already" in third.stdout, third.stdout + third.stderr
+    assert run(*undo).returncode == 0 and (tmp_path / "a.py").read_text() == "a = 1\n"
+    assert store.undo_records(tmp_path) == []
+
+
+def test_a_fix_or_undo_that_cannot_get_the_project_lock_exits_25(
+    tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In-process (typer's runner): another torchmend holds the lock (a flock of our own, on another descriptor).
+    from typer.testing import CliRunner
+
+    from torchmend.cli.main import app
+
+    (tmp_path / "a.py").write_text("a = 1\n")
+    store.write_fix({str(tmp_path / "a.py"): ("a = 1\n", "a = 2\n")}, tmp_path, "patch", "")
+    monkeypatch.setenv("TORCHMEND_LOCK_WAIT", "0.1")
+    with store.project_lock(tmp_path):
+        r = CliRunner().invoke(app, ["undo", "--project", str(tmp_path)], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    said = " ".join(r.output.split())
+    assert r.exit_code == 25 and "nothing was undone: another torchmend is writing or undoing" in said, said
+    assert (tmp_path / "a.py").read_text() == "a = 2\n" and len(store.undo_records(tmp_path)) == 1
+
+
+# Fills the disk its TMPDIR is on after its first step (a cache, say), then prints: the run's output and events
+# live there too, so the child can write neither its traceback nor its end record.
+FILLER = """import os
+
+import torch
+
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+@torch.compile(backend="aot_eager")
+def step(x):
+    return model(x).sum()
+
+
+with torch.no_grad():
+    for i in range(4):
+        step(torch.randn(8, 4))
+        opt.step()
+        if i == 0:
+            try:
+                with open(os.path.join(os.environ["TMPDIR"], "cache.bin"), "wb") as f:
+                    while True:
+                        f.write(b"0" * 65536)
+            except OSError:
+                pass
+        print("step", i, "x" * 5000)
+"""
+
+
+def test_a_disk_that_fills_during_the_run_is_named(tmp_path: Path, state: Path) -> None:
+    proj, full = tmp_path / "proj", tmp_path / "full"
+    proj.mkdir()
+    full.mkdir()
+    (proj / "train.py").write_text(FILLER)
+    # A 2 MiB tmpfs as TMPDIR, in a user and mount namespace of its own (no root needed, nothing left mounted).
+    mount = [
+        "unshare",
+        "-rm",
+        "sh",
+        "-c",
+        'mount -t tmpfs -o size=2m tmpfs "$1" && shift && exec "$@"',
+        "sh",
+        str(full),
+    ]
+    if shutil.which("unshare") is None or subprocess.run([*mount, "true"], capture_output=True).returncode != 0:
+        pytest.skip("no way to mount a small tmpfs here (unshare)")
+    env = dict(os.environ, TMPDIR=str(full), NO_COLOR="1", COLUMNS="200")
+    r = subprocess.run(
+        [*mount, sys.executable, "-m", "torchmend", "scan", "train.py"],
+        cwd=proj,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 8, r.stdout + r.stderr  # failed after compiling: the report shows what was seen
+    assert "exited with status 1 before its end record could be written" in said, said
+    assert "is full (No space left on device)" in said and "killed" not in said and "Traceback" not in said

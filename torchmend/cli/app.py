@@ -96,6 +96,71 @@ def _main(
     """torchmend: graph breaks and recompilations, found at your source line and fixed there."""
 
 
+# What torchmend's own words use beyond ASCII, written where a stream cannot encode it (LC_ALL=C with
+# PYTHONUTF8=0: CI containers, minimal Docker images). Anything else becomes its unaccented letters, else "?".
+ASCII_FALLBACK = {
+    "\u2192": "->",
+    "\u2190": "<-",
+    "\u21bb": "~>",
+    "\u2014": "-",  # one column, as rich measured it: tables stay aligned
+    "\u2013": "-",
+    "\u2212": "-",
+    "\u00d7": "x",
+    "\u2713": "ok",
+    "\u2717": "x",
+    "\u2026": "...",
+    "\u00b7": ".",
+    "\u2022": "*",
+    "\u2018": "'",
+    "\u2019": "'",
+    "\u201c": '"',
+    "\u201d": '"',
+    "\u2248": "~",
+    "\u2264": "<=",
+    "\u2265": ">=",
+    "\u2260": "!=",
+    "\u00b1": "+/-",
+    "\u00b5": "u",
+    "\u2500": "-",
+    "\u2502": "|",
+    "\u00a0": " ",
+}
+_ASCII_ERRORS = "torchmend-ascii"
+
+
+def _ascii_fallback(e: UnicodeError) -> tuple[str, int]:
+    import unicodedata
+
+    if not isinstance(e, UnicodeEncodeError):
+        raise e
+    text = e.object[e.start : e.end]
+    said = []
+    for ch in text:
+        plain = ASCII_FALLBACK.get(ch) or unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
+        said.append(plain or "?")
+    return "".join(said), e.end
+
+
+def degrade_streams() -> None:
+    """Where stdout or stderr cannot encode torchmend's own characters (a C or POSIX locale without UTF-8 mode),
+    write them in ASCII (`→` as `->`) instead of failing with UnicodeEncodeError; rich draws its boxes in ASCII
+    there by itself. A UTF-8 stream is left as it is."""
+    import codecs
+
+    try:
+        codecs.lookup_error(_ASCII_ERRORS)
+    except LookupError:
+        codecs.register_error(_ASCII_ERRORS, _ascii_fallback)
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or "ascii"
+        try:
+            "".join(ASCII_FALLBACK).encode(encoding)
+        except (UnicodeEncodeError, LookupError):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(errors=_ASCII_ERRORS)
+
+
 def fail(code: ExitCode, message: str, detail: str = "") -> NoReturn:
     err.print(f"[bold red]torchmend:[/] {message}")
     if detail:

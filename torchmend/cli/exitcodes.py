@@ -29,6 +29,7 @@ class ExitCode(IntEnum):
     TRACE_UNREADABLE = 22  # --from-trace: no trace logs at the path, or they record no compilation
     STDOUT_FAILED = 23  # stdout could not be written (a full disk, /dev/full): what it got is incomplete
     CONFIG_INVALID = 24  # [tool.torchmend] in pyproject.toml: an unknown key, a wrong type, or not TOML
+    PROJECT_BUSY = 25  # fix/undo/lint --fix: another torchmend held the project's lock too long; nothing written
     HANGUP = 129  # SIGHUP (the terminal closed), handled as Ctrl-C is
     INTERRUPTED = 130  # Ctrl-C (SIGINT): the script's process group stopped, temp folders removed
     BROKEN_PIPE = 141  # the reader of stdout went away early (`... | head`): quiet, as SIGPIPE would end it
@@ -37,7 +38,8 @@ class ExitCode(IntEnum):
 
 DESCRIPTIONS = {
     ExitCode.OK: "the script ran and was profiled (with or without findings)",
-    ExitCode.INTERNAL_ERROR: "internal error in torchmend (please report it)",
+    ExitCode.INTERNAL_ERROR: "internal error in torchmend (please report it); or the disk is full where torchmend "
+    "itself writes (the message names it: no space left on device)",
     ExitCode.USAGE: "usage error: bad option or argument",
     ExitCode.SCRIPT_NOT_FOUND: "the script does not exist or is not a file, or a path given to lint does not exist",
     ExitCode.SCRIPT_FAILED: "the script failed before anything was compiled (syntax error, exception, non-zero exit, killed); "
@@ -48,8 +50,9 @@ DESCRIPTIONS = {
     "found findings (after --fix, those that remain); --exit-zero turns it into 0",
     ExitCode.NO_TORCH: "torch cannot be imported by the Python that runs the script",
     ExitCode.SCRIPT_FAILED_AFTER_COMPILE: "the script failed after compiling; the report shows what was seen up to then",
-    ExitCode.WRITE_REFUSED: "fix/undo wrote nothing: a file changed since it was scanned, is read-only, or is "
-    "outside the project",
+    ExitCode.WRITE_REFUSED: "fix/undo wrote nothing: a file changed since it was scanned (another fix of the "
+    "project wrote it first, say), is read-only, or is outside the project; or the state folder cannot hold the "
+    "undo records (undo: cannot retire the record of a fix undone already)",
     ExitCode.VERIFY_FAILED: "verify refused the patch (fix wrote nothing): the patched script failed, changed the "
     "losses or final weights, or showed more graph breaks or recompiles",
     ExitCode.NOTHING_TO_UNDO: "undo: there is no fix of this project left to undo",
@@ -76,6 +79,9 @@ DESCRIPTIONS = {
     ExitCode.CONFIG_INVALID: "the configuration cannot be used: [tool.torchmend] in pyproject.toml has an "
     "unknown key, a value of the wrong type, or the file is not valid TOML (the message names the file, key and "
     "line); nothing was run",
+    ExitCode.PROJECT_BUSY: "fix, undo or lint --fix wrote nothing: another torchmend was writing or undoing a fix "
+    "of the same project (it holds the project's lock in the state folder) for longer than "
+    "$TORCHMEND_LOCK_WAIT seconds (10); run it again when that one is done",
     ExitCode.HANGUP: "stopped by SIGHUP (the terminal closed), handled as Ctrl-C is",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C, SIGINT) at any step: a running script is stopped with everything it "
     "started (its process group), torchmend's temporary folders are removed, and nothing is written; a write "

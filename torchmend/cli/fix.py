@@ -366,6 +366,8 @@ def fix(
     report = fix_report(accepted, verification, command, where=display, refused=tried)
     try:
         record = pipeline.write(fixes, root, report)
+    except pipeline.ProjectBusy as e:
+        fail(ExitCode.PROJECT_BUSY, f"nothing was written: {e}")
     except pipeline.WriteRefused as e:
         fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
     except STOPPING as e:  # it waited for the write to finish: the files are all written, the record complete

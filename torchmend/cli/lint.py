@@ -161,11 +161,13 @@ def _mentions_suppression(path: str) -> bool:
 
 def _add_ignores(findings: list[Finding], root: Path) -> list[Finding]:
     """Write the suppression comments for `findings`; the findings left (those in files it could not write)."""
-    from torchmend.store import WriteRefused
+    from torchmend.store import ProjectBusy, WriteRefused
     from torchmend.suppress import write_ignores
 
     try:
         written = write_ignores(findings, root)
+    except ProjectBusy as e:
+        fail(ExitCode.PROJECT_BUSY, f"nothing was written: {e}")
     except WriteRefused as e:
         fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
     shown = ", ".join(os.path.relpath(p, root) for p in written)
@@ -211,6 +213,8 @@ def _apply(
         return remaining, False
     try:
         record = pipeline.write(fixes, root)
+    except pipeline.ProjectBusy as e:
+        fail(ExitCode.PROJECT_BUSY, f"nothing was written: {e}")
     except pipeline.WriteRefused as e:
         fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
     ui.print(

@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+
+def finite_seconds(value: float | None) -> float | None:
+    """--timeout: a number of seconds, not nan or inf (`timeout` in pyproject.toml is refused alike)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a number of seconds; leave --timeout out for no time limit")
+    return value
+
+
+def rule_codes(values: list[str] | None) -> list[str] | None:
+    """--select/--ignore: each value must be a rule code or the prefix of one (TM, TM1, TM10, TM101); a typo
+    would otherwise select nothing and switch a CI check off. Usage error (exit 2) with the closest codes."""
+    if not values:
+        return values
+    from torchmend.rules import closest_codes, is_code_prefix
+
+    for value in values:
+        if not is_code_prefix(value):
+            near = closest_codes(value)
+            hint = f"; did you mean {' or '.join(near)}?" if near else ""
+            raise typer.BadParameter(
+                f"{value!r} is not a rule code or a prefix of one{hint} (rule codes: TM1xx graph breaks, TM2xx "
+                "recompiles, TM9xx notes; `torchmend rules` lists them)"
+            )
+    return values
+
 
 Script = Annotated[
     Path, typer.Argument(help="The training script, run as `python SCRIPT ARGS` would run it.", show_default=False)
@@ -28,7 +55,10 @@ Steps = Annotated[
     typer.Option(min=1, help="Stop after N optimizer steps (counted through PyTorch's global optimizer step hook)."),
 ]
 Timeout = Annotated[
-    Optional[float], typer.Option(min=0.1, help="Stop after S seconds of wall time, reporting what was seen so far.")
+    Optional[float],
+    typer.Option(
+        min=0.1, callback=finite_seconds, help="Stop after S seconds of wall time, reporting what was seen so far."
+    ),
 ]
 Backend = Annotated[
     Optional[str],
@@ -59,11 +89,14 @@ KeepEvents = Annotated[
 Select = Annotated[
     Optional[list[str]],
     typer.Option(
-        help="Only these rules, by code prefix (repeatable): --select TM1 --select TM203.", show_default=False
+        help="Only these rules, by code prefix (repeatable): --select TM1 --select TM203.",
+        show_default=False,
+        callback=rule_codes,
     ),
 ]
 Ignore = Annotated[
-    Optional[list[str]], typer.Option(help="Leave out these rules, by code prefix (repeatable).", show_default=False)
+    Optional[list[str]],
+    typer.Option(help="Leave out these rules, by code prefix (repeatable).", show_default=False, callback=rule_codes),
 ]
 NprocPerNode = Annotated[
     Optional[int],

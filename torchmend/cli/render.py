@@ -16,7 +16,8 @@ ENDED_BY = {
     "timeout": "the --timeout budget",
     "error": "the script raised an exception",
     "exit": "the script exited with a non-zero status",
-    "killed": "the script was killed (signal or out of memory)",
+    "killed": "the script was killed by a signal",
+    "lost": "the script exited before torchmend's end record was written",
     "interrupted": "Ctrl-C",
     "trace": "the end of the trace",
 }

@@ -128,13 +128,13 @@ def profile(
     """Run the script under the collector (pipeline.scan); exit with the documented code when the run shows
     nothing. `own_caches`: compile with empty caches of its own (fix: the scan stands in for verify's first
     before-run)."""
-    from torchmend.cli.render import ENDED_BY
 
     with stop_on_signals("the script was stopped; nothing was written"):
         result = scan_with_progress(
             spec, root, live, label, keep_events=keep_events, console=console, own_caches=own_caches
         )
     outcome = result.outcome
+    warn_left_running(outcome)
     if show_output and outcome.output_tail:
         err.rule("script output (tail)")
         err.print(Text(outcome.output_tail))
@@ -155,8 +155,7 @@ def profile(
         if result.failed:
             fail(
                 ExitCode.SCRIPT_FAILED,
-                f"the script failed before anything was compiled "
-                f"({ENDED_BY[outcome.ended_by]}; exit status {outcome.returncode}). Its output ends with:",
+                f"the script failed before anything was compiled ({how_it_ended(outcome)}). Its output ends with:",
                 failure_text(outcome),
             )
         budget = {
@@ -193,13 +192,40 @@ def stopped(exc: BaseException, what: str) -> NoReturn:
 
 
 def warn_failed_after_compile(p: Scan) -> None:
-    from torchmend.cli.render import ENDED_BY
 
     err.print(
-        f"[bold yellow]warning:[/] the script failed after compiling ({ENDED_BY[p.outcome.ended_by]}); "
+        f"[bold yellow]warning:[/] the script failed after compiling ({how_it_ended(p.outcome)}); "
         "the report shows what was seen until then. Its output ends with:"
     )
     err.print(Text(failure_text(p.outcome), style="dim"))
+
+
+def how_it_ended(outcome: RunOutcome) -> str:
+    """How a failed run ended, in words: its detail (the signal, the real exit status, a full disk) when the
+    runner has one, else the kind of end and the exit status."""
+    from torchmend.cli.render import ENDED_BY
+
+    if outcome.detail and outcome.ended_by in ("killed", "lost"):
+        return outcome.detail
+    said = f"{ENDED_BY.get(outcome.ended_by, outcome.ended_by)}; exit status {outcome.returncode}"
+    return f"{said}; {outcome.detail}" if outcome.detail else said
+
+
+def warn_left_running(outcome: RunOutcome) -> None:
+    """The processes the script started outside its process group (setsid): stopped, or still running (named)."""
+    if outcome.stopped:
+        err.print(
+            Text(
+                f"stopped {len(outcome.stopped)} process{'es' * (len(outcome.stopped) != 1)} the script left running "
+                f"outside its process group: {', '.join(outcome.stopped)}",
+                style="dim",
+            )
+        )
+    if outcome.left_running:
+        err.print(
+            "[bold yellow]warning:[/] the script left processes running that torchmend could not stop: "
+            + ", ".join(outcome.left_running)
+        )
 
 
 def failure_text(outcome: RunOutcome) -> str:

@@ -40,7 +40,11 @@ def tune(
     ] = 100,
     timeout: Annotated[
         Optional[float],
-        typer.Option(min=0.1, help="Stop each run after S seconds of wall time; its steps so far are used."),
+        typer.Option(
+            min=0.1,
+            callback=o.finite_seconds,
+            help="Stop each run after S seconds of wall time; its steps so far are used.",
+        ),
     ] = None,
     settings: Annotated[
         Optional[list[str]],

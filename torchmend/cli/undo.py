@@ -19,10 +19,13 @@ def _shown(path: str, root: Path) -> str:
 def roll_back_incomplete(root: Path) -> None:
     """Roll back every write of this project that was interrupted (killed) half way; say what was done. Exits
     with WRITE_REFUSED when a file was edited since (it is left alone and named)."""
-    from torchmend.store import records, rollback
+    from torchmend.store import ProjectBusy, records, rollback
 
     for record in reversed(records(root).incomplete):
-        left = rollback(record)
+        try:
+            left = rollback(record)
+        except ProjectBusy as e:
+            fail(ExitCode.PROJECT_BUSY, f"nothing was rolled back: {e}")
         names = ", ".join(_shown(p, root) for p in record.files)
         if left:
             fail(
@@ -64,7 +67,7 @@ def undo(
     hand). Run it again to undo the fix before that. A fix whose write was interrupted (the process killed half
     way) is rolled back first, and that is all this run does. Damaged records are named and skipped."""
     from torchmend.cli.running import project_root_for
-    from torchmend.store import WriteRefused, records
+    from torchmend.store import ProjectBusy, WriteRefused, records, retire, undone_already
     from torchmend.store import undo as undo_record
 
     root = (project or project_root_for(Path.cwd() / "x")).resolve()
@@ -87,10 +90,30 @@ def undo(
     if not found.complete:
         fail(ExitCode.NOTHING_TO_UNDO, f"no fix of {root} to undo")
     last = found.complete[-1]
+    if undone_already(last):  # undone by an earlier undo that could not retire the record (read-only state)
+        why = retire(last)
+        if why:
+            fail(
+                ExitCode.WRITE_REFUSED,
+                f"nothing was undone: the fix of {last.created} is undone already (its files are as before it), "
+                f"but {why}; make the state folder writable and run undo again to undo the fix before it",
+            )
+        out.print(
+            f"The fix of {last.created} was undone already (its files are as before it): its record is now "
+            "retired; run undo again to undo the fix before it"
+        )
+        return
     try:
-        undo_record(last, root)
+        why = undo_record(last, root)
+    except ProjectBusy as e:
+        fail(ExitCode.PROJECT_BUSY, f"nothing was undone: {e}")
     except WriteRefused as e:
         fail(ExitCode.WRITE_REFUSED, f"nothing was undone: {e}")
     out.print(
         f"[bold green]Undid the fix of {last.created}[/]: restored " + ", ".join(_shown(p, root) for p in last.files)
     )
+    if why:
+        err.print(
+            f"[yellow]warning:[/] {why}: the state folder could not record the undo. The next undo finds the "
+            "files as before this fix and says so; make the folder writable to undo the fix before it"
+        )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -34,6 +35,13 @@ from torchmend.profiler.events import (
 
 _POLL_S = 0.1
 _TERM_GRACE_S = 3.0
+# Every process a run starts inherits this variable (value: a token of the run), so those that leave its process
+# group (setsid, start_new_session=True) can still be found in /proc and stopped when the run ends.
+RUN_MARKER = "TORCHMEND_RUN"
+# The echo of a failed script's output: its last lines, and never more than this many bytes (a 50 MB line).
+TAIL_LINES = 30
+TAIL_BYTES = 8192
+_LINE_BYTES = 1000
 
 
 @dataclass(frozen=True)
@@ -89,28 +97,96 @@ class Progress:
 @dataclass
 class RunOutcome:
     events: list[dict[str, Any]]
-    ended_by: str  # finished | steps | timeout | error | exit | killed | no_torch | internal_error
+    ended_by: str  # finished | steps | timeout | error | exit | killed | lost | no_torch | internal_error
     returncode: int | None
     wall_s: float
     output_tail: str
     end: dict[str, Any] = field(default_factory=dict)  # the END event, if the child wrote one
+    # How a run without its END ended, in words: the signal, the real exit status, a full disk (ended_without_end)
+    detail: str = ""
+    # Processes the script started outside its process group (setsid): those stopped, those that could not be
+    stopped: tuple[str, ...] = ()
+    left_running: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
-        """The script itself failed (an exception, a non-zero exit, killed), as opposed to a budget ending it."""
-        return self.ended_by in ("error", "exit", "killed")
+        """The script itself failed (an exception, a non-zero exit, killed, gone without its end record), as
+        opposed to a budget ending it."""
+        return self.ended_by in ("error", "exit", "killed", "lost")
 
     @property
     def start(self) -> dict[str, Any]:
         return next((e for e in self.events if e.get("ev") == "start"), {})
 
 
-def _tail(path: Path, max_lines: int = 30) -> str:
+def _tail(path: Path, max_lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> str:
+    """The last lines of the script's output, read from the end of the file: at most `max_lines` lines and
+    `max_bytes` bytes, a line longer than _LINE_BYTES cut to its end (what was cut is said)."""
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        with path.open("rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - 4 * max_bytes))
+            data = f.read()
     except OSError:
         return ""
-    return "\n".join(lines[-max_lines:])
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if size > len(data) and lines:
+        lines = lines[1:] or lines  # the first line read is a part of one
+    shown: list[str] = []
+    total = 0
+    for line in reversed(lines[-max_lines:]):
+        raw = len(line.encode("utf-8", errors="replace"))
+        if raw > _LINE_BYTES:
+            line = f"[... {raw - _LINE_BYTES} bytes of this line left out] " + line[-_LINE_BYTES:]
+        if total + len(line) > max_bytes:
+            break
+        shown.append(line)
+        total += len(line) + 1
+    if size > total:
+        skipped = size - total
+        if not shown or skipped > len(data):
+            shown.append(f"[... the output's first {skipped} bytes left out]")
+    return "\n".join(reversed(shown))
+
+
+def disk_full(folder: Path, output: str = "", look: bool = True) -> bool:
+    """Whether a run's failure is a full disk: the output says ENOSPC, or (`look`) the folder's file system has
+    less than 1 MiB free."""
+    if "No space left on device" in output or "[Errno 28]" in output:
+        return True
+    if not look:
+        return False
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 1 << 20
+
+
+def ended_without_end(returncode: int | None, full_disk: bool, folder: Path) -> tuple[str, str]:
+    """(ended_by, detail) for a child that ended without its END record: "killed" by a signal (the returncode
+    is negative), else "lost": it exited with that status before the record could be written."""
+    disk = (
+        f"; the disk holding {folder} is full (No space left on device): free space there or point TMPDIR elsewhere"
+        if full_disk
+        else ""
+    )
+    if returncode is not None and returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        oom = " (the kernel's out-of-memory killer sends it)" if returncode == -signal.SIGKILL else ""
+        return "killed", f"the script was killed by {name}{oom}{disk}"
+    if returncode == 0:
+        return "lost", (
+            "the script exited with status 0 without torchmend's end record (os._exit in the script, or an exit "
+            f"from a thread or a forked copy){disk}"
+        )
+    return "lost", (
+        f"the script exited with status {returncode} before its end record could be written (an exception "
+        f"whose traceback could not be written: a closed stderr, a full disk?){disk}"
+    )
 
 
 def _stop(proc: subprocess.Popen[bytes], workers: AbstractSet[int] = frozenset()) -> None:
@@ -127,6 +203,102 @@ def _stop(proc: subprocess.Popen[bytes], workers: AbstractSet[int] = frozenset()
             _exited(proc, _TERM_GRACE_S)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5.0)
+
+
+def _ended(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the child has ended, without reaping it (as _exited): its pid, its process group's id, stays taken
+    until the group is stopped."""
+    if proc.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except (AttributeError, ChildProcessError):
+        return proc.poll() is not None
+
+
+def _proc_fields(pid: str) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _live_members(pgids: AbstractSet[int]) -> list[int]:
+    """Live processes (not zombies) of these process groups, from /proc (empty where there is none)."""
+    members = []
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if entry.name.isdigit():
+            fields = _proc_fields(entry.name)
+            if fields and fields[0] != "Z" and int(fields[2]) in pgids:
+                members.append(int(entry.name))
+    return members
+
+
+def _marked(marker: str) -> list[int]:
+    """Live processes (not this one) whose environment carries the run's marker: everything the run started,
+    in its process group or escaped from it."""
+    needle = marker.encode() + b"\0"
+    found = []
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = Path(f"/proc/{entry.name}/environ").read_bytes()
+        except OSError:
+            continue
+        if (b"\0" + environ).find(b"\0" + needle) >= 0:
+            fields = _proc_fields(entry.name)
+            if fields and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def _describe(pid: int) -> str:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        cmd = ""
+    return f"pid {pid} ({cmd[:80]})" if cmd else f"pid {pid}"
+
+
+def _stop_leftovers(proc: subprocess.Popen[bytes], marker: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """At the end of every run: stop what is left of the script's process group, then whatever carries the run's
+    marker outside it (setsid, start_new_session=True, torchrun's workers' groups): SIGTERM, a grace period,
+    SIGKILL. Returns the escaped processes stopped, and those that could not be (named in a warning)."""
+    # Only while the child is not reaped is its pid its group's id for sure (no other process can take it); the
+    # workers' pids may have been reused by now, so what is left of their groups is found by the marker below.
+    group = {proc.pid} if proc.returncode is None else set()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not group or not _live_members(group):  # the child itself is a zombie by now: not counted
+            break
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        deadline = time.monotonic() + (_TERM_GRACE_S if sig == signal.SIGTERM else 1.0)
+        while _live_members(group) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5.0)
+    escaped = [pid for pid in _marked(marker) if pid != proc.pid]
+    if not escaped:
+        return (), ()
+    names = {pid: _describe(pid) for pid in escaped}
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in escaped:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + (_TERM_GRACE_S if sig == signal.SIGTERM else 1.0)
+        while time.monotonic() < deadline:
+            escaped = [pid for pid in escaped if _alive(pid)]
+            if not escaped:
+                break
+            time.sleep(0.05)
+    left = tuple(names[pid] for pid in escaped)
+    return tuple(n for pid, n in names.items() if pid not in escaped), left
+
+
+def _alive(pid: int) -> bool:
+    fields = _proc_fields(str(pid))
+    return fields is not None and fields[0] != "Z"
 
 
 def _exited(proc: subprocess.Popen[bytes], timeout: float) -> None:
@@ -202,6 +374,8 @@ def run(
     env = dict(os.environ)
     env.update(spec.env)
     env["PYTHONUNBUFFERED"] = "1"
+    marker = f"{RUN_MARKER}={os.getpid()}-{secrets.token_hex(8)}"
+    env[RUN_MARKER] = marker.split("=", 1)[1]
     if spec.ranked:  # torchrun leaves /tmp/torchelastic_* directories behind: keep them in our workdir
         (workdir / "tmp").mkdir()
         env["TMPDIR"] = str(workdir / "tmp")
@@ -239,7 +413,7 @@ def run(
                 start_new_session=True,  # so a timeout or a signal can stop the script's own subprocesses too
             )
             try:
-                while proc.poll() is None:
+                while not _ended(proc):
                     time.sleep(_POLL_S)
                     progress.elapsed_s = time.monotonic() - t0
                     for path in workdir.glob("events*.jsonl"):
@@ -257,17 +431,24 @@ def run(
                 # nothing else stops it. Stop it and everything it started, then let the stop go on up.
                 with shielded():
                     _stop(proc, workers)
+                    _stop_leftovers(proc, marker)
                 raise
-        wall = time.monotonic() - t0
+            wall = time.monotonic() - t0
+            with shielded():  # the run owns what it started: nothing of it outlives it, whatever ended it
+                stopped, left_running = _stop_leftovers(proc, marker)
         events, ends = _collect(workdir)
         end = _deciding_end(spec, events, ends)
+        tail = _tail(log_path)
+        detail = ""
         if timed_out and (not end or end.get("reason") == "timeout"):
             ended_by = "timeout"
         elif end:
             ended_by = end.get("reason", "finished")
-        else:
-            ended_by = "killed"  # died without a word: a signal, the OOM killer, os._exit in user code
-        outcome = RunOutcome(events, ended_by, proc.returncode, wall, _tail(log_path), end)
+            if ended_by in ("error", "exit") and disk_full(workdir, str(end.get("error") or "") + tail, look=False):
+                detail = f"the disk holding {workdir} is full (No space left on device)"
+        else:  # gone without a word: a signal, the OOM killer, os._exit, an END that could not be written
+            ended_by, detail = ended_without_end(proc.returncode, disk_full(workdir, tail), workdir)
+        outcome = RunOutcome(events, ended_by, proc.returncode, wall, tail, end, detail, stopped, left_running)
         if keep_dir is not None:
             keep_dir.mkdir(parents=True, exist_ok=True)
             for src in (*workdir.glob("events*.jsonl"), log_path):

@@ -22,7 +22,7 @@ from torchmend.profiler.numerics import DISABLE_ENV
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
 from torchmend.tune.settings import Setting
 
-_FAILED = ("error", "exit", "killed", "no_torch", "internal_error", "interrupted")
+_FAILED = ("error", "exit", "killed", "lost", "no_torch", "internal_error", "interrupted")
 # A recompile whose guard is a tensor's size: the shapes vary, so dynamic= matters.
 _SIZE_GUARD = re.compile(r"size mismatch|stride mismatch|\.size\(\)\[\d+\]|\.shape\[\d+\]")
 _SIZE_RULES = ("TM204", "TM208")

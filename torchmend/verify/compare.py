@@ -92,6 +92,12 @@ class Verification:
         if self.numerics is None:
             return ""
         n = self.numerics
+        if (
+            self.failure is None
+            and n.losses_before < n.losses_after
+            and any("original run failed" in r for r in self.reasons)
+        ):
+            return f"not compared past step {n.losses_before}: the original run failed there (see the verdict)"
         if self.failure is not None and n.losses_after < n.losses_before:
             prefix = "equal" if n.first_divergence is None or n.first_divergence.after is None else "not equal"
             over = f"the {n.steps_compared} losses both recorded are {prefix}; " if n.steps_compared else ""
@@ -144,10 +150,17 @@ def judge(
     notes: list[str] = []
     numerics = compare(before[0].end, after[0].end, rtol, atol) if before and after else None
     failure = _failure(before, after, root, reasons, notes)
+    original = next((f for r in before[:1] for f in [failure_of(r, root)] if f is not None), None)
     if numerics is not None and not numerics.equal:
         d = numerics.first_divergence
         only_shorter = d is not None and (d.after is None or d.before is None) and numerics.params_equal is not False
-        if failure is None or not only_shorter:  # a failed run's missing losses are its failure, said above
+        # A failed run's missing losses (or its missing end record) are its failure, said above, never numbers
+        # that differ: the patched run's failure is a reason already; the original's is said here.
+        if original is not None and failure is None and (only_shorter or not before[0].end.get("losses")):
+            reasons.append(
+                f"the original run failed ({original.describe()}): the patched run cannot be judged against it"
+            )
+        elif (failure is None and original is None) or not only_shorter:
             reasons.append(f"numerics differ: {numerics.describe()}")
     if numerics is not None and numerics.equal and not numerics.compared:
         notes.append(numerics.describe())

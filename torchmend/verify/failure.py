@@ -28,7 +28,7 @@ class RunFailure:
     """An arm that did not run to its end: how it ended, the exception in one line, and the user's line."""
 
     arm: str  # before | after
-    ended_by: str  # error | exit | killed | timeout | no_torch | internal_error | interrupted
+    ended_by: str  # error | exit | killed | lost | timeout | no_torch | internal_error | interrupted
     exception: str  # `Type: message`, PyTorch's hints left out ("" for a timeout)
     path: str  # absolute path of the innermost user frame the failure names ("" when none)
     line: int  # its line, in the text the run executed (the patched text for the after-arm); 0 when none
@@ -107,6 +107,10 @@ def failure_of(run: ArmRun, root: Path | None = None, stopped_early: bool = Fals
     )
     if exception == "(no output)":
         exception = ""
+    if out.detail and out.ended_by in ("killed", "lost"):  # no exception record: the signal, status, full disk
+        exception = out.detail
+    elif out.detail:
+        exception = f"{exception} ({out.detail})" if exception else out.detail
     site = failure_site(error, traceback or out.output_tail, root)
     display = ""
     if site is not None and root is not None and _is_user(site.file, root):
