@@ -107,6 +107,20 @@ def test_block(torchmend_compile):
         model(torch.randn(2, 8))
 
 
+def test_warm_steady(torchmend_compile):
+    model = torch.compile(Clean(), backend="aot_eager")
+    model(torch.randn(2, 8))
+    with torchmend_compile(reset=False):
+        model(torch.randn(2, 8))
+
+
+def test_warm_recompiles(torchmend_compile):
+    f = torch.compile(scaled, backend="aot_eager")
+    f(torch.randn(4), 2.0)
+    with torchmend_compile(reset=False):
+        f(torch.randn(4), 3.0)
+
+
 def test_zz_state_restored():
     # torch's own LazyTraceHandler removes itself at the first record without TORCH_TRACE, plugin or not
     assert not [h for h in tlog.trace_log.handlers if type(h).__name__ == "TraceHandler"]
@@ -128,7 +142,7 @@ def test_plugin_in_a_pytest_run(pytester: pytest.Pytester) -> None:
         "-p", "no:torchmend", "-p", "torchmend.plugin", "--torchmend-report-json", str(report), "--torchmend-fix-diff"
     )
     out = result.stdout.str()
-    result.assert_outcomes(passed=5, failed=3)
+    result.assert_outcomes(passed=6, failed=4)
     outcomes = {t["test"].split("::")[1]: t for t in json.loads(report.read_text())["tests"]}
 
     # A print in forward: TM101 at its line, with the fix and its diff (nothing written).
@@ -153,6 +167,9 @@ def test_plugin_in_a_pytest_run(pytester: pytest.Pytester) -> None:
     assert "this test compiled nothing" in out and outcomes["test_nothing"]["compiled_nothing"]
     # The fixture records its block only: one break allowed there.
     assert outcomes["test_block"]["passed"] and outcomes["test_block"]["graph_breaks"] == 1
+    # After a warm-up (reset=False) the block's steady state compiles nothing, and passes; a recompile fails.
+    assert outcomes["test_warm_steady"]["passed"] and outcomes["test_warm_steady"]["compiles"] == 0
+    assert not outcomes["test_warm_recompiles"]["passed"] and outcomes["test_warm_recompiles"]["recompiles"] == 1
 
 
 def test_loading_the_plugin_imports_no_torch() -> None:

@@ -98,14 +98,14 @@ def _recorded(item: pytest.Item, limits: Limits, reset: bool = True) -> Iterator
         yield
     except BaseException as e:
         events = recording.stop(error=e)
-        verdict = judge(events, root, cfg, limits, item.nodeid, time.monotonic() - t0)
+        verdict = judge(events, root, cfg, limits, item.nodeid, time.monotonic() - t0, fresh=reset)
         _keep(item, verdict)
         message = explain(verdict)
         if message:  # the test failed on its own: its exception is the failure, the findings are a section
             item.add_report_section("call", "torchmend", message)
         raise
     events = recording.stop()
-    verdict = judge(events, root, cfg, limits, item.nodeid, time.monotonic() - t0)
+    verdict = judge(events, root, cfg, limits, item.nodeid, time.monotonic() - t0, fresh=reset)
     _keep(item, verdict)
     message = explain(verdict)
     if message:
@@ -193,7 +193,15 @@ class _Report:
         if not self.results:
             tr.write_line("no test was recorded (none marked @pytest.mark.torchmend or using torchmend_compile)")
         for r in self.results:
-            state = "NOTHING COMPILED" if r["compiled_nothing"] else ("ok" if not r["exceeded"] else "OVER THE LIMITS")
+            state = (
+                "ok"
+                if r["passed"]
+                else "OVER THE LIMITS"
+                if r["exceeded"]
+                else "NOTHING COMPILED"
+                if r["compiled_nothing"] and r["fresh"]
+                else "the test raised"
+            )
             tr.write_line(
                 f"{r['test']}: {r['graphs']} graphs, {r['graph_breaks']} graph breaks, {r['recompiles']} recompiles, "
                 f"{r['compiles']} compiles, {r['compile_seconds']:.2f} s compiling: {state}"

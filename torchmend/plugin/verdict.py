@@ -76,6 +76,9 @@ class Verdict:
     root: Path
     exceeded: list[str] = field(default_factory=list)  # one line per limit the test went over
     error: str | None = None  # the block raised (its own failure is pytest's to report)
+    # Recorded from a dynamo reset: then compiling nothing means nothing was checked. Without a reset (after a
+    # warm-up, the fixture's reset=False) compiling nothing is the steady state the block is there to check.
+    fresh: bool = True
 
     @property
     def graph_breaks(self) -> int:
@@ -95,13 +98,14 @@ class Verdict:
 
     @property
     def failed(self) -> bool:
-        return bool(self.exceeded) or self.compiled_nothing
+        return bool(self.exceeded) or (self.compiled_nothing and self.fresh)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "test": self.test,
             "passed": not self.failed and self.error is None,
             "compiled_nothing": self.compiled_nothing,
+            "fresh": self.fresh,
             "limits": {k: getattr(self.limits, k) for k in _KEYS[:3]} | {"ignore": list(self.limits.ignore)},
             "graphs": self.summary.graphs,
             "graph_breaks": self.graph_breaks,
@@ -122,6 +126,7 @@ def judge(
     limits: Limits,
     test: str,
     wall_seconds: float = 0.0,
+    fresh: bool = True,
 ) -> Verdict:
     """Read the recorded events as scan does and hold them against `limits`."""
     from torchmend.profiler.findings import analyse
@@ -133,7 +138,8 @@ def judge(
     ignore = [*(config.get("ignore") or []), *limits.ignore]
     # Unused suppressions (TM903) are left out: a test runs a small part of the code, so most would be noise.
     kept, suppressed, _ = apply_suppressions(findings, root, config=config, select=config.get("select"), ignore=ignore)
-    v = Verdict(test, limits, summary, kept, suppressed, root, error=end.get("error") if ended_by == "error" else None)
+    error = end.get("error") if ended_by == "error" else None
+    v = Verdict(test, limits, summary, kept, suppressed, root, error=error, fresh=fresh)
     for name, count, limit in (
         ("graph break", v.graph_breaks, limits.graph_breaks),
         ("recompile", v.recompiles, limits.recompiles),
@@ -183,7 +189,7 @@ def summary_words(v: Verdict) -> str:
 
 def explain(v: Verdict) -> str:
     """The failure message (empty when the test passed)."""
-    if v.compiled_nothing:
+    if v.compiled_nothing and v.fresh:
         return (
             "torchmend: this test compiled nothing: no function under torch.compile ran while it was recorded, so "
             "there is no graph, break or recompile to check. Call the compiled model or function inside the test "
