@@ -2,7 +2,7 @@
 
 A scratch project holds one test file with three identical tests (a fresh small model compiled with aot_eager, five
 training steps; clean: no break, no recompile) marked `@pytest.mark.torchmend`. Each round runs it in three fresh
-pytest processes, in rotating order: with the plugin (`-p torchmend.plugin`); without it (`-p no:torchmend`, the mark
+pytest processes, in rotating order: with the plugin (`-p torchmend.plugin`); without it (`-p no:torchmend.plugin`, the mark
 then only a registered name); and without it but with a `torch._dynamo.reset()` at the start of each test, which is
 what the plugin does first, so plugin / plain-reset is the cost of recording and judging alone. A conftest measures
 each test's call phase (wall and CPU seconds, one thread). Printed, medians over the rounds: the first test of a
@@ -110,9 +110,9 @@ def pytest_runtest_logreport(report):
 INI = "[pytest]\nmarkers =\n    torchmend: registered here too, so the plain arm knows the name\n"
 
 ARMS = {
-    "plugin": ["-p", "no:torchmend", "-p", "torchmend.plugin"],
-    "plain": ["-p", "no:torchmend"],
-    "plain-reset": ["-p", "no:torchmend"],
+    "plugin": ["-p", "torchmend.plugin"],
+    "plain": ["-p", "no:torchmend.plugin"],
+    "plain-reset": ["-p", "no:torchmend.plugin"],
 }
 
 

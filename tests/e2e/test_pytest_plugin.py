@@ -137,9 +137,9 @@ def test_plugin_in_a_pytest_run(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(model=MODEL, quiet=QUIET, test_models=TESTS)
     pytester.makefile(".toml", pyproject=PYPROJECT)
     report = pytester.path / "report.json"
-    # -p no:torchmend: the installed entry point (if any) must not register the module a second time
+    # -p torchmend.plugin: the entry point's own name, so an installed torchmend is not registered twice
     result = pytester.runpytest_subprocess(
-        "-p", "no:torchmend", "-p", "torchmend.plugin", "--torchmend-report-json", str(report), "--torchmend-fix-diff"
+        "-p", "torchmend.plugin", "--torchmend-report-json", str(report), "--torchmend-fix-diff"
     )
     out = result.stdout.str()
     result.assert_outcomes(passed=6, failed=4)

@@ -1,4 +1,4 @@
-"""torchmend's pytest plugin (registered as `torchmend` through the `pytest11` entry point; docs/pytest.md).
+"""torchmend's pytest plugin (the `pytest11` entry point `torchmend.plugin`, named after this module; docs/pytest.md).
 
     @pytest.mark.torchmend(graph_breaks=0, recompiles=0, max_graphs=None, ignore=[])
     def test_model_compiles(): ...
