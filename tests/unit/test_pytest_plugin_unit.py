@@ -1,6 +1,10 @@
-"""The pytest plugin's limits as the marker and the fixture take them (torchmend/plugin/verdict.py): no torch."""
+"""The pytest plugin without a compile: what loading it imports, and the limits as the marker and the fixture take
+them (torchmend/plugin/verdict.py). The recorded runs are tests/e2e/test_pytest_plugin.py."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 
@@ -28,3 +32,10 @@ def test_defaults_and_given_values():
 def test_refused(kwargs, args, words):
     with pytest.raises(LimitsError, match=words):
         Limits.from_marker(kwargs, args)
+
+
+def test_loading_the_plugin_imports_no_torch():
+    code = "import sys, torchmend.plugin; print(sorted({'torch', 'libcst', 'rich'} & set(sys.modules)))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
