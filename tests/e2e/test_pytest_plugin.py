@@ -1,5 +1,5 @@
 """The pytest plugin (torchmend/plugin/) in a real pytest run of a small project (pytester, one subprocess for every
-case: torch is imported and warmed up once), on aot_eager: plain eager would hide the float recompile."""
+case: torch is imported and warmed up once), on aot_eager, the backend docs/pytest.md advises on a CPU."""
 
 from __future__ import annotations
 
