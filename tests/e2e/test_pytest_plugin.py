@@ -137,7 +137,7 @@ def test_plugin_in_a_pytest_run(pytester: pytest.Pytester) -> None:
     report = pytester.path / "report.json"
     # -p torchmend.plugin: the entry point's own name, so an installed torchmend is not registered twice
     result = pytester.runpytest_subprocess(
-        "-p", "torchmend.plugin", "--torchmend-report-json", str(report), "--torchmend-fix-diff"
+        "-p", "torchmend.plugin", "--torchmend-report", "--torchmend-report-json", str(report), "--torchmend-fix-diff"
     )
     out = result.stdout.str()
     result.assert_outcomes(passed=6, failed=4)
@@ -163,6 +163,16 @@ def test_plugin_in_a_pytest_run(pytester: pytest.Pytester) -> None:
 
     # Compiling nothing is said, and fails: a limit of 0 breaks would otherwise pass with nothing checked.
     assert "this test compiled nothing" in out and outcomes["test_nothing"]["compiled_nothing"]
+    # --torchmend-report: one line per recorded test, and its findings
+    result.stdout.fnmatch_lines(
+        [
+            "*torchmend report*",
+            "test_models.py::test_print: 2 graphs, 1 graph breaks, 0 recompiles, 2 compiles, *: OVER THE LIMITS",
+            "    TM101 model.py:12 (1x) print() inside compiled code",
+            "test_models.py::test_clean: 1 graphs, 0 graph breaks, 0 recompiles, 1 compiles, *: ok",
+            "test_models.py::test_nothing: 0 graphs, *: NOTHING COMPILED",
+        ]
+    )
     # The fixture records its block only: one break allowed there.
     assert outcomes["test_block"]["passed"] and outcomes["test_block"]["graph_breaks"] == 1
     # After a warm-up (reset=False) the block's steady state compiles nothing, and passes; a recompile fails.
