@@ -119,6 +119,11 @@ def test_warm_recompiles(torchmend_compile):
         f(torch.randn(4), 3.0)
 
 
+@pytest.mark.torchmend(graph_break=0)
+def test_misspelt():
+    raise AssertionError("the body must not run")
+
+
 def test_zz_state_restored():
     # torch's own LazyTraceHandler removes itself at the first record without TORCH_TRACE, plugin or not
     assert not [h for h in tlog.trace_log.handlers if type(h).__name__ == "TraceHandler"]
@@ -140,7 +145,7 @@ def test_plugin_in_a_pytest_run(pytester: pytest.Pytester) -> None:
         "-p", "torchmend.plugin", "--torchmend-report", "--torchmend-report-json", str(report), "--torchmend-fix-diff"
     )
     out = result.stdout.str()
-    result.assert_outcomes(passed=6, failed=4)
+    result.assert_outcomes(passed=6, failed=5)
     outcomes = {t["test"].split("::")[1]: t for t in json.loads(report.read_text())["tests"]}
 
     # A print in forward: TM101 at its line, with the fix and its diff (nothing written).
@@ -163,6 +168,9 @@ def test_plugin_in_a_pytest_run(pytester: pytest.Pytester) -> None:
 
     # Compiling nothing is said, and fails: a limit of 0 breaks would otherwise pass with nothing checked.
     assert "this test compiled nothing" in out and outcomes["test_nothing"]["compiled_nothing"]
+    # A misspelt argument fails the test before its body runs, and says which.
+    assert "@pytest.mark.torchmend on test_models.py::test_misspelt: unknown argument graph_break" in out
+    assert "the body must not run" not in out
     # --torchmend-report: one line per recorded test, and its findings
     result.stdout.fnmatch_lines(
         [

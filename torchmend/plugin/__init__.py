@@ -66,7 +66,8 @@ def _limits(kwargs: dict[str, Any], args: tuple[Any, ...], where: str) -> Limits
     try:
         return Limits.from_marker(kwargs, args)
     except LimitsError as e:
-        raise pytest.UsageError(f"{where}: {e}") from None
+        wrong = str(e)
+    pytest.fail(f"{where}: {wrong}", pytrace=False)  # before the test's body runs: this line, no traceback
 
 
 def _config_and_root(item: pytest.Item) -> tuple[Any, Path]:
