@@ -6,6 +6,7 @@ Run with torchrun (one process per GPU, NCCL; on a machine without GPUs, gloo on
     torchrun --nproc-per-node 2 benchmarks/distributed/ddp.py
 Knobs (environment): STEPS (30), BACKEND (the torch.compile backend, inductor).
 """
+
 import math
 import os
 import time

@@ -7,6 +7,7 @@ Run with torchrun (one process per GPU, NCCL; on a machine without GPUs, gloo on
     torchrun --nproc-per-node 2 benchmarks/distributed/fsdp2.py
 Knobs (environment): STEPS (30), BACKEND (the torch.compile backend, inductor).
 """
+
 import math
 import os
 import time
@@ -14,9 +15,9 @@ import time
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn import functional as F
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
+from torch.nn import functional as F
 
 STEPS = int(os.environ.get("STEPS", "30"))
 BACKEND = os.environ.get("BACKEND", "inductor")

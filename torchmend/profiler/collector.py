@@ -257,15 +257,19 @@ def _asked(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def memory_fields() -> dict[str, Any]:
-    """The END event's peak memory: the process's peak resident set (MiB) and, when the script used CUDA,
-    torch.cuda.max_memory_allocated (MiB) and the device's name."""
+    """The END event's peak memory: the process's peak resident set (MiB) and, when the script allocated memory
+    on CUDA, torch.cuda.max_memory_allocated (MiB) and the device's name.
+
+    CUDA being initialised is not the script using it: inductor initialises CUDA while it compiles a model that
+    lives on the CPU (seen on torch 2.11, H100), and such a run's GPU peak is 0. Reporting that 0 as the run's
+    peak made `tune` show a CPU script's compiled settings at 0 MiB beside eager's resident set (issue 32)."""
     import resource
 
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
     fields: dict[str, Any] = {"peak_rss_mb": round(rss / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)}
     try:
-        if torch.cuda.is_initialized():
-            fields["cuda_peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+        if torch.cuda.is_initialized() and (peak := torch.cuda.max_memory_allocated()) > 0:
+            fields["cuda_peak_mb"] = round(peak / 2**20, 2)
             fields["cuda_device"] = torch.cuda.get_device_name()
     except Exception:  # a broken device: the run's other figures still stand
         pass

@@ -4,7 +4,8 @@ design, and nothing in the user's code can remove those breaks.
 Each entry names a break by its graph-break id and the file of its frame (a path suffix: under the torch root, or
 the standard library's contextlib for a context manager dynamo skips), with a regex on the reason where one id
 covers other calls too. Versioned like the id table (gbids.py): an entry names the first release it was read from
-and holds from there on. Read on torch 2.13 (CPU, gloo) and 2.11 (H100, NCCL); benchmarks/distributed/ makes them.
+and holds from there on. Read on torch 2.13 (CPU, gloo) and 2.11 (2 x H100, NCCL), the same on both for DDP;
+benchmarks/distributed/ makes them (benchmarks/results/distributed-h100-torch2.11.md).
 
 An entry with a `rule` is not "expected": FSDP2's hooks stop a `torch.compile` of the fully_shard'ed root model at
 the first block (TM113, which `fix` rewrites into per-block compilation). The others become informational findings
@@ -18,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from torchmend import rules
 from torchmend.model import Finding, Severity, Where
-from torchmend.profiler.gbids import V2_13, Version
+from torchmend.profiler.gbids import V2_11, V2_13, Version
 
 DDP = "DistributedDataParallel"
 FSDP2 = "FSDP2 (fully_shard)"
@@ -53,11 +54,22 @@ class WrapperBreak:
 WRAPPER_BREAKS: tuple[WrapperBreak, ...] = (
     # DDP's forward logs its runtime stats through a C++ Logger dynamo cannot trace (torch/nn/parallel/distributed.py
     # `_pre_forward`: `self.logger.set_runtime_stats_and_log()`).
-    WrapperBreak(DDP, "its logger", "GB0156", "torch/nn/parallel/distributed.py", r"set_runtime_stats_and_log", V2_13),
+    WrapperBreak(DDP, "its logger", "GB0156", "torch/nn/parallel/distributed.py", r"set_runtime_stats_and_log", V2_11),
     # `with self._inside_ddp_forward():` in DDP's forward: a context manager dynamo is told to skip; the break's
     # frame is contextlib's, the reason names DDP's method.
-    WrapperBreak(DDP, "`_inside_ddp_forward`", "GB0007", "contextlib.py", r"_inside_ddp_forward", V2_13),
-    # FSDP2's forward hooks are wrapped in torch._dynamo.disable(recursive=True) ("skipping FSDP hooks").
+    WrapperBreak(DDP, "`_inside_ddp_forward`", "GB0007", "contextlib.py", r"_inside_ddp_forward", V2_11),
+    # FSDP2's forward hooks are wrapped in torch._dynamo.disable(recursive=True) ("skipping FSDP hooks"): on 2.11 in
+    # `_fsdp_state.py`'s `fsdp_hook_wrapper`, from 2.13 in `_fsdp_common.py`'s `_dynamo_disable` (2.12 not read).
+    WrapperBreak(
+        FSDP2,
+        "its hooks",
+        "GB0007",
+        "torch/distributed/fsdp/_fully_shard/_fsdp_state.py",
+        r"`disable`",
+        V2_11,
+        until=V2_13,
+        rule="TM113",
+    ),
     WrapperBreak(
         FSDP2,
         "its hooks",
@@ -68,6 +80,7 @@ WRAPPER_BREAKS: tuple[WrapperBreak, ...] = (
         rule="TM113",
     ),
 )
+
 
 def wrapper_break(f: Finding, version: Version | None) -> WrapperBreak | None:
     return next((w for w in WRAPPER_BREAKS if w.matches(f, version)), None)

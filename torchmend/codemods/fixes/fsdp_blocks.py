@@ -22,7 +22,12 @@ _FULLY_SHARD = (
 
 
 def _first_arg_name(call: cst.Call) -> str | None:
-    if call.args and call.args[0].keyword is None and not call.args[0].star and isinstance(call.args[0].value, cst.Name):
+    if (
+        call.args
+        and call.args[0].keyword is None
+        and not call.args[0].star
+        and isinstance(call.args[0].value, cst.Name)
+    ):
         return call.args[0].value.value
     return None
 
