@@ -212,6 +212,10 @@ def override_compile(backend: str | None, sink: EventSink | None = None, **setti
     `dynamic` (None, True or False), and `eager` (no compile at all: the model or function comes back as it is,
     the eager baseline). With a sink, each call is recorded as a COMPILE_CALL event (what the script asked for)."""
     original: Callable[..., Any] = torch.compile
+    # One checking backend per (detection backend, script's backend), shared by every call: dynamo guards on the
+    # backend's identity (BACKEND_MATCH), so a new one per call recompiled each module compiled from the same code
+    # (FSDP2's blocks compiled one by one: a recompile per block that the script's own backend does not make).
+    checkers: dict[tuple[str, str], _CheckedBackend] = {}
 
     @functools.wraps(original)
     def compile(model: Any = None, **kwargs: Any) -> Any:
@@ -239,7 +243,12 @@ def override_compile(backend: str | None, sink: EventSink | None = None, **setti
             # Only a named backend is tried on a failing graph (a callable of the script's own may count its calls),
             # and only for scan's detection backend: tune measures the backend it names, mode and all.
             checked = sink is not None and not settings and isinstance(own, str) and own != backend
-            kwargs["backend"] = _CheckedBackend(backend, own, sink) if checked and sink is not None else backend
+            if checked and sink is not None:
+                if (backend, own) not in checkers:
+                    checkers[(backend, own)] = _CheckedBackend(backend, own, sink)
+                kwargs["backend"] = checkers[(backend, own)]
+            else:
+                kwargs["backend"] = backend
         return original(model, **kwargs) if model is not None else original(**kwargs)
 
     torch.compile = compile
