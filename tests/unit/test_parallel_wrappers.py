@@ -92,3 +92,15 @@ def test_expected_breaks_are_shown_apart_and_counted_apart() -> None:
     # without the mark the same findings count DDP's breaks as to fix
     raw = [replace(f, severity=Severity.FIX, expected=None) if f.expected else f for f in findings]
     assert sum(f.severity == Severity.FIX for f in raw) == fix + 2
+
+
+def test_fix_skips_the_expected_breaks_instead_of_listing_them_as_unfixable() -> None:
+    from torchmend.codemods.base import NoFix
+    from torchmend.codemods.engine import Session
+    from torchmend.codemods.source import Context
+
+    findings, _ = _marked("ddp-cpu-torch2.13.json")
+    expected = [f for f in findings if f.expected]
+    results = Session(Context(str(ROOT), lambda p: "")).propose(expected)
+    assert all(isinstance(r, NoFix) and r.skipped for r in results)
+    assert {r.reason for r in results if isinstance(r, NoFix)} == {f.expected for f in expected}
