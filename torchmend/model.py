@@ -121,6 +121,9 @@ class Finding:
     compiled_function: Location | None = None
     ranks: dict[int, int] | None = None  # multi-rank runs: how often on each rank that saw it
     divergent: bool = False  # not on every rank alike: the other ranks wait for this one at the next collective
+    # A parallel wrapper's own break (DDP's logger, ...), by design on this torch: informational, shown apart, e.g.
+    # "from DistributedDataParallel (its logger), expected on torch 2.13; not in your code" (profiler/parallel.py).
+    expected: str | None = None
     # `torchmend lint`'s static findings: "likely" (the source shows it) or "possible" (it depends on values the
     # source does not show). None for scan's, which a run observed.
     confidence: str | None = None

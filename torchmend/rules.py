@@ -428,6 +428,14 @@ RULES: tuple[Rule, ...] = (
         "operator whose output depends on tensor data (nonzero, unique, .item() in an op)",
     ),
     Rule(
+        "TM113",
+        GRAPH_BREAK,
+        "compile-stops-at-fsdp-hooks",
+        "torch.compile of a fully_shard'ed model stops at FSDP2's hooks",
+        advice="compile each fully_shard'ed block after sharding (`for block in model.layers: block.compile()`) "
+        "instead of the whole model",
+    ),
+    Rule(
         "TM199",
         GRAPH_BREAK,
         "other-graph-break",
@@ -589,6 +597,7 @@ FIXES: dict[str, str] = {
     "TM108": "assert-in-graph",
     "TM109": "gate-requires-grad",
     "TM111": "capture-data-dependent-op",
+    "TM113": "compile-fsdp-blocks",
     "TM201": "module-scalar-to-buffer",
     "TM202": "scalar-argument-to-tensor",
     "TM203": "tensor-learning-rate",

@@ -82,6 +82,24 @@ def test_the_child_hook_keeps_no_mode_for_another_backend(recorded_compile: list
     assert call["backend"] == "aot_eager" and call["dynamic"] is True and "mode" not in call
 
 
+def test_the_detection_backend_is_one_callable_for_every_call(
+    recorded_compile: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """scan's checking backend is shared: dynamo guards on the backend's identity (BACKEND_MATCH), and a new one per
+    call recompiled each FSDP2 block compiled one by one (`block.compile()`, same code) on 2 x H100 (issue 32)."""
+    import torch
+
+    from torchmend.profiler.collector import override_compile
+    from torchmend.profiler.events import EventSink
+
+    override_compile("aot_eager", EventSink(str(tmp_path / "events.jsonl")))
+    for _ in range(3):
+        torch.compile(len)
+    backends = [call["backend"] for call in recorded_compile]
+    assert len(backends) == 3 and type(backends[0]).__name__ == "_CheckedBackend"
+    assert backends[0] is backends[1] is backends[2]
+
+
 def test_every_tune_option_is_documented() -> None:
     from typer.main import get_command
 

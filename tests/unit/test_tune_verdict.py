@@ -209,6 +209,15 @@ def test_markdown_report_holds_the_table_recommendation_command_and_environment(
     assert "torch 2.11.0" in text and "NVIDIA H100" in text and "max_memory_allocated" in text
 
 
+def test_small_gpu_peaks_are_not_rounded_to_zero() -> None:
+    """A tiny model's GPU peak (tens of KiB) is a reading, not 0 (issue 32: the table showed 0 MiB)."""
+    from torchmend.tune.report import memory
+    from torchmend.tune.verdict import Stat
+
+    assert [memory(Stat.of([v])) for v in (0.08213, 3.5, 65.14, 1234.5)] == ["0.082", "3.5", "65", "1,234"]
+    assert memory(Stat.of([None])) == "—"
+
+
 def test_json_report_has_rows_and_every_runs_step_times(tmp_path: Path) -> None:
     data = to_json(_tune(tmp_path))
     assert data["schema"] == "torchmend.tune/1" and data["recommended"] == "reduce-overhead"

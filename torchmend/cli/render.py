@@ -33,6 +33,12 @@ _KIND_LABEL = {
 }
 
 
+def expected_wrappers(findings: list[Finding]) -> str:
+    """`DistributedDataParallel`, or several joined: who the expected breaks come from."""
+    names = dict.fromkeys((f.expected or "").removeprefix("from ").split(" (")[0] for f in findings)
+    return " and ".join(names)
+
+
 def summary_line(s: Summary) -> str:
     parts = [
         f"{s.frames_compiled} frame{'s' if s.frames_compiled != 1 else ''} compiled",
@@ -81,6 +87,8 @@ def _what(f: Finding) -> Text:
     t.append("\n" + f.reason, style="default")
     if f.code:
         t.append(f"\n  {f.code}", style="dim")
+    if f.expected:
+        t.append(f"\n{f.expected}", style="cyan")
     if f.where != Where.PROJECT and f.user_frame:
         t.append(f"\nreached from {f.user_frame.file}:{f.user_frame.line} in {f.user_frame.function}", style="green")
     elif f.kind != "graph_break" and f.call_site and (f.call_site.file, f.call_site.line) != (f.file, f.line):
@@ -103,11 +111,16 @@ def findings_view(findings: list[Finding], width: int = NO_TERMINAL_WIDTH) -> Gr
     """The findings grouped by file, each group a table (a list where `width` leaves the text too little room)."""
     by_file: dict[tuple[int, str], list[Finding]] = defaultdict(list)
     for f in findings:
-        order = 0 if f.where == Where.PROJECT else (2 if f.where == Where.LIBRARY else 1)
+        order = 3 if f.expected else 0 if f.where == Where.PROJECT else (2 if f.where == Where.LIBRARY else 1)
         by_file[(order, f.file)].append(f)
     tables = []
     for (order, file), items in sorted(by_file.items()):
-        where = {0: "", 1: "  (outside the project)", 2: "  (library: not edited; see 'reached from')"}[order]
+        where = {
+            0: "",
+            1: "  (outside the project)",
+            2: "  (library: not edited; see 'reached from')",
+            3: "  (a parallel wrapper's own break: expected, not in your code)",
+        }[order]
         rows: list[list[str | Text]] = [
             [
                 str(f.line),
@@ -144,10 +157,12 @@ def _print_scan(console: Console, findings: list[Finding], summary: Summary, wid
         console.print(findings_view(findings, width))
         fix = sum(f.severity == "fix" for f in findings)
         notes = sum(f.severity == "note" for f in findings)
-        info = sum(f.severity == "info" for f in findings)
+        expected = [f for f in findings if f.expected]
+        info = sum(f.severity == "info" for f in findings) - len(expected)
         console.print(
             f"[bold]{len(findings)} finding{'s' if len(findings) != 1 else ''}[/]: "
             f"[bold red]{fix} to fix[/], [yellow]{notes} one-time[/], [dim]{info} informational[/]"
+            + (f", [cyan]{len(expected)} expected from {expected_wrappers(expected)}[/]" if expected else "")
         )
     else:
         console.print("[bold green]No graph breaks or recompilations found.[/]")
@@ -160,4 +175,6 @@ def _print_scan(console: Console, findings: list[Finding], summary: Summary, wid
             console.print(
                 f"[bold yellow]{len(divergent)} rank-divergent finding{'s' * (len(divergent) != 1)}:[/] "
                 + "; ".join(f"{f.rule} {f.file}:{f.line} on {ranks_text(f)}" for f in divergent)
+                + ". The other ranks wait for these at the next collective, and a collective that one rank skips "
+                "(a branch on the rank or on its data) hangs the job."
             )

@@ -123,6 +123,8 @@ class Session:
         rule = rules.BY_CODE.get(f.rule)
         if rule is None or rule.informational:
             return NoFix(f, "informational: nothing to change in your code", skipped=True)
+        if f.expected:  # a parallel wrapper's own break (profiler/parallel.py): not the user's to fix
+            return NoFix(f, f.expected, skipped=True)
         if not rules.select([f.rule], select, ignore):
             return NoFix(f, "not selected (--select/--ignore)", skipped=True)
         codemod = codemod_for_finding(f.rule, f.cause, f.gb_id)

@@ -212,6 +212,10 @@ def override_compile(backend: str | None, sink: EventSink | None = None, **setti
     `dynamic` (None, True or False), and `eager` (no compile at all: the model or function comes back as it is,
     the eager baseline). With a sink, each call is recorded as a COMPILE_CALL event (what the script asked for)."""
     original: Callable[..., Any] = torch.compile
+    # One checking backend per (detection backend, script's backend), shared by every call: dynamo guards on the
+    # backend's identity (BACKEND_MATCH), so a new one per call recompiled each module compiled from the same code
+    # (FSDP2's blocks compiled one by one: a recompile per block that the script's own backend does not make).
+    checkers: dict[tuple[str, str], _CheckedBackend] = {}
 
     @functools.wraps(original)
     def compile(model: Any = None, **kwargs: Any) -> Any:
@@ -239,7 +243,12 @@ def override_compile(backend: str | None, sink: EventSink | None = None, **setti
             # Only a named backend is tried on a failing graph (a callable of the script's own may count its calls),
             # and only for scan's detection backend: tune measures the backend it names, mode and all.
             checked = sink is not None and not settings and isinstance(own, str) and own != backend
-            kwargs["backend"] = _CheckedBackend(backend, own, sink) if checked and sink is not None else backend
+            if checked and sink is not None:
+                if (backend, own) not in checkers:
+                    checkers[(backend, own)] = _CheckedBackend(backend, own, sink)
+                kwargs["backend"] = checkers[(backend, own)]
+            else:
+                kwargs["backend"] = backend
         return original(model, **kwargs) if model is not None else original(**kwargs)
 
     torch.compile = compile
@@ -257,15 +266,19 @@ def _asked(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def memory_fields() -> dict[str, Any]:
-    """The END event's peak memory: the process's peak resident set (MiB) and, when the script used CUDA,
-    torch.cuda.max_memory_allocated (MiB) and the device's name."""
+    """The END event's peak memory: the process's peak resident set (MiB) and, when the script allocated memory
+    on CUDA, torch.cuda.max_memory_allocated (MiB) and the device's name.
+
+    CUDA being initialised is not the script using it: inductor initialises CUDA while it compiles a model that
+    lives on the CPU (seen on torch 2.11, H100), and such a run's GPU peak is 0. Reporting that 0 as the run's
+    peak made `tune` show a CPU script's compiled settings at 0 MiB beside eager's resident set (issue 32)."""
     import resource
 
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
     fields: dict[str, Any] = {"peak_rss_mb": round(rss / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)}
     try:
-        if torch.cuda.is_initialized():
-            fields["cuda_peak_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+        if torch.cuda.is_initialized() and (peak := torch.cuda.max_memory_allocated()) > 0:
+            fields["cuda_peak_mb"] = round(peak / 2**20, 2)
             fields["cuda_device"] = torch.cuda.get_device_name()
     except Exception:  # a broken device: the run's other figures still stand
         pass

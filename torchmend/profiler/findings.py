@@ -41,6 +41,7 @@ from torchmend.profiler.failures import (
     reason_for_eager,
 )
 from torchmend.profiler.hotspots import parse_version, with_library_advice
+from torchmend.profiler.parallel import mark_wrapper_breaks
 from torchmend.profiler.pathmap import is_library_path
 from torchmend.profiler.ranks import merge_ranks
 from torchmend.profiler.traceparse import (
@@ -319,6 +320,7 @@ def _analyse_one(
     ]
     versions = {"torch": start.get("torch") or "", **start.get("libraries", {})}
     findings = [with_library_advice(f, versions) for f in findings]
+    findings = mark_wrapper_breaks(findings, start.get("torch"), torch_version)
     findings += [failure] if failure else []
     first_step, steady_step = step_stats(step_times)
     summary = Summary(

@@ -84,6 +84,10 @@ def _stats(tensor: Any) -> Any:
     import torch
 
     t = tensor.detach()
+    if hasattr(t, "to_local") and hasattr(t, "placements"):
+        # A DTensor (FSDP2's sharded parameters): this rank's shard. Reading the whole would run collectives at
+        # the end of the run, which hang when the ranks end apart (and the shard is what this rank computed).
+        t = t.to_local()
     if t.is_complex():
         t = torch.view_as_real(t)
     flat = t.reshape(-1)

@@ -126,7 +126,10 @@ def span(stat: Stat, one: bool = False) -> str:
 
 
 def memory(stat: Stat) -> str:
-    return "—" if stat.median is None else f"{stat.median:,.0f}"
+    """MiB: whole above 10, else with the decimals a small GPU peak needs (a few KiB of activations is not 0)."""
+    if stat.median is None:
+        return "—"
+    return f"{stat.median:,.0f}" if stat.median >= 10 else f"{stat.median:.2g}"
 
 
 def cells(row: Row, one: bool) -> list[str]:
