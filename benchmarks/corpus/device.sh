@@ -13,14 +13,15 @@
 # without an index beside the machine's torch (below), and runs run.py with
 # --jobs $JOBS (default: the CPU count) shards, this checkout's torchmend, writing $OUT/$NAME.jsonl, its report
 # ($NAME.md, $NAME.png) and the shards' logs ($NAME-logs.tar.gz) under $OUT. Every other argument goes to run.py.
+# CORPUS_VENV and CORPUS_WORK name other folders, so two sweeps can run side by side.
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-/tmp/corpus-out}
 name=${NAME:-corpus}
 jobs=${JOBS:-$(nproc)}
 wheels=${WHEELS:-.whl}
-venv=/tmp/corpus-env
-work=/tmp/corpus-work
+venv=${CORPUS_VENV:-/tmp/corpus-env}
+work=${CORPUS_WORK:-/tmp/corpus-work}
 mkdir -p "$out"
 cd "$here" || exit 2
 start=$(date +%s)
