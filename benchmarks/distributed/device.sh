@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the results file's runs did on the GPU machine (issue 32). Run from an unpacked copy of the repository, with
 # libcst's wheel in WHL; writes logs and reports to OUT. PHASE: "scan" (findings, detected on aot_eager), "fix"
-# (plain torchrun before, fix and verify, plain torchrun after). NPROC: GPUs (2).
+# (plain torchrun before, fix and verify, plain torchrun after). NPROC: GPUs (2). SCRIPTS: which, in order ("ddp fsdp2").
 set -u
 cd "$(dirname "$0")/../.."
 NPROC=${NPROC:-2}
@@ -17,13 +17,13 @@ plain() {  # plain torchrun: wall seconds and the script's own steady step
 nvidia-smi -L; python3 -c 'import torch; print(torch.__version__)'
 case $PHASE in
 scan)
-  for s in ddp fsdp2; do
+  for s in ${SCRIPTS:-ddp fsdp2}; do
     STEPS=20 tm scan --nproc-per-node "$NPROC" benchmarks/distributed/$s.py --backend aot_eager --format json --timeout 240 > "$OUT/scan-$s-$NPROC.json" 2> "$OUT/scan-$s-$NPROC.err"
     echo "scan $s rc=$?"; tail -c 600 "$OUT/scan-$s-$NPROC.err"
   done
   ;;
 fix)
-  for s in ddp fsdp2; do
+  for s in ${SCRIPTS:-ddp fsdp2}; do
     plain benchmarks/distributed/$s.py "before-$s-$NPROC"
     cp benchmarks/distributed/$s.py /tmp/$s.py
     (cd /tmp && tm fix --nproc-per-node "$NPROC" $s.py --yes --unsafe --timeout 300 > "$OUT/fix-$s-$NPROC.txt" 2>&1; echo "fix $s rc=$?")
