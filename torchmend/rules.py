@@ -544,6 +544,7 @@ FIXES: dict[str, str] = {
     "TM106": "capture-for-backend",
     "TM108": "assert-in-graph",
     "TM109": "gate-requires-grad",
+    "TM110": "eager-host-random",
     "TM111": "capture-data-dependent-op",
     "TM201": "module-scalar-to-buffer",
     "TM202": "scalar-argument-to-tensor",

@@ -16,7 +16,7 @@ from torchmend.profiler.failures import exception_summary
 from torchmend.profiler.runner import RunOutcome
 from torchmend.verify.failure import RunFailure, failure_of
 from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
-from torchmend.verify.reference import Reference
+from torchmend.verify.reference import RESTORED, Reference
 from torchmend.verify.runs import ArmRun
 from torchmend.verify.stochastic import Distribution
 
@@ -191,6 +191,22 @@ def judge(
                 "the same before and after"
             )
     return Verification(len(after), counts, times, numerics, verdict, reasons, notes, failure)
+
+
+def restored_verdict(
+    ref: Reference, before: list[ArmRun], after: list[ArmRun], root: Path | None = None
+) -> Verification | None:
+    """The verdict when the eager reference found the eager program restored (reference.RESTORED): the patched
+    compiled run computes what the original computes eagerly, and what the patch computes eagerly; the original
+    compiled run was the one that differed. Counts and failures are judged against the original compiled runs as
+    always (a huge finite tolerance: inf * 0 is nan); the numbers are the comparison with the original eager run.
+    None for any other reference: the gate stays as it was."""
+    if ref.whose != RESTORED:
+        return None
+    v = judge(before, after, 1e300, 1e300, root)
+    v.notes.insert(0, ref.describe())
+    v.numerics, v.reference = ref.restored, ref
+    return v
 
 
 def _failure(

@@ -162,8 +162,7 @@ class EagerHostRandom(Codemod):
         # a static method helper: the decorator goes under @staticmethod, on the function itself
         Invalid(
             """
-            import random
-
+            import numpy as np
             import torch
             from torch import nn
 
@@ -171,15 +170,14 @@ class EagerHostRandom(Codemod):
             class Crop(nn.Module):
                 @staticmethod
                 def offset(length, size):
-                    return random.randint(0, length - size)  # tm: TM110
+                    return int(np.random.randint(0, length - size))  # tm: TM110
 
                 def forward(self, x):  # tm-compiled
                     start = self.offset(x.shape[-1], 16)
                     return x[..., start : start + 16]
             """,
             """
-            import random
-
+            import numpy as np
             import torch
             from torch import nn
 
@@ -188,7 +186,7 @@ class EagerHostRandom(Codemod):
                 @staticmethod
                 @torch.compiler.disable
                 def offset(length, size):
-                    return random.randint(0, length - size)  # tm: TM110
+                    return int(np.random.randint(0, length - size))  # tm: TM110
 
                 def forward(self, x):  # tm-compiled
                     start = self.offset(x.shape[-1], 16)
