@@ -373,8 +373,9 @@ RULES: tuple[Rule, ...] = (
         GRAPH_BREAK,
         "call-to-disabled-function",
         "call to a function that torch.compile skips",
-        advice="remove the torch.compiler.disable / skip on the called function, or move the call out of the "
-        "compiled region",
+        advice="remove the torch.compiler.disable / skip on the called function if dynamo can trace it (keep it on "
+        "a helper that draws NumPy or Python random numbers: traced, those come from torch's generator and break "
+        "the graph more, TM110), or move the call out of the compiled region",
         doc=_TM105,
     ),
     Rule(
