@@ -132,6 +132,7 @@ def test_the_verdict_accepts_the_restored_eager_program_and_keeps_the_count_gate
     assert v is not None and v.verdict == IMPROVED and not v.reasons
     assert v.numerics is not None and v.numerics.equal and v.numerics.max_rel_diff == 0.0  # against the eager run
     assert v.notes[0] == ref.describe() and v.reference is ref
+    assert v.numerics_text().startswith("against the original eager run, numerics match (3 losses")
     # more breaks than the original: refused, restored or not
     v = restored_verdict(ref, [original_c], [breaks(_run("ac"), 7)])
     assert v is not None and v.verdict == REFUSED and v.reasons == ["more graph breaks: 6 before, 7 after"]

@@ -97,6 +97,8 @@ class Verification:
             over = f"the {n.steps_compared} losses both recorded are {prefix}; " if n.steps_compared else ""
             how = "ran out of time" if self.failure.ended_by == "timeout" else "failed"
             return f"not compared past step {n.losses_after}: {over}the patched run {how} there (see the verdict)"
+        if self.reference is not None and self.reference.whose == RESTORED:  # restored_verdict's comparison
+            return f"against the original eager run, {n.describe()}"
         return n.describe()
 
     def metric(self, name: str) -> Metric:
