@@ -427,6 +427,7 @@ class _Judge:
         after = replace(self.before, overlay=_overlay(session, proposals))
         if any(p.safety == RANDOM_STREAM for p in proposals):
             strict = [p for p in proposals if p.safety != RANDOM_STREAM]
+            restored: list[str] = []
             if strict:  # the strict changes keep the strict gate: verified alone first, number for number
                 v, b_runs, a_runs = self.verify(session, strict, versions)
                 if v.verdict == REFUSED_VERDICT:
@@ -434,7 +435,11 @@ class _Judge:
                     # bisects instead of reading it
                     failure = v.failure and replace(v.failure, line=0)
                     return replace(v, failure=failure), b_runs, a_runs
-            return self._in_distribution(after)
+                if v.reference is not None and v.reference.whose == RESTORED:  # checked against the eager run
+                    restored = [f"the other changes, verified alone first: {v.notes[0]}"]
+            dv, b_runs, a_runs = self._in_distribution(after)
+            dv.notes[:0] = restored
+            return dv, b_runs, a_runs
         v, b_runs, a_runs = verify(
             self.before, after, self.root, self.repeat, self.rtol, self.atol, self.reuse, self.on_run, True, self.eager
         )
