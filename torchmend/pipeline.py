@@ -296,7 +296,7 @@ def _with_reference(
 ) -> Verification:
     """The verdict again with the eager reference: equal within the noise band, or refused with whose it is."""
     from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
-    from torchmend.verify.compare import judge
+    from torchmend.verify.compare import judge, restored_verdict
     from torchmend.verify.reference import EAGER_COMPILE, reference, spread, tolerance
     from torchmend.verify.runs import run_one
 
@@ -308,6 +308,9 @@ def _with_reference(
     if "before" not in eager:
         eager["before"] = one(before, "before (eager)")
     ref = reference(b[0], eager["before"], a[0], one(after, "after (eager)"), rtol, atol)
+    restored = restored_verdict(ref, b, a, root)
+    if restored is not None:
+        return restored
     if ref.band is not None and ref.band > rtol:
         banded = judge(b, a, tolerance(rtol, ref.band), atol, root)
         if banded.numerics is not None and banded.numerics.equal:
@@ -420,11 +423,12 @@ class _Judge:
         from torchmend.codemods.base import RANDOM_STREAM
         from torchmend.profiler.hazards import hazards_for
         from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
-        from torchmend.verify.reference import COMPILER
+        from torchmend.verify.reference import COMPILER, KNOWN_DIVERGENCES, RESTORED
 
         after = replace(self.before, overlay=_overlay(session, proposals))
         if any(p.safety == RANDOM_STREAM for p in proposals):
             strict = [p for p in proposals if p.safety != RANDOM_STREAM]
+            restored: list[str] = []
             if strict:  # the strict changes keep the strict gate: verified alone first, number for number
                 v, b_runs, a_runs = self.verify(session, strict, versions)
                 if v.verdict == REFUSED_VERDICT:
@@ -432,7 +436,11 @@ class _Judge:
                     # bisects instead of reading it
                     failure = v.failure and replace(v.failure, line=0)
                     return replace(v, failure=failure), b_runs, a_runs
-            return self._in_distribution(after)
+                if v.reference is not None and v.reference.whose == RESTORED:  # checked against the eager run
+                    restored = [f"the other changes, verified alone first: {v.notes[0]}"]
+            dv, b_runs, a_runs = self._in_distribution(after)
+            dv.notes[:0] = restored
+            return dv, b_runs, a_runs
         v, b_runs, a_runs = verify(
             self.before, after, self.root, self.repeat, self.rtol, self.atol, self.reuse, self.on_run, True, self.eager
         )
@@ -441,6 +449,10 @@ class _Judge:
             known = {h.name: h for p in proposals for h in hazards_for(p.shape, versions)}
             hazards = "".join(f"; a known PyTorch hazard: {h.describe()}" for h in known.values())
             v.reasons[:] = [r + hazards if r.startswith("the compiler mis-compiled") else r for r in v.reasons]
+        if v.reference is not None and v.reference.whose == RESTORED:
+            causes = dict.fromkeys(KNOWN_DIVERGENCES[p.shape] for p in proposals if p.shape in KNOWN_DIVERGENCES)
+            said = v.reference.describe()
+            v.notes[:] = [v.reference.describe("; ".join(causes)) if n == said else n for n in v.notes]
         return v, b_runs, a_runs
 
     def _in_distribution(self, after: RunSpec) -> tuple[Verification, list[ArmRun], list[ArmRun]]:

@@ -303,47 +303,6 @@ Fix safety:
     Nothing is changed.
 """
 
-_TM110 = """
-What it does:
-    A graph break on a line that draws from NumPy's (or Python's) random generator inside compiled code:
-    `eps = np.random.rand(1).item()`, `idx = np.random.choice(n, k, replace=False)`, as SpecAugment-style
-    masking does in a model's forward. PyTorch reports it as GB0033 (data-dependent operator) or another
-    break at that line. Python's `random.random()` / `random.uniform()` (LayerDrop in older model code) is a
-    skipped builtin up to torch 2.13 (GB0007, "`<unknown module>.Random.random`"; traced from 2.14), and GB0297 /
-    GB0298 are breaks of the random generators themselves: each is this rule too.
-
-Why is this bad:
-    Dynamo traces NumPy calls as torch operations, and with `torch._dynamo.config.use_numpy_random_stream`
-    off (the default) `np.random.*` then draws from torch's generator, not NumPy's: the compiled run already
-    sees other random numbers than the eager one. The values then go back to Python (`.item()`, a Python
-    loop over them), which breaks the graph on every call.
-
-Example:
-    def make_mask(batch, length, prob):
-        eps = np.random.rand(1).item()          # TM110: GB0033
-        n = int(prob * length + eps)
-        return np.stack([np.random.choice(length, n, replace=False) for _ in range(batch)])
-
-Fix:
-    No codemod. The compiled run already draws other numbers than the eager one, so no rewrite can keep both:
-    a rewrite in torch changes the stream again, and making the helper run eagerly restores NumPy's stream,
-    which a verification against the compiled run reports as changed numerics.
-    By hand, make the mask outside the compiled model (in the data collator or the training loop) and pass
-    it in as a tensor; or decorate the helper with `@torch.compiler.disable`, so it runs eagerly with NumPy's
-    generator exactly as without compile (one graph break at its call):
-
-        @torch.compiler.disable
-        def make_mask(batch, length, prob):
-            ...
-
-    `torch._dynamo.config.use_numpy_random_stream = True` also keeps NumPy's stream under compile, with a
-    graph break at each draw.
-
-Fix safety:
-    Manual. Moving the mask out of the model changes where its random numbers are drawn: seed NumPy the same
-    way to reproduce a run.
-"""
-
 _TM903 = """
 What it does:
     A suppression comment (`# torchmend: ignore[TM101]`, or a bare `# torchmend: ignore`) that suppressed
@@ -405,20 +364,18 @@ RULES: tuple[Rule, ...] = (
         GRAPH_BREAK,
         "host-random-in-compiled-code",
         "NumPy or Python random draw inside compiled code",
-        advice="not fixable in place: under compile np.random draws from torch's generator (the compiled run's "
-        "numerics already differ from eager, so no rewrite can match both) and its values go back to Python; make "
-        "the random mask outside the compiled model (data collator or training loop) and pass it in as a tensor, "
-        "or decorate the helper that draws it with @torch.compiler.disable so it runs eagerly with NumPy's "
-        "generator, exactly as without compile (one break at its call)",
-        doc=_TM110,
+        advice="decorate the helper that draws the random numbers with @torch.compiler.disable, so it runs eagerly "
+        "with NumPy's generator, exactly as without compile (one break at its call); or make the random values "
+        "outside the compiled model (data collator or training loop) and pass them in as tensors",
     ),
     Rule(
         "TM105",
         GRAPH_BREAK,
         "call-to-disabled-function",
         "call to a function that torch.compile skips",
-        advice="remove the torch.compiler.disable / skip on the called function, or move the call out of the "
-        "compiled region",
+        advice="remove the torch.compiler.disable / skip on the called function if dynamo can trace it (keep it on "
+        "a helper that draws NumPy or Python random numbers: traced, those come from torch's generator and break "
+        "the graph more, TM110), or move the call out of the compiled region",
         doc=_TM105,
     ),
     Rule(
@@ -596,6 +553,7 @@ FIXES: dict[str, str] = {
     "TM106": "capture-for-backend",
     "TM108": "assert-in-graph",
     "TM109": "gate-requires-grad",
+    "TM110": "eager-host-random",
     "TM111": "capture-data-dependent-op",
     "TM113": "compile-fsdp-blocks",
     "TM201": "module-scalar-to-buffer",

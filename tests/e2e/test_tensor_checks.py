@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -196,18 +197,22 @@ def test_gated_requires_grad_keeps_losses_and_gradients(tmp_path: Path):
 
 def test_fixture_fix_verifies_and_explains_what_it_leaves():
     """fixtures/scan/checks_and_random end to end: the assert, the buffer branch and the requires_grad line are
-    rewritten and verified (numerics equal); the NumPy draws stay with their reason, the LayerDrop skip is a
-    random-stream change (not accepted here)."""
+    rewritten, and the NumPy mask helper runs eagerly (TM110); the LayerDrop skip is a random-stream change (not
+    accepted here). Under compile the original drew the mask from torch's generator (dynamo's NumPy stream), so the
+    patched compiled run differs from the original compiled run and equals the original eager run: verified, with
+    the eager reference saying so."""
     from conftest import ROOT, SCAN_FIXTURES, scan_events, scan_json
 
     from torchmend.codemods.base import NoFix, Proposal
     from torchmend.codemods.engine import Session
     from torchmend.codemods.source import Context
     from torchmend.model import Finding
+    from torchmend.pipeline import verify
     from torchmend.profiler.events import END
-    from torchmend.profiler.runner import RunOutcome, RunSpec, run
+    from torchmend.profiler.runner import RunOutcome, RunSpec
     from torchmend.sources import read_source
-    from torchmend.verify.compare import IMPROVED, judge
+    from torchmend.verify.compare import IMPROVED
+    from torchmend.verify.reference import RESTORED
     from torchmend.verify.runs import from_outcome
 
     script = SCAN_FIXTURES / "checks_and_random" / "train.py"
@@ -225,14 +230,21 @@ def test_fixture_fix_verifies_and_explains_what_it_leaves():
     accepted = [r for r in results if isinstance(r, Proposal) and r.safety != "random-stream"]
     for p in accepted:
         session.accept(p)
-    assert sorted((p.finding.rule, p.finding.line) for p in accepted) == [("TM103", 33), ("TM108", 32), ("TM109", 57)]
-    refused = {(r.finding.rule, r.finding.line): r for r in results if isinstance(r, NoFix)}
-    assert "torch's generator" in refused[("TM110", 12)].advice
+    assert sorted((f.rule, f.line) for p in accepted for f in p.findings) == [
+        ("TM103", 33),
+        ("TM108", 32),
+        ("TM109", 57),
+        ("TM110", 12),
+        ("TM110", 15),
+    ]
+    assert not [r for r in results if isinstance(r, NoFix) and not r.skipped]
 
     overlay = tuple((path, new) for path, (_, new) in session.changed().items())
-    after = from_outcome("after", 0, run(RunSpec(script=script, backend="aot_eager", cwd=ROOT, overlay=overlay)), ROOT)
-    left = sorted(f.rule for f in after.findings if f.where == "project")  # lines below the rewrites moved
-    assert left == ["TM103", "TM110", "TM110"]
-    verdict = judge([before], [after])
+    spec = RunSpec(script=script, backend="aot_eager", cwd=ROOT)
+    verdict, _, a_runs = verify(spec, replace(spec, overlay=overlay), ROOT, reuse_before=(before,), reference=True)
+    left = sorted(f.rule for f in a_runs[0].findings if f.where == "project")  # lines below the rewrites moved
+    assert left == ["TM103", "TM105"]  # the LayerDrop skip; one break at the call of the helper that runs eagerly
     assert verdict.verdict == IMPROVED, verdict.reasons
-    assert verdict.numerics is not None and verdict.numerics.equal, verdict.numerics
+    assert verdict.reference is not None and verdict.reference.whose == RESTORED, verdict.notes
+    assert verdict.numerics is not None and verdict.numerics.equal and verdict.numerics.max_rel_diff == 0.0
+    assert verdict.notes[0].startswith("the patched compiled run equals the original eager run (4 losses")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torchmend.model import Summary
 from torchmend.profiler.runner import RunOutcome
-from torchmend.verify.reference import COMPILER, NEITHER, REWRITE, band_of, reference, tolerance
+from torchmend.verify.reference import COMPILER, NEITHER, RESTORED, REWRITE, band_of, reference, tolerance
 from torchmend.verify.runs import ArmRun
 
 LOSSES = [1.0, 0.9, 0.8]
@@ -66,3 +66,77 @@ def test_eager_runs_that_record_nothing_settle_nothing() -> None:
     empty.outcome.end["params"] = None
     ref = reference(_run("bc"), empty, _run("ac", gain=1.5), empty)
     assert ref.whose == NEITHER and ref.describe().endswith("the eager runs recorded nothing to compare")
+
+
+def _drew_host_random(run: ArmRun) -> ArmRun:
+    """The run as one whose compiled code drew NumPy random numbers through dynamo (a TM110 finding)."""
+    from torchmend.model import Finding, Kind, Severity, Where
+
+    tm110 = Finding(
+        rule="TM110",
+        kind=Kind.GRAPH_BREAK,
+        title="",
+        file="train.py",
+        line=12,
+        function="span_mask",
+        path="/p/train.py",
+        where=Where.PROJECT,
+        reason="GB0033",
+        count=2,
+        severity=Severity.FIX,
+    )
+    run.findings.append(tm110)
+    return run
+
+
+def test_a_patch_that_restores_the_eager_program_is_said_to_and_needs_no_band() -> None:
+    # dynamo's NumPy stream: the original compiled run drew other numbers (gain 1.4) than its eager run (1.0); the
+    # patched compiled run draws the eager run's again, bit for bit
+    original_c = _drew_host_random(_run("bc", gain=1.4, losses=[1.0, 0.7, 0.65]))
+    ref = reference(original_c, _run("be"), _run("ac"), _run("ae"))
+    assert ref.whose == RESTORED and ref.restored is not None and ref.restored.equal
+    assert ref.band is None and ref.stream  # another random stream, not noise
+    assert "TM110" in ref.band_text() and "fixed tolerance 0.0001" in ref.band_text()
+    said = ref.describe("dynamo's NumPy random stream")
+    assert said.startswith("the patched compiled run equals the original eager run (3 losses, 2 parameters")
+    assert "the original compiled run differed from it (loss at step 1: 0.7 compiled, 0.9 eagerly)" in said
+    assert said.endswith(": dynamo's NumPy random stream")
+
+
+def test_restoring_the_eager_program_is_judged_with_the_fixed_tolerance_only() -> None:
+    original_c = _drew_host_random(_run("bc", gain=1.4, losses=[1.0, 0.7, 0.65]))
+    # 0.002 relative off the original eager run: neither equal to it nor within a band (none is measured)
+    ref = reference(original_c, _run("be"), _run("ac", gain=1.02), _run("ae"))
+    assert ref.whose == COMPILER and ref.band is None
+    # the patched script computes something else eagerly too: the rewrite's, even if compiled it matches
+    ref = reference(original_c, _run("be"), _run("ac"), _run("ae", gain=1.02))
+    assert ref.whose == REWRITE
+    # the original compiled run already equals its eager run: nothing was restored (within the band as before)
+    ref = reference(_run("bc"), _run("be"), _run("ac", gain=1.00001), _run("ae", gain=1.00001))
+    assert ref.whose == NEITHER and not ref.stream
+
+
+def test_the_verdict_accepts_the_restored_eager_program_and_keeps_the_count_gate() -> None:
+    from dataclasses import replace
+
+    from torchmend.verify.compare import IMPROVED, REFUSED, restored_verdict
+    from torchmend.verify.reference import KNOWN_DIVERGENCES
+
+    def breaks(run: ArmRun, n: int) -> ArmRun:
+        run.summary = replace(run.summary, graph_breaks=n)
+        return run
+
+    original_c = breaks(_drew_host_random(_run("bc", gain=1.4, losses=[1.0, 0.7, 0.65])), 6)
+    ref = reference(original_c, _run("be"), _run("ac"), _run("ae"))
+    v = restored_verdict(ref, [original_c], [breaks(_run("ac"), 1)])
+    assert v is not None and v.verdict == IMPROVED and not v.reasons
+    assert v.numerics is not None and v.numerics.equal and v.numerics.max_rel_diff == 0.0  # against the eager run
+    assert v.notes[0] == ref.describe() and v.reference is ref
+    assert v.numerics_text().startswith("against the original eager run, numerics match (3 losses")
+    # more breaks than the original: refused, restored or not
+    v = restored_verdict(ref, [original_c], [breaks(_run("ac"), 7)])
+    assert v is not None and v.verdict == REFUSED and v.reasons == ["more graph breaks: 6 before, 7 after"]
+    # anything but a restored eager program: the gate as it was (None: the caller goes on with the band)
+    other = reference(original_c, _run("be"), _run("ac", gain=1.02), _run("ae"))
+    assert restored_verdict(other, [original_c], [_run("ac", gain=1.02)]) is None
+    assert "NumPy random stream" in ref.describe(KNOWN_DIVERGENCES["disable-host-random-helper"])

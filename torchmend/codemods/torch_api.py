@@ -43,6 +43,7 @@ SPELLINGS: tuple[Spelling, ...] = (
     ),  # TM101
     Spelling("cond", "cond", V2_11),  # TM103 (branch_to_where/cond.py)
     Spelling("_assert_async", "_assert_async", V2_11),  # TM108
+    Spelling("compiler.disable", "compiler.disable", V2_11),  # TM110: a helper drawing host random numbers
 )
 
 

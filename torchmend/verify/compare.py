@@ -16,7 +16,7 @@ from torchmend.profiler.failures import exception_summary
 from torchmend.profiler.runner import RunOutcome
 from torchmend.verify.failure import RunFailure, failure_of
 from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
-from torchmend.verify.reference import Reference
+from torchmend.verify.reference import RESTORED, Reference
 from torchmend.verify.runs import ArmRun
 from torchmend.verify.stochastic import Distribution
 
@@ -103,6 +103,8 @@ class Verification:
             over = f"the {n.steps_compared} losses both recorded are {prefix}; " if n.steps_compared else ""
             how = "ran out of time" if self.failure.ended_by == "timeout" else "failed"
             return f"not compared past step {n.losses_after}: {over}the patched run {how} there (see the verdict)"
+        if self.reference is not None and self.reference.whose == RESTORED:  # restored_verdict's comparison
+            return f"against the original eager run, {n.describe()}"
         return n.describe()
 
     def metric(self, name: str) -> Metric:
@@ -204,6 +206,22 @@ def judge(
                 "the same before and after"
             )
     return Verification(len(after), counts, times, numerics, verdict, reasons, notes, failure)
+
+
+def restored_verdict(
+    ref: Reference, before: list[ArmRun], after: list[ArmRun], root: Path | None = None
+) -> Verification | None:
+    """The verdict when the eager reference found the eager program restored (reference.RESTORED): the patched
+    compiled run computes what the original computes eagerly, and what the patch computes eagerly; the original
+    compiled run was the one that differed. Counts and failures are judged against the original compiled runs as
+    always (a huge finite tolerance: inf * 0 is nan); the numbers are the comparison with the original eager run.
+    None for any other reference: the gate stays as it was."""
+    if ref.whose != RESTORED:
+        return None
+    v = judge(before, after, 1e300, 1e300, root)
+    v.notes.insert(0, ref.describe())
+    v.numerics, v.reference = ref.restored, ref
+    return v
 
 
 def _failure(

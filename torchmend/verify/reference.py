@@ -9,6 +9,12 @@ difference it is, and how far the original's own compiled run is from its eager 
 - **Whose change**: the patched script run eagerly against the original run eagerly. Different: the rewrite
   changed the math. The same, while the patched compiled run differs from the patched eager run beyond the band:
   the compiler mis-compiled the rewritten code (profiler/hazards.py may know the release and the upstream fix).
+- **The eager program restored**: the patched compiled run equals the original *eager* run (fixed tolerance), the
+  two scripts compute the same eagerly, and the original compiled run is what differs from them. The patch made
+  the compiled program compute what the program computes without compile (a helper drawing NumPy random numbers,
+  which dynamo had traced on torch's generator, runs eagerly again): accepted, and the verdict says so.
+- **A random stream is not noise**: when the original's compiled run drew host random numbers through dynamo
+  (TM110 findings in it), its compiled-vs-eager spread is a different random stream, so no band is measured.
 
 Pure: comparisons of END events (verify/numerics.py); the runs are made by the caller.
 """
@@ -23,7 +29,13 @@ from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
 from torchmend.verify.runs import ArmRun
 
 EAGER_COMPILE = (("eager", True),)  # RunSpec.compile for a run without torch.compile (collector.override_compile)
-REWRITE, COMPILER, NEITHER = "rewrite", "compiler", "neither"
+REWRITE, COMPILER, NEITHER, RESTORED = "rewrite", "compiler", "neither", "restored"
+# Known reasons an original compiled run differs from its eager run, by the `Proposal.shape` of the change that
+# undoes them (said when the eager program is restored).
+KNOWN_DIVERGENCES = {
+    "disable-host-random-helper": "dynamo's NumPy random stream (under compile `np.random` draws from torch's "
+    "generator; the patched helper draws from NumPy's again, as eagerly)",
+}
 
 
 def spread(c: Comparison) -> float:
@@ -32,10 +44,17 @@ def spread(c: Comparison) -> float:
     return max(c.max_rel_diff, worst, c.max_output_rel_diff)
 
 
+def host_random(run: ArmRun) -> bool:
+    """Whether the run drew NumPy's or Python's random numbers in compiled code (TM110): then its compiled run
+    used another random stream than its eager run, and their spread is not noise."""
+    return any(f.rule == "TM110" for f in run.findings)
+
+
 def band_of(compiled: ArmRun, eager: ArmRun) -> float | None:
-    """The original's own compiled-vs-eager spread, or None when it cannot be measured (a run failed, or the
-    two recorded different numbers of losses or parameters: then it is not noise)."""
-    if compiled.failed or eager.failed:
+    """The original's own compiled-vs-eager spread, or None when it cannot be measured (a run failed, the two
+    recorded different numbers of losses or parameters, or the compiled run drew host random numbers through
+    dynamo: then it is not noise)."""
+    if compiled.failed or eager.failed or host_random(compiled):
         return None
     c = compare(compiled.end, eager.end, RTOL, ATOL)
     if c.losses_before != c.losses_after:
@@ -57,12 +76,20 @@ class Reference:
     rewrite: Comparison | None  # original eager vs patched eager
     compiled: Comparison | None  # patched eager vs patched compiled
     eager_failed: str = ""  # which eager run failed, if one did
+    restored: Comparison | None = None  # original eager vs patched compiled (fixed tolerance)
+    original: Comparison | None = None  # original eager vs original compiled (fixed tolerance)
+    stream: bool = False  # the original's compiled run drew host random numbers through dynamo (no band then)
 
     @property
     def tolerance(self) -> float:
         return tolerance(self.rtol, self.band)
 
     def band_text(self) -> str:
+        if self.band is None and self.stream:
+            return (
+                "no noise band: the original's compiled run drew NumPy or Python random numbers through dynamo "
+                f"(TM110), so its compiled-vs-eager spread is another random stream, not noise; fixed tolerance {self.rtol:g}"
+            )
         if self.band is None:
             return f"the original's compiled-vs-eager spread could not be measured; fixed tolerance {self.rtol:g}"
         return (
@@ -70,7 +97,16 @@ class Reference:
             f"the gate allows max(rtol {self.rtol:g}, band) = {max(self.rtol, self.band):.2g}"
         )
 
-    def describe(self) -> str:
+    def describe(self, cause: str = "") -> str:
+        """Whose difference it is, in words; `cause`: why the original compiled run differed from its eager run,
+        where the change that restored it is known (KNOWN_DIVERGENCES)."""
+        if self.whose == RESTORED:
+            assert self.restored is not None and self.original is not None
+            return (
+                "the patched compiled run equals the original eager run "
+                f"({self.restored.describe().removeprefix('numerics match (').removesuffix(')')}); the original "
+                f"compiled run differed from it ({_divergence(self.original)})" + (f": {cause}" if cause else "")
+            )
         if self.whose == REWRITE:
             assert self.rewrite is not None
             return f"the rewrite changed the math: run eagerly, the patched script differs from the original ({self.rewrite.describe()})"
@@ -100,7 +136,19 @@ class Reference:
             "tolerance": self.tolerance,
             "whose": self.whose,
             "eager_failed": self.eager_failed,
+            "host_random": self.stream,
         }
+
+
+def _divergence(eager_vs_compiled: Comparison) -> str:
+    """How the original's compiled run differs from its eager run, short: the first loss apart, else the parameter
+    that differs most, else the comparison's own words."""
+    d, w = eager_vs_compiled.first_divergence, eager_vs_compiled.worst_param
+    if d is not None and d.before is not None and d.after is not None:
+        return f"loss at step {d.step}: {d.after!r} compiled, {d.before!r} eagerly"
+    if eager_vs_compiled.params_equal is False and w is not None:
+        return f"parameter {w.index} differs by {w.rel_diff:.2g} relative"
+    return eager_vs_compiled.describe()
 
 
 def reference(
@@ -113,15 +161,22 @@ def reference(
 ) -> Reference:
     """Whose difference it is, from the four runs (the band from the original's two)."""
     band = band_of(before_compiled, before_eager)
+    stream = host_random(before_compiled)
     failed = " and ".join(n for n, r in (("original", before_eager), ("patched", after_eager)) if r.failed)
     if failed:
-        return Reference(band, rtol, NEITHER, None, None, eager_failed=failed)
+        return Reference(band, rtol, NEITHER, None, None, eager_failed=failed, stream=stream)
     tol = tolerance(rtol, band)
     # Eager against eager: the same program runs the same ops, so only the fixed tolerance applies (a float
     # buffer's float32 arithmetic in place of Python's doubles stays far inside it).
     rewrite = compare(before_eager.end, after_eager.end, rtol, atol)
     compiled = compare(after_eager.end, after_compiled.end, tol, atol)
     if not (rewrite.compared and compiled.compared):  # nothing recorded eagerly: no evidence either way
-        return Reference(band, rtol, NEITHER, rewrite, compiled)
+        return Reference(band, rtol, NEITHER, rewrite, compiled, stream=stream)
+    # The patched compiled run against the original eager run, with the fixed tolerance: the program as it means
+    # to compute, restored under compile where the original compiled run was what differed.
+    restored = compare(before_eager.end, after_compiled.end, rtol, atol)
+    original = compare(before_eager.end, before_compiled.end, rtol, atol)
+    if rewrite.equal and restored.compared and restored.equal and not original.equal and not after_compiled.failed:
+        return Reference(band, rtol, RESTORED, rewrite, compiled, restored=restored, original=original, stream=stream)
     whose = REWRITE if not rewrite.equal else COMPILER if not compiled.equal else NEITHER
-    return Reference(band, rtol, whose, rewrite, compiled)
+    return Reference(band, rtol, whose, rewrite, compiled, stream=stream)
