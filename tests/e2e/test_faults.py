@@ -30,7 +30,7 @@ from model import step
 
 
 def run(x):
-    print("run", x.shape[0])
+    print("run", x.shape[0], flush=True)
     return step(x)
 
 
@@ -39,12 +39,12 @@ for _ in range(3):
     g(torch.randn(4))
 """
 MODEL = """def step(x):
-    print("hi", x.shape[0])
+    print("hi", x.shape[0], flush=True)
     return x * 2
 """
 GUARDED = """def step(x):
     if not torch.compiler.is_compiling():
-        print("hi", x.shape[0])
+        print("hi", x.shape[0], flush=True)
     return x * 2
 """
 
@@ -54,7 +54,7 @@ def _train_printing(extra: str = "") -> str:
 
 
 def step(x):
-    print("na\xefve", x.shape[0])
+    print("na\xefve", x.shape[0], flush=True)
     return x * 2
 
 
@@ -229,7 +229,7 @@ worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]
 
 
 def step(x):
-    print("step", x.shape[0])
+    print("step", x.shape[0], flush=True)
     return x * 2
 
 

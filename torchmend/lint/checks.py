@@ -23,6 +23,7 @@ from torchmend.codemods.analysis import (
     values,
 )
 from torchmend.codemods.analysis.loggers import logging_call
+from torchmend.codemods.fixes.gate_output import reordered
 from torchmend.codemods.gating import already_gated
 from torchmend.codemods.source import SourceFile
 from torchmend.lint.gates import compile_gated, is_compiling, setting
@@ -103,12 +104,15 @@ def _call(src: SourceFile, r: Reached, call: cst.Call) -> Iterator[Hit]:
     v = values(src)
     func = call.func
     if is_print(src, call):
-        yield Hit("TM101", call, LIKELY, "`print(...)` in compiled code")
+        if not reordered(src, call, r.site_src):
+            yield Hit("TM101", call, LIKELY, "`print(...)` in compiled code")
         return
     if any(q.startswith(_HOST_RANDOM) for q in src.qualified_names(func)):
         yield Hit("TM110", call, LIKELY, f"`{_short(src, func)}(...)` draws from NumPy's or Python's generator")
         return
     if logging_call(src, call):
+        if reordered(src, call, r.site_src):
+            return
         yield Hit("TM102", call, LIKELY, f"logging call `{_short(src, func)}(...)` in compiled code")
         return
     if isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist") and not call.args:
