@@ -262,7 +262,7 @@ def print_lint(
         else:
             console.print(text, markup=False, highlight=False, soft_wrap=True)
         return
-    from torchmend.cli.render import findings_view
+    from torchmend.cli.render import counts_text, findings_view
     from torchmend.cli.tables import laid_out
 
     with laid_out(console) as width:
@@ -273,9 +273,8 @@ def print_lint(
         took = f"{result.seconds:.2f} s"
         if findings:
             console.print(
-                f"[bold]{len(findings)} finding{'s' * (len(findings) != 1)}[/] ([bold red]{likely} likely[/], "
-                f"[yellow]{len(findings) - likely} possible[/]) in {files}, {took}, static: "
-                "`torchmend scan SCRIPT` confirms them by running it."
+                f"{counts_text(findings)} ({likely} likely, {len(findings) - likely} possible) in {files}, {took}, "
+                "static: `torchmend scan SCRIPT` confirms them by running it."
             )
         else:
             console.print(f"[bold green]No findings[/] in {files} ({took}, static).")

@@ -133,6 +133,19 @@ def findings_view(findings: list[Finding], width: int = NO_TERMINAL_WIDTH) -> Gr
     return Group(*tables)
 
 
+def counts_text(findings: list[Finding]) -> str:
+    """The one wording of a set of findings' counts, for scan, fix and lint alike (issue 30): `5 findings: 4 to fix,
+    1 one-time, 0 informational` (rich markup). One-time is the finding's severity `note`: a recompile that
+    happens once (`pattern` once), judged alike by the run and by lint."""
+    fix = sum(f.severity == "fix" for f in findings)
+    notes = sum(f.severity == "note" for f in findings)
+    info = sum(f.severity == "info" for f in findings)
+    return (
+        f"[bold]{len(findings)} finding{'s' if len(findings) != 1 else ''}[/]: "
+        f"[bold red]{fix} to fix[/], [yellow]{notes} one-time[/], [dim]{info} informational[/]"
+    )
+
+
 def print_scan(console: Console, findings: list[Finding], summary: Summary) -> None:
     with laid_out(console) as width:  # piped with no terminal: 120 columns for the summary lines too
         _print_scan(console, findings, summary, width)
@@ -141,13 +154,7 @@ def print_scan(console: Console, findings: list[Finding], summary: Summary) -> N
 def _print_scan(console: Console, findings: list[Finding], summary: Summary, width: int) -> None:
     if findings:
         console.print(findings_view(findings, width))
-        fix = sum(f.severity == "fix" for f in findings)
-        notes = sum(f.severity == "note" for f in findings)
-        info = sum(f.severity == "info" for f in findings)
-        console.print(
-            f"[bold]{len(findings)} finding{'s' if len(findings) != 1 else ''}[/]: "
-            f"[bold red]{fix} to fix[/], [yellow]{notes} one-time[/], [dim]{info} informational[/]"
-        )
+        console.print(counts_text(findings))
     else:
         console.print("[bold green]No graph breaks or recompilations found.[/]")
     console.print(summary_line(summary))

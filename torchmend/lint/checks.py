@@ -42,6 +42,7 @@ class Hit:
     what: str  # what lint saw, for the reason
     variable: str | None = None
     call_site: tuple[SourceFile, cst.CSTNode] | None = None  # the call that passes the value in (TM202)
+    once: bool = False  # a recompile that happens once (scan's "one-time": torch then compiles the value dynamic)
 
 
 def nodes_in_body(fn: cst.FunctionDef) -> list[cst.CSTNode]:
@@ -69,7 +70,7 @@ def check(r: Reached) -> Iterator[Hit]:
         else:
             when = _short(r.src, test) if test is not None else r.setting
             what = f"{hit.what}, when `{when}` holds"
-            yield Hit(hit.rule, hit.node, POSSIBLE, what, hit.variable, hit.call_site)
+            yield Hit(hit.rule, hit.node, POSSIBLE, what, hit.variable, hit.call_site, hit.once)
 
 
 def _hits(r: Reached) -> Iterator[Hit]:
