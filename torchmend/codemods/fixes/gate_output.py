@@ -197,7 +197,7 @@ def _logger_plan(src: SourceFile, call: cst.Call) -> str | None:
     return f"{func.value.value}.{func.attr.value}"
 
 
-def _reorder(finding: Finding, ctx: Context, src: SourceFile, call: cst.Call, what: str) -> Result | None:
+def _reorder(finding: Finding, ctx: Context, src: SourceFile, call: cst.Call, what: str) -> Proposal | NoFix | None:
     """Keep the message: dynamo runs the call after the graph. None when the run's torch would not reorder this
     call (then it is gated, which drops it)."""
     rewritten: cst.Call | None = None
@@ -223,7 +223,13 @@ def _reorder(finding: Finding, ctx: Context, src: SourceFile, call: cst.Call, wh
             return None  # a module-level compile before the logger exists
     if has_member(site.src, REORDER, member):
         if rewritten is None:
-            return None  # already reordered and the break is still there: torch could not reorder this call
+            return NoFix(
+                finding,
+                f"`{member}` is already in `torch._dynamo.config.{REORDER}` ({site.src.path}); if the break is still "
+                "there, dynamo could not reorder this call's arguments",
+                f"gate the {what} by hand: `if not torch.compiler.is_compiling():` (its output is then not shown in "
+                "compiled code)",
+            )
         return Proposal(
             (finding,),
             finding.rule,
@@ -312,6 +318,8 @@ def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
         note=f"the {what} no longer runs in compiled code: its output is gone there (it still runs when the code "
         "runs eagerly)",
     )
+    if isinstance(reordered, NoFix):
+        return reordered
     if isinstance(reordered, Proposal):
         if os.path.realpath(reordered.path) == os.path.realpath(src.path):  # verification refused the reordering
             return replace(reordered, fallbacks=(*reordered.fallbacks, gating))
@@ -354,7 +362,7 @@ def _library_reorder(finding: Finding, ctx: Context) -> Result | None:
 
 
 class GatePrint(Codemod):
-    """Gate a print() in compiled code.
+    """Keep a print() in compiled code: dynamo prints after the graph (gated only where it cannot).
 
     What it does:
         TM101: a `print(...)` reached inside a torch.compile'd function or module.
@@ -368,19 +376,22 @@ class GatePrint(Codemod):
         print("hidden mean", h.mean())
 
     Fix:
+        torch._dynamo.config.reorderable_logging_functions.add(print)   # before the script's torch.compile(...)
+
+        The output is kept: dynamo runs the print after the graph instead of breaking it. It takes arguments
+        that are tensors, constants and strings (f-strings formatting a tensor included); an `.item()` formatted in
+        the message is written `t.reshape(())` (a 0-dim tensor prints as its number: the same text, and no break;
+        on torch 2.14+ `f"{t.item():.4f}"` under reordering crashes dynamo). Where torch cannot reorder the print
+        (a keyword such as `sep=`, `.shape`, a container, `str(t)`, an `.item()` inside an expression) or no
+        compile call is found, it is gated, and the change says why:
+
         if not torch.compiler.is_compiling():
             print("hidden mean", h.mean())
 
-        Where a gate cannot reach the print (inside a library's code, or inside an expression such as
-        `debug and print(...)`), the output is kept instead: `torch._dynamo.config.reorderable_logging_functions.add(
-        print)` goes right before the script's `torch.compile(...)` call, and dynamo prints after the graph.
-        torch 2.13 reorders a print whose arguments are tensors, constants or strings, without keywords.
-
     Fix safety:
-        Unsafe when gated: the message is no longer printed in compiled code. To keep it, PyTorch can print
-        after the graph instead: `torch._dynamo.config.reorderable_logging_functions.add(print)` at start-up.
         Safe when reordered: the message still appears, after the graph's work rather than in the middle of
-        it (a tensor changed in place after the print shows its later value).
+        it (a tensor changed in place after the print shows its later value). Unsafe when gated: the message is
+        no longer printed in compiled code. A reordering that verification refuses falls back to the gate.
     """
 
     rules = ("TM101",)
@@ -447,6 +458,30 @@ class GatePrint(Codemod):
                 return x
             """,
         ),
+        # a compiled loss print is kept: dynamo prints it after the graph; `.item()` becomes a 0-dim tensor
+        Invalid(
+            """
+            import torch
+
+            def step(x):
+                loss = (x * 2).pow(2).mean()
+                print(f"loss {loss.item():.4f}")  # tm: TM101
+                return loss
+
+            fast = torch.compile(step)
+            """,
+            """
+            import torch
+
+            def step(x):
+                loss = (x * 2).pow(2).mean()
+                print(f"loss {loss.reshape(()):.4f}")  # tm: TM101
+                return loss
+
+            torch._dynamo.config.reorderable_logging_functions.add(print)
+            fast = torch.compile(step)
+            """,
+        ),
         # a print inside an expression cannot be gated: dynamo prints it after the graph instead
         Invalid(
             """
@@ -508,7 +543,7 @@ class GatePrint(Codemod):
 
 
 class GateLogging(Codemod):
-    """Gate a logging call in compiled code.
+    """Gate a logging call in compiled code (kept, after the graph, where the release reorders it).
 
     What it does:
         TM102: a `logger.info(...)`, `logging.warning(...)` or other logging call reached inside a
@@ -529,13 +564,15 @@ class GateLogging(Codemod):
             log.info("forward on batch of %d", x.shape[0])
 
         A call of yours that dynamo followed into a library (`logging.warning(...)`, traced into the logging
-        module, where the breaks are reported) is gated at your line. Reordering
-        (`torch._dynamo.config.reorderable_logging_functions`) would keep the message, but torch 2.13 never
-        reorders a Logger method, and a reordered `logging.warning` still breaks inside the logging module when
-        it runs.
+        module, where the breaks are reported) is gated at your line. From torch 2.14 a method of a logger bound
+        at module level, called with a string or f-string and constant arguments, in the file that compiles, is
+        kept instead: `torch._dynamo.config.reorderable_logging_functions.add(log.info)` before the compile call
+        (2.13 never reorders a Logger method; a tensor among the `%`-arguments makes dynamo trace the logging
+        module when the call runs, so that form is gated).
 
     Fix safety:
-        Unsafe: the record is no longer logged from compiled code (it still is when the code runs eagerly).
+        Unsafe when gated: the record is no longer logged from compiled code (it still is when the code runs
+        eagerly). Safe when reordered: the record is logged after the graph's work.
     """
 
     rules = ("TM102",)
