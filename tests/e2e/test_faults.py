@@ -159,7 +159,7 @@ def test_a_script_python_rejects_is_refused_before_running(tmp_path: Path, state
 
 def test_a_module_python_rejects_is_refused_before_anything_is_written(two_files: Path) -> None:
     # import accepts it (compile() of bytes skips comments), running it as a script would not.
-    (two_files / "model.py").write_bytes(MODEL.replace("x.shape[0])", "x.shape[0])  # caf\xe9").encode("latin-1"))
+    (two_files / "model.py").write_bytes(MODEL.replace("flush=True)", "flush=True)  # caf\xe9").encode("latin-1"))
     before = _snapshot(two_files)
     r = torchmend("fix", "train.py", *FIX, cwd=two_files)
     assert r.returncode == 4, r.stdout + r.stderr
