@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Union
 from torchmend import sources, store
 from torchmend.model import Finding, Summary
 from torchmend.verify.numerics import ATOL, RTOL
+from torchmend.versions import installed_torch  # noqa: F401 (the API's name for it: docs/api.md)
 
 if TYPE_CHECKING:  # heavy (libcst, the runner): imported by the stage that needs it
     from torchmend.codemods.base import NoFix, Proposal
@@ -199,17 +200,6 @@ def propose(
     )
     unfixed = [r for r in results if isinstance(r, NoFix) and not r.skipped]
     return Fixes(session, proposals, unfixed)
-
-
-def installed_torch() -> str | None:
-    """The version of the torch installed beside torchmend, read from its metadata (torch is not imported): what a
-    fix with no run behind it (lint) writes for."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        return None
 
 
 # ---------------------------------------------------------------------------------------------------- review

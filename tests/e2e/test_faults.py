@@ -30,7 +30,7 @@ from model import step
 
 
 def run(x):
-    print("run", x.shape[0])
+    print("run", x.shape[0], flush=True)
     return step(x)
 
 
@@ -39,12 +39,12 @@ for _ in range(3):
     g(torch.randn(4))
 """
 MODEL = """def step(x):
-    print("hi", x.shape[0])
+    print("hi", x.shape[0], flush=True)
     return x * 2
 """
 GUARDED = """def step(x):
     if not torch.compiler.is_compiling():
-        print("hi", x.shape[0])
+        print("hi", x.shape[0], flush=True)
     return x * 2
 """
 
@@ -54,7 +54,7 @@ def _train_printing(extra: str = "") -> str:
 
 
 def step(x):
-    print("na\xefve", x.shape[0])
+    print("na\xefve", x.shape[0], flush=True)
     return x * 2
 
 
@@ -159,7 +159,7 @@ def test_a_script_python_rejects_is_refused_before_running(tmp_path: Path, state
 
 def test_a_module_python_rejects_is_refused_before_anything_is_written(two_files: Path) -> None:
     # import accepts it (compile() of bytes skips comments), running it as a script would not.
-    (two_files / "model.py").write_bytes(MODEL.replace("x.shape[0])", "x.shape[0])  # caf\xe9").encode("latin-1"))
+    (two_files / "model.py").write_bytes(MODEL.replace("flush=True)", "flush=True)  # caf\xe9").encode("latin-1"))
     before = _snapshot(two_files)
     r = torchmend("fix", "train.py", *FIX, cwd=two_files)
     assert r.returncode == 4, r.stdout + r.stderr
@@ -229,7 +229,7 @@ worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]
 
 
 def step(x):
-    print("step", x.shape[0])
+    print("step", x.shape[0], flush=True)
     return x * 2
 
 

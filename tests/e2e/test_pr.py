@@ -669,7 +669,7 @@ def test_real_fix_then_pr(world: World) -> None:
     [branch] = world.branches()
     assert git(world.proj, "diff", "--name-only", "HEAD", branch) == "train.py"
     body = world.gh.pulls[1]["body"]
-    assert "TM101" in body and "is_compiling" in body and "```diff" in body
+    assert "TM101" in body and "reorderable_logging_functions.add(print)" in body and "```diff" in body
     assert git(world.proj, "status", "--porcelain") == "M train.py"
 
 

@@ -45,4 +45,4 @@ def test_zero_gradient_noise_under_adamw_is_within_the_originals_own_band(tmp_pa
     assert "verdict: improved" in out
     assert "numerics equal within the noise band" in out
     assert "the patched compiled run equals its eager run bit for bit" in out
-    assert "is_compiling()" in text
+    assert "reorderable_logging_functions.add(print)" in text  # the print is kept (issue 30), not gated

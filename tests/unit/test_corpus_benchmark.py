@@ -66,6 +66,9 @@ def test_fix_output_is_read() -> None:
     fix = run.parse_fix(run.Stage(10, FIX_OUT, "torchmend: verification refused these changes", 1.0))
     assert fix["numerics"] == "parameter 15 (32,) differs (abs: 0.51 relative)"
     assert (fix["findings"], fix["proposed"], fix["not_fixable"]) == (6, 1, 5)
+    shared = "6 findings: 5 to fix, 1 one-time, 0 informational; 1 change proposed, 5 not fixable\n"  # issue 30
+    again = run.parse_fix(run.Stage(0, shared, "", 1.0))
+    assert (again["findings"], again["to_fix"], again["proposed"], again["not_fixable"]) == (6, 5, 1, 5)
     assert fix["verdict"] == "refused" and fix["verdict_reasons"] == [
         "numerics differ: parameter 15 (32,) differs (abs: 0.51 relative)"
     ]

@@ -51,19 +51,20 @@ def test_diff_prints_a_patch_and_fix_writes_with_an_undo_record(project: Path, t
     before = script.read_text()
     r = torchmend("lint", str(project), "--diff", "--project", str(project), env=env)
     assert r.returncode == 6
-    assert r.stdout.startswith("--- a/train.py") and "torch.where" in r.stdout  # the safe TM103 fix only
-    assert "is_compiling" not in r.stdout  # gating the print is unsafe
+    assert r.stdout.startswith("--- a/train.py") and "torch.where" in r.stdout  # the safe fixes only
+    assert "reorderable_logging_functions.add(print)" in r.stdout  # the print is kept, after the graph: safe
+    assert "is_compiling" not in r.stdout
     assert script.read_text() == before
     patch = subprocess.run(["git", "apply", "--check", "-"], input=r.stdout, text=True, cwd=project)
     assert patch.returncode == 0
 
-    # The safe fix alone (TM103's two lines become one): what is left is reported where it now is, as a fresh
-    # lint sees it, and the JSON on stdout stays JSON (what --fix says goes to stderr).
+    # The safe fixes alone (TM103's two lines become one, the print reordered): what is left is reported where
+    # it now is, as a fresh lint sees it, and the JSON on stdout stays JSON (what --fix says goes to stderr).
     r = torchmend("lint", str(project), "--fix", "--format", "json", "--project", str(project), env=env)
-    assert r.returncode == 6 and "Fixed 1 finding(s)" in r.stderr
-    assert "TM101: unsafe: add --unsafe-fixes to apply it" in r.stderr  # lint's flag, not fix's --unsafe
+    assert r.returncode == 6 and "Fixed 2 finding(s)" in r.stderr
+    assert "TM201: unsafe: add --unsafe-fixes to apply it" in r.stderr  # lint's flag, not fix's --unsafe
     left = sorted((f["rule"], f["line"]) for f in r.json["findings"])
-    assert left == [("TM101", 23), ("TM201", 20), ("TM202", 24)]
+    assert left == [("TM201", 20), ("TM202", 24)]
     fresh = torchmend("lint", str(project), "--format", "json", env=env)
     assert sorted((f["rule"], f["line"]) for f in fresh.json["findings"]) == left
     assert torchmend("undo", "--project", str(project), env=env).returncode == 0
@@ -72,7 +73,7 @@ def test_diff_prints_a_patch_and_fix_writes_with_an_undo_record(project: Path, t
     r = torchmend("lint", str(project), "--fix", "--unsafe-fixes", "--project", str(project), env=env)
     assert "Fixed" in r.stdout, r.stdout + r.stderr
     after = script.read_text()
-    assert "torch.where" in after and "is_compiling()" in after
+    assert "torch.where" in after and "reorderable_logging_functions" in after
     again = torchmend("lint", str(project), "--format", "json", env=env)
     assert {f["rule"] for f in again.json["findings"]} <= {"TM201", "TM202"}  # what the fixes left
     assert torchmend("undo", "--project", str(project), env=env).returncode == 0

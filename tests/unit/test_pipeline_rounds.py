@@ -25,11 +25,11 @@ SCRIPT = """import torch
 
 @torch.compile
 def step(x):
-    print("one", x.shape[0])
+    print("one", x.shape[0], flush=True)
     h = x * 2
-    print("two", h.mean())
+    print("two", h.mean(), flush=True)
     h = h + 1
-    print("three", h.sum())
+    print("three", h.sum(), flush=True)
     return h
 """
 PRINTS = {"one": 6, "two": 8, "three": 10}  # the line of each print in SCRIPT

@@ -197,6 +197,7 @@ def fix(
     from torchmend.cli.config import config_for
     from torchmend.cli.fixview import print_proposal_list, print_written, unfixed_view
     from torchmend.cli.pr import check_pull_request, open_pull_request
+    from torchmend.cli.render import counts_text
     from torchmend.cli.running import (
         config_start,
         given_script,
@@ -286,10 +287,8 @@ def fix(
         findings, root, select, ignore, torch_version=before.summary.torch_version or pipeline.installed_torch()
     )
     proposals, unfixed = fixes.proposals, fixes.unfixed
-    fixable = sum(f.severity == "fix" for f in findings)
     ui.print(
-        f"[bold]{len(findings)} finding{'s' * (len(findings) != 1)}[/] "
-        f"({fixable} to fix): [bold]{len(proposals)} change{'s' * (len(proposals) != 1)} proposed[/], "
+        f"{counts_text(findings)}; [bold]{len(proposals)} change{'s' * (len(proposals) != 1)} proposed[/], "
         f"{len(unfixed)} not fixable" + (f", {len(suppressed)} suppressed" if suppressed else "")
     )
     for u in unused:

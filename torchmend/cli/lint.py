@@ -74,6 +74,14 @@ def lint(
     exit_zero: Annotated[
         bool, typer.Option("--exit-zero", help="Exit 0 even when findings remain (6 otherwise).")
     ] = False,
+    show_possible: Annotated[
+        bool,
+        typer.Option(
+            "--show-possible",
+            help="Report the possible findings too (code that runs only under some settings, values the source does "
+            "not pin down); by default they are left out of the output and the exit code.",
+        ),
+    ] = False,
     project: o.Project = None,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Parse every file again instead of reusing what the last lint found.")
@@ -83,8 +91,8 @@ def lint(
     (libcst only): print/logging, .item()/float()/int() of tensors, if/while on tensors, number attributes
     changed in forward, float learning rates written into param_groups of a compiled optimizer step, tensors
     cached on the module, torch.tensor(number), inside code that torch.compile compiles (followed across the
-    project's files). Each finding says how sure it is (likely or possible); `torchmend scan SCRIPT` confirms
-    it by running the script.
+    project's files). Each finding says how sure it is (likely or possible; the possible ones are shown with
+    --show-possible); `torchmend scan SCRIPT` confirms it by running the script.
 
     Examples:
 
@@ -131,6 +139,9 @@ def lint(
         kept, suppressed, unused = apply_suppressions(
             result.findings, root, config=cfg, select=select, ignore=ignore, files=commented
         )
+        if not show_possible:
+            result.hidden = sum(f.confidence == "possible" for f in kept)
+            kept = [f for f in kept if f.confidence != "possible"]
         result.findings = kept
         return result, len(suppressed), unused
 
@@ -247,6 +258,7 @@ def print_lint(
             "files_checked": result.files_checked,
             "findings": [f.to_json() for f in findings],
             "suppressed": suppressed,
+            "possible_not_shown": result.hidden,
         }
         text = json.dumps(report, indent=2)
         if console is out:
@@ -254,7 +266,7 @@ def print_lint(
         else:
             console.print(text, markup=False, highlight=False, soft_wrap=True)
         return
-    from torchmend.cli.render import findings_view
+    from torchmend.cli.render import counts_text, findings_view
     from torchmend.cli.tables import laid_out
 
     with laid_out(console) as width:
@@ -265,12 +277,16 @@ def print_lint(
         took = f"{result.seconds:.2f} s"
         if findings:
             console.print(
-                f"[bold]{len(findings)} finding{'s' * (len(findings) != 1)}[/] ([bold red]{likely} likely[/], "
-                f"[yellow]{len(findings) - likely} possible[/]) in {files}, {took}, static: "
-                "`torchmend scan SCRIPT` confirms them by running it."
+                f"{counts_text(findings)} ({likely} likely, {len(findings) - likely} possible) in {files}, {took}, "
+                "static: `torchmend scan SCRIPT` confirms them by running it."
             )
         else:
             console.print(f"[bold green]No findings[/] in {files} ({took}, static).")
+        if result.hidden:
+            console.print(
+                f"[dim]{result.hidden} possible finding{'s' * (result.hidden != 1)} not shown (code that only some "
+                "settings run, or values the source does not pin down): --show-possible[/]"
+            )
         if suppressed:
             console.print(
                 f"[dim]{suppressed} finding{'s' * (suppressed != 1)} suppressed "

@@ -147,6 +147,22 @@ def findings_view(findings: list[Finding], width: int = NO_TERMINAL_WIDTH) -> Gr
     return Group(*tables)
 
 
+def counts_text(findings: list[Finding]) -> str:
+    """The one wording of a set of findings' counts, for scan, fix and lint alike (issue 30): `5 findings: 4 to fix,
+    1 one-time, 0 informational` (rich markup). One-time is the finding's severity `note`: a recompile that
+    happens once (`pattern` once), judged alike by the run and by lint."""
+    fix = sum(f.severity == "fix" for f in findings)
+    notes = sum(f.severity == "note" for f in findings)
+    # a parallel wrapper's own breaks (issue 32) are informational, counted apart: not the user's code
+    expected = [f for f in findings if f.expected]
+    info = sum(f.severity == "info" for f in findings) - len(expected)
+    return (
+        f"[bold]{len(findings)} finding{'s' if len(findings) != 1 else ''}[/]: "
+        f"[bold red]{fix} to fix[/], [yellow]{notes} one-time[/], [dim]{info} informational[/]"
+        + (f", [cyan]{len(expected)} expected from {expected_wrappers(expected)}[/]" if expected else "")
+    )
+
+
 def print_scan(console: Console, findings: list[Finding], summary: Summary) -> None:
     with laid_out(console) as width:  # piped with no terminal: 120 columns for the summary lines too
         _print_scan(console, findings, summary, width)
@@ -155,15 +171,7 @@ def print_scan(console: Console, findings: list[Finding], summary: Summary) -> N
 def _print_scan(console: Console, findings: list[Finding], summary: Summary, width: int) -> None:
     if findings:
         console.print(findings_view(findings, width))
-        fix = sum(f.severity == "fix" for f in findings)
-        notes = sum(f.severity == "note" for f in findings)
-        expected = [f for f in findings if f.expected]
-        info = sum(f.severity == "info" for f in findings) - len(expected)
-        console.print(
-            f"[bold]{len(findings)} finding{'s' if len(findings) != 1 else ''}[/]: "
-            f"[bold red]{fix} to fix[/], [yellow]{notes} one-time[/], [dim]{info} informational[/]"
-            + (f", [cyan]{len(expected)} expected from {expected_wrappers(expected)}[/]" if expected else "")
-        )
+        console.print(counts_text(findings))
     else:
         console.print("[bold green]No graph breaks or recompilations found.[/]")
     console.print(summary_line(summary))

@@ -63,7 +63,7 @@ def _chunk(
     paths: list[Path], root: Path, read: Callable[[str], str] = sources.read_source
 ) -> tuple[list[Outcome], int]:
     """Lint these files with one Context (a callee file is parsed once for all of them)."""
-    ctx = Recording(str(root), read, whole_files=True)
+    ctx = Recording(str(root), read, whole_files=True, torch_version=installed_torch())
     outcomes: list[Outcome] = []
     for path in paths:
         ctx.touched = set()
@@ -97,6 +97,15 @@ def lint_entry(ctx: Context, path: Path, root: str) -> list[Finding]:
         what = f"`{d.callee.fn.name.value}` is wrapped in torch.compiler.disable: calling it ends the graph"
         found.append(to_finding(d.src, Hit("TM105", d.call, LIKELY, what), root, d.caller))
     return found
+
+
+def installed_torch() -> tuple[int, ...] | None:
+    """The release of the torch installed beside torchmend (its metadata; torch is not imported): what lint judges
+    the source against (a tensor `assert` compiles without a break from 2.13)."""
+    from torchmend.profiler.hotspots import parse_version
+    from torchmend.versions import installed_torch as text
+
+    return parse_version(text())
 
 
 class Recording(Context):

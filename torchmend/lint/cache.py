@@ -40,7 +40,9 @@ def _stamp(path: str) -> list[int] | None:
 def _code_key() -> str:
     """torchmend's version and the stamps of the code lint's answers depend on."""
     here = Path(__file__).resolve().parent.parent
-    parts = [__version__, str(_SCHEMA)]
+    from torchmend.versions import installed_torch
+
+    parts = [__version__, str(_SCHEMA), f"torch {installed_torch()}"]  # what lint says depends on the release
     for folder in ("lint", "codemods"):
         for path in sorted((here / folder).rglob("*.py")):
             parts.append(f"{path}:{_stamp(str(path))}")

@@ -10,7 +10,7 @@ from torchmend.codemods.source import SourceFile
 from torchmend.lint.checks import LIKELY, Hit
 from torchmend.lint.regions import Reached
 from torchmend.lint.unparsable import display as _display
-from torchmend.model import Finding, Location, Severity, Where
+from torchmend.model import Finding, Location, Pattern, Severity, Where
 
 CONFIRM = "static: lint read the source and ran nothing; `torchmend scan SCRIPT` confirms it"
 
@@ -51,7 +51,8 @@ def to_finding(src: SourceFile, hit: Hit, root: str, reached: Reached | None = N
         where=Where.PROJECT,
         reason=f"{hit.what}{where}. {hit.confidence.capitalize()} ({CONFIRM}).",
         count=1,
-        severity=Severity.FIX if hit.confidence == LIKELY else Severity.NOTE,
+        severity=Severity.FIX if hit.confidence == LIKELY and not hit.once else Severity.NOTE,
+        pattern=Pattern.ONCE if hit.once else None,
         variable=hit.variable,
         code=_line(src, line),
         compiled_function=compiled,

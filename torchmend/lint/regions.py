@@ -14,7 +14,7 @@ import libcst.matchers as m
 
 from torchmend.codemods.analysis import candidate_callees, compile_target, is_method, module_forwards
 from torchmend.codemods.analysis.calls import Callee
-from torchmend.codemods.analysis.containers import loop_element_callee
+from torchmend.codemods.analysis.containers import container_forwards, loop_element_callee
 from torchmend.codemods.analysis.entry import compile_sites
 from torchmend.codemods.gating import already_gated
 from torchmend.codemods.source import Context, SourceFile
@@ -110,7 +110,9 @@ def _entries(src: SourceFile, ctx: Context, region: Region) -> list[Reached]:
         else:
             if isinstance(target, cst.Attribute) and m.matches(target.attr, m.Name("step")):
                 region.steps.append(CompiledStep(src, node, target.value))
-            hits = candidate_callees(src, target, ctx)
+            hits = candidate_callees(src, target, ctx) or container_forwards(src, target, ctx)
+        if target is None and not hits and isinstance(node.func, cst.Attribute):  # `seq = nn.Sequential(...)`
+            hits = container_forwards(src, node.func.value, ctx)  # then `seq.compile()`
         # `model = A() if c else B(); torch.compile(model)`: each class's forward is compiled in some run
         found += [Reached(hit.fn, hit.src, node, src, bound=hit.bound) for hit in hits]
     return found
@@ -122,6 +124,13 @@ def _resolve(src: SourceFile, call: cst.Call, ctx: Context) -> list[Callee]:
     if not found and isinstance(call.func, cst.Name):
         loop = loop_element_callee(src, call.func, ctx)  # for block in self.blocks: block(x)
         found = [loop] if loop is not None else []
+    if not found and isinstance(call.func, cst.Name):  # for block in self.blocks (of several classes): block(x)
+        refs = src.referents(call.func)
+        holder = src.parents.get(refs[0]) if len(refs) == 1 else None
+        if isinstance(holder, cst.For) and holder.target is refs[0]:
+            found = container_forwards(src, holder.iter, ctx)
+    if not found:  # self.net(x), self.heads["a"](x), with `self.net = nn.Sequential(...)`
+        found = container_forwards(src, call.func, ctx)
     return found
 
 

@@ -44,6 +44,7 @@ class LintResult:
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)  # the Python files under the given paths, absolute
+    hidden: int = 0  # possible findings left out of the report (the CLI without --show-possible)
 
 
 def _under(path: Path, roots: Sequence[Path]) -> bool:

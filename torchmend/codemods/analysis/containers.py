@@ -8,7 +8,7 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis.calls import Callee, instance_class, self_attr_values
+from torchmend.codemods.analysis.calls import Callee, compile_target, instance_class, instance_classes, self_attr_values
 from torchmend.codemods.analysis.names import method_of
 from torchmend.codemods.source import Context, SourceFile
 
@@ -89,3 +89,55 @@ def _elements(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> list
     if isinstance(expr, cst.ListComp):
         return [expr.elt]
     return []
+
+
+_ALL_CONTAINERS = frozenset({*_CONTAINERS, "torch.nn.ModuleDict", "torch.nn.modules.container.Sequential"})
+
+
+def _held(src: SourceFile, expr: cst.BaseExpression, depth: int) -> list[cst.BaseExpression]:
+    """The module expressions a container expression holds, whatever their classes (a ModuleDict's values too):
+    `nn.Sequential(A(), B())`, `nn.ModuleList([...])`, `nn.ModuleDict({"a": A()})`, a name or `self.<attr>` bound
+    to one, `self.heads["a"]`, `torch.compile(<one of those>)`."""
+    if depth > 4:
+        return []
+    target = compile_target(src, expr)
+    if target is not None:
+        return _held(src, target, depth + 1)
+    if isinstance(expr, cst.Subscript):
+        return _held(src, expr.value, depth + 1)
+    if isinstance(expr, cst.Name):
+        bound = [src.assigned_value(r) for r in src.referents(expr)]
+        return [e for v in bound if v is not None for e in _held(src, v, depth + 1)]
+    if isinstance(expr, cst.Attribute) and m.matches(expr.value, m.Name("self")):
+        return [e for v in self_attr_values(src, expr) for e in _held(src, v, depth + 1)] + _appended(src, expr)
+    if not (isinstance(expr, cst.Call) and src.qualified_names(expr.func) & _ALL_CONTAINERS):
+        return []
+    if src.qualified_names(expr.func) & {"torch.nn.ModuleDict"}:
+        held = expr.args[0].value if expr.args else None
+        if isinstance(held, cst.Dict):
+            return [el.value for el in held.elements if isinstance(el, cst.DictElement)]
+        if isinstance(held, cst.Call) and m.matches(held.func, m.Name("dict")):
+            return [a.value for a in held.args if a.keyword is not None]
+        return []
+    return _elements(src, expr, depth + 1)
+
+
+def container_forwards(src: SourceFile, expr: cst.BaseExpression, ctx: Context | None = None) -> list[Callee]:
+    """The forward of every module a container runs (`nn.Sequential(Block(), Head())` compiled or called, a
+    ModuleList or ModuleDict held by the module), one per class, nested containers followed. For what runs
+    somewhere (lint's compiled region): unlike `loop_element_callee`, the classes need not be alike."""
+    found: list[Callee] = []
+    seen: set[int] = set()
+    todo = [(e, 0) for e in _held(src, expr, 0)]
+    while todo:
+        element, depth = todo.pop(0)
+        inner = _held(src, element, depth + 1) if depth < 3 else []
+        if inner:
+            todo += [(e, depth + 1) for e in inner]
+            continue
+        for owner in instance_classes(src, element, ctx):
+            fn = method_of(owner[0], owner[1], "forward")
+            if fn is not None and id(fn) not in seen:
+                seen.add(id(fn))
+                found.append(Callee(fn, owner[0], bound=True, owner=owner[1]))
+    return found

@@ -1,24 +1,39 @@
-"""Gate print() and logging calls in compiled code behind `torch.compiler.is_compiling()` (TM101, TM102); keep a
-print's output instead, where gating cannot reach it, by letting dynamo print after the graph
-(`torch._dynamo.config.reorderable_logging_functions.add(print)`, placed before the script's compile call).
+"""Keep a print's (and, where the release reorders it, a logger's) output in compiled code: dynamo runs the call
+after the graph (`torch._dynamo.config.reorderable_logging_functions.add(print)`, placed before the script's
+compile call); gate it behind `torch.compiler.is_compiling()` (which drops the message) only where reordering
+cannot work (TM101, TM102).
 
-What torch 2.13 reorders (checked on the installed release): plain functions only (`types.FunctionType` or a
-builtin), called with tensors, constants or strings (f-strings included) and no keyword arguments (a `sep=` is
-silently dropped). A `logging.Logger` method (`logger.warning`, transformers' `warning_once`) is never
-reordered: dynamo consults only `ignore_logging_functions` for those, which drops the message as a gate does.
-A logging function (`logging.warning`) is reordered out of the graph, but dynamo then compiles the logging
-module's own frames when the reordered call runs, which break inside it: in a training run the breaks stay
-(12 before, 11 after), so logging calls are gated, not reordered.
+What each release reorders (measured with aot_eager on 2.13.0, 2.14.1 and 2.15.0; `REORDERS` below):
+- `print`, on every release: arguments that are tensors, constants, strings, f-strings (a tensor formatted inside
+  one, format spec included: `f"{loss:.4f}"`), `"%s" % t` and `"{}".format(t)`. Not reordered (the break stays):
+  a keyword argument on 2.14+ (2.13 reorders it and silently drops it: `sep=` is lost, so it is never reordered),
+  `.shape` and other non-tensor attributes, a container, `str(t)`.
+- `.item()` inside the arguments: on 2.13 its own break stays; on 2.14 and 2.15 an f-string that formats
+  `t.item()` with a spec (`f"{loss.item():.4f}"`) crashes dynamo (InternalTorchDynamoError: Unknown format code
+  'f' for object of type 'str'). The fix writes `t.reshape(())` instead, a 0-dim tensor that formats exactly as
+  the number `.item()` gave (Tensor.__format__ formats a 0-dim tensor through its item), with no break.
+- A `logging.Logger` method, from 2.14: the bound method of a logger created at module level
+  (`reorderable_logging_functions.add(log.info)`), called without keywords with a string or f-string and constant
+  `%`-arguments; a tensor among the `%`-arguments makes dynamo trace into the logging module when the reordered
+  call runs (7 of 8 breaks stay). 2.13 never reorders a Logger method (dynamo consults `ignore_logging_functions`
+  only).
+- A logging function (`logging.warning`) is reordered out of the graph, but dynamo then compiles the logging
+  module's own frames when the reordered call runs, which break inside it (12 before, 11 after on a training
+  run): logging functions are gated.
 """
 
 from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import cast
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from torchmend.codemods.analysis import is_print
 from torchmend.codemods.analysis.entry import compile_site_for
-from torchmend.codemods.analysis.loggers import logging_call
+from torchmend.codemods.analysis.loggers import is_logging_module, logging_call
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.compile_config.settings import add_member, has_member
 from torchmend.codemods.gating import already_gated, gate
@@ -41,52 +56,212 @@ def _is_log(src: SourceFile, call: cst.Call) -> bool:
     return not src.is_qualified(func, *(f"torch.{n}" for n in LOG_METHODS))
 
 
-def _reorder_member(src: SourceFile, call: cst.Call) -> str | None:
-    """What to add to reorderable_logging_functions for this call (`print`), or None when torch would not
-    reorder it: not a print, keyword or starred arguments, or an argument that is not a tensor, a constant or
-    a string (a container, `x.shape`)."""
+# The first release each kind of call is reordered on (docstring above).
+REORDERS = {"print": (2, 11), "logger": (2, 14)}
+_NO_FORMAT = ("str", "repr", "len", "float", "int", "bool")
+
+
+def _releases(ctx: Context, kind: str) -> bool:
+    version = ctx.torch_version
+    return version is None or version[:2] >= REORDERS[kind]
+
+
+def _is_item(node: cst.BaseExpression) -> bool:
+    return (
+        isinstance(node, cst.Call)
+        and not node.args
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "item"
+    )
+
+
+def _as_0dim(node: cst.Call) -> cst.Call:
+    """`t.item()` -> `t.reshape(())`: the same one-element tensor as a 0-dim tensor, which formats as its item."""
+    assert isinstance(node.func, cst.Attribute)
+    return node.with_changes(
+        func=node.func.with_changes(attr=cst.Name("reshape")),
+        args=[cst.Arg(cst.Tuple([], lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))],
+    )
+
+
+class _Items(cst.CSTTransformer):
+    """`.item()` where dynamo may format the tensor itself: a formatted value of an f-string, or a whole
+    argument (written `f"{t.reshape(())}"`, the text print gave the number). Any other `.item()` is left for the
+    caller to refuse."""
+
+    def __init__(self, top: tuple[cst.BaseExpression, ...]) -> None:
+        self.top = top
+        self.changed = 0
+
+    def leave_FormattedStringExpression(
+        self, original: cst.FormattedStringExpression, updated: cst.FormattedStringExpression
+    ) -> cst.FormattedStringExpression:
+        if _is_item(updated.expression):
+            self.changed += 1
+            assert isinstance(updated.expression, cst.Call)
+            return updated.with_changes(expression=_as_0dim(updated.expression))
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if any(original is t for t in self.top) and _is_item(updated):
+            self.changed += 1
+            return cst.FormattedString([cst.FormattedStringExpression(_as_0dim(updated))], start='f"', end='"')
+        return updated
+
+
+def _unreorderable(src: SourceFile, value: cst.BaseExpression) -> bool:
+    """An argument torch would not reorder (a container, `t.shape`, `str(t)`), or whose `.item()` is left inside
+    it (its own break on 2.13, a crash on 2.14+)."""
+    if isinstance(value, _CONTAINERS):
+        return True
+    whole = [value]
+    if isinstance(value, cst.FormattedString):
+        whole += [p.expression for p in value.parts if isinstance(p, cst.FormattedStringExpression)]
+    if any(isinstance(v, cst.Attribute) and v.attr.value in NOT_TENSOR_ATTRS for v in whole):
+        return True
+    for node in _calls_under(value):
+        name = get_full_name_for_node(node.func) or ""
+        if name in _NO_FORMAT or _is_item(node) or name.endswith(".tolist"):
+            return True
+    return False
+
+
+def _calls_under(node: cst.CSTNode) -> list[cst.Call]:
+    found: list[cst.Call] = []
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            found.append(call)
+
+    node.visit(_Collect())
+    return found
+
+
+def _reorder_plan(src: SourceFile, call: cst.Call) -> tuple[str, cst.Call | None] | None:
+    """What to add to reorderable_logging_functions for this print (`print`) and the call rewritten so dynamo can
+    format it (None: as it is), or None when torch would not reorder it."""
     if not is_print(src, call):
         return None
-    member = "print"
-    for arg in call.args:
-        value = arg.value
-        if arg.keyword is not None or arg.star or isinstance(value, _CONTAINERS):
-            return None
-        if isinstance(value, cst.Attribute) and value.attr.value in NOT_TENSOR_ATTRS:
-            return None
-        if isinstance(value, cst.Call) and get_full_name_for_node(value.func) in ("str", "repr", "len"):
-            return None
-    return member
-
-
-def _reorder(finding: Finding, ctx: Context, src: SourceFile, call: cst.Call, what: str) -> Result | None:
-    """Keep the message: dynamo prints it after the graph. None when torch would not reorder this call."""
-    member = _reorder_member(src, call)
-    if member is None:
+    if any(arg.keyword is not None or arg.star for arg in call.args):
         return None
+    tops = tuple(arg.value for arg in call.args)
+    items = _Items(tops)
+    rewritten = call.visit(items)
+    assert isinstance(rewritten, cst.Call)
+    if any(_unreorderable(src, arg.value) for arg in rewritten.args):
+        return None
+    return "print", (rewritten if items.changed else None)
+
+
+def _reorder_member(src: SourceFile, call: cst.Call) -> str | None:
+    plan = _reorder_plan(src, call)
+    return plan[0] if plan is not None and plan[1] is None else None
+
+
+def reordered(src: SourceFile, call: cst.Call, site: SourceFile) -> bool:
+    """The compiling file `site` already lets dynamo run this print or logger call after the graph, and the call's
+    arguments are ones dynamo reorders (lint: no break there)."""
+    if _reorder_member(src, call) is not None:
+        return has_member(site, REORDER, "print")
+    member = _logger_plan(src, call)
+    version = src.torch_version
+    return (
+        member is not None
+        and (version is None or version[:2] >= REORDERS["logger"])
+        and has_member(site, REORDER, member)
+    )
+
+
+def _logger_plan(src: SourceFile, call: cst.Call) -> str | None:
+    """`log.info` when this is a call of a Logger method on a logger bound at module level of this file, with no
+    keywords, a string or f-string message and constant `%`-arguments (2.14+ reorders that); else None."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in LOG_METHODS - {"log", "exception"}:
+        return None
+    if not isinstance(func.value, cst.Name) or not logging_call(src, call) or is_logging_module(src, func.value):
+        return None
+    refs = src.referents(func.value)
+    if not refs or any(src.function_at(src.line_of(r)) is not None for r in refs):
+        return None
+    if not call.args or any(a.keyword is not None or a.star for a in call.args):
+        return None
+    msg, *rest = (a.value for a in call.args)
+    if not isinstance(msg, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        return None
+    if isinstance(msg, cst.FormattedString) and any(
+        _unreorderable(src, p.expression) for p in msg.parts if isinstance(p, cst.FormattedStringExpression)
+    ):
+        return None
+    if not all(isinstance(v, (cst.SimpleString, cst.Integer, cst.Float)) for v in rest):
+        return None
+    return f"{func.value.value}.{func.attr.value}"
+
+
+def _reorder(finding: Finding, ctx: Context, src: SourceFile, call: cst.Call, what: str) -> Proposal | NoFix | None:
+    """Keep the message: dynamo runs the call after the graph. None when the run's torch would not reorder this
+    call (then it is gated, which drops it)."""
+    rewritten: cst.Call | None = None
+    if what == "print":
+        plan = _reorder_plan(src, call)
+        if plan is None or not _releases(ctx, "print"):
+            return None
+        member, rewritten = plan
+    else:
+        logger = _logger_plan(src, call) if _releases(ctx, "logger") else None
+        if logger is None:
+            return None
+        member = logger
     site = compile_site_for(finding, ctx)
     if isinstance(site, str):
         return None
+    same_file = os.path.realpath(site.src.path) == os.path.realpath(src.path)
+    if (rewritten is not None or what != "print") and not same_file:
+        return None  # the call's rewrite and the line before the compile call must be one edit of one file
+    if what != "print" and site.src.function_at(site.src.line_of(site.statement)) is None:
+        first = min(src.line_of(r) for r in src.referents(cast(cst.Name, cast(cst.Attribute, call.func).value)))
+        if first > src.line_of(site.statement):
+            return None  # a module-level compile before the logger exists
     if has_member(site.src, REORDER, member):
-        return NoFix(
-            finding,
-            f"`{member}` is already in `torch._dynamo.config.{REORDER}` ({site.src.path}); if the break is still "
-            "there, dynamo could not reorder this call's arguments",
-            f"gate the {what} by hand: `if not torch.compiler.is_compiling():`",
+        if rewritten is None:
+            return NoFix(
+                finding,
+                f"`{member}` is already in `torch._dynamo.config.{REORDER}` ({site.src.path}); if the break is still "
+                "there, dynamo could not reorder this call's arguments",
+                f"gate the {what} by hand: `if not torch.compiler.is_compiling():` (its output is then not shown in "
+                "compiled code)",
+            )
+        return Proposal(
+            (finding,),
+            finding.rule,
+            src.path,
+            replace={call: rewritten},
+            safety=SAFE,
+            why=f"keep the {what}: format a 0-dim tensor instead of `.item()` so dynamo can print it after the graph",
+            note=_ITEM_NOTE,
         )
-    return add_member(
+    proposal = add_member(
         (finding,),
         site,
         REORDER,
         member,
-        why=f"let dynamo run the {what} after the graph instead of breaking it: the message still appears",
+        why=f"keep the {what}'s output: dynamo runs `{member}(...)` after the graph instead of breaking it",
         note=f"every `{member}(...)` call in compiled code is now reordered: its output comes after the graph's "
         "work rather than in the middle of it, and a tensor changed in place after the call prints its later "
-        "value",
+        "value" + (f"; {_ITEM_NOTE}" if rewritten is not None else ""),
         alternative="gate it instead: `if not torch.compiler.is_compiling():` (the message is then not shown in "
         "compiled code)",
         safety=SAFE,
     )
+    if rewritten is not None:
+        proposal = replace(proposal, replace={call: rewritten})
+    return proposal
+
+
+_ITEM_NOTE = (
+    "`t.item()` in the message is written `t.reshape(())`: the same one-element tensor as a 0-dim tensor, which "
+    "prints exactly as its number (a `.item()` left there breaks the graph on torch 2.13 and crashes dynamo's "
+    "reordering on 2.14+ when formatted with a spec)"
+)
 
 
 def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
@@ -117,8 +292,8 @@ def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
         return NoFix(finding, f"no {what} call at line {line}")
     if already_gated(src, stmt):
         return NoFix(finding, f"the {what} call is already gated by is_compiling()", skipped=True)
+    reordered = _reorder(finding, ctx, src, calls[0], what)  # keep the output wherever the release can
     if len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr) or stmt.body[0].value is not calls[0]:
-        reordered = _reorder(finding, ctx, src, calls[0], what)  # a print inside an expression can still be kept
         if reordered is not None:
             return reordered
         return NoFix(
@@ -127,16 +302,43 @@ def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
             "gate it with `if not torch.compiler.is_compiling():` by hand",
         )
     gated, imports = gate(src, stmt)
-    return Proposal(
+    gating = Proposal(
         (finding,),
         finding.rule,
         src.path,
         replace={stmt: gated},
         imports=imports,
         safety=UNSAFE,
-        why=f"skip the {what} while torch.compile traces, so the graph does not break",
-        note=f"the {what} no longer runs in compiled code (it still runs when the code runs eagerly)",
+        why=f"drop the {what} while torch.compile traces, so the graph does not break ("
+        + (
+            f"the run's torch cannot run this {what} after the graph: {_why_not(src, calls[0], what, ctx)})"
+            if reordered is None
+            else f"running the {what} after the graph was refused)"
+        ),
+        note=f"the {what} no longer runs in compiled code: its output is gone there (it still runs when the code "
+        "runs eagerly)",
     )
+    if isinstance(reordered, NoFix):
+        return reordered
+    if isinstance(reordered, Proposal):
+        if os.path.realpath(reordered.path) == os.path.realpath(src.path):  # verification refused the reordering
+            return replace(reordered, fallbacks=(*reordered.fallbacks, gating))
+        return reordered
+    return gating
+
+
+def _why_not(src: SourceFile, call: cst.Call, what: str, ctx: Context) -> str:
+    """Why a message is gated rather than reordered, in the words the diff's header shows."""
+    if what != "print":
+        if not _releases(ctx, "logger"):
+            return "a Logger method is reordered from torch 2.14"
+        return (
+            "only a module-level logger's method called with a string and constant arguments, in the file that "
+            "compiles, is reordered"
+        )
+    if any(arg.keyword is not None or arg.star for arg in call.args):
+        return "a keyword argument is not reordered (2.13 drops it silently)"
+    return "an argument dynamo does not format (`.shape`, a container, `str()`, an `.item()` inside an expression)"
 
 
 def _holds_call(ctx: Context, path: str, line: int, is_target) -> bool:
@@ -160,7 +362,7 @@ def _library_reorder(finding: Finding, ctx: Context) -> Result | None:
 
 
 class GatePrint(Codemod):
-    """Gate a print() in compiled code.
+    """Keep a print() in compiled code: dynamo prints after the graph (gated only where it cannot).
 
     What it does:
         TM101: a `print(...)` reached inside a torch.compile'd function or module.
@@ -174,19 +376,22 @@ class GatePrint(Codemod):
         print("hidden mean", h.mean())
 
     Fix:
+        torch._dynamo.config.reorderable_logging_functions.add(print)   # before the script's torch.compile(...)
+
+        The output is kept: dynamo runs the print after the graph instead of breaking it. It takes arguments
+        that are tensors, constants and strings (f-strings formatting a tensor included); an `.item()` formatted in
+        the message is written `t.reshape(())` (a 0-dim tensor prints as its number: the same text, and no break;
+        on torch 2.14+ `f"{t.item():.4f}"` under reordering crashes dynamo). Where torch cannot reorder the print
+        (a keyword such as `sep=`, `.shape`, a container, `str(t)`, an `.item()` inside an expression) or no
+        compile call is found, it is gated, and the change says why:
+
         if not torch.compiler.is_compiling():
             print("hidden mean", h.mean())
 
-        Where a gate cannot reach the print (inside a library's code, or inside an expression such as
-        `debug and print(...)`), the output is kept instead: `torch._dynamo.config.reorderable_logging_functions.add(
-        print)` goes right before the script's `torch.compile(...)` call, and dynamo prints after the graph.
-        torch 2.13 reorders a print whose arguments are tensors, constants or strings, without keywords.
-
     Fix safety:
-        Unsafe when gated: the message is no longer printed in compiled code. To keep it, PyTorch can print
-        after the graph instead: `torch._dynamo.config.reorderable_logging_functions.add(print)` at start-up.
         Safe when reordered: the message still appears, after the graph's work rather than in the middle of
-        it (a tensor changed in place after the print shows its later value).
+        it (a tensor changed in place after the print shows its later value). Unsafe when gated: the message is
+        no longer printed in compiled code. A reordering that verification refuses falls back to the gate.
     """
 
     rules = ("TM101",)
@@ -253,6 +458,30 @@ class GatePrint(Codemod):
                 return x
             """,
         ),
+        # a compiled loss print is kept: dynamo prints it after the graph; `.item()` becomes a 0-dim tensor
+        Invalid(
+            """
+            import torch
+
+            def step(x):
+                loss = (x * 2).pow(2).mean()
+                print(f"loss {loss.item():.4f}")  # tm: TM101
+                return loss
+
+            fast = torch.compile(step)
+            """,
+            """
+            import torch
+
+            def step(x):
+                loss = (x * 2).pow(2).mean()
+                print(f"loss {loss.reshape(()):.4f}")  # tm: TM101
+                return loss
+
+            torch._dynamo.config.reorderable_logging_functions.add(print)
+            fast = torch.compile(step)
+            """,
+        ),
         # a print inside an expression cannot be gated: dynamo prints it after the graph instead
         Invalid(
             """
@@ -314,7 +543,7 @@ class GatePrint(Codemod):
 
 
 class GateLogging(Codemod):
-    """Gate a logging call in compiled code.
+    """Gate a logging call in compiled code (kept, after the graph, where the release reorders it).
 
     What it does:
         TM102: a `logger.info(...)`, `logging.warning(...)` or other logging call reached inside a
@@ -335,13 +564,15 @@ class GateLogging(Codemod):
             log.info("forward on batch of %d", x.shape[0])
 
         A call of yours that dynamo followed into a library (`logging.warning(...)`, traced into the logging
-        module, where the breaks are reported) is gated at your line. Reordering
-        (`torch._dynamo.config.reorderable_logging_functions`) would keep the message, but torch 2.13 never
-        reorders a Logger method, and a reordered `logging.warning` still breaks inside the logging module when
-        it runs.
+        module, where the breaks are reported) is gated at your line. From torch 2.14 a method of a logger bound
+        at module level, called with a string or f-string and constant arguments, in the file that compiles, is
+        kept instead: `torch._dynamo.config.reorderable_logging_functions.add(log.info)` before the compile call
+        (2.13 never reorders a Logger method; a tensor among the `%`-arguments makes dynamo trace the logging
+        module when the call runs, so that form is gated).
 
     Fix safety:
-        Unsafe: the record is no longer logged from compiled code (it still is when the code runs eagerly).
+        Unsafe when gated: the record is no longer logged from compiled code (it still is when the code runs
+        eagerly). Safe when reordered: the record is logged after the graph's work.
     """
 
     rules = ("TM102",)

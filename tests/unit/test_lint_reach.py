@@ -1,0 +1,89 @@
+"""lint's reach and quiet (issue 30 item 7): modules held in nn.Sequential / ModuleList / ModuleDict of any
+classes and imported from another file of the project are followed; a tensor `assert` the installed torch compiles
+to an async assert is not reported; possible findings stay out of the default output and exit code. libcst only:
+fixtures/lint/containers' lines are the ones `scan --backend aot_eager` reports there on torch 2.13 (its TM207 and
+TM202 only a run can see)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from conftest import ROOT
+from typer.testing import CliRunner
+
+from torchmend.lint import lint_paths
+
+CONTAINERS = ROOT / "fixtures/lint/containers"
+
+
+def test_blocks_in_containers_and_imported_classes_are_followed():
+    result = lint_paths([CONTAINERS], CONTAINERS, cache=False)
+    assert not result.errors
+    assert sorted((f.rule, f.file, f.line) for f in result.findings) == [
+        ("TM101", "blocks.py", 17),  # Block, in nn.Sequential(Block(), Block()) and a ModuleList
+        ("TM101", "blocks.py", 26),  # Head, in a ModuleDict called as self.heads["cls"](x)
+        ("TM102", "blocks.py", 18),
+        ("TM102", "blocks.py", 32),  # Tail, in a Sequential compiled in place (.compile())
+        ("TM108", "blocks.py", 20),  # `a and b` of tensors jumps on a tensor; line 19's isfinite assert does not
+    ]
+
+
+def _asserts(tmp_path: Path, version: tuple[int, ...] | None) -> list[int]:
+    import libcst as cst
+
+    from torchmend.codemods.source import SourceFile
+    from torchmend.lint.checks import async_assert
+
+    code = textwrap.dedent(
+        """
+        def f(h, n):
+            assert torch.isfinite(h).all(), "nan"
+            assert h.sum() > 0
+            assert not torch.isnan(h).any()
+            assert h.isnan().sum() == 0 and h.isinf().sum() == 0
+            assert torch.isfinite(h).all(), f"nan at {h.sum()}"
+            assert h.sum().item() > 0
+        """
+    )
+    src = SourceFile(str(tmp_path / "m.py"), code, torch_version=version)
+    return [src.line_of(a) for a in src.nodes_in(src.module, cst.Assert) if async_assert(src, a)]
+
+
+def test_a_tensor_assert_is_quiet_where_the_installed_torch_compiles_it(tmp_path: Path):
+    """Measured by counting graphs on 2.13.0, 2.14.1 and 2.15.0: lines 3 and 4 give one graph, the rest two."""
+    assert _asserts(tmp_path, (2, 13)) == [3, 4] == _asserts(tmp_path, (2, 15))
+    assert _asserts(tmp_path, (2, 12)) == [] == _asserts(tmp_path, None)
+
+
+def test_possible_findings_are_shown_only_when_asked(tmp_path: Path):
+    from torchmend.cli.main import app
+
+    (tmp_path / "train.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from torch import nn
+
+            class Net(nn.Module):
+                def forward(self, x):
+                    if self.training and self.drop > 0.0:  # a setting many configurations never enter
+                        print("dropping")
+                    return x
+
+            model = torch.compile(Net())
+            """
+        )
+    )
+    env = {"TORCHMEND_CACHE_DIR": str(tmp_path / "cache")}
+    runner = CliRunner()
+    quiet = runner.invoke(app, ["lint", str(tmp_path), "--format", "json"], env=env)
+    assert quiet.exit_code == 0, quiet.output
+    report = json.loads(quiet.output)
+    assert report["findings"] == [] and report["possible_not_shown"] == 1
+    shown = runner.invoke(app, ["lint", str(tmp_path), "--format", "json", "--show-possible"], env=env)
+    assert shown.exit_code == 6
+    assert [(f["rule"], f["confidence"]) for f in json.loads(shown.output)["findings"]] == [("TM101", "possible")]
+    table = runner.invoke(app, ["lint", str(tmp_path)], env={**env, "COLUMNS": "200"})
+    assert "1 possible finding not shown" in table.output and "--show-possible" in table.output
