@@ -43,6 +43,10 @@ def test_the_counter_buffer_is_refused_as_a_known_miscompile_and_its_fallback_wr
 def test_zero_gradient_noise_under_adamw_is_within_the_originals_own_band(tmp_path: Path) -> None:
     out, text = _fix(tmp_path, "adamw_zero_grad", "5")
     assert "verdict: improved" in out
-    assert "numerics equal within the noise band" in out
-    assert "the patched compiled run equals its eager run bit for bit" in out
+    # Accepted, and said why: the patched compiled run equals the original eager run (verify/reference.py, checked
+    # first since issue 26's TM110 work), or, where it does not, lies within the original's own noise band.
+    flat = " ".join(out.split())
+    assert ("against the original eager run, numerics match" in flat) or (
+        "numerics equal within the noise band" in flat and "equals its eager run bit for bit" in flat
+    ), out
     assert "reorderable_logging_functions.add(print)" in text  # the print is kept (issue 30), not gated
