@@ -31,3 +31,20 @@ def test_a_graph_break_without_a_codemod_gets_the_advice_of_its_gb_id() -> None:
     )
     assert isinstance(result, NoFix) and "GB0264" in result.reason, result
     assert "build it in `__init__`" in result.advice
+
+
+def test_gb0264_gets_the_advice_of_the_library_function_it_is_in() -> None:
+    """GB0264 has two shapes in real model code: a submodule cast in forward (`Module._apply` builds the Parameter)
+    and a module built in forward (an attention type switched on the fly: the module's `__init__`)."""
+    text = (
+        "import torch\n\nclass Router(torch.nn.Module):\n    def forward(self, h):\n"
+        "        self.classifier = self.classifier.to(self.dtype)  # tm: TM199 gb_id=GB0264 where=library function=_apply\n"
+        "        self.set_attention_type('full')  # tm: TM199 gb_id=GB0264 where=library function=__init__\n"
+        "        return self.classifier(h)\n"
+    )
+    path = "/tm-example/example.py"
+    cast, built = Session(Context("/tm-example", lambda p: text)).propose(
+        findings_from_markers(path, text, "/tm-example")
+    )
+    assert isinstance(cast, NoFix) and "cast the model once before torch.compile" in cast.advice, cast
+    assert isinstance(built, NoFix) and "config value that selects it" in built.advice, built
