@@ -291,6 +291,21 @@ class GateRequiresGrad(Codemod):
                 f"the function reads `{target}.grad`, which needs `{target}` to require grad in compiled code too",
                 _ADVICE,
             )
+        if target and fn is not None and stmt is not None:
+            # `v.requires_grad_(True)` on the same tensor later on (code that sets the flag twice, once for
+            # torch.export): it would be the next break; gated in the same change.
+            start = src.line_of(stmt)
+            for later in src.nodes_in(fn, cst.SimpleStatementLine):
+                switch = _switch(later.body[0]) if len(later.body) == 1 else None
+                if (
+                    switch is not None
+                    and src.line_of(later) > start
+                    and isinstance(switch[0], cst.Name)
+                    and switch[0].value == target
+                    and (switch[1] is None or (isinstance(switch[1], cst.Name) and switch[1].value == "True"))
+                    and not already_gated(src, later)
+                ):
+                    replace[later], _ = gate(src, later)
         made_where = (
             "is returned"
             if isinstance(stmt, cst.SimpleStatementLine) and any(isinstance(s, cst.Return) for s in stmt.body)
