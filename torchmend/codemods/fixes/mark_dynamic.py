@@ -516,9 +516,15 @@ def _dynamic_by_default(finding: Finding, ctx: Context, line: int) -> Result:
     from torchmend.codemods.analysis.entry import compile_site_for
     from torchmend.codemods.fixes.compile_config.settings import has_switch, setting
 
-    not_passed = (
-        f"`{finding.variable}` is not an argument of a call at line {line}: it is a tensor the compiled code makes"
-    )
+    if (finding.variable or "").startswith("___stack"):  # dynamo's name for a value it hands to a resumed frame
+        not_passed = (
+            f"`{finding.variable}` is a tensor dynamo hands to the frame it resumes after a graph break, not an "
+            f"argument of a call at line {line}"
+        )
+    else:
+        not_passed = (
+            f"`{finding.variable}` is not an argument of a call at line {line}: it is a tensor the compiled code makes"
+        )
     site = compile_site_for(finding, ctx)
     if isinstance(site, str):
         return NoFix(finding, f"{not_passed}; {site}", _TRACED_ADVICE)
