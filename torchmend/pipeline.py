@@ -413,6 +413,7 @@ class _Judge:
         from torchmend.codemods.base import RANDOM_STREAM
         from torchmend.profiler.hazards import hazards_for
         from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
+        from torchmend.verify.failure import caused_by
         from torchmend.verify.reference import COMPILER, KNOWN_DIVERGENCES, RESTORED
 
         after = replace(self.before, overlay=_overlay(session, proposals))
@@ -435,6 +436,9 @@ class _Judge:
             self.before, after, self.root, self.repeat, self.rtol, self.atol, self.reuse, self.on_run, True, self.eager
         )
         self.reuse = tuple(b_runs)
+        why = caused_by(v.failure, {p.shape for p in proposals}) if v.failure is not None else ""
+        if why:
+            v.reasons[:] = [r + f"; {why}" if r.startswith("the patched script failed") else r for r in v.reasons]
         if v.reference is not None and v.reference.whose == COMPILER:
             known = {h.name: h for p in proposals for h in hazards_for(p.shape, versions)}
             hazards = "".join(f"; a known PyTorch hazard: {h.describe()}" for h in known.values())

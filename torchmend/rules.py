@@ -530,6 +530,21 @@ GB_ADVICE: dict[str, str] = {
         "before torch.compile) and only use it in forward: a parameter made in forward is also new on every call "
         "and the optimizer never sees it"
     ),
+    # By the library function the break is in, where one id has several shapes: `Module._apply` (a submodule cast
+    # or moved in forward) and a module's `__init__` (a module built in forward).
+    "GB0264 _apply": (
+        "forward casts or moves a submodule (`self.m = self.m.to(dtype)`, `.float()`): where that changes a parameter, "
+        "nn.Module._apply builds a new nn.Parameter for it, which dynamo cannot trace; cast the model once before "
+        "torch.compile (`model.to(dtype)`) and drop the line from forward, or gate it with "
+        "`if not torch.compiler.is_compiling():` when the model is already cast"
+    ),
+    "GB0264 __init__": (
+        "forward builds a module (nn.Linear and the like make new nn.Parameters), for example when a model switches "
+        "its attention implementation on the fly (a `set_attention_type(...)` call in forward): choose that path "
+        "before torch.compile, by calling the switch once on the model or setting the config value that selects it "
+        "(e.g. `attention_type`), so that forward finds the layers built; a parameter made in forward is also new "
+        "on every call and the optimizer never sees it"
+    ),
     "GB4347": (
         "next() on a dict key iterator that dynamo did not create: a comprehension (`{k: ... for k in d}`) compiled "
         "as a frame of its own, handed the iterator by its enclosing function, which dynamo skipped because of "
@@ -542,6 +557,13 @@ GB_ADVICE: dict[str, str] = {
         "tensor outside the compiled region and pass it in"
     ),
 }
+
+
+def gb_advice(gb_id: str | None, function: str = "") -> str | None:
+    """The advice for a graph break by its GB id, by the library function it is in first (GB_ADVICE's "ID function"
+    keys), else by the id alone."""
+    return GB_ADVICE.get(f"{gb_id} {function}") or GB_ADVICE.get(gb_id or "")
+
 
 # The codemod (its `name`) that fixes each rule, so `torchmend rules` can list them without importing the
 # codemods (libcst); tests/unit/test_rules_and_docs.py checks that the registry agrees.

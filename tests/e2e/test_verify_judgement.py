@@ -50,3 +50,15 @@ def test_zero_gradient_noise_under_adamw_is_within_the_originals_own_band(tmp_pa
         "numerics equal within the noise band" in flat and "equals its eager run bit for bit" in flat
     ), out
     assert "reorderable_logging_functions.add(print)" in text  # the print is kept (issue 30), not gated
+
+
+def test_a_fresh_leaf_that_was_the_only_gradient_path_is_refused_with_why(tmp_path: Path) -> None:
+    """TM109's flag off under compile where the zeros leaf is all the loss depends on: backward fails in the patched
+    run, and the verdict says that the leaf was the only path of gradients (the failure's exception and line too)."""
+    shutil.copy(FIXTURES / "leaf_only_path" / "train.py", tmp_path / "train.py")
+    r = torchmend("fix", "train.py", "--yes", "--unsafe", "--verify-backend", "aot_eager", cwd=tmp_path)
+    out = " ".join(r.stdout.split())
+    assert r.returncode == 10 and "nothing was written" in r.stderr, r.stdout + r.stderr  # 10: verification refused
+    assert "element 0 of tensors does not require grad" in out and "train.py:22" in out
+    assert "that tensor was the only path of gradients to the loss" in out
+    assert (tmp_path / "train.py").read_text() == (FIXTURES / "leaf_only_path" / "train.py").read_text()

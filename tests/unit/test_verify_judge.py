@@ -179,3 +179,18 @@ def test_a_patched_run_out_of_time_or_killed_says_so() -> None:
     assert "after 1 loss;" in slow.reasons[0] and "the original recorded 3" in slow.reasons[0]
     killed = judge([_run("b", breaks=1)], [_ended("a", "killed", (1.0, 0.9))])
     assert "failed (killed) where the original did not: it ended by killed, after 2 losses" in killed.reasons[0]
+
+
+def test_a_failure_a_change_causes_by_design_says_why() -> None:
+    """TM109's flag turned off under compile: where the fresh leaf was the only path of gradients, backward fails;
+    the form of the change (its `shape`, spelled alike in the codemod and in verify) explains that exception only."""
+    from torchmend.codemods.fixes.requires_grad import OFF_UNDER_COMPILE
+    from torchmend.verify.failure import RunFailure, caused_by
+
+    def failed(exception: str) -> RunFailure:
+        return RunFailure("after", "error", exception, "/p/train.py", 22, "loss.backward()", 1)
+
+    no_grad = failed("RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn")
+    assert "only path of gradients" in caused_by(no_grad, {OFF_UNDER_COMPILE, ""})
+    assert caused_by(no_grad, {"buffer-in-place"}) == ""
+    assert caused_by(failed("RuntimeError: shape mismatch"), {OFF_UNDER_COMPILE}) == ""

@@ -132,3 +132,19 @@ def test_a_guard_on_the_whole_args_tuple_says_why_and_does_not_recurse(rule: str
     assert isinstance(result, NoFix), result
     assert "`args` is the *args of call_forward()" in result.reason, result.reason
     assert "not on a number" in result.reason
+
+
+def test_a_none_guard_through_a_wrapper_torchmend_cannot_see_is_still_not_a_number() -> None:
+    """`args[2] is None` where the wrapper whose *args holds it is a library's (an end user's run): the reason is
+    the None, not a missing `*args` parameter."""
+    path = f"{ROOT}/layer.py"
+    text = (
+        "def forward(self, h, position_bias=None):\n"
+        "    if position_bias is None:  # tm: TM202 variable=args[2]\n"
+        "        position_bias = h\n"
+        "    return h + position_bias\n"
+    )
+    findings = [replace(f, guard="args[2] is None") for f in findings_from_markers(path, text, ROOT)]
+    (result,) = Session(Context(ROOT, lambda p: text)).propose(findings)
+    assert isinstance(result, NoFix), result
+    assert result.reason.startswith("`args[2]` (an argument a wrapper's *args passes on) is None on some calls")

@@ -129,7 +129,7 @@ class Session:
             return NoFix(f, "not selected (--select/--ignore)", skipped=True)
         codemod = codemod_for_finding(f.rule, f.cause, f.gb_id)
         if codemod is None:
-            advice = rules.GB_ADVICE.get(f.gb_id or "")
+            advice = rules.gb_advice(f.gb_id, f.function)
             if advice:
                 return NoFix(f, f"no source-level fix for {f.rule} ({rule.name}, PyTorch's {f.gb_id})", advice)
             return NoFix(f, f"no source-level fix for {f.rule} ({rule.name})", rule.advice)

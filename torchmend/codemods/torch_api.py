@@ -41,6 +41,9 @@ SPELLINGS: tuple[Spelling, ...] = (
     Spelling(
         "_dynamo.config.reorderable_logging_functions", "_dynamo.config.reorderable_logging_functions", V2_11
     ),  # TM101
+    Spelling(
+        "_dynamo.config.assume_static_by_default", "_dynamo.config.assume_static_by_default", V2_11
+    ),  # TM204 (a tensor the compiled code makes)
     Spelling("cond", "cond", V2_11),  # TM103 (branch_to_where/cond.py)
     Spelling("_assert_async", "_assert_async", V2_11),  # TM108
     Spelling("compiler.disable", "compiler.disable", V2_11),  # TM110: a helper drawing host random numbers

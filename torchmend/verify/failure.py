@@ -125,3 +125,21 @@ def failure_of(run: ArmRun, root: Path | None = None, stopped_early: bool = Fals
         losses=len(end.get("losses") or []),
         display=display,
     )
+
+
+# Failures that a change of a known form can cause by design (what its codemod's "Fix safety" gives up), keyed by the
+# form (`Proposal.shape`, spelled here as a string: verify does not import the codemods) and the exception's words.
+_CAUSED_BY: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    (
+        "requires-grad-off-under-compile",
+        re.compile(r"does not require grad and does not have a grad_fn"),
+        "the change makes a fresh tensor without requires_grad under torch.compile, and that tensor was the only "
+        "path of gradients to the loss: backward had nothing to differentiate (where the leaf's gradient is wanted, "
+        "make the tensor outside the compiled region and pass it in)",
+    ),
+)
+
+
+def caused_by(failure: RunFailure, shapes: set[str]) -> str:
+    """Why a change of one of these forms made the patched run fail this way, or "" when no known form explains it."""
+    return next((why for shape, words, why in _CAUSED_BY if shape in shapes and words.search(failure.exception)), "")

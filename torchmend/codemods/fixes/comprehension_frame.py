@@ -15,7 +15,7 @@ _COMPREHENSIONS = ("<dictcomp>", "<listcomp>", "<setcomp>")
 def _other(finding: Finding) -> NoFix:
     """What every other TM199 gets: the advice of its GB id when there is one, else the rule's."""
     rule = rules.BY_CODE["TM199"]
-    advice = rules.GB_ADVICE.get(finding.gb_id or "")
+    advice = rules.gb_advice(finding.gb_id, finding.function)
     if advice:
         return NoFix(finding, f"no source-level fix for TM199 ({rule.name}, PyTorch's {finding.gb_id})", advice)
     return NoFix(finding, f"no source-level fix for TM199 ({rule.name})", rule.advice)

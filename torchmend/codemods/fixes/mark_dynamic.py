@@ -195,7 +195,11 @@ class MarkDynamic(Codemod):
         `compiled(x.to(dev))`) or nothing can go right before the call (an `elif` or `while` test, a
         one-line loop body, a comprehension or lambda), `dynamic=True` is added to the torch.compile call
         (or `@torch.compile`, `module.compile()`) that made the compiled object instead. Not fixed when
-        that call is not in the file, or says `dynamic=False`.
+        that call is not in the file, or says `dynamic=False`. When the tensor is not an argument of the call
+        at all (a tensor the compiled code makes: a library's frame that dynamo compiled on its own after a
+        graph break, a shared submodule called with several widths), no line of the training loop can mark
+        it: `torch._dynamo.config.assume_static_by_default = False` goes on the line before the compile call
+        (what `dynamic=True` does for one call; the end user's remedy when the model is a library's).
 
     Why is this bad:
         torch.compile first specialises on the exact shape it saw. A call with another size fails the
@@ -222,12 +226,31 @@ class MarkDynamic(Codemod):
         compiled code specialises the dimension (a batch of 1, a `view(8, -1)`, a size check in the
         model), turning a recompile into a crash mid-training; `maybe_mark_dynamic` only hints. Unsafe for
         `dynamic=True`: every dimension of every input (and integer arguments) is compiled symbolically,
-        which can make kernels slower or reach code that does not support dynamic shapes.
+        which can make kernels slower or reach code that does not support dynamic shapes; the same for the
+        `assume_static_by_default` setting, for everything compiled after it.
     """
 
     rules = ("TM204",)
     name = "mark-dynamic"
     INVALID = (
+        # a tensor the compiled model makes inside (not an argument of the call): dynamic sizes by default
+        Invalid(
+            """
+            import torch
+
+            step_fn = torch.compile(model)
+            for batch in batches:
+                loss = step_fn(**batch).sum()  # tm: TM204 variable=hidden_states guard=size_mismatch_at_index_0
+            """,
+            """
+            import torch
+
+            torch._dynamo.config.assume_static_by_default = False
+            step_fn = torch.compile(model)
+            for batch in batches:
+                loss = step_fn(**batch).sum()  # tm: TM204 variable=hidden_states guard=size_mismatch_at_index_0
+            """,
+        ),
         # a compiled module called with a batch whose size varies: mark it inside the loop
         Invalid(
             """
@@ -375,6 +398,10 @@ class MarkDynamic(Codemod):
                 if _argument(c, *var, None)[0] is not None
                 and not any(q.startswith(("torch.", "builtins.")) for q in src.qualified_names(c.func))
             ]
+            if not others and not any(_argument(c, *var, None)[0] is not None for c in calls):
+                # No call on the line passes it: a tensor made inside the compiled code (a library's frame that
+                # dynamo compiled on its own after a graph break, or a shared submodule called with other sizes).
+                return _dynamic_by_default(finding, ctx, where[1])
             if len(others) != 1:
                 return NoFix(finding, f"cannot tell which call at line {where[1]} is the compiled one", _ADVICE)
             compiled, guessed = [(others[0], None)], True
@@ -385,6 +412,8 @@ class MarkDynamic(Codemod):
         call, origin = compiled[0]
         arg, why = _argument(call, *var, origin.callee if origin else None)
         if arg is None:
+            if var[0] == "name" and not any(a.keyword and a.keyword.value == var[1] for a in call.args):
+                return _dynamic_by_default(finding, ctx, where[1])
             return NoFix(finding, f"cannot find the argument {finding.variable} in `{src.code(call)}`: {why}", _ADVICE)
 
         traced = any(
@@ -475,3 +504,44 @@ class MarkDynamic(Codemod):
             "before the call",
             alternative=_ADVICE,
         )
+
+
+STATIC_BY_DEFAULT = "assume_static_by_default"
+
+
+def _dynamic_by_default(finding: Finding, ctx: Context, line: int) -> Result:
+    """`torch._dynamo.config.assume_static_by_default = False` before the compile call (what `dynamic=True` turns
+    on for one call), when the tensor whose size changed is not an argument of the compiled call: no line of the
+    training loop can mark it."""
+    from torchmend.codemods.analysis.entry import compile_site_for
+    from torchmend.codemods.fixes.compile_config.settings import has_switch, setting
+
+    if (finding.variable or "").startswith("___stack"):  # dynamo's name for a value it hands to a resumed frame
+        not_passed = (
+            f"`{finding.variable}` is a tensor dynamo hands to the frame it resumes after a graph break, not an "
+            f"argument of a call at line {line}"
+        )
+    else:
+        not_passed = (
+            f"`{finding.variable}` is not an argument of a call at line {line}: it is a tensor the compiled code makes"
+        )
+    site = compile_site_for(finding, ctx)
+    if isinstance(site, str):
+        return NoFix(finding, f"{not_passed}; {site}", _TRACED_ADVICE)
+    if has_switch(site.src, STATIC_BY_DEFAULT):
+        return NoFix(finding, f"{site.src.path} already sets `torch._dynamo.config.{STATIC_BY_DEFAULT}`", skipped=True)
+    if isinstance(site.node, cst.Call) and any(a.keyword and a.keyword.value == "dynamic" for a in site.node.args):
+        return NoFix(finding, f"{not_passed}; the compile call sets `dynamic=` itself", _TRACED_ADVICE)
+    return setting(
+        (finding,),
+        site,
+        STATIC_BY_DEFAULT,
+        "False",
+        why=f"{not_passed} (changing size: {finding.guard}); compile every size as dynamic from the first call "
+        f"(`torch._dynamo.config.{STATIC_BY_DEFAULT} = False`, what `dynamic=True` does for one compile call), "
+        "so a new size does not recompile",
+        note="the setting holds for everything compiled after this line: every input dimension is dynamic "
+        "(sizes 0 and 1 are still specialised); dynamic kernels can be slower than static ones, so judge speed "
+        "with --repeat 3",
+        safety=UNSAFE,
+    )

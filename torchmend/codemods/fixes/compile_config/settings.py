@@ -66,7 +66,14 @@ def switch_on(
     findings: tuple[Finding, ...], site: CompileSite, option: str, why: str, note: str, safety: str
 ) -> Proposal:
     """Set `torch._dynamo.config.<option> = True` right before the compile call."""
-    stmt, imports = _line(site.src, option, " = True")
+    return setting(findings, site, option, "True", why, note, safety)
+
+
+def setting(
+    findings: tuple[Finding, ...], site: CompileSite, option: str, value: str, why: str, note: str, safety: str
+) -> Proposal:
+    """Set `torch._dynamo.config.<option> = <value>` right before the compile call."""
+    stmt, imports = _line(site.src, option, f" = {value}")
     return Proposal(
         findings,
         findings[0].rule,

@@ -270,6 +270,12 @@ class ScalarArgument(Codemod):
                 wrapper = wrapper_for([compiled], *packed) if compiled is not None else None
             if packed and wrapper is not None:
                 return self._through_wrapper(finding, ctx, wrapper, *packed)
+            if packed and none_guard(finding.guard):  # the wrapper is not found (a library's): still not a number
+                return NoFix(
+                    finding,
+                    f"`{name}` (an argument a wrapper's *{packed[0]} passes on) {_NONE_WHY}",
+                    _NONE_ADVICE,
+                )
             if not name.isidentifier():
                 return NoFix(
                     finding,
