@@ -601,7 +601,8 @@ def test_commands_in_the_c_locale_write_ascii(tmp_path: Path, state: Path, args:
         (("scan", "train.py", "--select", "TM999"), "did you mean TM299 or TM199"),
         (("fix", "train.py", "--check", "--select", "tm1"), "did you mean TM1?"),
         (("lint", ".", "--ignore", "TM1x"), "is not a rule code or a prefix of one"),
-        (("scan", "train.py", "--timeout", "nan"), "nan is not a number of seconds"),
+        # typer 0.29's own range check (min 0.1) refuses nan first where it is installed; older typer leaves it to us
+        (("scan", "train.py", "--timeout", "nan"), "nan is not a number of seconds|Invalid value for '--timeout'"),
         (("fix", "train.py", "--check", "--timeout", "inf"), "inf is not a number of seconds"),
     ],
     ids=["TM999", "tm1", "TM1x", "nan", "inf"],
@@ -618,7 +619,7 @@ def test_unknown_rule_codes_and_endless_timeouts_are_usage_errors(
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(app, list(args), env={"COLUMNS": "200", "NO_COLOR": "1"})
     output = " ".join(r.output.replace("\u2502", " ").split())
-    assert r.exit_code == 2 and said in output, output
+    assert r.exit_code == 2 and any(part in output for part in said.split("|")), output
 
 
 def test_a_relative_xdg_state_home_never_writes_into_the_project(tmp_path: Path) -> None:
