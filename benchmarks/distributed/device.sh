@@ -12,7 +12,7 @@ tm() { python3 -m torchmend "$@"; }
 plain() {  # plain torchrun: wall seconds and the script's own steady step
   local t0=$(date +%s.%N)
   torchrun --nproc-per-node "$NPROC" --standalone "$1" > "$OUT/$2.log" 2>&1
-  echo "plain $2 rc=$? wall $(echo "$(date +%s.%N) - $t0" | bc) s; $(grep 'steady step' "$OUT/$2.log")"
+  local rc=$?; echo "plain $2 rc=$rc wall $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s; $(grep 'steady step' "$OUT/$2.log")"
 }
 nvidia-smi -L; python3 -c 'import torch; print(torch.__version__)'
 case $PHASE in
