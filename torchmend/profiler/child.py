@@ -12,6 +12,7 @@ import runpy
 import sys
 import sysconfig
 import traceback
+from typing import Any
 
 from torchmend.profiler.events import CHILD_ENV, END, START, EventSink
 
@@ -37,6 +38,19 @@ def _library_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return versions
+
+
+def start_fields(torch: Any) -> dict[str, Any]:
+    """What the START event says about the process that runs the script (the child, or a test's own process for
+    the pytest plugin): the torch and Python releases, where libraries live, and their versions."""
+    return {
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "library_roots": _library_roots(),
+        "torch_root": os.path.dirname(os.path.realpath(torch.__file__)),
+        "pid": os.getpid(),
+        "libraries": _library_versions(),
+    }
 
 
 def _user_traceback(exc: BaseException) -> str:
@@ -66,15 +80,7 @@ def main() -> None:
         sink.emit(END, reason="no_torch", error=str(e))
         sys.exit(1)
 
-    sink.emit(
-        START,
-        torch=torch.__version__,
-        python=sys.version.split()[0],
-        library_roots=_library_roots(),
-        torch_root=os.path.dirname(os.path.realpath(torch.__file__)),
-        pid=os.getpid(),
-        libraries=_library_versions(),
-    )
+    sink.emit(START, **start_fields(torch))
     try:
         from torchmend.profiler import collector
 

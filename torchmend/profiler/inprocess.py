@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import sys
 import time
 import traceback
 from typing import Any
@@ -25,7 +23,7 @@ import torch
 import torch._logging._internal as _tlog
 
 from torchmend.profiler import collector
-from torchmend.profiler.child import _library_roots, _library_versions
+from torchmend.profiler.child import start_fields
 from torchmend.profiler.events import END, START, EventSink
 
 
@@ -66,16 +64,7 @@ class Recording:
     def start(self) -> None:
         if self.reset:
             torch._dynamo.reset()
-        self.sink.emit(
-            START,
-            torch=torch.__version__,
-            python=sys.version.split()[0],
-            library_roots=_library_roots(),
-            torch_root=os.path.dirname(os.path.realpath(torch.__file__)),
-            pid=os.getpid(),
-            libraries=_library_versions(),
-            in_process=True,
-        )
+        self.sink.emit(START, **start_fields(torch), in_process=True)
         handler = collector.TraceHandler(self.sink)
         handler.converter.strings.update(_interned())
         self._level = _tlog.trace_log.level
