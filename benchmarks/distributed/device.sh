@@ -5,7 +5,7 @@
 #   scan    findings of each script, detected on aot_eager.
 #   verify  at once: `fix` with verification of each script (aot_eager, STEPS steps), a scan of ddp_rank_branch.py
 #           (a branch on the rank), and tune's memory on one GPU each (the script's own device, and cuda); the
-#           fixed scripts go to OUT/fixed-SCRIPT.py. Counts and memory only: the runs share the GPUs.
+#           fixed scripts go to OUT/fixed-SCRIPT.py. Counts and memory only: the runs share the GPUs. TUNE=0: no tune.
 #   plain   plain torchrun (inductor, fresh compile caches), one run at a time: each script as committed, then as
 #           fixed (FIXED: the folder holding fixed-SCRIPT.py): wall seconds and the script's own steady step.
 set -u
@@ -40,9 +40,9 @@ verify)
   (cd /tmp/div && STEPS=6 timeout "$JOB_LIMIT" python3 -m torchmend scan --nproc-per-node "$NPROC" ddp_rank_branch.py --backend aot_eager --timeout 200 \
     > "$OUT/scan-rank-branch-$NPROC.txt" 2>&1; echo "scan rank-branch rc=$?" >> "$OUT/rc.txt") &
   t=benchmarks/scenarios/varying_batch/broken.py
-  (CUDA_VISIBLE_DEVICES=0 timeout "$JOB_LIMIT" python3 -m torchmend tune $t --steps 40 --repeat 2 --settings default,reduce-overhead \
+  [ "${TUNE:-1}" = 1 ] && (CUDA_VISIBLE_DEVICES=0 timeout "$JOB_LIMIT" python3 -m torchmend tune $t --steps 40 --repeat 2 --settings default,reduce-overhead \
     --report "$OUT/tune-own-device.md" > "$OUT/tune-own-device.txt" 2>&1; echo "tune own rc=$?" >> "$OUT/rc.txt") &
-  (CUDA_VISIBLE_DEVICES=1 TM_BENCH_DEVICE=cuda timeout "$JOB_LIMIT" python3 -m torchmend tune $t --steps 40 --repeat 2 --settings default,reduce-overhead \
+  [ "${TUNE:-1}" = 1 ] && (CUDA_VISIBLE_DEVICES=1 TM_BENCH_DEVICE=cuda timeout "$JOB_LIMIT" python3 -m torchmend tune $t --steps 40 --repeat 2 --settings default,reduce-overhead \
     --report "$OUT/tune-cuda.md" > "$OUT/tune-cuda.txt" 2>&1; echo "tune cuda rc=$?" >> "$OUT/rc.txt") &
   wait
   cat "$OUT/rc.txt"
