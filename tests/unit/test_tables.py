@@ -8,13 +8,14 @@ import math
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from torchmend import rules
-from torchmend.cli.fixview import unfixed_view
+from torchmend.cli.fixview import findings_at, unfixed_view
 from torchmend.cli.render import findings_view
 from torchmend.cli.tables import NO_TERMINAL_WIDTH
 from torchmend.codemods.base import NoFix
@@ -130,6 +131,18 @@ def test_findings_view_keeps_reasons_readable(width: int) -> None:
     assert "forward_with_checkpointing" in out  # the short cells are never broken either
     if width < 100:
         assert "┃" not in out  # too narrow for a table: a list
+
+
+def test_findings_at_names_each_rule_and_place_once() -> None:
+    """fix's "✓ TM203 change removed ..." on 2 GPUs named `TM203 at fsdp2.py:85` twice: two findings of one rule at
+    one line (merged over ranks, different functions) are one place to the reader."""
+    f = _finding(85, REASON)
+    limit = replace(f, rule="TM250")
+    text = findings_at([f, replace(f, function="opt_step"), limit])
+    assert text == (
+        "TM202 at models/very_long_package_name/modeling_something_quite_long.py:85, "
+        "TM250 at models/very_long_package_name/modeling_something_quite_long.py:85"
+    )
 
 
 @pytest.mark.parametrize("width", [60, 80, 200])

@@ -447,7 +447,7 @@ def _verify(
     """Render pipeline.verify_rounds; exit with VERIFY_FAILED when it refuses. Returns the last verdict
     (the session keeps the changes left to write) and the changes refused on the way (how found, why)."""
     from torchmend import pipeline
-    from torchmend.cli.fixview import location, verification_view
+    from torchmend.cli.fixview import findings_at, verification_view
     from torchmend.cli.running import stop_on_signals
     from torchmend.cli.verify import show_run
 
@@ -460,7 +460,7 @@ def _verify(
             if isinstance(event, pipeline.Round):
                 out.print(verification_view(event.verification))
                 for e in event.effects:
-                    what = ", ".join(f"{f.rule} at {location(f)}" for f in (e.removed or e.remaining))
+                    what = findings_at(e.removed or e.remaining)
                     if e.helped:
                         out.print(Text(f"  ✓ {e.proposal.rule} change removed {what}", style="green"))
                     else:

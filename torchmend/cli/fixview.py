@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
@@ -25,6 +25,12 @@ def location(f: Finding) -> str:
     if f.where != Where.PROJECT and f.user_frame:
         return f"{f.user_frame.file}:{f.user_frame.line}"
     return f"{f.file}:{f.line}"
+
+
+def findings_at(findings: Iterable[Finding]) -> str:
+    """`TM203 at train.py:85, TM250 at train.py:85`: each rule and place once (a finding merged over ranks or
+    functions can stand twice at one line)."""
+    return ", ".join(dict.fromkeys(f"{f.rule} at {location(f)}" for f in findings))
 
 
 def where(p: Proposal | NoFix) -> str:
