@@ -5,11 +5,11 @@ else is ddp.py's (same model, schedule and knobs).
     torchrun --nproc-per-node 2 benchmarks/distributed/ddp_rank_branch.py
 """
 
+import ddp
 import torch.distributed as dist
 
-import ddp
 
-
+# The branch on the rank: rank 0 compiles a graph break here, the others do not.
 class RankLoggingTransformer(ddp.Transformer):
     def forward(self, tokens):
         logits = super().forward(tokens)
