@@ -187,10 +187,10 @@ def propose(
 ) -> Fixes:
     """A proposal (or a NoFix with the reason) for every finding; nothing is accepted yet. `torch_version`: the
     release the code runs on (the scanned run's, or installed_torch()), whose spelling of the torch APIs the fixes
-    write (codemods/torch_api.py); None: the newest read."""
+    write (analysis/torch_api.py); None: the newest read."""
+    from torchmend.analysis.source import Context
     from torchmend.codemods.base import NoFix, Proposal
     from torchmend.codemods.engine import Session, span
-    from torchmend.codemods.source import Context
     from torchmend.profiler.hotspots import parse_version
 
     session = Session(Context(str(root), read, torch_version=parse_version(torch_version)))

@@ -11,8 +11,8 @@
 - Name helpers the fixes share (names.py: `reads`, `referents`, `binding_statement`, `class_named`, ...).
 """
 
-from torchmend.codemods.analysis.binding import Binding, bind
-from torchmend.codemods.analysis.calls import (
+from torchmend.analysis.binding import Binding, bind
+from torchmend.analysis.calls import (
     Callee,
     callee,
     candidate_callees,
@@ -27,7 +27,7 @@ from torchmend.codemods.analysis.calls import (
     module_forwards,
     self_attr_values,
 )
-from torchmend.codemods.analysis.names import (
+from torchmend.analysis.names import (
     assigned_values,
     binding_statement,
     builtin_or_math,
@@ -47,8 +47,8 @@ from torchmend.codemods.analysis.names import (
     referents,
     self_name,
 )
-from torchmend.codemods.analysis.uses import call_problem, python_use
-from torchmend.codemods.analysis.values import NUMBERS, PYTHON_KINDS, Kind, Values, values
+from torchmend.analysis.uses import call_problem, python_use
+from torchmend.analysis.values import NUMBERS, PYTHON_KINDS, Kind, Values, values
 
 __all__ = [
     "Binding",

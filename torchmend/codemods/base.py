@@ -21,7 +21,7 @@ from torchmend import rules
 from torchmend.model import Finding
 
 if TYPE_CHECKING:
-    from torchmend.codemods.source import Context
+    from torchmend.analysis.source import Context
 
 SAFE, UNSAFE = "safe", "unsafe"
 # Changes the random stream but keeps the distribution (a LayerDrop skip picked with torch.where): applied only with
@@ -93,6 +93,31 @@ class NoFix:
 Result = Union[Proposal, NoFix]
 
 
+@dataclass(frozen=True)
+class Delegate:
+    """The finding is another rule's to fix after all (a TM202 whose name turns out to be a closure variable is
+    TM206's): the engine asks the codemod of `rule` (engine.ask). A codemod lists every rule it may hand a finding
+    to in `delegates_to`, so the hand-over is declared where the registry and the tests can see it; no codemod looks
+    another up itself."""
+
+    finding: Finding
+    rule: str
+
+
+# What `Codemod.propose` answers: a Result, or a hand-over the engine resolves into one.
+Answer = Union[Proposal, NoFix, Delegate]
+
+
+class Refuse(Exception):
+    """The shape of the code rules the fix out: raised inside a codemod's own helpers, carrying the NoFix's reason
+    and what the user can do instead. A codemod may catch it to word its NoFix; one that leaves `propose` becomes
+    that NoFix in the engine (never an "internal error")."""
+
+    def __init__(self, reason: str, advice: str = "") -> None:
+        super().__init__(reason)
+        self.reason, self.advice = reason, advice
+
+
 def _dedent(code: str) -> str:
     return textwrap.dedent(code).lstrip("\n")
 
@@ -130,13 +155,15 @@ class Codemod:
     # generic TM199): one shape of a catch-all rule, without making the rule's page the shape's.
     gb_ids: ClassVar[tuple[str, ...]] = ()
     name: ClassVar[str] = ""
+    # The rules whose codemods this one may hand a finding to (`Delegate`), resolved by the engine.
+    delegates_to: ClassVar[tuple[str, ...]] = ()
     # Inline examples, checked by tests/unit/test_codemod_examples.py. Sources mark findings with comments
     # (see examples.py): INVALID sources become their expected text; VALID sources propose nothing. The docs
     # (docs/rules/) render them, so every example shown is a tested one.
     INVALID: ClassVar[Sequence[Invalid]] = ()
     VALID: ClassVar[Sequence[Valid]] = ()
 
-    def propose(self, finding: Finding, ctx: Context) -> Result:
+    def propose(self, finding: Finding, ctx: Context) -> Answer:
         raise NotImplementedError
 
     @classmethod

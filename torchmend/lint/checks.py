@@ -12,7 +12,7 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis import (
+from torchmend.analysis import (
     NUMBERS,
     Kind,
     assigned_values,
@@ -22,10 +22,10 @@ from torchmend.codemods.analysis import (
     self_name,
     values,
 )
-from torchmend.codemods.analysis.loggers import logging_call
-from torchmend.codemods.fixes.gate_output import reordered
-from torchmend.codemods.gating import already_gated
-from torchmend.codemods.source import SourceFile
+from torchmend.analysis.dynamo_config import reordered
+from torchmend.analysis.gating import already_gated
+from torchmend.analysis.loggers import logging_call
+from torchmend.analysis.source import SourceFile
 from torchmend.lint.gates import compile_gated, is_compiling, setting
 from torchmend.lint.regions import Reached
 

@@ -9,7 +9,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import Assignment, BaseAssignment, FunctionScope, GlobalScope
 
-from torchmend.codemods.analysis import (
+from torchmend.analysis import (
     binding_statement,
     builtin_or_math,
     functions_for,
@@ -18,10 +18,9 @@ from torchmend.codemods.analysis import (
     reads,
     referents,
 )
-from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
+from torchmend.analysis.source import Context, SourceFile
+from torchmend.codemods.base import UNSAFE, Answer, Codemod, Delegate, Invalid, NoFix, Proposal, Valid
 from torchmend.codemods.fixes.scalar_argument.wrapped import STAR_ADVICE, STAR_WHY, star_parameter
-from torchmend.codemods.registry import codemod_for
-from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
 
 
@@ -184,6 +183,7 @@ class GlobalScalar(Codemod):
 
     rules = ("TM206",)
     name = "global-scalar-to-tensor"
+    delegates_to = ("TM202",)  # a "global" that is the compiled function's own parameter: wrapped at its call sites
     INVALID = (
         # a global, reassigned in main() under `global`
         Invalid(
@@ -317,7 +317,7 @@ class GlobalScalar(Codemod):
         ),
     )
 
-    def propose(self, finding: Finding, ctx: Context) -> Result:
+    def propose(self, finding: Finding, ctx: Context) -> Answer:
         name = finding.variable or ""
         if not name.isidentifier():
             return NoFix(
@@ -352,7 +352,7 @@ class GlobalScalar(Codemod):
         name: str,
         found: list[cst.Name],
         bindings: set[Assignment],
-    ) -> Result:
+    ) -> Answer:
         advice = f"create it once as `{name} = torch.tensor(v)` and update it with `{name}.fill_(v)`"
         statements: list[tuple[Assignment, cst.Assign | cst.AnnAssign | cst.AugAssign]] = []
         for b in sorted(bindings, key=lambda b: _pos(src, b.node)):
@@ -365,7 +365,7 @@ class GlobalScalar(Codemod):
                     if owner is fn and any(b.node is p for p in star):  # the packed `*args` itself, not a number
                         return NoFix(finding, f"`{name}` is {star_parameter([fn], name)}: {STAR_WHY}", STAR_ADVICE)
                     if owner is fn:  # an argument after all: wrap it at the call sites, bound to the parameter
-                        return cast(Codemod, codemod_for("TM202")).propose(finding, ctx)  # a registered rule
+                        return Delegate(finding, "TM202")
                     return NoFix(
                         finding,
                         f"`{name}` is a parameter of {owner.name.value}(), which the compiled "

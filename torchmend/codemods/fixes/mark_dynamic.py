@@ -9,10 +9,10 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import ComprehensionScope
 
-from torchmend.codemods.analysis import Callee, bind, callee, compile_site
+from torchmend.analysis import Callee, bind, callee, compile_site
+from torchmend.analysis.source import Context, SourceFile
+from torchmend.analysis.torch_ops import MARK_DYNAMIC
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.source import Context, SourceFile
-from torchmend.codemods.torch_ops import MARK_DYNAMIC
 from torchmend.model import Finding, Where
 
 _DIM = re.compile(r"size[ _]mismatch[ _]at[ _]index[ _](\d+)")  # `_`: how example markers spell spaces
@@ -513,8 +513,9 @@ def _dynamic_by_default(finding: Finding, ctx: Context, line: int) -> Result:
     """`torch._dynamo.config.assume_static_by_default = False` before the compile call (what `dynamic=True` turns
     on for one call), when the tensor whose size changed is not an argument of the compiled call: no line of the
     training loop can mark it."""
-    from torchmend.codemods.analysis.entry import compile_site_for
-    from torchmend.codemods.fixes.compile_config.settings import has_switch, setting
+    from torchmend.analysis.dynamo_config import has_switch
+    from torchmend.analysis.entry import compile_site_for
+    from torchmend.codemods.fixes.compile_config.settings import setting
 
     if (finding.variable or "").startswith("___stack"):  # dynamo's name for a value it hands to a resumed frame
         not_passed = (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.fixes.branch_to_where.test import _hazards, _mask, _short, _split_test, _Unfixable
-from torchmend.codemods.source import Context, SourceFile
+from torchmend.codemods.fixes.branch_to_where.condition import _hazards, _mask, _short, _split_test, _Unfixable
 from torchmend.model import Finding, Where
 
 _ADVICE = (

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchmend.codemods.analysis import values
+from torchmend.analysis import values
+from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.branch_to_where.align import _chain_start, _in_place, _next_statement
 from torchmend.codemods.fixes.branch_to_where.cond import cond_fix
-from torchmend.codemods.fixes.branch_to_where.layerdrop import continue_skip, random_stream_proposal
-from torchmend.codemods.fixes.branch_to_where.test import (
+from torchmend.codemods.fixes.branch_to_where.condition import (
     _ASSERT_ADVICE,
     _COND_ADVICE,
     _WHILE_ADVICE,
@@ -32,9 +32,9 @@ from torchmend.codemods.fixes.branch_to_where.test import (
     random_draw,
     random_skip,
 )
+from torchmend.codemods.fixes.branch_to_where.layerdrop import continue_skip, random_stream_proposal
 from torchmend.codemods.fixes.branch_to_where.where import _Plan, _where, proposal, where_fix
 from torchmend.codemods.fixes.mask_fast_path import mask_fast_path
-from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding, Where
 
 # --- the codemod ---------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ from typing import Union, cast
 
 import libcst as cst
 
-from torchmend.codemods.fixes.branch_to_where.test import (
+from torchmend.analysis.source import SourceFile, simple_names
+from torchmend.codemods.fixes.branch_to_where.condition import (
     _COND_ADVICE,
     _RAISE_ADVICE,
     _WHILE_ADVICE,
@@ -22,7 +23,6 @@ from torchmend.codemods.fixes.branch_to_where.test import (
     _walk,
     self_attribute,
 )
-from torchmend.codemods.source import SourceFile, simple_names
 
 Body = Union[cst.IndentedBlock, cst.SimpleStatementSuite]
 StmtLine = Union[cst.SimpleStatementLine, cst.SimpleStatementSuite]

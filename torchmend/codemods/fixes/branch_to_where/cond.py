@@ -8,6 +8,7 @@ from typing import Union, cast
 
 import libcst as cst
 
+from torchmend.analysis.source import SourceFile
 from torchmend.codemods.base import Result
 from torchmend.codemods.fixes.branch_to_where.align import (
     _as_body,
@@ -23,7 +24,7 @@ from torchmend.codemods.fixes.branch_to_where.align import (
     _statements,
     _wrap,
 )
-from torchmend.codemods.fixes.branch_to_where.test import (
+from torchmend.codemods.fixes.branch_to_where.condition import (
     _COND_ADVICE,
     _code,
     _mask,
@@ -35,7 +36,6 @@ from torchmend.codemods.fixes.branch_to_where.test import (
     _walk,
 )
 from torchmend.codemods.fixes.branch_to_where.where import _fresh, _one_sided, _Plan, _with_comment, proposal
-from torchmend.codemods.source import SourceFile
 from torchmend.model import Finding
 
 

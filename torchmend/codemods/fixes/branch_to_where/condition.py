@@ -8,9 +8,9 @@ from typing import Any, TypeVar, cast, overload
 
 import libcst as cst
 
-from torchmend.codemods.analysis import values
-from torchmend.codemods.source import SourceFile
-from torchmend.codemods.torch_ops import (
+from torchmend.analysis import values
+from torchmend.analysis.source import SourceFile
+from torchmend.analysis.torch_ops import (
     BOOLEAN_RESULT,
     HARMLESS_BUILTINS,
     INF_NAN_OR_RAISE,
@@ -18,6 +18,7 @@ from torchmend.codemods.torch_ops import (
     TORCH_MODULES,
     WHERE_HARMLESS,
 )
+from torchmend.codemods.base import Refuse
 
 _ATOMS = (
     cst.Name,
@@ -63,12 +64,12 @@ _COND_ADVICE = (
 )
 
 
-class _Unfixable(Exception):
-    """Why this branch cannot become torch.where (turned into a NoFix by the codemod)."""
+class _Unfixable(Refuse):
+    """Why this branch cannot become torch.where (turned into a NoFix by the codemod); the advice is torch.cond's
+    unless another is given."""
 
     def __init__(self, reason: str, advice: str = _COND_ADVICE) -> None:
-        super().__init__(reason)
-        self.reason, self.advice = reason, advice
+        super().__init__(reason, advice)
 
 
 class _NeedsCond(_Unfixable):

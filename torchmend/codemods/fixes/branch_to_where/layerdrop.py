@@ -10,8 +10,8 @@ import dataclasses
 
 import libcst as cst
 
+from torchmend.analysis.source import SourceFile
 from torchmend.codemods.base import RANDOM_STREAM, Proposal
-from torchmend.codemods.source import SourceFile
 from torchmend.model import Finding
 
 RANDOM_STREAM_NOTE = (

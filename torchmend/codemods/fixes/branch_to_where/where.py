@@ -8,6 +8,7 @@ from typing import cast
 
 import libcst as cst
 
+from torchmend.analysis.source import SourceFile, simple_names
 from torchmend.codemods.base import SAFE, UNSAFE, Proposal, Result
 from torchmend.codemods.fixes.branch_to_where.align import (
     _RETURN,
@@ -25,7 +26,7 @@ from torchmend.codemods.fixes.branch_to_where.align import (
     _ops,
     _wrap,
 )
-from torchmend.codemods.fixes.branch_to_where.test import (
+from torchmend.codemods.fixes.branch_to_where.condition import (
     _COND_ADVICE,
     _code,
     _constant,
@@ -39,7 +40,6 @@ from torchmend.codemods.fixes.branch_to_where.test import (
     _Unfixable,
     _walk,
 )
-from torchmend.codemods.source import SourceFile, simple_names
 from torchmend.model import Finding
 
 # --- building the new statements -----------------------------------------------------------------------------

@@ -10,18 +10,17 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.base import SAFE, UNSAFE, Proposal, Replacement
+from torchmend.analysis.source import Context, SourceError, SourceFile
+from torchmend.codemods.base import SAFE, UNSAFE, Proposal, Refuse, Replacement
 from torchmend.codemods.fixes.cached_tensor.arms import always_binds, clears, is_cache, nested_caches
 from torchmend.codemods.fixes.cached_tensor.causal import CausalRewrite, is_causal_mask, transformer_parts
 from torchmend.codemods.fixes.cached_tensor.syntax import (
-    Refuse,
     bound_in,
     methods,
     names_used,
     self_attr,
     target_names,
 )
-from torchmend.codemods.source import Context, SourceError, SourceFile
 from torchmend.model import Finding
 
 

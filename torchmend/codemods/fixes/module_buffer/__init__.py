@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from torchmend.analysis.source import Context
 from torchmend.codemods.base import Codemod, Invalid, Proposal, Result, Valid
 from torchmend.codemods.fixes.module_buffer.locate import _STOPGAP, propose_buffer
-from torchmend.codemods.source import Context
 from torchmend.model import Finding
 
 

@@ -8,18 +8,17 @@ import re
 
 import libcst as cst
 
-from torchmend.codemods.analysis import callee, compile_site, compile_target
-from torchmend.codemods.base import NoFix, Result
+from torchmend.analysis import callee, compile_site, compile_target
+from torchmend.analysis.source import Context, SourceFile
+from torchmend.codemods.base import NoFix, Refuse, Result
 from torchmend.codemods.fixes.module_buffer.module import (
     _classes,
     _is_module,
     _lineage,
-    _Refuse,
     _registers,
     _sets_in_init,
 )
 from torchmend.codemods.fixes.module_buffer.plan import _names, _plan, _proposal
-from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding, Location, Where
 
 # `self.calls`, or the last attribute of a path to a submodule (`self.block.calls`, `self._modules['b'].calls`).
@@ -50,7 +49,7 @@ def _class_for(src: SourceFile, finding: Finding, base: str, attr: str) -> cst.C
             found.append(cls)
     if len(found) != 1:
         what = "no module class" if not found else f"{len(found)} module classes ({_names(found)})"
-        raise _Refuse(
+        raise Refuse(
             f"cannot tell which class {finding.variable} belongs to: {what} in {finding.file} set "
             f"self.{attr} in __init__",
             "fix it where that class is defined (its own TM201 finding)",
@@ -83,7 +82,7 @@ def propose_buffer(finding: Finding, ctx: Context) -> Result:
     src = ctx.file(finding.path)
     try:
         cls = _class_for(src, finding, match["base"], attr)
-    except _Refuse as r:
+    except Refuse as r:
         return NoFix(finding, r.reason, r.advice + stopgap if r.advice else stopgap.lstrip("; "))
     return _buffer_in(finding, src, cls, attr, stopgap)
 
@@ -94,7 +93,7 @@ def _buffer_in(finding: Finding, src: SourceFile, cls: cst.ClassDef, attr: str, 
         if any(_registers(src, c, attr) for c in _lineage(cls, classes)):
             return NoFix(finding, f"self.{attr} is already a registered buffer", skipped=True)
         plan = _plan(src, cls, attr)
-    except _Refuse as r:
+    except Refuse as r:
         return NoFix(finding, r.reason, r.advice + stopgap if r.advice else stopgap.lstrip("; "))
     return _proposal(plan, finding)
 

@@ -9,18 +9,10 @@ from typing import Union
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.source import SourceFile
-from torchmend.codemods.torch_ops import INT_ARGUMENT_CALLS, INT_KEYWORDS, LOG_METHODS, MODULE_CLASSES
+from torchmend.analysis.source import SourceFile
+from torchmend.analysis.torch_ops import INT_ARGUMENT_CALLS, INT_KEYWORDS, LOG_METHODS, MODULE_CLASSES
 
 _NOT_MODULES = {"Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer"}
-
-
-class _Refuse(Exception):
-    """Internal: one use of the attribute rules the fix out (carries the NoFix's reason and advice)."""
-
-    def __init__(self, reason: str, advice: str = "") -> None:
-        super().__init__(reason)
-        self.reason, self.advice = reason, advice
 
 
 _Write = Union[cst.Assign, cst.AnnAssign, cst.AugAssign]  # a statement that sets `<self>.<attr>`

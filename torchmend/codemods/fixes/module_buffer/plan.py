@@ -9,8 +9,10 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis import Kind, values
-from torchmend.codemods.base import UNSAFE, Proposal
+from torchmend.analysis import Kind, values
+from torchmend.analysis.source import SourceFile
+from torchmend.analysis.torch_ops import AUGMENTED_IN_PLACE
+from torchmend.codemods.base import UNSAFE, Proposal, Refuse
 from torchmend.codemods.fixes.module_buffer.module import (
     _accesses,
     _class_level,
@@ -20,14 +22,11 @@ from torchmend.codemods.fixes.module_buffer.module import (
     _method,
     _methods,
     _read_problem,
-    _Refuse,
     _sets_in_init,
     _target_kind,
     _Uses,
     _Write,
 )
-from torchmend.codemods.source import SourceFile
-from torchmend.codemods.torch_ops import AUGMENTED_IN_PLACE
 from torchmend.model import Finding
 
 _BINARY = {binop: aug for aug, (_, binop) in AUGMENTED_IN_PLACE.items()}
@@ -147,21 +146,21 @@ def _owner_and_family(src: SourceFile, cls: cst.ClassDef, attr: str) -> tuple[cs
     lineage = _lineage(cls, classes)
     for c in lineage:
         if _class_level(c, attr):
-            raise _Refuse(
+            raise Refuse(
                 f"`{attr}` is also bound in the body of class {c.name.value} (a class attribute or "
                 "method), so it cannot become a buffer",
                 f"set it only in __init__ (self.{attr} = 0) and run the fix again",
             )
     with_init = [c for c in lineage if _sets_in_init(src, c, attr)]
     if not with_init:
-        raise _Refuse(
+        raise Refuse(
             f"self.{attr} is never set in __init__ of {cls.name.value}, so there is nowhere to register the buffer",
             f"set it in __init__ after super().__init__() (self.{attr} = 0) and run the fix again",
         )
     owner = with_init[-1]  # the most basic class that sets it: the buffer belongs there
     family = [c for c in classes.values() if owner in _lineage(c, classes)]
     if not _is_module(src, owner, classes):
-        raise _Refuse(
+        raise Refuse(
             f"{owner.name.value} does not subclass torch.nn.Module (as far as this file shows), so it "
             "has no register_buffer"
         )
@@ -190,7 +189,7 @@ def _collect(src: SourceFile, family: list[cst.ClassDef], attr: str) -> _Uses:
         if m.matches(node.value, m.Name("self")) and cls is not None and cls not in family_set:
             continue  # another class's own attribute of the same name
         if _target_kind(src, node):
-            raise _Refuse(
+            raise Refuse(
                 f"line {src.line_of(node)} sets `{src.code(node)}` outside {_names(family)}, "
                 "which would replace the buffer with a Python number",
                 f"change it to `{src.code(node)}.fill_(value)` (or drop it) and run the fix again",
@@ -206,7 +205,7 @@ def _classify(src: SourceFile, node: cst.Attribute, attr: str, uses: _Uses) -> N
     stmt = next((a for a in src.ancestors(node) if isinstance(a, cst.BaseSmallStatement)), None)
     if kind == "write":
         if isinstance(stmt, cst.Assign) and len(stmt.targets) != 1:
-            raise _Refuse(
+            raise Refuse(
                 f"line {line} sets self.{attr} in a chained assignment (a = b = ...)",
                 "split it into one assignment per target and run the fix again",
             )
@@ -214,13 +213,13 @@ def _classify(src: SourceFile, node: cst.Attribute, attr: str, uses: _Uses) -> N
             uses.writes.append(cast(_Write, stmt))  # a "write" is the target of one of these three
         return
     if kind:
-        raise _Refuse(
+        raise Refuse(
             f"self.{attr} is {kind} at line {line}; a buffer can only be assigned or updated",
             "assign it with a plain `=` or `+=` and run the fix again",
         )
     problem = _read_problem(src, node)
     if problem:
-        raise _Refuse(
+        raise Refuse(
             f"self.{attr} must stay a Python number: line {line} {problem}, and as a tensor that would "
             "be a data-dependent graph break (or change what the code prints or does)",
             "keep it a number and let dynamo treat it as dynamic instead "
@@ -253,10 +252,10 @@ def _plan(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
     first = in_init[0]
     line = src.line_of(first)
     if isinstance(first, cst.AugAssign):
-        raise _Refuse(f"__init__ changes self.{attr} (line {line}) before it sets it")
+        raise Refuse(f"__init__ changes self.{attr} (line {line}) before it sets it")
     stmt_line = src.parents[first]
     if src.parents[stmt_line] is not init_fn.body:
-        raise _Refuse(
+        raise Refuse(
             f"self.{attr} is first set inside a block of __init__ (line {line}); the buffer must be "
             "registered on every path",
             f"set it unconditionally first (self.{attr} = 0) and run the fix again",
@@ -267,7 +266,7 @@ def _plan(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
     )
     at = next(i for i, s in enumerate(init_fn.body.body) if s is stmt_line)
     if super_at is None or super_at > at:
-        raise _Refuse(
+        raise Refuse(
             f"self.{attr} is set before super().__init__() (line {line}); register_buffer needs the module initialised",
             "move the assignment after super().__init__() and run the fix again",
         )
@@ -275,7 +274,7 @@ def _plan(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
     for w in uses.writes:
         update = _self_update(src, w)
         if isinstance(w, cst.AugAssign) and type(w.operator) not in AUGMENTED_IN_PLACE:
-            raise _Refuse(
+            raise Refuse(
                 f"line {src.line_of(w)} updates self.{attr} with `{src.code(w.operator).strip()}`, "
                 "which has no in-place tensor method",
                 f"write it as `self.{attr} = ...` and run the fix again",
@@ -284,7 +283,7 @@ def _plan(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
         assert value is not None
         kind = _kind(src, value)
         if kind not in ("int", "float", "unknown"):
-            raise _Refuse(
+            raise Refuse(
                 f"line {src.line_of(w)} gives self.{attr} {kind}, not a number, so it cannot be a tensor buffer",
                 "keep the number in its own attribute and the other value in another",
             )

@@ -16,31 +16,31 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis import values
-from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.fixes.optimizer_lr.custom import default_lr, lr_hazards, method, optimizer_classdef
-from torchmend.codemods.fixes.optimizer_lr.locate import (
+from torchmend.analysis import values
+from torchmend.analysis.custom_optimizers import default_lr, lr_hazards, method, optimizer_classdef
+from torchmend.analysis.optimizers import (
     OURS,
     UNKNOWN,
     _def_near,
     _key,
     _optimizer_at,
+    _per_group,
     construction_of,
+    lr_schedulers,
+    lr_writes,
     optimizer_class,
 )
+from torchmend.analysis.source import Context, SourceFile
+from torchmend.analysis.torch_ops import FOREACH_NEEDS_CAPTURABLE, OPTIMIZER_DEFAULT_LR
+from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.optimizer_lr.writes import (
     _add_lr,
     _as_tensor,
     _groups,
     _in_place,
-    _per_group,
     _Swap,
     _uniform,
-    lr_schedulers,
-    lr_writes,
 )
-from torchmend.codemods.source import Context, SourceFile
-from torchmend.codemods.torch_ops import FOREACH_NEEDS_CAPTURABLE, OPTIMIZER_DEFAULT_LR
 from torchmend.model import Finding, Where
 
 _ADVICE = (

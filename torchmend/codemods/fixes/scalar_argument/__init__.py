@@ -7,11 +7,10 @@ The package: sites.py finds the calls of the compiled function and the argument 
 from __future__ import annotations
 
 import re
-from typing import cast
 
 import libcst as cst
 
-from torchmend.codemods.analysis import (
+from torchmend.analysis import (
     NUMBERS,
     functions_for,
     is_method,
@@ -21,8 +20,9 @@ from torchmend.codemods.analysis import (
     self_name,
     values,
 )
-from torchmend.codemods.analysis.binding import packed_key
-from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
+from torchmend.analysis.binding import packed_key
+from torchmend.analysis.source import Context, SourceFile
+from torchmend.codemods.base import UNSAFE, Answer, Codemod, Delegate, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.scalar_argument.device import (
     Path,
     _apply,
@@ -43,8 +43,6 @@ from torchmend.codemods.fixes.scalar_argument.wrapped import (
     star_parameter,
     wrapper_for,
 )
-from torchmend.codemods.registry import codemod_for
-from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
 
 _NUMBER_IN_GUARD = re.compile(r"==\s*-?(?P<num>[0-9][0-9_]*(?P<frac>\.[0-9]*)?(?P<exp>[eE][-+]?[0-9]+)?)\s*$")
@@ -92,6 +90,7 @@ class ScalarArgument(Codemod):
 
     rules = ("TM202",)
     name = "scalar-argument-to-tensor"
+    delegates_to = ("TM206",)  # a name no parameter binds: dynamo names a closure variable as it names an argument
     INVALID = (
         # a decorated function; the device comes from a plain-name argument of `model(x)`
         Invalid(
@@ -243,7 +242,7 @@ class ScalarArgument(Codemod):
         ),
     )
 
-    def propose(self, finding: Finding, ctx: Context) -> Result:
+    def propose(self, finding: Finding, ctx: Context) -> Answer:
         name = guarded_name(finding)
         if not name:
             return NoFix(finding, "the recompile names no variable", "see the guard in the finding")
@@ -286,7 +285,7 @@ class ScalarArgument(Codemod):
                     "pass it as a named parameter, or wrap it yourself: `torch.tensor(v, device=...)`",
                 )
             # Dynamo names a closure variable as it names an argument (`warmup == 0.1`): it may be one.
-            return cast(Codemod, codemod_for("TM206")).propose(finding, ctx)  # a registered rule
+            return Delegate(finding, "TM206")
         if name == self_name(src, fn):
             return NoFix(finding, f"`{name}` is the module itself")
         uses = reads(src, fn, name)

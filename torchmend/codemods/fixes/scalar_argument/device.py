@@ -6,10 +6,10 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis import ordered_names, values
+from torchmend.analysis import ordered_names, values
+from torchmend.analysis.source import SourceFile
+from torchmend.analysis.torch_ops import NOT_TENSOR_ATTRS, SAME_DEVICE_METHODS
 from torchmend.codemods.fixes.scalar_argument.sites import _params
-from torchmend.codemods.source import SourceFile
-from torchmend.codemods.torch_ops import NOT_TENSOR_ATTRS, SAME_DEVICE_METHODS
 
 
 def _cheap(expr: cst.BaseExpression) -> bool:

@@ -6,8 +6,8 @@ from typing import Union
 
 import libcst as cst
 
-from torchmend.codemods.analysis import bind, callee, referents
-from torchmend.codemods.source import Context, SourceFile
+from torchmend.analysis import bind, callee, referents
+from torchmend.analysis.source import Context, SourceFile
 
 _Key = Union[frozenset, tuple]
 

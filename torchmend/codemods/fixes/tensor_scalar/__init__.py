@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchmend.codemods.analysis import is_compiled
-from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.fixes.tensor_scalar.follow import _CONVERSIONS, _STACK, CAPTURE, _Analysis, _Plan, _Refuse
-from torchmend.codemods.source import Context, SourceFile
+from torchmend.analysis import is_compiled
+from torchmend.analysis.source import Context, SourceFile
+from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Refuse, Result, Valid
+from torchmend.codemods.fixes.tensor_scalar.follow import _CONVERSIONS, _STACK, CAPTURE, _Analysis, _Plan
 from torchmend.model import Finding, Where
 
 # --- shared by both codemods ------------------------------------------------------------------------------
@@ -48,7 +48,7 @@ def _propose_from(finding: Finding, src: SourceFile, analysis: _Analysis, start:
     try:
         plan = analysis.plan(start)
         replace_, imports = analysis.replacements(plan)
-    except _Refuse as e:
+    except Refuse as e:
         return NoFix(finding, f"{e}; torchmend keeps the number a tensor only when every use is tensor math", CAPTURE)
     first = min(plan.conversions, key=analysis._order)
     kind = plan.conversions[first]
