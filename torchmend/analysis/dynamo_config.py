@@ -134,7 +134,7 @@ def _calls_under(node: cst.CSTNode) -> list[cst.Call]:
     return found
 
 
-def _reorder_plan(src: SourceFile, call: cst.Call) -> tuple[str, cst.Call | None] | None:
+def reorder_plan(src: SourceFile, call: cst.Call) -> tuple[str, cst.Call | None] | None:
     """What to add to reorderable_logging_functions for this print (`print`) and the call rewritten so dynamo can
     format it (None: as it is), or None when torch would not reorder it."""
     if not is_print(src, call):
@@ -150,17 +150,17 @@ def _reorder_plan(src: SourceFile, call: cst.Call) -> tuple[str, cst.Call | None
     return "print", (rewritten if items.changed else None)
 
 
-def _reorder_member(src: SourceFile, call: cst.Call) -> str | None:
-    plan = _reorder_plan(src, call)
+def reorder_member(src: SourceFile, call: cst.Call) -> str | None:
+    plan = reorder_plan(src, call)
     return plan[0] if plan is not None and plan[1] is None else None
 
 
 def reordered(src: SourceFile, call: cst.Call, site: SourceFile) -> bool:
     """The compiling file `site` already lets dynamo run this print or logger call after the graph, and the call's
     arguments are ones dynamo reorders (lint: no break there)."""
-    if _reorder_member(src, call) is not None:
+    if reorder_member(src, call) is not None:
         return has_member(site, REORDER, "print")
-    member = _logger_plan(src, call)
+    member = logger_plan(src, call)
     version = src.torch_version
     return (
         member is not None
@@ -169,7 +169,7 @@ def reordered(src: SourceFile, call: cst.Call, site: SourceFile) -> bool:
     )
 
 
-def _logger_plan(src: SourceFile, call: cst.Call) -> str | None:
+def logger_plan(src: SourceFile, call: cst.Call) -> str | None:
     """`log.info` when this is a call of a Logger method on a logger bound at module level of this file, with no
     keywords, a string or f-string message and constant `%`-arguments (2.14+ reorders that); else None."""
     func = call.func

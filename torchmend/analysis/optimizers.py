@@ -114,7 +114,7 @@ def _owner(src: SourceFile, expr: cst.CSTNode, ctor: cst.Call, depth: int = 0) -
 _GROUP_KEY = re.compile(r"param_groups\[\d+\]\[['\"](\w+)['\"]\]")
 
 
-def _key(variable: str | None) -> str | None:
+def param_group_key(variable: str | None) -> str | None:
     """The param_groups key a guard names: `self.param_groups[0]['lr']` → 'lr'; also inside the wrappers
     torch puts around it (`___as_tensor(self.param_groups[0]['lr']).item()`, `(-1)*self.param_groups[0]['lr']`)."""
     found = _GROUP_KEY.search(variable or "")
@@ -131,7 +131,7 @@ def _key(variable: str | None) -> str | None:
     return None
 
 
-def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement, ctx: Context | None = None) -> tuple[cst.Call | None, str]:
+def optimizer_at(src: SourceFile, stmt: cst.BaseStatement, ctx: Context | None = None) -> tuple[cst.Call | None, str]:
     """The construction of the optimizer the statement steps (`opt.step()`, `scaler.step(opt)`) or reads
     (`opt.param_groups`)."""
     candidates: list[cst.BaseExpression] = []
@@ -178,7 +178,7 @@ def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement, ctx: Context | None 
     return None, why
 
 
-def _def_near(src: SourceFile, line: int, finding: Finding) -> cst.FunctionDef | None:
+def def_near(src: SourceFile, line: int, finding: Finding) -> cst.FunctionDef | None:
     """The compiled function's def when the line the trace gives is just above it (a blank line or a
     comment before its decorators, as Python 3.12 reports some decorated methods' first line)."""
     fn = finding.compiled_function
@@ -219,7 +219,7 @@ def _constructions_of(src: SourceFile, stmt: cst.FunctionDef | cst.ClassDef) -> 
     return calls[0], ""
 
 
-_IN_PLACE = {cst.MultiplyAssign: "mul_", cst.AddAssign: "add_", cst.SubtractAssign: "sub_", cst.DivideAssign: "div_"}
+IN_PLACE = {cst.MultiplyAssign: "mul_", cst.AddAssign: "add_", cst.SubtractAssign: "sub_", cst.DivideAssign: "div_"}
 
 
 def _is_lr_key(sub: cst.Subscript) -> bool:
@@ -262,7 +262,7 @@ def lr_writes(src: SourceFile, ctor: cst.Call) -> list[LrWrite]:
             assign = src.parents[parent]
             node, fixable = assign, isinstance(assign, cst.Assign) and len(assign.targets) == 1
         elif isinstance(parent, cst.AugAssign) and parent.target is sub:
-            node, fixable = parent, type(parent.operator) in _IN_PLACE
+            node, fixable = parent, type(parent.operator) in IN_PLACE
         elif isinstance(parent, (cst.AnnAssign, cst.Del)):
             node, fixable = parent, False
         elif _unpacked_into(src, sub):
@@ -329,7 +329,7 @@ def lr_schedulers(src: SourceFile, ctor: cst.Call) -> list[tuple[str, cst.Call]]
     return found
 
 
-def _per_group(src: SourceFile, cls: str, call: cst.Call) -> bool:
+def per_group(src: SourceFile, cls: str, call: cst.Call) -> bool:
     """True when the scheduler gives the param groups different values (a list of lambdas, of max_lr...)."""
     for name, pos in SCHEDULER_PER_GROUP_ARGS.get(cls, ()):
         kw = [a.value for a in call.args if a.keyword is not None and a.keyword.value == name]

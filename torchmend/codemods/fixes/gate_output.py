@@ -31,7 +31,7 @@ from typing import cast
 import libcst as cst
 
 from torchmend.analysis import is_print
-from torchmend.analysis.dynamo_config import REORDER, REORDERS, _logger_plan, _reorder_member, _reorder_plan, has_member
+from torchmend.analysis.dynamo_config import REORDER, REORDERS, has_member, logger_plan, reorder_member, reorder_plan
 from torchmend.analysis.entry import compile_site_for
 from torchmend.analysis.gating import already_gated, gate
 from torchmend.analysis.loggers import logging_call
@@ -63,12 +63,12 @@ def _reorder(finding: Finding, ctx: Context, src: SourceFile, call: cst.Call, wh
     call (then it is gated, which drops it)."""
     rewritten: cst.Call | None = None
     if what == "print":
-        plan = _reorder_plan(src, call)
+        plan = reorder_plan(src, call)
         if plan is None or not _releases(ctx, "print"):
             return None
         member, rewritten = plan
     else:
-        logger = _logger_plan(src, call) if _releases(ctx, "logger") else None
+        logger = logger_plan(src, call) if _releases(ctx, "logger") else None
         if logger is None:
             return None
         member = logger
@@ -218,7 +218,7 @@ def _library_reorder(finding: Finding, ctx: Context) -> Result | None:
     except SourceError:
         return None
     stmt = src.statement_at(finding.line)
-    calls = [n for n in src.nodes_in(stmt, cst.Call) if _reorder_member(src, n)] if stmt is not None else []
+    calls = [n for n in src.nodes_in(stmt, cst.Call) if reorder_member(src, n)] if stmt is not None else []
     return _reorder(finding, ctx, src, calls[0], "print") if calls else None
 
 

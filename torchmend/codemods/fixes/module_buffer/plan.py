@@ -14,18 +14,18 @@ from torchmend.analysis.source import SourceFile
 from torchmend.analysis.torch_ops import AUGMENTED_IN_PLACE
 from torchmend.codemods.base import UNSAFE, Proposal, Refuse
 from torchmend.codemods.fixes.module_buffer.module import (
-    _accesses,
-    _class_level,
-    _classes,
-    _is_module,
-    _lineage,
-    _method,
-    _methods,
-    _read_problem,
-    _sets_in_init,
-    _target_kind,
-    _Uses,
-    _Write,
+    Uses,
+    Write,
+    accesses,
+    class_level,
+    classes_in,
+    is_module,
+    lineage_of,
+    method_named,
+    methods,
+    read_problem,
+    sets_in_init,
+    target_kind,
 )
 from torchmend.model import Finding
 
@@ -137,29 +137,29 @@ class _Plan:
     attr: str
     self_name: str
     init: cst.Assign | cst.AnnAssign
-    uses: _Uses
+    uses: Uses
     dtype: str  # "int" | "float"
 
 
 def _owner_and_family(src: SourceFile, cls: cst.ClassDef, attr: str) -> tuple[cst.ClassDef, list[cst.ClassDef]]:
-    classes = _classes(src)
-    lineage = _lineage(cls, classes)
+    classes = classes_in(src)
+    lineage = lineage_of(cls, classes)
     for c in lineage:
-        if _class_level(c, attr):
+        if class_level(c, attr):
             raise Refuse(
                 f"`{attr}` is also bound in the body of class {c.name.value} (a class attribute or "
                 "method), so it cannot become a buffer",
                 f"set it only in __init__ (self.{attr} = 0) and run the fix again",
             )
-    with_init = [c for c in lineage if _sets_in_init(src, c, attr)]
+    with_init = [c for c in lineage if sets_in_init(src, c, attr)]
     if not with_init:
         raise Refuse(
             f"self.{attr} is never set in __init__ of {cls.name.value}, so there is nowhere to register the buffer",
             f"set it in __init__ after super().__init__() (self.{attr} = 0) and run the fix again",
         )
     owner = with_init[-1]  # the most basic class that sets it: the buffer belongs there
-    family = [c for c in classes.values() if owner in _lineage(c, classes)]
-    if not _is_module(src, owner, classes):
+    family = [c for c in classes.values() if owner in lineage_of(c, classes)]
+    if not is_module(src, owner, classes):
         raise Refuse(
             f"{owner.name.value} does not subclass torch.nn.Module (as far as this file shows), so it "
             "has no register_buffer"
@@ -167,12 +167,12 @@ def _owner_and_family(src: SourceFile, cls: cst.ClassDef, attr: str) -> tuple[cs
     return owner, family
 
 
-def _collect(src: SourceFile, family: list[cst.ClassDef], attr: str) -> _Uses:
-    uses = _Uses()
+def _collect(src: SourceFile, family: list[cst.ClassDef], attr: str) -> Uses:
+    uses = Uses()
     mine: set[cst.Attribute] = set()
     for c in family:
-        for fn, self_name in _methods(c):
-            for node in _accesses(src, fn, self_name, attr):
+        for fn, self_name in methods(c):
+            for node in accesses(src, fn, self_name, attr):
                 mine.add(node)
                 _classify(src, node, attr, uses)
     family_set = set(family)
@@ -188,19 +188,19 @@ def _collect(src: SourceFile, family: list[cst.ClassDef], attr: str) -> _Uses:
         cls = src.enclosing(node, cst.ClassDef)
         if m.matches(node.value, m.Name("self")) and cls is not None and cls not in family_set:
             continue  # another class's own attribute of the same name
-        if _target_kind(src, node):
+        if target_kind(src, node):
             raise Refuse(
-                f"line {src.line_of(node)} sets `{src.code(node)}` outside {_names(family)}, "
+                f"line {src.line_of(node)} sets `{src.code(node)}` outside {names(family)}, "
                 "which would replace the buffer with a Python number",
                 f"change it to `{src.code(node)}.fill_(value)` (or drop it) and run the fix again",
             )
-        uses.outside_reads.append((src.line_of(node), src.code(node), _read_problem(src, node)))
+        uses.outside_reads.append((src.line_of(node), src.code(node), read_problem(src, node)))
     return uses
 
 
-def _classify(src: SourceFile, node: cst.Attribute, attr: str, uses: _Uses) -> None:
+def _classify(src: SourceFile, node: cst.Attribute, attr: str, uses: Uses) -> None:
     """File one `<self>.<attr>` of the family under writes or reads, or refuse."""
-    kind = _target_kind(src, node)
+    kind = target_kind(src, node)
     line = src.line_of(node)
     stmt = next((a for a in src.ancestors(node) if isinstance(a, cst.BaseSmallStatement)), None)
     if kind == "write":
@@ -210,14 +210,14 @@ def _classify(src: SourceFile, node: cst.Attribute, attr: str, uses: _Uses) -> N
                 "split it into one assignment per target and run the fix again",
             )
         if not (isinstance(stmt, cst.AnnAssign) and stmt.value is None):  # a bare annotation sets nothing
-            uses.writes.append(cast(_Write, stmt))  # a "write" is the target of one of these three
+            uses.writes.append(cast(Write, stmt))  # a "write" is the target of one of these three
         return
     if kind:
         raise Refuse(
             f"self.{attr} is {kind} at line {line}; a buffer can only be assigned or updated",
             "assign it with a plain `=` or `+=` and run the fix again",
         )
-    problem = _read_problem(src, node)
+    problem = read_problem(src, node)
     if problem:
         raise Refuse(
             f"self.{attr} must stay a Python number: line {line} {problem}, and as a tensor that would "
@@ -239,14 +239,14 @@ def _in_own_update(src: SourceFile, stmt: cst.BaseSmallStatement, node: cst.Attr
     return False
 
 
-def _names(family: list[cst.ClassDef]) -> str:
+def names(family: list[cst.ClassDef]) -> str:
     return "/".join(c.name.value for c in family)
 
 
-def _plan(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
+def plan_for(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
     owner, family = _owner_and_family(src, cls, attr)
     uses = _collect(src, family, attr)
-    init_fn = _method(owner, "__init__")
+    init_fn = method_named(owner, "__init__")
     assert init_fn is not None
     in_init = [w for w in uses.writes if init_fn in set(src.ancestors(w))]
     first = in_init[0]
@@ -292,7 +292,7 @@ def _plan(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
             or (update is not None and update[0] is cst.DivideAssign)
             or (isinstance(w, cst.AnnAssign) and m.matches(w.annotation.annotation, m.Name("float")))
         )
-    self_name = next(s for f, s in _methods(owner) if f is init_fn)
+    self_name = next(s for f, s in methods(owner) if f is init_fn)
     return _Plan(src, owner, attr, self_name, first, uses, "float" if float_ops else "int")
 
 
@@ -307,7 +307,7 @@ def _call_stmt(target: cst.BaseExpression, method: str, args: list[cst.Arg], lik
     return cst.Expr(call, semicolon=like.semicolon)
 
 
-def _proposal(plan: _Plan, finding: Finding, in_place: bool = True) -> Proposal:
+def proposal(plan: _Plan, finding: Finding, in_place: bool = True) -> Proposal:
     """The buffer, updated in place (`self.calls.add_(1)`), with the rebinding form as its fallback; with
     `in_place=False` the fallback itself: every update rebinds the attribute to a new tensor
     (`self.calls = self.calls + 1`), so nothing the forward read is mutated (profiler/hazards.py: on torch 2.13
@@ -394,7 +394,7 @@ def _proposal(plan: _Plan, finding: Finding, in_place: bool = True) -> Proposal:
             shape="buffer-rebound",
         )
     updated = any(w is not plan.init and _self_update(src, w) is not None for w in plan.uses.writes)
-    fallback = _proposal(plan, finding, in_place=False) if updated else None
+    fallback = proposal(plan, finding, in_place=False) if updated else None
     return Proposal(
         (finding,),
         finding.rule,

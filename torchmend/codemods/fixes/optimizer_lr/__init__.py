@@ -21,25 +21,25 @@ from torchmend.analysis.custom_optimizers import default_lr, lr_hazards, method,
 from torchmend.analysis.optimizers import (
     OURS,
     UNKNOWN,
-    _def_near,
-    _key,
-    _optimizer_at,
-    _per_group,
     construction_of,
+    def_near,
     lr_schedulers,
     lr_writes,
+    optimizer_at,
     optimizer_class,
+    param_group_key,
+    per_group,
 )
 from torchmend.analysis.source import Context, SourceFile
 from torchmend.analysis.torch_ops import FOREACH_NEEDS_CAPTURABLE, OPTIMIZER_DEFAULT_LR
 from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.optimizer_lr.writes import (
-    _add_lr,
-    _as_tensor,
-    _groups,
-    _in_place,
-    _Swap,
-    _uniform,
+    Swap,
+    add_lr,
+    as_tensor,
+    groups_of,
+    in_place,
+    uniform,
 )
 from torchmend.model import Finding, Where
 
@@ -272,7 +272,7 @@ class TensorLearningRate(Codemod):
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
-        key = _key(finding.variable)
+        key = param_group_key(finding.variable)
         if key != "lr":
             return NoFix(
                 finding,
@@ -291,11 +291,11 @@ class TensorLearningRate(Codemod):
             if not ctx.in_project(path):
                 continue
             src = ctx.file(path)
-            stmt = src.statement_at(line) or _def_near(src, line, finding)
+            stmt = src.statement_at(line) or def_near(src, line, finding)
             if stmt is None:
                 why = why or f"no statement at line {line}"
                 continue
-            ctor, reason = _optimizer_at(src, stmt, ctx)
+            ctor, reason = optimizer_at(src, stmt, ctx)
             if ctor is not None:
                 break
             why = why or reason
@@ -356,28 +356,28 @@ class TensorLearningRate(Codemod):
         # The constructor: lr argument (or the default), then the "lr" of literal param-group dicts.
         lr_arg = keywords.get("lr") or (positional[1] if len(positional) > 1 else None)
         params = keywords["params"].value if "params" in keywords else positional[0].value
-        groups = _groups(src, params)
+        groups = groups_of(src, params)
         group_swaps: dict[cst.CSTNode, cst.CSTNode] = {}
         for value in groups.lrs:
             if not values(src).is_tensor(value):
-                group_swaps[value], imports = _as_tensor(src, value)
+                group_swaps[value], imports = as_tensor(src, value)
         ctor_swaps: dict[cst.CSTNode, cst.CSTNode] = {}
         if lr_arg is not None and not values(src).is_tensor(lr_arg.value):
-            ctor_swaps[lr_arg.value], imports = _as_tensor(src, lr_arg.value)
+            ctor_swaps[lr_arg.value], imports = as_tensor(src, lr_arg.value)
         if groups.literal is not None and ctor in set(src.ancestors(groups.literal)):
             ctor_swaps.update(group_swaps)  # the groups are spelled out in the call: one rewrite of the call
         elif group_swaps:  # the groups list is built earlier, under a name
             assert groups.literal is not None
-            replace[groups.literal] = cast(cst.CSTNode, groups.literal.visit(_Swap(group_swaps)))  # swaps its lrs
+            replace[groups.literal] = cast(cst.CSTNode, groups.literal.visit(Swap(group_swaps)))  # swaps its lrs
         # One pass: node identities are lost once a tree is rebuilt.
         # _Swap replaces expressions inside the call (its lr values), never the call itself.
-        new_ctor = cast(cst.Call, ctor.visit(_Swap(ctor_swaps))) if ctor_swaps else ctor
+        new_ctor = cast(cst.Call, ctor.visit(Swap(ctor_swaps))) if ctor_swaps else ctor
         if lr_arg is None:
             default = cst.Float(OPTIMIZER_DEFAULT_LR[cls]) if own is None else default_lr(own)
             if default is None:
                 return NoFix(finding, f"the optimizer call at {at} passes no lr and {cls} has no default", _ADVICE)
-            tensor, imports = _as_tensor(src, default)
-            new_ctor = _add_lr(new_ctor, tensor)
+            tensor, imports = as_tensor(src, default)
+            new_ctor = add_lr(new_ctor, tensor)
         if new_ctor is not ctor:
             replace[ctor] = new_ctor
 
@@ -409,7 +409,7 @@ class TensorLearningRate(Codemod):
             )
         if groups.shared:
             for w in ours:
-                if not _uniform(src, w):
+                if not uniform(src, w):
                     return NoFix(
                         finding,
                         "the param groups share one lr tensor (torch.optim gives every group "
@@ -418,7 +418,7 @@ class TensorLearningRate(Codemod):
                         own_lr,
                     )
             for sched_cls, sched in lr_schedulers(src, ctor):
-                if _per_group(src, sched_cls, sched):
+                if per_group(src, sched_cls, sched):
                     return NoFix(
                         finding,
                         f"the param groups may share one lr tensor, and the {sched_cls} at line "
@@ -426,7 +426,7 @@ class TensorLearningRate(Codemod):
                         own_lr,
                     )
         for w in ours:
-            replace[w.node] = _in_place(src, w)
+            replace[w.node] = in_place(src, w)
         if not replace:
             return NoFix(finding, "the lr is already a tensor, written in place", skipped=True)
 

@@ -6,11 +6,11 @@ import libcst as cst
 import libcst.matchers as m
 
 from torchmend.analysis import Kind, values
-from torchmend.analysis.optimizers import _IN_PLACE, LrWrite
+from torchmend.analysis.optimizers import IN_PLACE, LrWrite
 from torchmend.analysis.source import SourceFile, simple_names
 
 
-def _in_place(src: SourceFile, write: LrWrite) -> cst.CSTNode:
+def in_place(src: SourceFile, write: LrWrite) -> cst.CSTNode:
     """`g["lr"] = v` → `g["lr"].fill_(v)`; `g["lr"] *= f` → `g["lr"].mul_(f)` (same for + - /)."""
     node = write.node
     assert write.sub is not None
@@ -18,12 +18,12 @@ def _in_place(src: SourceFile, write: LrWrite) -> cst.CSTNode:
         method, value = "fill_", node.value
     else:
         assert isinstance(node, cst.AugAssign)
-        method, value = _IN_PLACE[type(node.operator)], node.value
+        method, value = IN_PLACE[type(node.operator)], node.value
     call = cst.Call(cst.Attribute(write.sub, cst.Name(method)), [cst.Arg(value)])
     return cst.Expr(call, semicolon=node.semicolon)
 
 
-def _uniform(src: SourceFile, write: LrWrite) -> bool:
+def uniform(src: SourceFile, write: LrWrite) -> bool:
     """True for `for g in opt.param_groups: g["lr"] = v` with v the same for every group: writes that
     stay right when several groups share one lr tensor."""
     if not isinstance(write.node, cst.Assign) or write.sub is None or not isinstance(write.sub.value, cst.Name):
@@ -48,7 +48,7 @@ def _uniform(src: SourceFile, write: LrWrite) -> bool:
 # --- the constructor ---------------------------------------------------------------------------------
 
 
-def _as_tensor(src: SourceFile, value: cst.BaseExpression) -> tuple[cst.BaseExpression, tuple]:
+def as_tensor(src: SourceFile, value: cst.BaseExpression) -> tuple[cst.BaseExpression, tuple]:
     """`torch.tensor(value)`, with a float inside: an int lr would make an int64 tensor that fill_ truncates."""
     tensor, imports = src.torch_expr("tensor")
     if isinstance(value, cst.Integer) and value.value.isdigit():
@@ -60,7 +60,7 @@ def _as_tensor(src: SourceFile, value: cst.BaseExpression) -> tuple[cst.BaseExpr
     return cst.Call(tensor, [cst.Arg(inner)]), imports
 
 
-class _Swap(cst.CSTTransformer):
+class Swap(cst.CSTTransformer):
     """Replaces nodes by identity in one pass (a chain of deep_replace calls would lose the identities)."""
 
     def __init__(self, swaps: dict[cst.CSTNode, cst.CSTNode]) -> None:
@@ -71,7 +71,7 @@ class _Swap(cst.CSTTransformer):
         return self.swaps.get(original_node, updated_node)
 
 
-def _add_lr(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
+def add_lr(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
     """Insert `lr=value` right after the first argument (params), in the call's own comma style."""
     args = list(call.args)
     first = args[0]
@@ -130,7 +130,7 @@ def _mutated(src: SourceFile, ref: cst.CSTNode) -> bool:
     return False
 
 
-def _groups(src: SourceFile, params: cst.BaseExpression, depth: int = 0) -> _Groups:
+def groups_of(src: SourceFile, params: cst.BaseExpression, depth: int = 0) -> _Groups:
     code = src.code(params)
     if depth > 4:
         return _Groups("unknown", source=code)
@@ -139,7 +139,7 @@ def _groups(src: SourceFile, params: cst.BaseExpression, depth: int = 0) -> _Gro
         value = src.assigned_value(refs[0]) if len(refs) == 1 else None
         if value is None or _mutated(src, refs[0]):
             return _Groups("unknown", source=code)
-        return _groups(src, value, depth + 1)
+        return groups_of(src, value, depth + 1)
     if isinstance(params, (cst.List, cst.Tuple)):
         values = [e.value for e in params.elements]
         if not any(isinstance(v, (cst.Dict, cst.Call, cst.Name)) for v in values):

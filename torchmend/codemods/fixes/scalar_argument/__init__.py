@@ -25,13 +25,13 @@ from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import UNSAFE, Answer, Codemod, Delegate, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.scalar_argument.device import (
     Path,
-    _apply,
-    _cheap,
-    _device_source,
-    _meets,
-    _params_reached,
+    apply,
+    cheap,
+    device_source,
+    meets_of,
+    params_reached,
 )
-from torchmend.codemods.fixes.scalar_argument.sites import _bind, _calls_compiled, _key, _params
+from torchmend.codemods.fixes.scalar_argument.sites import bind_argument, call_key, calls_compiled, params_of
 from torchmend.codemods.fixes.scalar_argument.wrapped import (
     STAR_ADVICE,
     STAR_WHY,
@@ -260,7 +260,7 @@ class ScalarArgument(Codemod):
         star = star_parameter(fns, name)
         if star is not None:  # the whole tuple or dict, not one number in it (`len(args) == 2`)
             return NoFix(finding, f"`{name}` is {star}: {STAR_WHY}", STAR_ADVICE)
-        fn = next((f for f in fns if any(p.name.value == name for p in [*_params(f)[0], *_params(f)[1]])), None)
+        fn = next((f for f in fns if any(p.name.value == name for p in [*params_of(f)[0], *params_of(f)[1]])), None)
         if fn is None:
             packed = packed_key(name)
             wrapper = wrapper_for(fns, *packed) if packed else None
@@ -355,12 +355,12 @@ class ScalarArgument(Codemod):
         skip_first = is_method(src, fn)
         stmt = csrc.statement_at(line)
         calls: list[cst.Call] = csrc.nodes_in(stmt, cst.Call) if stmt is not None else []
-        sure = [c for c in calls if _calls_compiled(csrc, c, fn, skip_first, ctx)]
+        sure = [c for c in calls if calls_compiled(csrc, c, fn, skip_first, ctx)]
         if not sure:  # an object torchmend cannot trace back: the one call on the line that takes the argument
             sure = [
                 c
                 for c in calls
-                if _bind(fn, c, name, skip_first)[0] is not None
+                if bind_argument(fn, c, name, skip_first)[0] is not None
                 and not any(q.startswith(("torch.", "builtins.")) for q in csrc.qualified_names(c.func))
             ]
         if len(sure) != 1:
@@ -372,29 +372,29 @@ class ScalarArgument(Codemod):
                 f"pass `{name}` as `torch.tensor({name}, device=...)` where you call it",
             )
         call = sure[0]
-        arg, why_not = _bind(fn, call, name, skip_first)
+        arg, why_not = bind_argument(fn, call, name, skip_first)
         if arg is None:
             return NoFix(
                 finding,
                 f"cannot tell which argument at line {line} is `{name}`: {why_not}",
                 f"pass `{name}` by name and wrap it: `{name}=torch.tensor(v, device=...)`",
             )
-        key = _key(csrc, call)
-        sites = [c for c in csrc.nodes_in(csrc.module, cst.Call) if c is call or _key(csrc, c) == key]
+        key = call_key(csrc, call)
+        sites = [c for c in csrc.nodes_in(csrc.module, cst.Call) if c is call or call_key(csrc, c) == key]
         meets: list[tuple[str, Path]] = []
         seen: set[str] = set()
         skip = {name, self_name(src, fn) or ""}
-        for expr in _meets(src, uses, name):
-            meets += _params_reached(src, fn, expr, skip, seen)
+        for expr in meets_of(src, uses, name):
+            meets += params_reached(src, fn, expr, skip, seen)
         others: list[tuple[str, Path]] = [
-            (p.name.value, ()) for p in _params(fn)[0] + _params(fn)[1] if p.name.value not in skip
+            (p.name.value, ()) for p in params_of(fn)[0] + params_of(fn)[1] if p.name.value not in skip
         ]
         tensor_expr, imports = csrc.torch_expr("tensor")
         replace: dict[cst.CSTNode, cst.CSTNode] = {}
         lines: list[int] = []
         devices: list[str] = []
         for c in sites:
-            a, _ = _bind(fn, c, name, skip_first)
+            a, _ = bind_argument(fn, c, name, skip_first)
             if (
                 a is None
                 or is_tensor_construction(csrc, a.value)
@@ -434,15 +434,15 @@ class ScalarArgument(Codemod):
         (nearest first), else another tensor argument, else None."""
         for params, need_evidence in ((meets, False), (others, True)):
             for p, path in params:
-                a, _ = _bind(fn, call, p, skip_first)
+                a, _ = bind_argument(fn, call, p, skip_first)
                 if a is None or a is scalar:
                     continue
                 evident = values(src).param_maybe_tensor(fn, p) or values(csrc).maybe_tensor(a.value)
                 if not evident and (need_evidence or values(csrc).kind(a.value) in NUMBERS):
                     continue  # `alpha = 0.5` at the caller: a number has no device
-                if path and _cheap(a.value):
-                    return _apply(a.value, path)
-                source = _device_source(a.value, scalar.value)
+                if path and cheap(a.value):
+                    return apply(a.value, path)
+                source = device_source(a.value, scalar.value)
                 if source is not None:
                     return source
         return None

@@ -25,8 +25,8 @@ CAPTURE = (
 )
 
 _ARITH = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
-_STACK = re.compile(r"^___stack\d+$")
-_CONVERSIONS = {"item": ".detach()", "float": ".detach().float()", "int": ".detach().long()"}
+STACK = re.compile(r"^___stack\d+$")
+CONVERSIONS = {"item": ".detach()", "float": ".detach().float()", "int": ".detach().long()"}
 _FORMATTERS = {"print", "str", "repr", "format"}
 _AddConversion = Callable[[cst.Call], None]
 
@@ -58,7 +58,7 @@ def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
 
 
 @dataclass
-class _Plan:
+class Plan:
     """What one fix changes: the conversions, the max/min calls, and what the user must know about it."""
 
     fn: cst.FunctionDef
@@ -70,7 +70,7 @@ class _Plan:
     pending: dict[cst.BaseExpression, str] = field(default_factory=dict)  # values of followed names -> name
 
 
-class _Analysis:
+class Analysis:
     """Follows numbers out of tensors through one function; raises Refuse when a use needs a number."""
 
     def __init__(self, src: SourceFile, fn: cst.FunctionDef, compiled: bool) -> None:
@@ -191,8 +191,8 @@ class _Analysis:
 
     # --- where the value goes -----------------------------------------------------------------------
 
-    def plan(self, start: list[cst.Call]) -> _Plan:
-        plan = _Plan(self.fn)
+    def plan(self, start: list[cst.Call]) -> Plan:
+        plan = Plan(self.fn)
         work: list[cst.CSTNode] = []
 
         def add_conversion(call: cst.Call) -> None:
@@ -228,7 +228,7 @@ class _Analysis:
         code = self.src.code(node).strip()
         return f"`{code}`" if len(code) <= 40 and "\n" not in code else "the number"
 
-    def _follow(self, node: cst.CSTNode, plan: _Plan, add_conversion: _AddConversion) -> list[cst.CSTNode]:
+    def _follow(self, node: cst.CSTNode, plan: Plan, add_conversion: _AddConversion) -> list[cst.CSTNode]:
         """The expressions that become tensors because `node` does; raises Refuse on a use that needs a number."""
         parent = self.src.parents[node]
         what, where = self._what(node), self._where(node)
@@ -294,7 +294,7 @@ class _Analysis:
         raise Refuse(f"{what} is used at {where} in a way torchmend cannot follow")
 
     def _follow_argument(
-        self, node: cst.CSTNode, arg: cst.Arg, plan: _Plan, add_conversion: _AddConversion
+        self, node: cst.CSTNode, arg: cst.Arg, plan: Plan, add_conversion: _AddConversion
     ) -> list[cst.CSTNode]:
         call = self.src.parents[arg]
         what, where = self._what(node), self._where(node)
@@ -336,7 +336,7 @@ class _Analysis:
             raise Refuse(f"{what} is converted again with {name}() at {where}")
         raise Refuse(f"{what} is passed to `{name}()` at {where}, which may need a Python number")
 
-    def _follow_name(self, node: cst.CSTNode, assign: cst.Assign | cst.AnnAssign, plan: _Plan) -> list[cst.CSTNode]:
+    def _follow_name(self, node: cst.CSTNode, assign: cst.Assign | cst.AnnAssign, plan: Plan) -> list[cst.CSTNode]:
         where = self._where(node)
         targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
         if len(targets) != 1 or not isinstance(targets[0], cst.Name):
@@ -364,7 +364,7 @@ class _Analysis:
 
     # --- the rewrite --------------------------------------------------------------------------------
 
-    def replacements(self, plan: _Plan) -> tuple[dict[cst.CSTNode, cst.CSTNode], tuple[tuple[str, str | None], ...]]:
+    def replacements(self, plan: Plan) -> tuple[dict[cst.CSTNode, cst.CSTNode], tuple[tuple[str, str | None], ...]]:
         """The outermost edited expressions, each rebuilt with every edit inside it; and the imports needed."""
         edited = set(plan.conversions) | set(plan.minmax)
         imports: list[tuple[str, str | None]] = []
@@ -405,7 +405,7 @@ class _Analysis:
         return kept.with_changes(lpar=updated.lpar, rpar=updated.rpar)
 
     def _clamped(
-        self, original: cst.Call, updated: cst.Call, plan: _Plan, imports: list[tuple[str, str | None]]
+        self, original: cst.Call, updated: cst.Call, plan: Plan, imports: list[tuple[str, str | None]]
     ) -> cst.BaseExpression:
         kind = plan.minmax[original]
         tensors = [a.value in plan.tainted or self.is_tensor(a.value) for a in original.args]
