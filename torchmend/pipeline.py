@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
 from torchmend import sources, store
-from torchmend.model import Finding, Summary
+from torchmend.model import EndedBy, Finding, Summary
 from torchmend.verify.numerics import ATOL, RTOL
 from torchmend.versions import installed_torch  # noqa: F401 (the API's name for it: docs/api.md)
 
@@ -128,7 +128,7 @@ def scan_trace(trace_dir: Path, root: Path, path_maps: Sequence[Mapping] = ()) -
     return Scan(
         findings,
         summary,
-        RunOutcome(events, "trace", None, 0.0, "", {}),
+        RunOutcome(events, EndedBy.TRACE, None, 0.0, "", {}),
         trace=trace,
         path_maps=tuple(maps),
         guessed=tuple(guessed),

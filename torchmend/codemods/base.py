@@ -18,17 +18,25 @@ from typing import TYPE_CHECKING, ClassVar, Union
 import libcst as cst
 
 from torchmend import rules
-from torchmend.model import Finding
+from torchmend.model import Finding, StrEnum
 
 if TYPE_CHECKING:
     from torchmend.analysis.source import Context
 
-SAFE, UNSAFE = "safe", "unsafe"
-# Changes the random stream but keeps the distribution (a LayerDrop skip picked with torch.where): applied only with
-# an explicit opt-in (`fix --allow-random-stream`), never by --yes or --unsafe alone, and verified in distribution
-# over several seeds (verify/stochastic.py), not bit for bit.
-RANDOM_STREAM = "random-stream"
-SAFETIES = (SAFE, UNSAFE, RANDOM_STREAM)
+
+class Safety(StrEnum):
+    """How safe a fix is (a member is its word: `"unsafe" == Safety.UNSAFE`)."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"  # may change numerics or output: needs --unsafe or a prompt; the verified re-run is the gate
+    # Changes the random stream but keeps the distribution (a LayerDrop skip picked with torch.where): applied only
+    # with an explicit opt-in (`fix --allow-random-stream`), never by --yes or --unsafe alone, and verified in
+    # distribution over several seeds (verify/stochastic.py), not bit for bit.
+    RANDOM_STREAM = "random-stream"
+
+
+SAFE, UNSAFE, RANDOM_STREAM = Safety.SAFE, Safety.UNSAFE, Safety.RANDOM_STREAM
+SAFETIES = tuple(Safety)
 HEADINGS = rules.HEADINGS  # the same five headings as `Rule.doc`
 
 Replacement = Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]
@@ -48,7 +56,7 @@ class Proposal:
     rule: str
     path: str
     why: str
-    safety: str = SAFE
+    safety: Safety = Safety.SAFE  # a word of the set is taken too ("unsafe")
     replace: Mapping[cst.CSTNode, Replacement] = field(default_factory=dict)
     insert_before: Mapping[cst.BaseStatement, Sequence[cst.BaseStatement]] = field(default_factory=dict)
     insert_after: Mapping[cst.BaseStatement, Sequence[cst.BaseStatement]] = field(default_factory=dict)
@@ -62,7 +70,8 @@ class Proposal:
 
     def __post_init__(self) -> None:
         if self.safety not in SAFETIES:
-            raise ValueError(f"safety must be one of {SAFETIES}, not {self.safety!r}")
+            raise ValueError(f"safety must be one of {tuple(s.value for s in Safety)}, not {self.safety!r}")
+        object.__setattr__(self, "safety", Safety(self.safety))
         if not (self.replace or self.insert_before or self.insert_after):
             raise ValueError("a proposal must edit something")
 

@@ -28,8 +28,9 @@ from torchmend.analysis.loggers import logging_call
 from torchmend.analysis.source import SourceFile
 from torchmend.lint.gates import compile_gated, is_compiling, setting
 from torchmend.lint.regions import Reached
+from torchmend.model import Confidence
 
-LIKELY, POSSIBLE = "likely", "possible"
+LIKELY, POSSIBLE = Confidence.LIKELY, Confidence.POSSIBLE
 _HOST_RANDOM = ("numpy.random.", "random.")
 _SCALAR_CONSTRUCTORS = {"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"}
 
@@ -38,7 +39,7 @@ _SCALAR_CONSTRUCTORS = {"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"
 class Hit:
     rule: str
     node: cst.CSTNode  # where: its first line is the finding's line
-    confidence: str
+    confidence: Confidence
     what: str  # what lint saw, for the reason
     variable: str | None = None
     call_site: tuple[SourceFile, cst.CSTNode] | None = None  # the call that passes the value in (TM202)

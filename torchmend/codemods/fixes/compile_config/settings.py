@@ -11,7 +11,7 @@ import libcst as cst
 from torchmend.analysis.dynamo_config import CONFIG
 from torchmend.analysis.entry import CompileSite
 from torchmend.analysis.source import SourceFile
-from torchmend.codemods.base import Proposal
+from torchmend.codemods.base import Proposal, Safety
 from torchmend.model import Finding
 
 
@@ -27,14 +27,14 @@ def _line(
 
 
 def switch_on(
-    findings: tuple[Finding, ...], site: CompileSite, option: str, why: str, note: str, safety: str
+    findings: tuple[Finding, ...], site: CompileSite, option: str, why: str, note: str, safety: Safety
 ) -> Proposal:
     """Set `torch._dynamo.config.<option> = True` right before the compile call."""
     return setting(findings, site, option, "True", why, note, safety)
 
 
 def setting(
-    findings: tuple[Finding, ...], site: CompileSite, option: str, value: str, why: str, note: str, safety: str
+    findings: tuple[Finding, ...], site: CompileSite, option: str, value: str, why: str, note: str, safety: Safety
 ) -> Proposal:
     """Set `torch._dynamo.config.<option> = <value>` right before the compile call."""
     stmt, imports = _line(site.src, option, f" = {value}")
@@ -59,7 +59,7 @@ def add_member(
     why: str,
     note: str,
     alternative: str,
-    safety: str,
+    safety: Safety,
 ) -> Proposal:
     """`torch._dynamo.config.<option>.add(<member>)` right before the compile call."""
     stmt, imports = _line(site.src, option, f".add({member})")
