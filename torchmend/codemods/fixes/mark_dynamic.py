@@ -434,76 +434,93 @@ class MarkDynamic(Codemod):
             problem = f"the argument `{src.code(arg)}` is not a plain name"
         if not problem:
             assert isinstance(arg, cst.Name)
-            if _already_marked(src, stmt, arg.value, dim):
-                return NoFix(finding, f"`{arg.value}` is already marked dynamic in dimension {dim}", skipped=True)
-            if origin is not None and _dynamic_true(src, origin) is None:
-                return NoFix(finding, "the compile call already has dynamic=True", skipped=True)
-            mark, imports = src.torch_expr("_dynamo.maybe_mark_dynamic")
-            marker = cst.SimpleStatementLine(
-                [
-                    cst.Expr(
-                        cst.Call(
-                            mark,
-                            [
-                                cst.Arg(
-                                    cst.Name(arg.value), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-                                ),
-                                cst.Arg(cst.Integer(str(dim))),
-                            ],
-                        )
-                    )
-                ]
-            )
-            proposal = Proposal(
-                (finding,),
-                finding.rule,
-                src.path,
-                insert_before={stmt: [marker]},
-                imports=imports,
-                safety=SAFE,
-                why=f"compile dimension {dim} of `{arg.value}` as dynamic from the first call, "
-                "so a new size does not recompile",
-                note="a size of 0 or 1 in that dimension is still specialised by torch.compile",
-                alternative="pass dynamic=True to torch.compile (every input dimension dynamic)",
-            )
-            if guessed:
-                proposal = replace(
-                    proposal, note=proposal.note + f"; torchmend took `{src.code(call.func)}` for the compiled call"
-                )
-            return proposal
+            return _mark(finding, src, stmt, call, arg, dim, origin, guessed)
+        return _compile_dynamic(finding, src, origin, problem, dim, traced)
 
-        if origin is None and traced:
-            return NoFix(
-                finding,
-                f"{problem}; the tensor is made inside the compiled region, so no line of the training loop can "
-                "mark it",
-                _TRACED_ADVICE,
+
+def _mark(
+    finding: Finding,
+    src: SourceFile,
+    stmt: cst.BaseStatement,
+    call: cst.Call,
+    arg: cst.Name,
+    dim: int,
+    origin: _Origin | None,
+    guessed: bool,
+) -> Result:
+    """`torch._dynamo.maybe_mark_dynamic(arg, dim)` on a line of its own right before the call."""
+    if _already_marked(src, stmt, arg.value, dim):
+        return NoFix(finding, f"`{arg.value}` is already marked dynamic in dimension {dim}", skipped=True)
+    if origin is not None and _dynamic_true(src, origin) is None:
+        return NoFix(finding, "the compile call already has dynamic=True", skipped=True)
+    mark, imports = src.torch_expr("_dynamo.maybe_mark_dynamic")
+    marker = cst.SimpleStatementLine(
+        [
+            cst.Expr(
+                cst.Call(
+                    mark,
+                    [
+                        cst.Arg(cst.Name(arg.value), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                        cst.Arg(cst.Integer(str(dim))),
+                    ],
+                )
             )
-        if origin is None:
-            return NoFix(
-                finding,
-                f"{problem}, and the torch.compile call that made the compiled object is not in this file",
-                _ADVICE,
-            )
-        edit = _dynamic_true(src, origin)
-        if edit is None:
-            return NoFix(finding, "the compile call already has dynamic=True", skipped=True)
-        if isinstance(edit, str):
-            return NoFix(finding, edit, _ADVICE)
-        node, new = edit
-        return Proposal(
-            (finding,),
-            finding.rule,
-            src.path,
-            replace={node: new},
-            safety=UNSAFE,
-            why=f"compile with dynamic=True, as nothing can be marked right before the call: {problem}",
-            note="every input dimension (and integer argument) is compiled as dynamic, which can be "
-            f"slower; to make only dimension {dim} of this input dynamic, call "
-            f"torch._dynamo.maybe_mark_dynamic(<the tensor>, {dim}) on a line of its own right "
-            "before the call",
-            alternative=_ADVICE,
+        ]
+    )
+    proposal = Proposal(
+        (finding,),
+        finding.rule,
+        src.path,
+        insert_before={stmt: [marker]},
+        imports=imports,
+        safety=SAFE,
+        why=f"compile dimension {dim} of `{arg.value}` as dynamic from the first call, "
+        "so a new size does not recompile",
+        note="a size of 0 or 1 in that dimension is still specialised by torch.compile",
+        alternative="pass dynamic=True to torch.compile (every input dimension dynamic)",
+    )
+    if guessed:
+        proposal = replace(
+            proposal, note=proposal.note + f"; torchmend took `{src.code(call.func)}` for the compiled call"
         )
+    return proposal
+
+
+def _compile_dynamic(
+    finding: Finding, src: SourceFile, origin: _Origin | None, problem: str, dim: int, traced: bool
+) -> Result:
+    """dynamic=True on the compile call, when nothing can be marked right before the call (`problem` says why)."""
+    if origin is None and traced:
+        return NoFix(
+            finding,
+            f"{problem}; the tensor is made inside the compiled region, so no line of the training loop can mark it",
+            _TRACED_ADVICE,
+        )
+    if origin is None:
+        return NoFix(
+            finding,
+            f"{problem}, and the torch.compile call that made the compiled object is not in this file",
+            _ADVICE,
+        )
+    edit = _dynamic_true(src, origin)
+    if edit is None:
+        return NoFix(finding, "the compile call already has dynamic=True", skipped=True)
+    if isinstance(edit, str):
+        return NoFix(finding, edit, _ADVICE)
+    node, new = edit
+    return Proposal(
+        (finding,),
+        finding.rule,
+        src.path,
+        replace={node: new},
+        safety=UNSAFE,
+        why=f"compile with dynamic=True, as nothing can be marked right before the call: {problem}",
+        note="every input dimension (and integer argument) is compiled as dynamic, which can be "
+        f"slower; to make only dimension {dim} of this input dynamic, call "
+        f"torch._dynamo.maybe_mark_dynamic(<the tensor>, {dim}) on a line of its own right "
+        "before the call",
+        alternative=_ADVICE,
+    )
 
 
 STATIC_BY_DEFAULT = "assume_static_by_default"

@@ -39,6 +39,33 @@ from torchmend.codemods.fixes.branch_to_where.where import Plan, fresh_names, on
 from torchmend.model import Finding
 
 
+def _cond_call(
+    cond: cst.BaseExpression, mask: cst.BaseExpression, fn_true: str, fn_false: str, params: list[str]
+) -> cst.Call:
+    """`torch.cond(mask, fn_true, fn_false, (p1, p2))`, a one-element operand tuple written `(p,)`."""
+    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    operands = cst.Tuple(
+        [
+            cst.Element(
+                cst.Name(p),
+                comma=comma
+                if i < len(params) - 1
+                else (cst.Comma() if len(params) == 1 else cst.MaybeSentinel.DEFAULT),
+            )
+            for i, p in enumerate(params)
+        ]
+    )
+    return cst.Call(
+        cond,
+        [
+            cst.Arg(mask, comma=comma),
+            cst.Arg(cst.Name(fn_true), comma=comma),
+            cst.Arg(cst.Name(fn_false), comma=comma),
+            cst.Arg(operands),
+        ],
+    )
+
+
 def cond_fix(
     finding: Finding,
     src: SourceFile,
@@ -101,27 +128,7 @@ def cond_fix(
         lines.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(temp))], paren(mask))]))
         mask = cst.Name(temp)
     cond, imports = src.torch_expr("cond")
-    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    operands = cst.Tuple(
-        [
-            cst.Element(
-                cst.Name(p),
-                comma=comma
-                if i < len(params) - 1
-                else (cst.Comma() if len(params) == 1 else cst.MaybeSentinel.DEFAULT),
-            )
-            for i, p in enumerate(params)
-        ]
-    )
-    call = cst.Call(
-        cond,
-        [
-            cst.Arg(mask, comma=comma),
-            cst.Arg(cst.Name(fn_true), comma=comma),
-            cst.Arg(cst.Name(fn_false), comma=comma),
-            cst.Arg(operands),
-        ],
-    )
+    call = _cond_call(cond, mask, fn_true, fn_false, params)
     lines.append(
         with_comment(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(outputs[0]))], call)]), header)
     )

@@ -307,6 +307,27 @@ def _call_stmt(target: cst.BaseExpression, method: str, args: list[cst.Arg], lik
     return cst.Expr(call, semicolon=like.semicolon)
 
 
+def _alternative(plan: _Plan) -> str:
+    """The other way to fix an int counter (a dynamic int), and why not here when the code takes it modulo."""
+    if plan.dtype != "int":
+        return ""
+    alternative = (
+        "keep it a Python int and set torch._dynamo.config.allow_unspec_int_on_nn_module = True at "
+        "start-up: dynamo then recompiles once for a dynamic int instead of once per value"
+    )
+    modulo = any(
+        isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Modulo) and p.left is r
+        for r in plan.uses.reads
+        for p in [plan.src.parents.get(r)]
+    )
+    if modulo:  # measured on torch 2.13.0 and 2.15.0 (fixtures/verify/README.md)
+        alternative += (
+            " (not here as written: with the int dynamic, `% n` fails to compile on torch 2.13-2.15, "
+            "BackendCompilerFailed in AOTAutograd's tensorify pass)"
+        )
+    return alternative
+
+
 def proposal(plan: _Plan, finding: Finding, in_place: bool = True) -> Proposal:
     """The buffer, updated in place (`self.calls.add_(1)`), with the rebinding form as its fallback; with
     `in_place=False` the fallback itself: every update rebinds the attribute to a new tensor
@@ -361,22 +382,7 @@ def proposal(plan: _Plan, finding: Finding, in_place: bool = True) -> Proposal:
         'instead of guarding on it and recompiling when it changes, and CUDA graphs (mode="reduce-overhead") '
         "keep updating the same tensor"
     )
-    alternative = (
-        "keep it a Python int and set torch._dynamo.config.allow_unspec_int_on_nn_module = True at "
-        "start-up: dynamo then recompiles once for a dynamic int instead of once per value"
-        if plan.dtype == "int"
-        else ""
-    )
-    modulo = any(
-        isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Modulo) and p.left is r
-        for r in plan.uses.reads
-        for p in [src.parents.get(r)]
-    )
-    if alternative and modulo:  # measured on torch 2.13.0 and 2.15.0 (fixtures/verify/README.md)
-        alternative += (
-            " (not here as written: with the int dynamic, `% n` fails to compile on torch 2.13-2.15, "
-            "BackendCompilerFailed in AOTAutograd's tensorify pass)"
-        )
+    alternative = _alternative(plan)
     if not in_place:
         return Proposal(
             (finding,),

@@ -87,7 +87,7 @@ def add_lr(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
     return call.with_changes(args=[first.with_changes(comma=sep), new])
 
 
-class _Groups:
+class Groups:
     """What the optimizer's params argument says about its param groups.
 
     kind: 'single' (parameters, one group), 'literal' (a list of group dicts this file spells out, `literal`,
@@ -130,20 +130,20 @@ def _mutated(src: SourceFile, ref: cst.CSTNode) -> bool:
     return False
 
 
-def groups_of(src: SourceFile, params: cst.BaseExpression, depth: int = 0) -> _Groups:
+def groups_of(src: SourceFile, params: cst.BaseExpression, depth: int = 0) -> Groups:
     code = src.code(params)
     if depth > 4:
-        return _Groups("unknown", source=code)
+        return Groups("unknown", source=code)
     if isinstance(params, cst.Name):
         refs = src.referents(params)
         value = src.assigned_value(refs[0]) if len(refs) == 1 else None
         if value is None or _mutated(src, refs[0]):
-            return _Groups("unknown", source=code)
+            return Groups("unknown", source=code)
         return groups_of(src, value, depth + 1)
     if isinstance(params, (cst.List, cst.Tuple)):
         values = [e.value for e in params.elements]
         if not any(isinstance(v, (cst.Dict, cst.Call, cst.Name)) for v in values):
-            return _Groups("single")
+            return Groups("single")
         lrs: list[cst.BaseExpression] = []
         defaulted = 0
         for v in values:
@@ -162,14 +162,14 @@ def groups_of(src: SourceFile, params: cst.BaseExpression, depth: int = 0) -> _G
             ):
                 found = [a.value for a in v.args if a.keyword is not None and a.keyword.value == "lr"]
             else:
-                return _Groups("unknown", source=code)  # a group (or a tensor) torchmend cannot read
+                return Groups("unknown", source=code)  # a group (or a tensor) torchmend cannot read
             lrs += found
             defaulted += not found
-        return _Groups("literal", params, lrs, defaulted)
+        return Groups("literal", params, lrs, defaulted)
     # model.parameters(), filter(..., model.parameters()), [p for p in model.parameters() if ...]
     if not src.nodes_in(params, (cst.Dict,)) and any(
         m.matches(c.func, m.Attribute(attr=m.Name("parameters") | m.Name("named_parameters")))
         for c in src.nodes_in(params, cst.Call)
     ):
-        return _Groups("single")
-    return _Groups("unknown", source=code)
+        return Groups("single")
+    return Groups("unknown", source=code)
