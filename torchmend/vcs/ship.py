@@ -242,18 +242,11 @@ def preflight(root: Path, options: PrOptions) -> None:
         raise _no_token(options, r.repo)
 
 
-def plan(
-    root: Path,
-    record: UndoRecord,
-    options: PrOptions,
-    report: str | None = None,
-    redact: Callable[[str], str] = lambda s: s,
-) -> Plan:
-    """Everything the run will do, found out without changing anything. Raises PrError (and GitError)."""
-    r = _repository(root, options, redact)
-    git, top, head, current, repo, base, url = r.git, r.top, r.head, r.current, r.repo, r.base, r.url
-
-    # The files: inside the repository, still as the fix left them, committed as the fix found them.
+def _files_to_commit(
+    git: Git, top: Path, current: str | None, record: UndoRecord
+) -> tuple[dict[str, bytes], dict[str, str]]:
+    """The fix's files (path relative to the repository -> bytes to commit, and -> diff), each checked: inside the
+    repository, still as the fix left it, committed as the fix found it, and nothing else changed in the tree."""
     top_real = os.path.realpath(top)
     files: dict[str, bytes] = {}
     diffs: dict[str, str] = {}
@@ -315,6 +308,22 @@ def plan(
             f"the working tree has changes torchmend did not make: {shown}{more}. Commit or "
             "stash them first (`git stash`); only the files the fix wrote may differ from HEAD.",
         )
+    return files, diffs
+
+
+def plan(
+    root: Path,
+    record: UndoRecord,
+    options: PrOptions,
+    report: str | None = None,
+    redact: Callable[[str], str] = lambda s: s,
+) -> Plan:
+    """Everything the run will do, found out without changing anything. Raises PrError (and GitError)."""
+    r = _repository(root, options, redact)
+    git, top, head, current, repo, base, url = r.git, r.top, r.head, r.current, r.repo, r.base, r.url
+
+    # The files: inside the repository, still as the fix left them, committed as the fix found them.
+    files, diffs = _files_to_commit(git, top, current, record)
 
     # The branch, the commit, the pull request.
     branch = md.branch_name(record.summary, files)
