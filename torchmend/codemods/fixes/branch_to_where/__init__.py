@@ -26,13 +26,16 @@ from torchmend.codemods.fixes.branch_to_where.condition import (
     hazards_of,
     is_where,
     mask_of,
-    random_draw,
-    random_skip,
     short,
     split_test,
     strip,
 )
-from torchmend.codemods.fixes.branch_to_where.layerdrop import continue_skip, random_stream_proposal
+from torchmend.codemods.fixes.branch_to_where.layerdrop import (
+    continue_skip,
+    random_draw,
+    random_skip,
+    random_stream_proposal,
+)
 from torchmend.codemods.fixes.branch_to_where.where import Plan, proposal, where_call, where_fix
 from torchmend.codemods.fixes.mask_fast_path import mask_fast_path
 from torchmend.model import Finding, Where

@@ -51,13 +51,6 @@ ASSERT_ADVICE = (
     'to keep the check inside the graph, use `torch._assert_async(<test>, "message")` (it raises a '
     "RuntimeError when the test is false); or check outside the compiled function"
 )
-_RANDOM_ADVICE = (
-    "to keep the skip and its numerics, draw it on the host outside the compiled model (e.g. `skips = "
-    "(torch.rand(num_layers) < p).tolist()` in the training loop, passed in as Python bools: one graph per skip "
-    "pattern seen) and leave the graph break as it is otherwise; if a different random stream is acceptable, "
-    "`h = torch.where(skip, h, layer(h))` runs every layer (slower) with the same skip probability; or set the "
-    "skip probability to 0 while compiling"
-)
 COND_ADVICE = (
     "to run only one branch, rewrite it as torch.cond(<test>, then_fn, else_fn, (operands,)): both "
     "functions take the same tensors and return tensors of the same shapes and dtypes"
@@ -97,7 +90,7 @@ def short(node: cst.CSTNode, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _call_name(src: SourceFile, call: cst.Call) -> tuple[str, bool]:
+def call_name(src: SourceFile, call: cst.Call) -> tuple[str, bool]:
     """The called function's last name, and whether it is (or may be, for a method) torch's."""
     func = call.func
     names = src.qualified_names(func) if func in src.positions else set()
@@ -132,7 +125,7 @@ def strip(e: cst.BaseExpression) -> cst.BaseExpression:
 def _is_bool_call(src: SourceFile, e: cst.BaseExpression) -> bool:
     if not isinstance(e, cst.Call):
         return False
-    name, torchy = _call_name(src, e)
+    name, torchy = call_name(src, e)
     return torchy and name in BOOLEAN_RESULT
 
 
@@ -335,7 +328,7 @@ def hazards_of(src: SourceFile, e: cst.BaseExpression) -> list[str]:
             elif isinstance(n.operator, cst.Power) and not (right is not None and right >= 0 and right == int(right)):
                 found.append(f"`{short(n)}` can give inf or nan")
         elif isinstance(n, cst.Call):
-            name, torchy = _call_name(src, n)
+            name, torchy = call_name(src, n)
             if name in RANDOM:
                 found.append(f"`{short(n)}` draws random numbers on both paths")
             elif (
@@ -395,43 +388,6 @@ def is_tensor_test(src: SourceFile, test: cst.BaseExpression) -> bool:
         return split_test(src, test)[0] is None and mask_of(src, test, trusted=False).tensor
     except Unfixable:
         return False
-
-
-def random_draw(src: SourceFile, e: cst.CSTNode, depth: int = 3) -> cst.Call | None:
-    """The random draw (`torch.rand([])`, `np.random.rand()`, ...) a test's value comes from, followed through
-    the local assignments of the names it reads (a LayerDrop-style random skip)."""
-    for call in walk(e, cst.Call):
-        name, torchy = _call_name(src, call)
-        qualified = src.qualified_names(call.func) if call.func in src.positions else set()
-        if (torchy and name in RANDOM) or any(q.startswith(("numpy.random.", "random.")) for q in qualified):
-            return call
-    if depth == 0:
-        return None
-    for n in walk(e, cst.Name):
-        scope = src.scopes.get(n) if n in src.positions else None
-        if scope is None:
-            continue
-        for assignment in scope.assignments[n.value]:
-            target = getattr(assignment, "node", None)
-            parent = src.parents.get(target) if target is not None else None
-            stmt = src.parents.get(parent) if isinstance(parent, cst.AssignTarget) else None
-            if isinstance(stmt, cst.Assign) and (found := random_draw(src, stmt.value, depth - 1)) is not None:
-                return found
-    return None
-
-
-def random_skip(src: SourceFile, test: cst.BaseExpression) -> Unfixable | None:
-    """Why a test on a random draw is not rewritten: torch.where would run the code it skips on every call."""
-    draw = random_draw(src, test)
-    if draw is None:
-        return None
-    return Unfixable(
-        f"the test depends on a random draw (`{short(draw)}`, line {src.line_of(draw)}): a random skip such "
-        "as LayerDrop. torch.where would run the skipped code on every call (the compute it saves is lost) "
-        "and its own random draws (dropout) would shift the random stream, so losses and gradients differ; "
-        "torch.cond traces those draws differently too (measured on torch 2.13)",
-        _RANDOM_ADVICE,
-    )
 
 
 # --- tests on `self` state: tensor attributes, Python configuration -----------------------------------
