@@ -6,8 +6,6 @@ The package: sites.py finds the calls of the compiled function and the argument 
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
 from torchmend.analysis import (
@@ -32,6 +30,7 @@ from torchmend.codemods.fixes.scalar_argument.device import (
     params_reached,
 )
 from torchmend.codemods.fixes.scalar_argument.sites import bind_argument, call_key, calls_compiled, params_of
+from torchmend.codemods.fixes.scalar_argument.words import KEEP_NUMBER, NONE_ADVICE, NONE_WHY, call_names, number_kind
 from torchmend.codemods.fixes.scalar_argument.wrapped import (
     STAR_ADVICE,
     STAR_WHY,
@@ -44,20 +43,6 @@ from torchmend.codemods.fixes.scalar_argument.wrapped import (
     wrapper_for,
 )
 from torchmend.model import Finding
-
-_NUMBER_IN_GUARD = re.compile(r"==\s*-?(?P<num>[0-9][0-9_]*(?P<frac>\.[0-9]*)?(?P<exp>[eE][-+]?[0-9]+)?)\s*$")
-_KEEP_NUMBER = (
-    "keep it a Python number: after one recompile dynamo treats a changing float or int as symbolic "
-    "(automatic dynamic); if a branch depends on it, decide it outside the compiled function and pass "
-    "the outcome"
-)
-
-
-def _number_kind(guard: str | None) -> str:
-    found = _NUMBER_IN_GUARD.search(guard or "")
-    if not found:
-        return ""
-    return "float" if found["frac"] is not None or found["exp"] is not None else "int"
 
 
 class ScalarArgument(Codemod):
@@ -247,7 +232,7 @@ class ScalarArgument(Codemod):
         if not name:
             return NoFix(finding, "the recompile names no variable", "see the guard in the finding")
         if none_guard(finding.guard) and packed_key(name) is None:
-            return NoFix(finding, f"`{name}` {_NONE_WHY}", _NONE_ADVICE)
+            return NoFix(finding, f"`{name}` {NONE_WHY}", NONE_ADVICE)
         src = ctx.file(finding.path)
         fns = functions_for(src, finding)
         if not fns:
@@ -272,14 +257,14 @@ class ScalarArgument(Codemod):
             if packed and none_guard(finding.guard):  # the wrapper is not found (a library's): still not a number
                 return NoFix(
                     finding,
-                    f"`{name}` (an argument a wrapper's *{packed[0]} passes on) {_NONE_WHY}",
-                    _NONE_ADVICE,
+                    f"`{name}` (an argument a wrapper's *{packed[0]} passes on) {NONE_WHY}",
+                    NONE_ADVICE,
                 )
             if not name.isidentifier():
                 return NoFix(
                     finding,
                     f"`{name}` reaches the compiled function through *args or **kwargs, and neither "
-                    f"{_names([f.name.value for f in fns])} has a `*{packed[0]}` parameter to bind it to"
+                    f"{call_names([f.name.value for f in fns])} has a `*{packed[0]}` parameter to bind it to"
                     if packed
                     else f"`{name}` is not a parameter torchmend can bind to a call",
                     "pass it as a named parameter, or wrap it yourself: `torch.tensor(v, device=...)`",
@@ -297,7 +282,7 @@ class ScalarArgument(Codemod):
                 finding,
                 f"`{name}` is {what} at line {line} in {fn.name.value}(): as a tensor it would "
                 "make a data-dependent graph break",
-                _KEEP_NUMBER,
+                KEEP_NUMBER,
             )
         site = finding.call_site
         if site is None:
@@ -319,7 +304,7 @@ class ScalarArgument(Codemod):
         found = bind_through(finding, ctx, wrapper, star, key)
         if isinstance(found, Unbound):
             if found.said and none_guard(finding.guard):
-                return NoFix(finding, f"{found.said}; it {_NONE_WHY}", _NONE_ADVICE)
+                return NoFix(finding, f"{found.said}; it {NONE_WHY}", NONE_ADVICE)
             return NoFix(finding, found.reason, "pass it by name and wrap it yourself: `torch.tensor(v, device=...)`")
         line = found.csrc.line_of(found.call)
         said = (
@@ -327,7 +312,7 @@ class ScalarArgument(Codemod):
             f"{wrapper.name.value}() to {found.fn.name.value}()'s `{found.param}`"
         )
         if none_guard(finding.guard):
-            return NoFix(finding, f"{said}; it {_NONE_WHY}", _NONE_ADVICE)
+            return NoFix(finding, f"{said}; it {NONE_WHY}", NONE_ADVICE)
         uses = reads(found.src, found.fn, found.param)
         passed_on: list[str] = []
         problem = python_use(found.src, found.fn, uses, found.param, passed_on)
@@ -336,7 +321,7 @@ class ScalarArgument(Codemod):
                 finding,
                 f"{said}, which is {problem[1]} at line {problem[0]} in {found.fn.name.value}(): as a tensor it "
                 "would make a data-dependent graph break",
-                _KEEP_NUMBER,
+                KEEP_NUMBER,
             )
         return self._at_call_sites(finding, found.src, found.fn, found.param, uses, found.csrc, line, passed_on, ctx)
 
@@ -471,7 +456,7 @@ class ScalarArgument(Codemod):
         )
         if distinct and len(devices) < len(lines):
             on += " (the default device where a call has no tensor argument to take it from)"
-        kind = _number_kind(finding.guard)
+        kind = number_kind(finding.guard)
         dtype = (
             "`torch.tensor(<float>)` is float32 (the default dtype): a float64 computation sees the value "
             "rounded to float32"
@@ -492,7 +477,7 @@ class ScalarArgument(Codemod):
             note=f"{fn.name.value}() now receives a tensor for `{name}`; {dtype}. torchmend checked that "
             f"{fn.name.value}() does not branch on it or use it as a size or index"
             + (
-                f"; it did not look inside {_names(passed_on)}, which "
+                f"; it did not look inside {call_names(passed_on)}, which "
                 f"{'also get' if len(set(passed_on)) > 1 else 'also gets'} it."
                 if passed_on
                 else "."
@@ -500,17 +485,3 @@ class ScalarArgument(Codemod):
             alternative="keep the number and accept one recompile: after it, dynamo treats a changing float as "
             "symbolic (torch._dynamo.config.specialize_float=False, the default)",
         )
-
-
-_NONE_WHY = (
-    "is None on some calls and a value on others (the guard checks `is None`): not a changing number, and "
-    "a tensor cannot stand in for None"
-)
-_NONE_ADVICE = (
-    "pass the same kind of value on every call (e.g. a tensor of zeros where None means nothing to add), or "
-    "accept one compile per kind: the recompiles stop once both are cached"
-)
-
-
-def _names(calls: list[str]) -> str:
-    return ", ".join(f"{c}()" for c in dict.fromkeys(calls))
