@@ -147,7 +147,7 @@ def measure(
     findings, summary = analyse(outcome.events, script.parent, outcome.ended_by, outcome.wall_s)
     times = outcome.end.get("step_times") or []
     step_s = ([times[0]] + [b - a for a, b in zip(times, times[1:])]) if times else []
-    failed = outcome.failed or outcome.ended_by in ("no_torch", "internal_error", "interrupted", "timeout")
+    failed = outcome.failed or outcome.ended_by in ("no_torch", "internal_error", "timeout")
     rec = {k: v for k, v in summary.to_json().items() if k != "torch_version"}
     rec.update(
         ok=not failed,
@@ -1030,7 +1030,7 @@ def execute(
                 rec, cap = measure(scripts[name, variant], steps[regime], env, args.backend, scratch)
             except KeyboardInterrupt:
                 STOP.append(True)
-            if STOP or rec["ended_by"] == "interrupted":  # a stopped run is no measurement: leave it out
+            if STOP:  # a stopped run is no measurement: leave it out
                 STOP.append(True)
                 log(f"interrupted after {i - 1} of {len(plan)} runs")
                 return

@@ -1,4 +1,4 @@
-"""Check the spellings of the torch APIs codemods write (torchmend/codemods/torch_api.py) against the installed torch.
+"""Check the spellings of the torch APIs codemods write (torchmend/analysis/torch_api.py) against the installed torch.
 
     python scripts/torch_api.py --check   # every row that holds for this torch resolves on it (tests/unit/test_torch_api.py)
     python scripts/torch_api.py --facts   # the version-dependent APIs no codemod writes, as this torch has them
@@ -18,7 +18,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # check this checkout's torchmend, whatever the interpreter has installed
 
-from torchmend.codemods.torch_api import SPELLINGS  # noqa: E402
+from torchmend.analysis.torch_api import SPELLINGS  # noqa: E402
 from torchmend.profiler.hotspots import parse_version  # noqa: E402
 
 

@@ -67,12 +67,24 @@ class EndedBy(StrEnum):
     LOST = "lost"  # the child exited (os._exit, a full disk, a closed stderr) before its end record was written
     NO_TORCH = "no_torch"  # the child could not import torch
     INTERNAL_ERROR = "internal_error"  # torchmend's own bootstrap failed
-    INTERRUPTED = "interrupted"  # Ctrl-C in the parent
     TRACE = "trace"  # read from TORCH_TRACE logs; nothing ran
 
     @property
     def failed(self) -> bool:
+        """The script itself failed, as opposed to a budget ending it."""
         return self in (EndedBy.ERROR, EndedBy.EXIT, EndedBy.KILLED, EndedBy.LOST)
+
+    @property
+    def no_run(self) -> bool:
+        """The script failed, or torchmend could not run it at all: nothing to measure."""
+        return self.failed or self in (EndedBy.NO_TORCH, EndedBy.INTERNAL_ERROR)
+
+
+class Confidence(StrEnum):
+    """How sure a static (lint) finding is; scan's findings have none."""
+
+    LIKELY = "likely"
+    POSSIBLE = "possible"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
 from torchmend import sources, store
-from torchmend.model import Finding, Summary
+from torchmend.model import EndedBy, Finding, Summary
 from torchmend.verify.numerics import ATOL, RTOL
 from torchmend.versions import installed_torch  # noqa: F401 (the API's name for it: docs/api.md)
 
@@ -128,7 +128,7 @@ def scan_trace(trace_dir: Path, root: Path, path_maps: Sequence[Mapping] = ()) -
     return Scan(
         findings,
         summary,
-        RunOutcome(events, "trace", None, 0.0, "", {}),
+        RunOutcome(events, EndedBy.TRACE, None, 0.0, "", {}),
         trace=trace,
         path_maps=tuple(maps),
         guessed=tuple(guessed),
@@ -187,10 +187,10 @@ def propose(
 ) -> Fixes:
     """A proposal (or a NoFix with the reason) for every finding; nothing is accepted yet. `torch_version`: the
     release the code runs on (the scanned run's, or installed_torch()), whose spelling of the torch APIs the fixes
-    write (codemods/torch_api.py); None: the newest read."""
+    write (analysis/torch_api.py); None: the newest read."""
+    from torchmend.analysis.source import Context
     from torchmend.codemods.base import NoFix, Proposal
     from torchmend.codemods.engine import Session, span
-    from torchmend.codemods.source import Context
     from torchmend.profiler.hotspots import parse_version
 
     session = Session(Context(str(root), read, torch_version=parse_version(torch_version)))

@@ -111,7 +111,7 @@ def measure(script: Path, env: tuple[tuple[str, str], ...], steps: int, backend:
     )
     outcome = run(spec)
     findings, summary = analyse(outcome.events, script.parent, outcome.ended_by, outcome.wall_s)
-    failed = outcome.failed or outcome.ended_by in ("no_torch", "internal_error", "interrupted", "timeout")
+    failed = outcome.failed or outcome.ended_by in ("no_torch", "internal_error", "timeout")
     rec = {k: v for k, v in summary.to_json().items() if k != "torch_version"}
     rec.update(ok=not failed, capture=capture_of(outcome.end), findings=sorted({(f.rule, f.line) for f in findings}))
     tail = outcome.output_tail or ""

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from conftest import ROOT, SCAN_FIXTURES, scan_events, scan_json
 
+from torchmend.analysis.source import Context
 from torchmend.codemods.base import Proposal
 from torchmend.codemods.engine import Session
-from torchmend.codemods.source import Context
 from torchmend.model import Finding
 from torchmend.profiler.events import END
 from torchmend.profiler.runner import RunOutcome, RunSpec, run

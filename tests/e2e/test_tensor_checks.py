@@ -203,9 +203,9 @@ def test_fixture_fix_verifies_and_explains_what_it_leaves():
     the eager reference saying so."""
     from conftest import ROOT, SCAN_FIXTURES, scan_events, scan_json
 
+    from torchmend.analysis.source import Context
     from torchmend.codemods.base import NoFix, Proposal
     from torchmend.codemods.engine import Session
-    from torchmend.codemods.source import Context
     from torchmend.model import Finding
     from torchmend.pipeline import verify
     from torchmend.profiler.events import END

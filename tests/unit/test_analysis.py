@@ -1,4 +1,4 @@
-"""The shared analysis of the codemods (torchmend/codemods/analysis/): value kinds, compiled functions, callees
+"""The shared analysis of the codemods (torchmend/analysis/): value kinds, compiled functions, callees
 and call binding, on small real sources parsed with libcst."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from torchmend.codemods.analysis import (
+from torchmend.analysis import (
     Kind,
     bind,
     callee,
@@ -20,7 +20,7 @@ from torchmend.codemods.analysis import (
     is_compiled,
     values,
 )
-from torchmend.codemods.source import Context, SourceFile
+from torchmend.analysis.source import Context, SourceFile
 
 
 def _src(code: str) -> SourceFile:

@@ -73,9 +73,9 @@ def test_layerdrop_skip_the_where_cannot_take_is_refused_with_its_reason_up_fron
 
 
 def test_random_stream_changes_need_their_own_opt_in():
+    from torchmend.analysis.source import Context
     from torchmend.codemods.engine import Session
     from torchmend.codemods.review import ACCEPTED, REJECTED, accept_all
-    from torchmend.codemods.source import Context
 
     source = (FIXTURES / "TM103" / "layerdrop_random_skip.in.py").read_text()
     _, results = fix_text(source, name="encoder.py", random_stream=False)

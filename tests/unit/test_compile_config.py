@@ -8,11 +8,11 @@ from pathlib import Path
 
 import libcst as cst
 
-from torchmend.codemods.analysis.entry import compile_site_for
-from torchmend.codemods.analysis.loggers import logging_call
+from torchmend.analysis.entry import compile_site_for
+from torchmend.analysis.loggers import logging_call
+from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import NoFix, Proposal
 from torchmend.codemods.engine import Session
-from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding, Kind, Severity, Where
 from torchmend.sources import read_source
 

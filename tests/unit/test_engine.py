@@ -10,10 +10,10 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
+from torchmend.analysis.source import Context
 from torchmend.codemods.base import NoFix, Proposal
 from torchmend.codemods.engine import Conflict, Session
 from torchmend.codemods.review import ACCEPTED, CONFLICT, NOT_REVIEWED, REJECTED, accept_all, review
-from torchmend.codemods.source import Context
 from torchmend.model import Finding, Kind, Location, Severity, Where
 
 SOURCE = "a = 1\nb = 2\nprint(a, b)\n"

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from torchmend.analysis.source import Context
 from torchmend.codemods.base import NoFix
 from torchmend.codemods.engine import Session
 from torchmend.codemods.examples import findings_from_markers, fix_text
-from torchmend.codemods.source import Context
 
 
 def test_a_computed_leaf_returned_in_one_expression_gets_its_own_reason() -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from torchmend.analysis.source import Context
 from torchmend.codemods.base import Proposal
 from torchmend.codemods.engine import Session
-from torchmend.codemods.source import Context
 from torchmend.model import Finding, Kind, Severity, Where
 from torchmend.sources import read_source
 

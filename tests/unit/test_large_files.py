@@ -1,4 +1,4 @@
-"""Large files (torchmend/codemods/window.py): from 2,000 lines on, libcst parses only the top-level functions and
+"""Large files (torchmend/analysis/window.py): from 2,000 lines on, libcst parses only the top-level functions and
 classes the findings point into and what they name; the left-out text comes back byte for byte. The fix must be
 the one the whole-file analysis makes, and a 5,000-line file must take seconds, not minutes (the 50,000-line case
 of issue 19 went from 2 min 50 s and 1.1 GB to the time of its scan; see docs/commands/fix.md)."""
@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from torchmend.codemods import source
+from torchmend.analysis import source
+from torchmend.analysis.source import SourceFile
 from torchmend.codemods.examples import fix_text
-from torchmend.codemods.source import SourceFile
 
 
 def big_module(lines: int, newline: str = "\n") -> str:

@@ -33,7 +33,7 @@ def test_blocks_in_containers_and_imported_classes_are_followed():
 def _asserts(tmp_path: Path, version: tuple[int, ...] | None) -> list[int]:
     import libcst as cst
 
-    from torchmend.codemods.source import SourceFile
+    from torchmend.analysis.source import SourceFile
     from torchmend.lint.checks import async_assert
 
     code = textwrap.dedent(

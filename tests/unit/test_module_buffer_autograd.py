@@ -59,10 +59,10 @@ def test_without_the_snapshot_backward_fails() -> None:
 
 def _fallback_text(source: str, name: str) -> str | None:
     """The text of the first proposal's fallback (the rebinding form), or None when it offers none."""
+    from torchmend.analysis.source import Context
     from torchmend.codemods.base import Proposal
     from torchmend.codemods.engine import Session, apply
     from torchmend.codemods.examples import findings_from_markers
-    from torchmend.codemods.source import Context
 
     path = f"/tm-example/{name}"
     ctx = Context("/tm-example", lambda p: source)
@@ -86,10 +86,10 @@ def test_the_rebinding_fallback_trains_like_the_original(case: str) -> None:
 
 
 def test_the_unspec_int_alternative_is_qualified_where_the_counter_meets_modulo() -> None:
+    from torchmend.analysis.source import Context
     from torchmend.codemods.base import Proposal
     from torchmend.codemods.engine import Session
     from torchmend.codemods.examples import findings_from_markers
-    from torchmend.codemods.source import Context
 
     source = (PAIRS / "damped_counter.in.py").read_text()
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from torchmend.analysis.source import Context
 from torchmend.codemods.base import NoFix, Proposal
 from torchmend.codemods.engine import Session
 from torchmend.codemods.examples import findings_from_markers
-from torchmend.codemods.source import Context
 
 OPTIM = """import torch
 from torch.optim.optimizer import Optimizer

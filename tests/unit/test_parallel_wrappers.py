@@ -95,9 +95,9 @@ def test_expected_breaks_are_shown_apart_and_counted_apart() -> None:
 
 
 def test_fix_skips_the_expected_breaks_instead_of_listing_them_as_unfixable() -> None:
+    from torchmend.analysis.source import Context
     from torchmend.codemods.base import NoFix
     from torchmend.codemods.engine import Session
-    from torchmend.codemods.source import Context
 
     findings, _ = _marked("ddp-cpu-torch2.13.json")
     expected = [f for f in findings if f.expected]

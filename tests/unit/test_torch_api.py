@@ -1,4 +1,4 @@
-"""The torch APIs codemods write are spelled as the run's torch release has them (torchmend/codemods/torch_api.py),
+"""The torch APIs codemods write are spelled as the run's torch release has them (torchmend/analysis/torch_api.py),
 and every spelling resolves on the installed torch (scripts/torch_api.py --check)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from conftest import ROOT
 
 from torchmend import pipeline
-from torchmend.codemods import torch_api
+from torchmend.analysis import torch_api
+from torchmend.analysis.torch_api import Spelling, spelling
 from torchmend.codemods.examples import fix_text
-from torchmend.codemods.torch_api import Spelling, spelling
 
 SCRIPT = ROOT / "scripts" / "torch_api.py"
 PRINT = (ROOT / "fixtures" / "codemods" / "TM101" / "forward_print.in.py").read_text()

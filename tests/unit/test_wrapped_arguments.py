@@ -1,5 +1,5 @@
 """Recompiles that reach the compiled function through a wrapper's `*args` / `**kwargs`: the guard's `args[i]` /
-`kwargs['k']` bound to the call site's argument and the wrapped def's parameter (codemods/analysis/binding.py,
+`kwargs['k']` bound to the call site's argument and the wrapped def's parameter (analysis/binding.py,
 calls.py; the TM202 fix's wrapped.py), and a precise reason where that cannot be done."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from torchmend.codemods.analysis.binding import bind, packed_argument, packed_key
-from torchmend.codemods.analysis.calls import forwarding_call
+from torchmend.analysis.binding import bind, packed_argument, packed_key
+from torchmend.analysis.calls import forwarding_call
+from torchmend.analysis.source import Context
 from torchmend.codemods.base import NoFix, Proposal
 from torchmend.codemods.engine import Session
 from torchmend.codemods.examples import findings_from_markers
-from torchmend.codemods.source import Context
 
 PAIRS = Path(__file__).resolve().parents[2] / "fixtures" / "codemods" / "TM202"
 ROOT = "/tm-example"

@@ -18,7 +18,6 @@ ENDED_BY = {
     "exit": "the script exited with a non-zero status",
     "killed": "the script was killed by a signal",
     "lost": "the script exited before torchmend's end record was written",
-    "interrupted": "Ctrl-C",
     "trace": "the end of the trace",
 }
 

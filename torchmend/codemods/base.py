@@ -18,17 +18,25 @@ from typing import TYPE_CHECKING, ClassVar, Union
 import libcst as cst
 
 from torchmend import rules
-from torchmend.model import Finding
+from torchmend.model import Finding, StrEnum
 
 if TYPE_CHECKING:
-    from torchmend.codemods.source import Context
+    from torchmend.analysis.source import Context
 
-SAFE, UNSAFE = "safe", "unsafe"
-# Changes the random stream but keeps the distribution (a LayerDrop skip picked with torch.where): applied only with
-# an explicit opt-in (`fix --allow-random-stream`), never by --yes or --unsafe alone, and verified in distribution
-# over several seeds (verify/stochastic.py), not bit for bit.
-RANDOM_STREAM = "random-stream"
-SAFETIES = (SAFE, UNSAFE, RANDOM_STREAM)
+
+class Safety(StrEnum):
+    """How safe a fix is (a member is its word: `"unsafe" == Safety.UNSAFE`)."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"  # may change numerics or output: needs --unsafe or a prompt; the verified re-run is the gate
+    # Changes the random stream but keeps the distribution (a LayerDrop skip picked with torch.where): applied only
+    # with an explicit opt-in (`fix --allow-random-stream`), never by --yes or --unsafe alone, and verified in
+    # distribution over several seeds (verify/stochastic.py), not bit for bit.
+    RANDOM_STREAM = "random-stream"
+
+
+SAFE, UNSAFE, RANDOM_STREAM = Safety.SAFE, Safety.UNSAFE, Safety.RANDOM_STREAM
+SAFETIES = tuple(Safety)
 HEADINGS = rules.HEADINGS  # the same five headings as `Rule.doc`
 
 Replacement = Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]
@@ -48,7 +56,7 @@ class Proposal:
     rule: str
     path: str
     why: str
-    safety: str = SAFE
+    safety: Safety = Safety.SAFE  # a word of the set is taken too ("unsafe")
     replace: Mapping[cst.CSTNode, Replacement] = field(default_factory=dict)
     insert_before: Mapping[cst.BaseStatement, Sequence[cst.BaseStatement]] = field(default_factory=dict)
     insert_after: Mapping[cst.BaseStatement, Sequence[cst.BaseStatement]] = field(default_factory=dict)
@@ -62,7 +70,8 @@ class Proposal:
 
     def __post_init__(self) -> None:
         if self.safety not in SAFETIES:
-            raise ValueError(f"safety must be one of {SAFETIES}, not {self.safety!r}")
+            raise ValueError(f"safety must be one of {tuple(s.value for s in Safety)}, not {self.safety!r}")
+        object.__setattr__(self, "safety", Safety(self.safety))
         if not (self.replace or self.insert_before or self.insert_after):
             raise ValueError("a proposal must edit something")
 
@@ -91,6 +100,31 @@ class NoFix:
 
 
 Result = Union[Proposal, NoFix]
+
+
+@dataclass(frozen=True)
+class Delegate:
+    """The finding is another rule's to fix after all (a TM202 whose name turns out to be a closure variable is
+    TM206's): the engine asks the codemod of `rule` (engine.ask). A codemod lists every rule it may hand a finding
+    to in `delegates_to`, so the hand-over is declared where the registry and the tests can see it; no codemod looks
+    another up itself."""
+
+    finding: Finding
+    rule: str
+
+
+# What `Codemod.propose` answers: a Result, or a hand-over the engine resolves into one.
+Answer = Union[Proposal, NoFix, Delegate]
+
+
+class Refuse(Exception):
+    """The shape of the code rules the fix out: raised inside a codemod's own helpers, carrying the NoFix's reason
+    and what the user can do instead. A codemod may catch it to word its NoFix; one that leaves `propose` becomes
+    that NoFix in the engine (never an "internal error")."""
+
+    def __init__(self, reason: str, advice: str = "") -> None:
+        super().__init__(reason)
+        self.reason, self.advice = reason, advice
 
 
 def _dedent(code: str) -> str:
@@ -130,13 +164,15 @@ class Codemod:
     # generic TM199): one shape of a catch-all rule, without making the rule's page the shape's.
     gb_ids: ClassVar[tuple[str, ...]] = ()
     name: ClassVar[str] = ""
+    # The rules whose codemods this one may hand a finding to (`Delegate`), resolved by the engine.
+    delegates_to: ClassVar[tuple[str, ...]] = ()
     # Inline examples, checked by tests/unit/test_codemod_examples.py. Sources mark findings with comments
     # (see examples.py): INVALID sources become their expected text; VALID sources propose nothing. The docs
     # (docs/rules/) render them, so every example shown is a tested one.
     INVALID: ClassVar[Sequence[Invalid]] = ()
     VALID: ClassVar[Sequence[Valid]] = ()
 
-    def propose(self, finding: Finding, ctx: Context) -> Result:
+    def propose(self, finding: Finding, ctx: Context) -> Answer:
         raise NotImplementedError
 
     @classmethod

@@ -19,9 +19,9 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 
 from torchmend import rules
-from torchmend.codemods.base import NoFix, Proposal, Result
-from torchmend.codemods.registry import codemod_for_finding
-from torchmend.codemods.source import Context, SourceError, SourceFile
+from torchmend.analysis.source import Context, SourceError, SourceFile
+from torchmend.codemods.base import Codemod, Delegate, NoFix, Proposal, Refuse, Result
+from torchmend.codemods.registry import codemod_for, codemod_for_finding
 from torchmend.model import Finding, Where
 
 log = logging.getLogger("torchmend")
@@ -95,6 +95,27 @@ def span(source: SourceFile, proposal: Proposal) -> tuple[int, int]:
     return min(r.start.line for r in ranges), max(r.end.line for r in ranges)
 
 
+def ask(codemod: Codemod, finding: Finding, ctx: Context) -> Result:
+    """The codemod's answer for the finding, a `Delegate` resolved: the codemod of the rule it hands the finding to
+    answers instead (once: a second hand-over is a codemod bug, answered as a NoFix). A `Refuse` that leaves
+    `propose` is the NoFix it carries."""
+    try:
+        answer = codemod.propose(finding, ctx)
+        if not isinstance(answer, Delegate):
+            return answer
+        if answer.rule not in codemod.delegates_to:
+            raise RuntimeError(f"{codemod.name} hands {answer.rule} a finding without declaring it in delegates_to")
+        other = codemod_for(answer.rule)
+        if other is None:
+            raise RuntimeError(f"{codemod.name} hands the finding to {answer.rule}, which has no codemod")
+        again = other.propose(answer.finding, ctx)
+        if isinstance(again, Delegate):
+            raise RuntimeError(f"{other.name} hands back to {again.rule} a finding {codemod.name} handed it")
+        return again
+    except Refuse as e:
+        return NoFix(finding, e.reason, e.advice)
+
+
 class Conflict(Exception):
     """The proposal overlaps one already accepted; accepting both would mean editing edited code."""
 
@@ -134,7 +155,7 @@ class Session:
                 return NoFix(f, f"no source-level fix for {f.rule} ({rule.name}, PyTorch's {f.gb_id})", advice)
             return NoFix(f, f"no source-level fix for {f.rule} ({rule.name})", rule.advice)
         try:
-            result = codemod.propose(f, self.ctx)
+            result = ask(codemod, f, self.ctx)
         except SourceError as e:
             return NoFix(f, str(e))
         except Exception as e:  # a codemod bug costs this finding its fix, never the other proposals

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from torchmend import rules
+from torchmend.analysis.source import Context
 from torchmend.codemods.base import NoFix, Proposal, Result
 from torchmend.codemods.engine import Conflict, Session
-from torchmend.codemods.source import Context
 from torchmend.model import Finding, Location, Pattern, Severity, Where
 
 _MARK = re.compile(r"#\s*tm:\s*(?P<rule>TM\d{3})(?P<rest>[^#]*)")

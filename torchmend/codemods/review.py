@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from torchmend.codemods.base import RANDOM_STREAM, Proposal
 from torchmend.codemods.engine import Session
+from torchmend.model import StrEnum
 
 KEYS = {
     "y": "apply this change",
@@ -24,7 +25,18 @@ KEYS = {
     "q": "quit: skip this and every later change, keep what was applied",
     "?": "show this help",
 }
-ACCEPTED, REJECTED, CONFLICT, NOT_REVIEWED = "accepted", "rejected", "conflict", "not reviewed"
+
+
+class Outcome(StrEnum):
+    """What became of a proposal in review (a member is its word)."""
+
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    CONFLICT = "conflict"
+    NOT_REVIEWED = "not reviewed"
+
+
+ACCEPTED, REJECTED, CONFLICT, NOT_REVIEWED = Outcome.ACCEPTED, Outcome.REJECTED, Outcome.CONFLICT, Outcome.NOT_REVIEWED
 
 
 @dataclass(frozen=True)
@@ -39,7 +51,7 @@ class Ask:
 @dataclass(frozen=True)
 class Decision:
     proposal: Proposal
-    outcome: str  # accepted | rejected | conflict | not reviewed
+    outcome: Outcome
     detail: str = ""
 
 

@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from torchmend import sources
-from torchmend.codemods.source import Context, SourceError, SourceFile
+from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.lint.cache import LintCache
 from torchmend.lint.checks import LIKELY, Hit, check
 from torchmend.lint.findings import to_finding

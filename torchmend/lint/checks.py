@@ -12,7 +12,7 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis import (
+from torchmend.analysis import (
     NUMBERS,
     Kind,
     assigned_values,
@@ -22,14 +22,15 @@ from torchmend.codemods.analysis import (
     self_name,
     values,
 )
-from torchmend.codemods.analysis.loggers import logging_call
-from torchmend.codemods.fixes.gate_output import reordered
-from torchmend.codemods.gating import already_gated
-from torchmend.codemods.source import SourceFile
+from torchmend.analysis.dynamo_config import reordered
+from torchmend.analysis.gating import already_gated
+from torchmend.analysis.loggers import logging_call
+from torchmend.analysis.source import SourceFile
 from torchmend.lint.gates import compile_gated, is_compiling, setting
 from torchmend.lint.regions import Reached
+from torchmend.model import Confidence
 
-LIKELY, POSSIBLE = "likely", "possible"
+LIKELY, POSSIBLE = Confidence.LIKELY, Confidence.POSSIBLE
 _HOST_RANDOM = ("numpy.random.", "random.")
 _SCALAR_CONSTRUCTORS = {"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"}
 
@@ -38,7 +39,7 @@ _SCALAR_CONSTRUCTORS = {"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"
 class Hit:
     rule: str
     node: cst.CSTNode  # where: its first line is the finding's line
-    confidence: str
+    confidence: Confidence
     what: str  # what lint saw, for the reason
     variable: str | None = None
     call_site: tuple[SourceFile, cst.CSTNode] | None = None  # the call that passes the value in (TM202)

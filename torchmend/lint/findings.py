@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchmend import rules
-from torchmend.codemods.source import SourceFile
+from torchmend.analysis.source import SourceFile
 from torchmend.lint.checks import LIKELY, Hit
 from torchmend.lint.regions import Reached
 from torchmend.lint.unparsable import display as _display

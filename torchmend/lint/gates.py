@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchmend.codemods.analysis import Kind, builtin_or_math, values
-from torchmend.codemods.source import SourceFile
+from torchmend.analysis import Kind, builtin_or_math, values
+from torchmend.analysis.source import SourceFile
 
 _GATES = ("is_compiling", "is_dynamo_compiling", "is_torchdynamo_compiling", "is_tracing", "is_fx_tracing")
 

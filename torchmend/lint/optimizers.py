@@ -13,10 +13,9 @@ from collections.abc import Iterator
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis import values
-from torchmend.codemods.fixes.optimizer_lr.locate import OURS, construction_of, optimizer_class
-from torchmend.codemods.fixes.optimizer_lr.writes import lr_schedulers, lr_writes
-from torchmend.codemods.source import Context, SourceFile
+from torchmend.analysis import values
+from torchmend.analysis.optimizers import OURS, construction_of, lr_schedulers, lr_writes, optimizer_class
+from torchmend.analysis.source import Context, SourceFile
 from torchmend.lint.checks import LIKELY, Hit
 from torchmend.lint.regions import CompiledStep, Reached, calls_in
 

@@ -1,6 +1,6 @@
 """The compiled region, as the source shows it: the functions a file compiles (`@torch.compile`, `torch.compile(f)`,
 `torch.compile(model)`, `model.compile()`), and every def they call that the shared analysis can name
-(codemods/analysis: `candidate_callees`, `loop_element_callee`), followed across the project's files; an object
+(analysis: `candidate_callees`, `loop_element_callee`), followed across the project's files; an object
 that may be of several classes (`model = A() if c else B()`) has the forward of each followed. Calls behind an
 `is_compiling()` gate are not followed (dynamo never traces them); a def torch.compile is told to skip
 (`torch.compiler.disable`) is recorded as such and not entered."""
@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis import candidate_callees, compile_target, is_method, module_forwards
-from torchmend.codemods.analysis.calls import Callee
-from torchmend.codemods.analysis.containers import container_forwards, loop_element_callee
-from torchmend.codemods.analysis.entry import compile_sites
-from torchmend.codemods.gating import already_gated
-from torchmend.codemods.source import Context, SourceFile
+from torchmend.analysis import candidate_callees, compile_target, is_method, module_forwards
+from torchmend.analysis.calls import Callee
+from torchmend.analysis.containers import container_forwards, loop_element_callee
+from torchmend.analysis.entry import compile_sites
+from torchmend.analysis.gating import already_gated
+from torchmend.analysis.source import Context, SourceFile
 from torchmend.lint.gates import compile_gated, setting
 
 _DISABLE = {"torch.compiler.disable", "torch._dynamo.disable", "torch._disable_dynamo"}

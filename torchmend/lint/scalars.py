@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import libcst as cst
 from libcst.metadata import GlobalScope
 
-from torchmend.codemods.analysis import Kind, bind, callee, values
-from torchmend.codemods.source import Context, SourceFile
+from torchmend.analysis import Kind, bind, callee, values
+from torchmend.analysis.source import Context, SourceFile
 from torchmend.lint.checks import LIKELY, Hit, nodes_in_body
 from torchmend.lint.regions import Reached
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from torchmend.interrupts import STOPPING, shielded
+from torchmend.model import EndedBy
 from torchmend.profiler.events import (
     CHILD_ENV,
     COMPILE_END,
@@ -97,7 +98,7 @@ class Progress:
 @dataclass
 class RunOutcome:
     events: list[dict[str, Any]]
-    ended_by: str  # finished | steps | timeout | error | exit | killed | lost | no_torch | internal_error
+    ended_by: EndedBy
     returncode: int | None
     wall_s: float
     output_tail: str
@@ -108,11 +109,14 @@ class RunOutcome:
     stopped: tuple[str, ...] = ()
     left_running: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        self.ended_by = EndedBy(self.ended_by)  # a word read from the END record: one of the set, or a ValueError
+
     @property
     def failed(self) -> bool:
         """The script itself failed (an exception, a non-zero exit, killed, gone without its end record), as
         opposed to a budget ending it."""
-        return self.ended_by in ("error", "exit", "killed", "lost")
+        return self.ended_by.failed
 
     @property
     def start(self) -> dict[str, Any]:
@@ -448,7 +452,7 @@ def run(
                 detail = f"the disk holding {workdir} is full (No space left on device)"
         else:  # gone without a word: a signal, the OOM killer, os._exit, an END that could not be written
             ended_by, detail = ended_without_end(proc.returncode, disk_full(workdir, tail), workdir)
-        outcome = RunOutcome(events, ended_by, proc.returncode, wall, tail, end, detail, stopped, left_running)
+        outcome = RunOutcome(events, EndedBy(ended_by), proc.returncode, wall, tail, end, detail, stopped, left_running)
         if keep_dir is not None:
             keep_dir.mkdir(parents=True, exist_ok=True)
             for src in (*workdir.glob("events*.jsonl"), log_path):

@@ -22,7 +22,6 @@ from torchmend.profiler.numerics import DISABLE_ENV
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
 from torchmend.tune.settings import Setting
 
-_FAILED = ("error", "exit", "killed", "lost", "no_torch", "internal_error", "interrupted")
 # A recompile whose guard is a tensor's size: the shapes vary, so dynamic= matters.
 _SIZE_GUARD = re.compile(r"size mismatch|stride mismatch|\.size\(\)\[\d+\]|\.shape\[\d+\]")
 _SIZE_RULES = ("TM204", "TM208")
@@ -38,7 +37,7 @@ class TuneRun:
 
     @property
     def failed(self) -> bool:
-        return self.outcome.ended_by in _FAILED
+        return self.outcome.ended_by.no_run
 
     @property
     def error(self) -> str:

@@ -26,29 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchmend.sources import Encoding, decode
 from torchmend.vcs import body as md
-from torchmend.vcs.forge import AUTH, INVALID, NOT_FOUND, UNREACHABLE, ForgeError, GitHub, check_api_url
+from torchmend.vcs.errors import DIRTY, NO_REMOTE, NOT_A_REPO, PUSH, USAGE, PrError
+from torchmend.vcs.errors import NOTHING as NOTHING  # the CLI reads every kind as ship.<KIND>
+from torchmend.vcs.forge import AUTH, INVALID, NOT_FOUND, ForgeError, GitHub, check_api_url
 from torchmend.vcs.git import Git, GitError
 from torchmend.vcs.remote import GITHUB_API, GITHUB_HOST, RepoRef, display_url, parse_full_name, parse_remote_url
+from torchmend.vcs.tree import files_to_commit
 
 if TYPE_CHECKING:
     from torchmend.store import UndoRecord
-
-# What went wrong (PrError.kind); the CLI maps each to an exit code.
-NOTHING, NOT_A_REPO, DIRTY, NO_REMOTE, PUSH, USAGE = "nothing", "not_a_repo", "dirty", "no_remote", "push", "usage"
-KINDS = (NOTHING, NOT_A_REPO, DIRTY, NO_REMOTE, PUSH, USAGE, AUTH, NOT_FOUND, INVALID, UNREACHABLE)
-
-
-class PrError(Exception):
-    """Shipping stopped. `message` says what and what to do; `left` says what was left behind (if anything)."""
-
-    def __init__(self, kind: str, message: str, left: str = "") -> None:
-        assert kind in KINDS, kind
-        self.kind = kind
-        self.message = message
-        self.left = left
-        super().__init__(message + (f" {left}" if left else ""))
 
 
 @dataclass(frozen=True)
@@ -111,15 +98,6 @@ def redactor(token: str) -> Callable[[str], str]:
     if len(token) < 4:
         return lambda s: s
     return lambda s: s.replace(token, "***")
-
-
-def _read(path: str) -> tuple[bytes, str, Encoding] | None:
-    """A source's bytes, its text and its encoding, read as Python reads it (PEP 263 coding line, BOM)."""
-    try:
-        data = Path(path).read_bytes()
-        return (data, *decode(data, path))
-    except OSError:  # sources.NotSource too
-        return None
 
 
 @dataclass(frozen=True)
@@ -254,67 +232,7 @@ def plan(
     git, top, head, current, repo, base, url = r.git, r.top, r.head, r.current, r.repo, r.base, r.url
 
     # The files: inside the repository, still as the fix left them, committed as the fix found them.
-    top_real = os.path.realpath(top)
-    files: dict[str, bytes] = {}
-    diffs: dict[str, str] = {}
-    already: list[str] = []
-    for path, (before, after) in sorted(record.files.items()):
-        real = os.path.realpath(path)
-        rel = os.path.relpath(real, top_real)
-        if rel == os.curdir or rel.startswith(os.pardir + os.sep) or rel == os.pardir:
-            raise PrError(NOT_A_REPO, f"{path} (changed by the fix) is outside the git repository at {top}.")
-        rel = rel.replace(os.sep, "/")
-        # Compared as text, committed as bytes: in the file's own encoding (a coding line, a BOM), as on disk.
-        read = _read(path)
-        if read is None or read[1] != after:
-            raise PrError(
-                DIRTY,
-                f"{rel} was edited after the fix (or the fix was undone): the pull request would "
-                "not hold what torchmend wrote and verified. Run `torchmend fix` again on the current "
-                "version, then `torchmend pr`.",
-            )
-        after_bytes, before_bytes = read[0], read[2].encode(before)
-        in_head = git.blob_of("HEAD", rel)
-        if in_head is None:
-            raise PrError(
-                DIRTY,
-                f"{rel} is not in the last commit (HEAD): commit it as it was before the fix "
-                "first, so the pull request holds torchmend's change alone.",
-            )
-        if in_head == git.hash_text(rel, after_bytes):
-            already.append(rel)
-            continue
-        if in_head != git.hash_text(rel, before_bytes):
-            raise PrError(
-                DIRTY,
-                f"{rel} had changes of yours that were not committed when the fix ran: the "
-                "commit would carry them too. Commit your own changes to it first (`git add -p`, "
-                "leaving torchmend's out), then run `torchmend pr` again.",
-            )
-        files[rel] = after_bytes
-        diffs[rel] = md.unified_diff(rel, before, after)
-    if already and not files:
-        raise PrError(
-            NOTHING,
-            f"the fix is already committed on {current or 'HEAD'} "
-            f"({', '.join(already)}): there is nothing left for torchmend to commit. Push that branch "
-            "and open the pull request yourself.",
-        )
-    if already:
-        raise PrError(
-            DIRTY,
-            f"{', '.join(already)} already committed with the fix while "
-            f"{', '.join(files)} is not: commit or reset them together, then run `torchmend pr` again.",
-        )
-    others = [s for s in git.status() if s.path not in files]
-    if others:
-        shown = ", ".join(f"{s.path} ({s.code.strip()})" for s in others[:20])
-        more = f" and {len(others) - 20} more" if len(others) > 20 else ""
-        raise PrError(
-            DIRTY,
-            f"the working tree has changes torchmend did not make: {shown}{more}. Commit or "
-            "stash them first (`git stash`); only the files the fix wrote may differ from HEAD.",
-        )
+    files, diffs = files_to_commit(git, top, current, record)
 
     # The branch, the commit, the pull request.
     branch = md.branch_name(record.summary, files)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchmend.model import StrEnum
 from torchmend.profiler.failures import exception_summary
 from torchmend.profiler.runner import RunOutcome
 from torchmend.verify.failure import RunFailure, failure_of
@@ -20,7 +21,16 @@ from torchmend.verify.reference import RESTORED, Reference
 from torchmend.verify.runs import ArmRun
 from torchmend.verify.stochastic import Distribution
 
-IMPROVED, NO_CHANGE, REFUSED = "improved", "no_change", "refused"
+
+class Verdict(StrEnum):
+    """What verification concluded (a member is its word, as the JSON report writes it)."""
+
+    IMPROVED = "improved"
+    NO_CHANGE = "no_change"
+    REFUSED = "refused"
+
+
+IMPROVED, NO_CHANGE, REFUSED = Verdict.IMPROVED, Verdict.NO_CHANGE, Verdict.REFUSED
 SLOWER_RATIO = 1.10
 COUNTS = ("frames_compiled", "graphs", "graph_breaks", "recompiles", "recompile_limit_hits")
 TIMES = ("compile_seconds", "first_step_s", "steady_step_s", "wall_seconds")
@@ -74,7 +84,7 @@ class Verification:
     counts: list[Metric]
     times: list[Metric]
     numerics: Comparison | None
-    verdict: str  # improved | no_change | refused
+    verdict: Verdict
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     failure: RunFailure | None = None  # how the patched run failed or stopped early (None: it ran to its end)

@@ -25,11 +25,23 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from torchmend.model import StrEnum
 from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
 from torchmend.verify.runs import ArmRun
 
 EAGER_COMPILE = (("eager", True),)  # RunSpec.compile for a run without torch.compile (collector.override_compile)
-REWRITE, COMPILER, NEITHER, RESTORED = "rewrite", "compiler", "neither", "restored"
+
+
+class Whose(StrEnum):
+    """Whose the numerics difference is, as the eager runs tell it (a member is its word)."""
+
+    REWRITE = "rewrite"
+    COMPILER = "compiler"
+    NEITHER = "neither"  # the eager runs did not settle it
+    RESTORED = "restored"  # the patched compiled run equals the original eager run
+
+
+REWRITE, COMPILER, NEITHER, RESTORED = Whose.REWRITE, Whose.COMPILER, Whose.NEITHER, Whose.RESTORED
 # Known reasons an original compiled run differs from its eager run, by the `Proposal.shape` of the change that
 # undoes them (said when the eager program is restored).
 KNOWN_DIVERGENCES = {
@@ -72,7 +84,7 @@ def tolerance(rtol: float, band: float | None) -> float:
 class Reference:
     band: float | None  # the original's compiled-vs-eager spread (None: not measured)
     rtol: float  # the fixed tolerance
-    whose: str  # rewrite | compiler | neither (the eager runs did not settle it)
+    whose: Whose
     rewrite: Comparison | None  # original eager vs patched eager
     compiled: Comparison | None  # patched eager vs patched compiled
     eager_failed: str = ""  # which eager run failed, if one did

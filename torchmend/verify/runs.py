@@ -27,7 +27,7 @@ class ArmRun:
 
     @property
     def failed(self) -> bool:
-        return self.outcome.failed or self.outcome.ended_by in ("no_torch", "internal_error", "interrupted")
+        return self.outcome.ended_by.no_run
 
     @property
     def end(self) -> dict[str, Any]:

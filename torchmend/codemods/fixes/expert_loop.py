@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 
+from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import UNSAFE, NoFix, Proposal, Result
-from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
 
 _NOTE = (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import SAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
 
 _ADVICE = (

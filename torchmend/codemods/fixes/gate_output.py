@@ -29,36 +29,15 @@ from dataclasses import replace
 from typing import cast
 
 import libcst as cst
-from libcst.helpers import get_full_name_for_node
 
-from torchmend.codemods.analysis import is_print
-from torchmend.codemods.analysis.entry import compile_site_for
-from torchmend.codemods.analysis.loggers import is_logging_module, logging_call
+from torchmend.analysis import is_print
+from torchmend.analysis.dynamo_config import REORDER, REORDERS, has_member, logger_plan, reorder_member, reorder_plan
+from torchmend.analysis.entry import compile_site_for
+from torchmend.analysis.gating import already_gated, gate
+from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.fixes.compile_config.settings import add_member, has_member
-from torchmend.codemods.gating import already_gated, gate
-from torchmend.codemods.source import Context, SourceError, SourceFile
-from torchmend.codemods.torch_ops import LOG_METHODS, NOT_TENSOR_ATTRS
+from torchmend.codemods.fixes.compile_config.settings import add_member
 from torchmend.model import Finding, Where
-
-REORDER = "reorderable_logging_functions"
-_CONTAINERS = (cst.List, cst.Tuple, cst.Dict, cst.Set, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
-
-
-def _is_log(src: SourceFile, call: cst.Call) -> bool:
-    """A logger's method, whatever its name (the logger told by how it is bound: analysis/loggers.py), or a
-    logging function; else, as before, a LOG_METHODS name on anything but torch (`torch.log(x)`)."""
-    if logging_call(src, call):
-        return True
-    func = call.func
-    if not isinstance(func, cst.Attribute) or func.attr.value not in LOG_METHODS:
-        return False
-    return not src.is_qualified(func, *(f"torch.{n}" for n in LOG_METHODS))
-
-
-# The first release each kind of call is reordered on (docstring above).
-REORDERS = {"print": (2, 11), "logger": (2, 14)}
-_NO_FORMAT = ("str", "repr", "len", "float", "int", "bool")
 
 
 def _releases(ctx: Context, kind: str) -> bool:
@@ -66,148 +45,17 @@ def _releases(ctx: Context, kind: str) -> bool:
     return version is None or version[:2] >= REORDERS[kind]
 
 
-def _is_item(node: cst.BaseExpression) -> bool:
-    return (
-        isinstance(node, cst.Call)
-        and not node.args
-        and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value == "item"
-    )
-
-
-def _as_0dim(node: cst.Call) -> cst.Call:
-    """`t.item()` -> `t.reshape(())`: the same one-element tensor as a 0-dim tensor, which formats as its item."""
-    assert isinstance(node.func, cst.Attribute)
-    return node.with_changes(
-        func=node.func.with_changes(attr=cst.Name("reshape")),
-        args=[cst.Arg(cst.Tuple([], lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))],
-    )
-
-
-class _Items(cst.CSTTransformer):
-    """`.item()` where dynamo may format the tensor itself: a formatted value of an f-string, or a whole
-    argument (written `f"{t.reshape(())}"`, the text print gave the number). Any other `.item()` is left for the
-    caller to refuse."""
-
-    def __init__(self, top: tuple[cst.BaseExpression, ...]) -> None:
-        self.top = top
-        self.changed = 0
-
-    def leave_FormattedStringExpression(
-        self, original: cst.FormattedStringExpression, updated: cst.FormattedStringExpression
-    ) -> cst.FormattedStringExpression:
-        if _is_item(updated.expression):
-            self.changed += 1
-            assert isinstance(updated.expression, cst.Call)
-            return updated.with_changes(expression=_as_0dim(updated.expression))
-        return updated
-
-    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        if any(original is t for t in self.top) and _is_item(updated):
-            self.changed += 1
-            return cst.FormattedString([cst.FormattedStringExpression(_as_0dim(updated))], start='f"', end='"')
-        return updated
-
-
-def _unreorderable(src: SourceFile, value: cst.BaseExpression) -> bool:
-    """An argument torch would not reorder (a container, `t.shape`, `str(t)`), or whose `.item()` is left inside
-    it (its own break on 2.13, a crash on 2.14+)."""
-    if isinstance(value, _CONTAINERS):
-        return True
-    whole = [value]
-    if isinstance(value, cst.FormattedString):
-        whole += [p.expression for p in value.parts if isinstance(p, cst.FormattedStringExpression)]
-    if any(isinstance(v, cst.Attribute) and v.attr.value in NOT_TENSOR_ATTRS for v in whole):
-        return True
-    for node in _calls_under(value):
-        name = get_full_name_for_node(node.func) or ""
-        if name in _NO_FORMAT or _is_item(node) or name.endswith(".tolist"):
-            return True
-    return False
-
-
-def _calls_under(node: cst.CSTNode) -> list[cst.Call]:
-    found: list[cst.Call] = []
-
-    class _Collect(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            found.append(call)
-
-    node.visit(_Collect())
-    return found
-
-
-def _reorder_plan(src: SourceFile, call: cst.Call) -> tuple[str, cst.Call | None] | None:
-    """What to add to reorderable_logging_functions for this print (`print`) and the call rewritten so dynamo can
-    format it (None: as it is), or None when torch would not reorder it."""
-    if not is_print(src, call):
-        return None
-    if any(arg.keyword is not None or arg.star for arg in call.args):
-        return None
-    tops = tuple(arg.value for arg in call.args)
-    items = _Items(tops)
-    rewritten = call.visit(items)
-    assert isinstance(rewritten, cst.Call)
-    if any(_unreorderable(src, arg.value) for arg in rewritten.args):
-        return None
-    return "print", (rewritten if items.changed else None)
-
-
-def _reorder_member(src: SourceFile, call: cst.Call) -> str | None:
-    plan = _reorder_plan(src, call)
-    return plan[0] if plan is not None and plan[1] is None else None
-
-
-def reordered(src: SourceFile, call: cst.Call, site: SourceFile) -> bool:
-    """The compiling file `site` already lets dynamo run this print or logger call after the graph, and the call's
-    arguments are ones dynamo reorders (lint: no break there)."""
-    if _reorder_member(src, call) is not None:
-        return has_member(site, REORDER, "print")
-    member = _logger_plan(src, call)
-    version = src.torch_version
-    return (
-        member is not None
-        and (version is None or version[:2] >= REORDERS["logger"])
-        and has_member(site, REORDER, member)
-    )
-
-
-def _logger_plan(src: SourceFile, call: cst.Call) -> str | None:
-    """`log.info` when this is a call of a Logger method on a logger bound at module level of this file, with no
-    keywords, a string or f-string message and constant `%`-arguments (2.14+ reorders that); else None."""
-    func = call.func
-    if not isinstance(func, cst.Attribute) or func.attr.value not in LOG_METHODS - {"log", "exception"}:
-        return None
-    if not isinstance(func.value, cst.Name) or not logging_call(src, call) or is_logging_module(src, func.value):
-        return None
-    refs = src.referents(func.value)
-    if not refs or any(src.function_at(src.line_of(r)) is not None for r in refs):
-        return None
-    if not call.args or any(a.keyword is not None or a.star for a in call.args):
-        return None
-    msg, *rest = (a.value for a in call.args)
-    if not isinstance(msg, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
-        return None
-    if isinstance(msg, cst.FormattedString) and any(
-        _unreorderable(src, p.expression) for p in msg.parts if isinstance(p, cst.FormattedStringExpression)
-    ):
-        return None
-    if not all(isinstance(v, (cst.SimpleString, cst.Integer, cst.Float)) for v in rest):
-        return None
-    return f"{func.value.value}.{func.attr.value}"
-
-
 def _reorder(finding: Finding, ctx: Context, src: SourceFile, call: cst.Call, what: str) -> Proposal | NoFix | None:
     """Keep the message: dynamo runs the call after the graph. None when the run's torch would not reorder this
     call (then it is gated, which drops it)."""
     rewritten: cst.Call | None = None
     if what == "print":
-        plan = _reorder_plan(src, call)
+        plan = reorder_plan(src, call)
         if plan is None or not _releases(ctx, "print"):
             return None
         member, rewritten = plan
     else:
-        logger = _logger_plan(src, call) if _releases(ctx, "logger") else None
+        logger = logger_plan(src, call) if _releases(ctx, "logger") else None
         if logger is None:
             return None
         member = logger
@@ -264,7 +112,9 @@ _ITEM_NOTE = (
 )
 
 
-def _gate(finding: Finding, ctx: Context, is_target, what: str) -> Result:
+def gate_or_keep(finding: Finding, ctx: Context, is_target, what: str) -> Result:
+    """The output call behind the finding kept where the release reorders it (placed before the compile call),
+    else gated behind is_compiling(); `is_target` tells the call (a print, a logging call), `what` names it."""
     path, line = finding.path, finding.line
     if finding.where != Where.PROJECT:  # its line is the library's: never edit it
         frame = finding.user_frame
@@ -357,7 +207,7 @@ def _library_reorder(finding: Finding, ctx: Context) -> Result | None:
     except SourceError:
         return None
     stmt = src.statement_at(finding.line)
-    calls = [n for n in src.nodes_in(stmt, cst.Call) if _reorder_member(src, n)] if stmt is not None else []
+    calls = [n for n in src.nodes_in(stmt, cst.Call) if reorder_member(src, n)] if stmt is not None else []
     return _reorder(finding, ctx, src, calls[0], "print") if calls else None
 
 
@@ -528,7 +378,7 @@ class GatePrint(Codemod):
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
-        result = _gate(finding, ctx, is_print, "print")
+        result = gate_or_keep(finding, ctx, is_print, "print")
         if isinstance(result, Proposal):
             from dataclasses import replace
 
@@ -540,127 +390,3 @@ class GatePrint(Codemod):
                 "strings)",
             )
         return result
-
-
-class GateLogging(Codemod):
-    """Gate a logging call in compiled code (kept, after the graph, where the release reorders it).
-
-    What it does:
-        TM102: a `logger.info(...)`, `logging.warning(...)` or other logging call reached inside a
-        torch.compile'd function or module. The logger is told by how its name is bound, whatever the method:
-        `logging.getLogger(...)`, a library's `get_logger(...)` (transformers' `logging.get_logger(__name__)`,
-        whose loggers also have `warning_once`, `info_once`, `warning_advice`), a module-level `logger` /
-        `log`, `self.logger`.
-
-    Why is this bad:
-        Dynamo does not trace logging.Logger methods: each call ends the graph, runs in Python, and starts
-        a new graph after it (a graph break), every call.
-
-    Example:
-        log.info("forward on batch of %d", x.shape[0])
-
-    Fix:
-        if not torch.compiler.is_compiling():
-            log.info("forward on batch of %d", x.shape[0])
-
-        A call of yours that dynamo followed into a library (`logging.warning(...)`, traced into the logging
-        module, where the breaks are reported) is gated at your line. From torch 2.14 a method of a logger bound
-        at module level, called with a string or f-string and constant arguments, in the file that compiles, is
-        kept instead: `torch._dynamo.config.reorderable_logging_functions.add(log.info)` before the compile call
-        (2.13 never reorders a Logger method; a tensor among the `%`-arguments makes dynamo trace the logging
-        module when the call runs, so that form is gated).
-
-    Fix safety:
-        Unsafe when gated: the record is no longer logged from compiled code (it still is when the code runs
-        eagerly). Safe when reordered: the record is logged after the graph's work.
-    """
-
-    rules = ("TM102",)
-    name = "gate-logging"
-    INVALID = (
-        Invalid(
-            """
-            import logging
-            import torch
-            log = logging.getLogger(__name__)
-
-            def f(x):
-                log.info('shape %s', x.shape)  # tm: TM102
-                return x
-            """,
-            """
-            import logging
-            import torch
-            log = logging.getLogger(__name__)
-
-            def f(x):
-                if not torch.compiler.is_compiling():
-                    log.info('shape %s', x.shape)  # tm: TM102
-                return x
-            """,
-        ),
-        Invalid(
-            """
-            import logging
-            import torch
-
-            def f(x):
-                logging.warning('big')  # tm: TM102
-                return x
-            """,
-            """
-            import logging
-            import torch
-
-            def f(x):
-                if not torch.compiler.is_compiling():
-                    logging.warning('big')  # tm: TM102
-                return x
-            """,
-        ),
-        # a library's logger, bound by its get_logger, with a method the library patched onto Logger
-        Invalid(
-            """
-            import torch
-            from ...utils import logging
-            logger = logging.get_logger(__name__)
-
-            def pad(x, window):
-                if x.shape[-1] % window:
-                    logger.warning_once(  # tm: TM102
-                        f"padded to a multiple of {window}"
-                    )
-                return x
-            """,
-            """
-            import torch
-            from ...utils import logging
-            logger = logging.get_logger(__name__)
-
-            def pad(x, window):
-                if x.shape[-1] % window:
-                    if not torch.compiler.is_compiling():
-                        logger.warning_once(  # tm: TM102
-                            f"padded to a multiple of {window}"
-                        )
-                return x
-            """,
-        ),
-    )
-    VALID = (
-        Valid(
-            """
-            import logging
-            import torch
-            log = logging.getLogger(__name__)
-
-            def f(x):
-                if not torch.compiler.is_compiling():
-                    log.info('x')  # tm: TM102
-                return x
-            """,
-        ),
-    )
-
-    def propose(self, finding: Finding, ctx: Context) -> Result:
-        return _gate(finding, ctx, _is_log, "logging")

@@ -7,9 +7,9 @@ import os
 import libcst as cst
 
 from torchmend import rules
-from torchmend.codemods.analysis.calls import is_compiled
+from torchmend.analysis.calls import is_compiled
+from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding, Where
 
 # Qualified-name prefixes of the host generators: NumPy's legacy functions and Generator factory, Python's module.

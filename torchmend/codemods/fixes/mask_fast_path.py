@@ -38,10 +38,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchmend.analysis.gating import already_gated
+from torchmend.analysis.source import SourceFile
+from torchmend.analysis.torch_ops import IS_COMPILING
 from torchmend.codemods.base import UNSAFE, NoFix, Proposal, Result
-from torchmend.codemods.gating import already_gated
-from torchmend.codemods.source import SourceFile
-from torchmend.codemods.torch_ops import IS_COMPILING
 from torchmend.model import Finding
 
 _REDUCTIONS = ("any", "all")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchmend.analysis.gating import already_gated, gate
+from torchmend.analysis.source import Context, SourceFile
+from torchmend.analysis.torch_ops import IS_COMPILING
 from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.gating import already_gated, gate
-from torchmend.codemods.source import Context, SourceFile
-from torchmend.codemods.torch_ops import IS_COMPILING
 from torchmend.model import Finding, Where
 
 _ADVICE = (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.fixes.branch_to_where.test import _hazards, _mask, _short, _split_test, _Unfixable
-from torchmend.codemods.source import Context, SourceFile
+from torchmend.codemods.fixes.branch_to_where.condition import Unfixable, hazards_of, mask_of, short, split_test
 from torchmend.model import Finding, Where
 
 _ADVICE = (
@@ -29,7 +29,7 @@ class _DropItem(cst.CSTTransformer):
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         func = updated.func
         if isinstance(func, cst.Attribute) and func.attr.value == "item" and not updated.args:
-            self.dropped.append(_short(original))
+            self.dropped.append(short(original))
             return func.value
         return updated
 
@@ -58,7 +58,7 @@ def _message_text(msg: cst.BaseExpression) -> str | None:
             if isinstance(p, cst.FormattedStringText):
                 parts.append(p.value.replace("{{", "{").replace("}}", "}"))
             elif isinstance(p, cst.FormattedStringExpression):
-                parts.append("{" + _short(p.expression) + "}")
+                parts.append("{" + short(p.expression) + "}")
         return "".join(parts)
     return None
 
@@ -179,7 +179,7 @@ class TensorAssert(Codemod):
             return NoFix(finding, f"line {finding.line} is not an `assert`", _ADVICE)
         try:
             return self._fix(finding, src, node)
-        except _Unfixable as e:
+        except Unfixable as e:
             return NoFix(finding, e.reason, e.advice or _ADVICE)
 
     def _fix(self, finding: Finding, src: SourceFile, node: cst.Assert) -> Result:
@@ -187,15 +187,15 @@ class TensorAssert(Codemod):
             c for c in src.nodes_in(node.test, cst.Call) if src.is_qualified(c.func, "builtins.int", "builtins.float")
         ]
         if converted:
-            raise _Unfixable(
-                f"`{_short(converted[0])}` turns a tensor into a Python number inside the assert (int() also "
+            raise Unfixable(
+                f"`{short(converted[0])}` turns a tensor into a Python number inside the assert (int() also "
                 "truncates, so comparing the tensor itself is not the same test)",
                 "compare the tensor itself (`assert (t > 0).all()`), or, with "
                 "torch._dynamo.config.capture_scalar_outputs = True, state the check as "
                 "`torch._check(<python condition>)`, which stays in the graph as a runtime assert",
             )
-        python_part, tensor_test = _split_test(src, node.test)
-        mask = _mask(src, tensor_test, trusted=True).expr
+        python_part, tensor_test = split_test(src, node.test)
+        mask = mask_of(src, tensor_test, trusted=True).expr
         items = _DropItem()
         dropped = mask.visit(items)
         assert isinstance(dropped, cst.BaseExpression)  # a transformer that only swaps calls for their receivers
@@ -204,7 +204,7 @@ class TensorAssert(Codemod):
         if python_part is not None and tensor_test.lpar and not test.lpar:
             test = test.with_changes(lpar=node.test.lpar, rpar=node.test.rpar)
         notes = [_RUNTIME_ERROR]
-        hazards = [h for op in src.nodes_in(tensor_test, cst.BooleanOperation) for h in _hazards(src, op.right)]
+        hazards = [h for op in src.nodes_in(tensor_test, cst.BooleanOperation) for h in hazards_of(src, op.right)]
         if hazards:
             notes.append(f"`&`/`|` computes every operand, where `and`/`or` stopped early: {'; '.join(hazards[:3])}")
         if items.dropped:
@@ -225,14 +225,14 @@ class TensorAssert(Codemod):
         assert node.msg is not None
         text = _message_text(node.msg)
         if text is None:
-            raise _Unfixable(
-                f"the message `{_short(node.msg)}` is computed; only a constant string can stay in the graph", _ADVICE
+            raise Unfixable(
+                f"the message `{short(node.msg)}` is computed; only a constant string can stay in the graph", _ADVICE
             )
         call, imports = src.torch_expr("_assert_async")
         comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
         check = cst.Expr(cst.Call(call, [cst.Arg(test, comma=comma), cst.Arg(cst.SimpleString(_quote(text)))]))
         notes.append(
-            f"the message `{_short(node.msg)}` becomes the constant text {_quote(text)} (its values cannot be "
+            f"the message `{short(node.msg)}` becomes the constant text {_quote(text)} (its values cannot be "
             "formatted inside the graph)"
         )
         notes.append("`python -O` no longer removes the check (it removes an assert)")

@@ -9,32 +9,35 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchmend.codemods.analysis import values
+from torchmend.analysis import values
+from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.fixes.branch_to_where.align import _chain_start, _in_place, _next_statement
+from torchmend.codemods.fixes.branch_to_where.align import chain_start, in_place, next_statement
 from torchmend.codemods.fixes.branch_to_where.cond import cond_fix
-from torchmend.codemods.fixes.branch_to_where.layerdrop import continue_skip, random_stream_proposal
-from torchmend.codemods.fixes.branch_to_where.test import (
-    _ASSERT_ADVICE,
-    _COND_ADVICE,
-    _WHILE_ADVICE,
-    _all_masks,
-    _bool_operands,
-    _constant,
-    _hazards,
-    _is_where,
-    _mask,
-    _NeedsCond,
-    _short,
-    _split_test,
-    _strip,
-    _Unfixable,
+from torchmend.codemods.fixes.branch_to_where.condition import (
+    ASSERT_ADVICE,
+    COND_ADVICE,
+    WHILE_ADVICE,
+    NeedsCond,
+    Unfixable,
+    all_masks,
+    bool_operands,
+    constant,
+    hazards_of,
+    is_where,
+    mask_of,
+    short,
+    split_test,
+    strip,
+)
+from torchmend.codemods.fixes.branch_to_where.layerdrop import (
+    continue_skip,
     random_draw,
     random_skip,
+    random_stream_proposal,
 )
-from torchmend.codemods.fixes.branch_to_where.where import _Plan, _where, proposal, where_fix
+from torchmend.codemods.fixes.branch_to_where.where import Plan, proposal, where_call, where_fix
 from torchmend.codemods.fixes.mask_fast_path import mask_fast_path
-from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding, Where
 
 # --- the codemod ---------------------------------------------------------------------------------------------
@@ -269,19 +272,19 @@ class BranchToWhere(Codemod):
                     finding,
                     "a `while` on a tensor runs a number of times only the data decides; "
                     "torch.where cannot repeat work and torch.cond cannot loop",
-                    _WHILE_ADVICE,
+                    WHILE_ADVICE,
                 )
             if isinstance(stmt, cst.If):
-                return self._if(finding, src, _chain_start(src, stmt))
+                return self._if(finding, src, chain_start(src, stmt))
             if isinstance(stmt, cst.SimpleStatementLine):
                 return self._line(finding, src, stmt)
-        except _Unfixable as e:
+        except Unfixable as e:
             return NoFix(finding, e.reason, e.advice)
         kind = type(stmt).__name__ if stmt is not None else "no statement"
         return NoFix(
             finding,
             f"line {finding.line} is not an `if` ({kind}); torchmend rewrites `if`/`elif` and `a if c else b` only",
-            _COND_ADVICE,
+            COND_ADVICE,
         )
 
     # --- `if` statements ---
@@ -295,16 +298,16 @@ class BranchToWhere(Codemod):
             return self._random_skip(finding, src, node, random)
         return self._if_tensor(finding, src, node)
 
-    def _random_skip(self, finding: Finding, src: SourceFile, node: cst.If, refusal: _Unfixable) -> Result:
+    def _random_skip(self, finding: Finding, src: SourceFile, node: cst.If, refusal: Unfixable) -> Result:
         """A LayerDrop skip: the torch.where rewrite as a RANDOM_STREAM change (layerdrop.py), else the refusal."""
         draw = random_draw(src, node.test)
-        drawn = _short(draw) if draw is not None else "a random draw"
+        drawn = short(draw) if draw is not None else "a random draw"
         skip = continue_skip(finding, src, node, drawn)
         if isinstance(skip, Proposal):
             return skip
         try:
             fix = self._if_tensor(finding, src, node)
-        except _Unfixable:
+        except Unfixable:
             raise refusal from None
         if isinstance(fix, Proposal) and node.orelse is None and not src.nodes_in(node.body, cst.Call):
             # `if r < p: to_drop = True`: no code is skipped, so torch.where computes exactly what the `if` did
@@ -319,33 +322,33 @@ class BranchToWhere(Codemod):
         for small in src.nodes_in(node, (cst.Assign, cst.Return)):
             value = small.value if isinstance(small, (cst.Assign, cst.Return)) else None
             if isinstance(value, cst.Name) and value.value == "None":
-                raise _Unfixable(
+                raise Unfixable(
                     f"a branch sets None (line {src.line_of(small)}): torch.where and torch.cond pick between tensors",
-                    _COND_ADVICE,
+                    COND_ADVICE,
                 )
-        python_part, tensor_test = _split_test(src, node.test)
+        python_part, tensor_test = split_test(src, node.test)
         try:
             return where_fix(finding, src, node, python_part, tensor_test)
-        except _NeedsCond as e:
+        except NeedsCond as e:
             try:
                 return cond_fix(finding, src, node, python_part, tensor_test)
-            except _Unfixable as why_not:
-                raise _Unfixable(
+            except Unfixable as why_not:
+                raise Unfixable(
                     f"{e.reason}, and torch.cond does not apply: {why_not.reason}", why_not.advice or e.advice
                 ) from None
 
     # --- a simple statement: `a if c else b`, or already rewritten ---
 
     def _line(self, finding: Finding, src: SourceFile, stmt: cst.SimpleStatementLine) -> Result:
-        if _is_where(src, stmt) or self._condition_temp(src, stmt):
+        if is_where(src, stmt) or self._condition_temp(src, stmt):
             return NoFix(finding, "already uses torch.where", skipped=True)
         if any(isinstance(s, cst.Assert) for s in stmt.body):
-            return NoFix(finding, "an `assert` on a tensor needs its value in Python", _ASSERT_ADVICE)
+            return NoFix(finding, "an `assert` on a tensor needs its value in Python", ASSERT_ADVICE)
         ifexps = [e for e in src.nodes_in(stmt, cst.IfExp) if not values(src).is_python(e.test)]
         boolops = [
             e
             for e in src.nodes_in(stmt, cst.BooleanOperation)
-            if not isinstance(src.parents.get(e), cst.BooleanOperation) and _all_masks(src, e)
+            if not isinstance(src.parents.get(e), cst.BooleanOperation) and all_masks(src, e)
         ]
         if not ifexps and len(boolops) == 1:
             return self._bool_operation(finding, src, boolops[0])
@@ -355,31 +358,33 @@ class BranchToWhere(Codemod):
                 finding,
                 f"line {finding.line} has {why}; torchmend cannot tell which value is tested (an "
                 "`and`/`or` on tensors, bool(), a comprehension filter?)",
-                _COND_ADVICE,
+                COND_ADVICE,
             )
         e = ifexps[0]
         assert isinstance(e, cst.IfExp)
         random = random_skip(src, e.test)
         if random is not None:
             raise random
-        problem = _in_place(src, e)
+        problem = in_place(src, e)
         if problem:
-            raise _Unfixable(problem)
-        mask = _mask(src, e.test, trusted=True)
+            raise Unfixable(problem)
+        mask = mask_of(src, e.test, trusted=True)
         where, imports = src.torch_expr("where")
-        call = _where(where, _strip(mask.expr), _strip(e.body), _strip(e.orelse)).with_changes(lpar=e.lpar, rpar=e.rpar)
+        call = where_call(where, strip(mask.expr), strip(e.body), strip(e.orelse)).with_changes(
+            lpar=e.lpar, rpar=e.rpar
+        )
         notes = (
             ["the result becomes a 0-d tensor instead of a Python number"]
-            if (_constant(e.body) is not None and _constant(e.orelse) is not None)
+            if (constant(e.body) is not None and constant(e.orelse) is not None)
             else []
         )
-        plan = _Plan([], notes, _hazards(src, e.body) + _hazards(src, e.orelse))
-        return proposal(finding, src, {e: call}, imports, plan, _short(e.test))
+        plan = Plan([], notes, hazards_of(src, e.body) + hazards_of(src, e.orelse))
+        return proposal(finding, src, {e: call}, imports, plan, short(e.test))
 
     def _bool_operation(self, finding: Finding, src: SourceFile, e: cst.BooleanOperation) -> Result:
         """`a > 0 and b > 0` as a value: `and` calls bool() on `a > 0`; `&` gives the same boolean tensor."""
-        combined = _mask(src, e, trusted=False).expr
-        right = [h for x in _bool_operands(e)[1:] for h in _hazards(src, x)]
+        combined = mask_of(src, e, trusted=False).expr
+        right = [h for x in bool_operands(e)[1:] for h in hazards_of(src, x)]
         notes = (
             [f"`&`/`|` computes every operand, where `and`/`or` stopped early: {'; '.join(right[:3])}"] if right else []
         )
@@ -402,7 +407,7 @@ class BranchToWhere(Codemod):
         target = stmt.body[0].targets[0].target
         if not isinstance(target, cst.Name):
             return False
-        nxt = _next_statement(src, stmt)
+        nxt = next_statement(src, stmt)
         while nxt is not None:
             for call in src.nodes_in(nxt, cst.Call):
                 if (
@@ -412,5 +417,5 @@ class BranchToWhere(Codemod):
                     and call.args[0].value.value == target.value
                 ):
                     return True
-            nxt = _next_statement(src, nxt)
+            nxt = next_statement(src, nxt)
         return False

@@ -8,27 +8,27 @@ from typing import Union, cast
 
 import libcst as cst
 
-from torchmend.codemods.fixes.branch_to_where.test import (
-    _COND_ADVICE,
-    _RAISE_ADVICE,
-    _WHILE_ADVICE,
-    _code,
-    _NeedsCond,
-    _paren,
-    _short,
-    _tensor_attribute,
-    _tensor_test,
-    _Unfixable,
-    _walk,
+from torchmend.analysis.source import SourceFile, simple_names
+from torchmend.codemods.fixes.branch_to_where.condition import (
+    COND_ADVICE,
+    RAISE_ADVICE,
+    WHILE_ADVICE,
+    NeedsCond,
+    Unfixable,
+    code,
+    is_tensor_test,
+    paren,
     self_attribute,
+    short,
+    tensor_attribute,
+    walk,
 )
-from torchmend.codemods.source import SourceFile, simple_names
 
 Body = Union[cst.IndentedBlock, cst.SimpleStatementSuite]
 StmtLine = Union[cst.SimpleStatementLine, cst.SimpleStatementSuite]
 
 
-def _as_body(suite: cst.BaseSuite) -> Body:
+def as_body(suite: cst.BaseSuite) -> Body:
     """A suite as the union it always is: libcst has no BaseSuite but these two."""
     return cast(Body, suite)
 
@@ -37,23 +37,23 @@ def _as_body(suite: cst.BaseSuite) -> Body:
 
 
 @dataclass(eq=False)
-class _Line:
+class Line:
     node: StmtLine
     leading: list[cst.EmptyLine]  # its comment lines
     comment: cst.Comment | None
     used: bool = False
 
 
-_RETURN = "<return>"  # the target of a `return` op
+RETURN = "<return>"  # the target of a `return` op
 
 
 @dataclass(eq=False)
-class _Op:
+class Op:
     """One small statement of a branch: `targets = values` (or `return values`)."""
 
     targets: tuple[str, ...]
     values: tuple[cst.BaseExpression, ...]
-    line: _Line
+    line: Line
     small: cst.BaseSmallStatement
     tuple_form: bool = False
     aug: bool = False
@@ -69,45 +69,45 @@ class _Op:
 
 
 @dataclass(eq=False)
-class _Branch:
+class Branch:
     test: cst.BaseExpression | None  # None: the else branch
-    ops: list[_Op] = field(default_factory=list)
+    ops: list[Op] = field(default_factory=list)
     comments: list[cst.EmptyLine] = field(default_factory=list)  # `elif`/`else` header and footer comments
     header: cst.Comment | None = None
 
 
-def _comment_lines(lines: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
+def comment_lines(lines: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
     return [ln.with_changes(indent=True) for ln in lines if ln.comment is not None]
 
 
-def _as_line(c: cst.Comment | None) -> list[cst.EmptyLine]:
+def as_line(c: cst.Comment | None) -> list[cst.EmptyLine]:
     return [cst.EmptyLine(comment=c)] if c is not None else []
 
 
-def _describe_target(t: cst.BaseExpression) -> str:
+def describe_target(t: cst.BaseExpression) -> str:
     if isinstance(t, cst.Attribute):
         return (
-            f"the branch sets `{_short(t)}`, state that outlives the call; torchmend only merges branches that "
+            f"the branch sets `{short(t)}`, state that outlives the call; torchmend only merges branches that "
             "set local names or tensors the class registers (buffers)"
         )
     if isinstance(t, cst.Subscript):
         return (
-            f"the branch writes into `{_short(t)}` in place; torchmend only merges branches that set whole local names"
+            f"the branch writes into `{short(t)}` in place; torchmend only merges branches that set whole local names"
         )
-    return f"the branch unpacks into `{_short(t)}`; write one assignment per name first"
+    return f"the branch unpacks into `{short(t)}`; write one assignment per name first"
 
 
-def _in_place(src: SourceFile, e: cst.CSTNode) -> str:
-    for call in _walk(e, cst.Call):
+def in_place(src: SourceFile, e: cst.CSTNode) -> str:
+    for call in walk(e, cst.Call):
         assert isinstance(call, cst.Call)
         if isinstance(call.func, cst.Attribute):
             name = call.func.attr.value
             if name.endswith("_") and not name.startswith("_"):
-                return f"`{_short(call)}` modifies a tensor in place"
+                return f"`{short(call)}` modifies a tensor in place"
         if any(a.keyword is not None and a.keyword.value == "inplace" and not _is_false(a.value) for a in call.args):
-            return f"`{_short(call)}` works in place"
-    for named in _walk(e, cst.NamedExpr):
-        return f"`{_short(named)}` assigns inside an expression"
+            return f"`{short(call)}` works in place"
+    for named in walk(e, cst.NamedExpr):
+        return f"`{short(named)}` assigns inside an expression"
     return ""
 
 
@@ -115,72 +115,72 @@ def _is_false(e: cst.BaseExpression) -> bool:
     return isinstance(e, cst.Name) and e.value == "False"
 
 
-def _ops(src: SourceFile, small: cst.BaseSmallStatement, line: _Line) -> list[_Op]:
+def ops_of(src: SourceFile, small: cst.BaseSmallStatement, line: Line) -> list[Op]:
     """The small statement as ops: `a, b = x, y` is two when no value reads `a` or `b` (so the order is free)."""
-    op = _op(src, small, line)
+    op = op_of(src, small, line)
     if op is None:
         return []
     if op.tuple_form and not op.is_return and not set(op.targets) & op.reads:
-        return [_Op((n,), (v,), line, small) for n, v in zip(op.targets, op.values)]
+        return [Op((n,), (v,), line, small) for n, v in zip(op.targets, op.values)]
     return [op]
 
 
-def _op(src: SourceFile, small: cst.BaseSmallStatement, line: _Line) -> _Op | None:
+def op_of(src: SourceFile, small: cst.BaseSmallStatement, line: Line) -> Op | None:
     if isinstance(small, cst.Pass):
         return None
     if isinstance(small, cst.Expr):
         if isinstance(small.value, (cst.BaseString, cst.Ellipsis)):
             return None
-        problem = _in_place(src, small.value)
+        problem = in_place(src, small.value)
         if problem:
-            raise _Unfixable(
+            raise Unfixable(
                 f"in the branch, {problem}; that changes the tensor for every name bound to it",
                 "write it out of place (`x = x.clamp(max=1)` for `x.clamp_(max=1)`), then torchmend can "
                 "merge the branch",
             )
         what = (
-            f"calls `{_short(small.value)}`"
+            f"calls `{short(small.value)}`"
             if isinstance(small.value, cst.Call)
-            else f"evaluates `{_short(small.value)}`"
+            else f"evaluates `{short(small.value)}`"
         )
-        raise _Unfixable(
+        raise Unfixable(
             f"the branch {what} for its effect; torch.where and torch.cond only choose between computed values",
             "move the call out of the branch, or gate it with torch.compiler.is_compiling() if it only "
-            "logs; " + _COND_ADVICE,
+            "logs; " + COND_ADVICE,
         )
     if isinstance(small, cst.Raise):
-        raise _Unfixable(
+        raise Unfixable(
             "the branch raises; neither torch.where nor torch.cond can raise depending on a tensor's value",
-            _RAISE_ADVICE,
+            RAISE_ADVICE,
         )
     if isinstance(small, (cst.Break, cst.Continue)):
-        raise _Unfixable(
-            f"the branch leaves the loop (`{_code(small).strip()}`): how many times the loop runs "
+        raise Unfixable(
+            f"the branch leaves the loop (`{code(small).strip()}`): how many times the loop runs "
             "depends on the tensor's value",
-            _WHILE_ADVICE,
+            WHILE_ADVICE,
         )
     if isinstance(small, cst.Return):
         if small.value is None or (isinstance(small.value, cst.Name) and small.value.value == "None"):
-            raise _Unfixable("a branch returns nothing; torch.where needs a tensor from every branch")
-        problem = _in_place(src, small.value)
+            raise Unfixable("a branch returns nothing; torch.where needs a tensor from every branch")
+        problem = in_place(src, small.value)
         if problem:
-            raise _Unfixable(f"the branch's {problem}")
+            raise Unfixable(f"the branch's {problem}")
         if isinstance(small.value, cst.Tuple) and not any(
             isinstance(el, cst.StarredElement) for el in small.value.elements
         ):
-            return _Op(
-                (_RETURN,), tuple(el.value for el in small.value.elements), line, small, tuple_form=True, is_return=True
+            return Op(
+                (RETURN,), tuple(el.value for el in small.value.elements), line, small, tuple_form=True, is_return=True
             )
-        return _Op((_RETURN,), (small.value,), line, small, is_return=True)
+        return Op((RETURN,), (small.value,), line, small, is_return=True)
     if isinstance(small, cst.Assign):
         if len(small.targets) != 1:
-            raise _Unfixable("the branch has a chained assignment (`a = b = ...`); split it first", "")
+            raise Unfixable("the branch has a chained assignment (`a = b = ...`); split it first", "")
         target, value = small.targets[0].target, small.value
-        problem = _in_place(src, value)
+        problem = in_place(src, value)
         if problem:
-            raise _Unfixable(f"in the branch, {problem}")
+            raise Unfixable(f"in the branch, {problem}")
         if isinstance(target, cst.Name):
-            return _Op((target.value,), (value,), line, small)
+            return Op((target.value,), (value,), line, small)
         if (
             isinstance(target, (cst.Tuple, cst.List))
             and isinstance(value, (cst.Tuple, cst.List))
@@ -193,30 +193,30 @@ def _op(src: SourceFile, small: cst.BaseSmallStatement, line: _Line) -> _Op | No
                 for el in target.elements  # all of them pass (checked above)
                 if isinstance(el, cst.Element) and isinstance(el.value, cst.Name)
             )
-            return _Op(names, tuple(el.value for el in value.elements), line, small, tuple_form=True)
-        if isinstance(target, (cst.Tuple, cst.List)) and _names_only(target):
-            raise _NeedsCond(f"the branch unpacks `{_short(value)}` (torch.where cannot split it)")
+            return Op(names, tuple(el.value for el in value.elements), line, small, tuple_form=True)
+        if isinstance(target, (cst.Tuple, cst.List)) and names_only(target):
+            raise NeedsCond(f"the branch unpacks `{short(value)}` (torch.where cannot split it)")
         dotted = self_attribute(target)
-        if dotted and _tensor_attribute(src, small, dotted):  # `self.running_max = ...`: a buffer of the module
-            return _Op((dotted,), (value,), line, small)
-        raise _Unfixable(_describe_target(target), "")
+        if dotted and tensor_attribute(src, small, dotted):  # `self.running_max = ...`: a buffer of the module
+            return Op((dotted,), (value,), line, small)
+        raise Unfixable(describe_target(target), "")
     if isinstance(small, cst.AugAssign):
         if not isinstance(small.target, cst.Name):
-            raise _Unfixable(_describe_target(small.target), "")
-        problem = _in_place(src, small.value)
+            raise Unfixable(describe_target(small.target), "")
+        problem = in_place(src, small.value)
         if problem:
-            raise _Unfixable(f"in the branch, {problem}")
+            raise Unfixable(f"in the branch, {problem}")
         op_name = type(small.operator).__name__.removesuffix("Assign")
         binary = getattr(cst, op_name)()
-        value = cst.BinaryOperation(cst.Name(small.target.value), binary, _paren(small.value, (cst.UnaryOperation,)))
-        return _Op((small.target.value,), (value,), line, small, aug=True)
+        value = cst.BinaryOperation(cst.Name(small.target.value), binary, paren(small.value, (cst.UnaryOperation,)))
+        return Op((small.target.value,), (value,), line, small, aug=True)
     if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
-        problem = _in_place(src, small.value)
+        problem = in_place(src, small.value)
         if problem:
-            raise _Unfixable(f"in the branch, {problem}")
-        return _Op((small.target.value,), (small.value,), line, small)
-    raise _Unfixable(
-        f"the branch has a `{_code(small).strip().split()[0]}` statement; torch.where and "
+            raise Unfixable(f"in the branch, {problem}")
+        return Op((small.target.value,), (small.value,), line, small)
+    raise Unfixable(
+        f"the branch has a `{code(small).strip().split()[0]}` statement; torch.where and "
         "torch.cond only choose between computed values",
         "",
     )
@@ -224,12 +224,12 @@ def _op(src: SourceFile, small: cst.BaseSmallStatement, line: _Line) -> _Op | No
 
 def _branch(
     src: SourceFile, test: cst.BaseExpression | None, suite: cst.BaseSuite, leading: Sequence[cst.EmptyLine]
-) -> _Branch:
-    branch = _Branch(test, comments=_comment_lines(leading))
-    body = _as_body(suite)
+) -> Branch:
+    branch = Branch(test, comments=comment_lines(leading))
+    body = as_body(suite)
     if isinstance(body, cst.SimpleStatementSuite):
         branch.header = body.trailing_whitespace.comment
-        line = _Line(body, [], None)
+        line = Line(body, [], None)
         smalls = [(line, s) for s in body.body]
     else:
         branch.header = body.header.comment
@@ -237,21 +237,21 @@ def _branch(
         for stmt in body.body:
             if not isinstance(stmt, cst.SimpleStatementLine):
                 kind = type(stmt).__name__.lower()
-                raise _NeedsCond(
+                raise NeedsCond(
                     f"the branch has a nested `{kind}` block (torch.where only merges straight-line assignments)"
                 )
-            line = _Line(stmt, _comment_lines(stmt.leading_lines), stmt.trailing_whitespace.comment)
+            line = Line(stmt, comment_lines(stmt.leading_lines), stmt.trailing_whitespace.comment)
             smalls.extend((line, s) for s in stmt.body)
-        branch.comments += _comment_lines(body.footer)
+        branch.comments += comment_lines(body.footer)
     for line, small in smalls:
-        for op in _ops(src, small, line):
+        for op in ops_of(src, small, line):
             if branch.ops and branch.ops[-1].is_return:
-                raise _Unfixable("the branch has code after its `return`", "")
+                raise Unfixable("the branch has code after its `return`", "")
             branch.ops.append(op)
     return branch
 
 
-def _chain(src: SourceFile, node: cst.If) -> list[_Branch]:
+def chain(src: SourceFile, node: cst.If) -> list[Branch]:
     """The `if`, its `elif`s and its `else` (an empty one when there is none), as branches."""
     branches = [_branch(src, node.test, node.body, [])]
     cur: cst.If = node
@@ -260,11 +260,11 @@ def _chain(src: SourceFile, node: cst.If) -> list[_Branch]:
         branches.append(_branch(src, cur.test, cur.body, cur.leading_lines))
     if isinstance(cur.orelse, cst.Else):
         branch = _branch(src, None, cur.orelse.body, cur.orelse.leading_lines)
-        branch.comments[:0] = _as_line(branch.header)  # `else:  # why` goes above what the else did
+        branch.comments[:0] = as_line(branch.header)  # `else:  # why` goes above what the else did
         branch.header = None
         branches.append(branch)
     else:
-        branches.append(_Branch(None))
+        branches.append(Branch(None))
     return branches
 
 
@@ -272,7 +272,7 @@ def _chain(src: SourceFile, node: cst.If) -> list[_Branch]:
 
 
 @dataclass
-class _Names:
+class Names:
     src: SourceFile
     node: cst.If
     consumed: cst.CSTNode | None  # the `return` after the `if` that became its else branch
@@ -338,7 +338,7 @@ class _Names:
         return {n.value for n in self.src.nodes_in(self.function, cst.Name)} | self.reserved
 
 
-def _merge(slots: list[dict[int, _Op]], k: int, ops: list[_Op]) -> list[dict[int, _Op]]:
+def merge(slots: list[dict[int, Op]], k: int, ops: list[Op]) -> list[dict[int, Op]]:
     """Line up branch k's statements with those before (longest common run of same-target statements)."""
     a = [next(iter(s.values())).key for s in slots]
     b = [op.key for op in ops]
@@ -346,7 +346,7 @@ def _merge(slots: list[dict[int, _Op]], k: int, ops: list[_Op]) -> list[dict[int
     for i in range(len(a) - 1, -1, -1):
         for j in range(len(b) - 1, -1, -1):
             lcs[i][j] = lcs[i + 1][j + 1] + 1 if a[i] == b[j] else max(lcs[i + 1][j], lcs[i][j + 1])
-    out: list[dict[int, _Op]] = []
+    out: list[dict[int, Op]] = []
     i = j = 0
     while i < len(a) and j < len(b):
         if a[i] == b[j]:
@@ -361,7 +361,7 @@ def _merge(slots: list[dict[int, _Op]], k: int, ops: list[_Op]) -> list[dict[int
     return out + slots[i:] + [{k: op} for op in ops[j:]]
 
 
-def _next_statement(src: SourceFile, node: cst.BaseStatement) -> cst.BaseStatement | None:
+def next_statement(src: SourceFile, node: cst.BaseStatement) -> cst.BaseStatement | None:
     parent = src.parents.get(node)
     body = parent.body if isinstance(parent, (cst.IndentedBlock, cst.Module)) else ()
     for i, stmt in enumerate(body):
@@ -370,17 +370,17 @@ def _next_statement(src: SourceFile, node: cst.BaseStatement) -> cst.BaseStateme
     return None
 
 
-def _is_elif(src: SourceFile, node: cst.If) -> bool:
+def is_elif_of(src: SourceFile, node: cst.If) -> bool:
     parent = src.parents.get(node)
     return isinstance(parent, cst.If) and parent.orelse is node
 
 
-def _wrap(
+def wrap(
     src: SourceFile, node: cst.If, lines: Sequence[cst.BaseStatement], python_part: cst.BaseExpression | None
 ) -> dict[cst.CSTNode, object]:
     """The edit that puts `lines` where the `if` was: under the Python part of its test when it had one
     (`if flag:`, keeping its else), and as the `else:` of the `if` above when it was an `elif`."""
-    is_elif = _is_elif(src, node)
+    is_elif = is_elif_of(src, node)
     stmts = list(lines)
     if python_part is not None:
         stmts = [
@@ -396,32 +396,32 @@ def _wrap(
     return {node: stmts[0] if len(stmts) == 1 else cst.FlattenSentinel(stmts)}
 
 
-def _statements(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
-    body = _as_body(suite)
+def statements(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
+    body = as_body(suite)
     if isinstance(body, cst.SimpleStatementSuite):
         return [cst.SimpleStatementLine(body.body)]
     return list(body.body)
 
 
-def _names_only(target: cst.BaseExpression) -> bool:
+def names_only(target: cst.BaseExpression) -> bool:
     if isinstance(target, cst.Name):
         return True
     return isinstance(target, (cst.Tuple, cst.List)) and all(
-        isinstance(el, cst.Element) and _names_only(el.value) for el in target.elements
+        isinstance(el, cst.Element) and names_only(el.value) for el in target.elements
     )
 
 
-def _chain_start(src: SourceFile, node: cst.If) -> cst.If:
+def chain_start(src: SourceFile, node: cst.If) -> cst.If:
     """For an `elif`, the `if` above it when that tests a tensor too: both then become one torch.where (and
     the proposals for both findings are the same edit). Above a Python test, the `elif` starts its own chain."""
     while True:
         parent = src.parents.get(node)
-        if not (isinstance(parent, cst.If) and parent.orelse is node and _tensor_test(src, parent.test)):
+        if not (isinstance(parent, cst.If) and parent.orelse is node and is_tensor_test(src, parent.test)):
             return node
         node = parent
 
 
-def _last(node: cst.If) -> cst.If:
+def last(node: cst.If) -> cst.If:
     while isinstance(node.orelse, cst.If):
         node = node.orelse
     return node

@@ -8,99 +8,41 @@ from typing import Union, cast
 
 import libcst as cst
 
+from torchmend.analysis.source import SourceFile
 from torchmend.codemods.base import Result
 from torchmend.codemods.fixes.branch_to_where.align import (
-    _as_body,
-    _as_line,
-    _Branch,
-    _comment_lines,
-    _describe_target,
-    _in_place,
-    _Line,
-    _Names,
-    _names_only,
-    _op,
-    _statements,
-    _wrap,
+    Branch,
+    Line,
+    Names,
+    as_body,
+    as_line,
+    comment_lines,
+    describe_target,
+    in_place,
+    names_only,
+    op_of,
+    statements,
+    wrap,
 )
-from torchmend.codemods.fixes.branch_to_where.test import (
-    _COND_ADVICE,
-    _code,
-    _mask,
-    _paren,
-    _short,
-    _strip,
-    _tensor_test,
-    _Unfixable,
-    _walk,
+from torchmend.codemods.fixes.branch_to_where.condition import (
+    COND_ADVICE,
+    Unfixable,
+    code,
+    is_tensor_test,
+    mask_of,
+    paren,
+    short,
+    strip,
+    walk,
 )
-from torchmend.codemods.fixes.branch_to_where.where import _fresh, _one_sided, _Plan, _with_comment, proposal
-from torchmend.codemods.source import SourceFile
+from torchmend.codemods.fixes.branch_to_where.where import Plan, fresh_names, one_sided, proposal, with_comment
 from torchmend.model import Finding
 
 
-def cond_fix(
-    finding: Finding,
-    src: SourceFile,
-    node: cst.If,
-    python_part: cst.BaseExpression | None,
-    tensor_test: cst.BaseExpression,
-) -> Result:
-    if isinstance(node.orelse, cst.If):
-        raise _Unfixable("the `if` has `elif`s")
-    bodies = [_as_body(node.body)] + ([_as_body(node.orelse.body)] if isinstance(node.orelse, cst.Else) else [])
-    blocks = [_statements(b) for b in bodies]
-    for block in blocks:
-        _check_cond_block(src, block, in_loop=False)
-    names = _Names(src, node, None)
-    bound = [_bound(block) for block in blocks]
-    assigned = list(dict.fromkeys(n for every, _ in bound for n in every))
-    outputs = [n for n in assigned if names.read_after(n)]
-    if not outputs:
-        raise _Unfixable("nothing the branch computes is used after the `if`", "delete the `if`")
-    for n in outputs:
-        where_set = [k for k, (every, _) in enumerate(bound) if n in every]
-        if not names.defined_before(n) and (len(blocks) == 1 or not all(n in top for _, top in bound)):
-            raise _Unfixable(
-                _one_sided(n, where_set, [_Branch(None)] * 2),
-                f"give `{n}` a value before the `if` (the one it keeps when the branch is not taken)",
-            )
-    if len(outputs) > 1:
-        # Seen with torch 2.13: cond's backward refuses output gradients that are one tensor (after `h + g`).
-        raise _Unfixable(
-            f"the branches set several names used after the `if` ({', '.join(outputs)}); torchmend "
-            "writes torch.cond for one output only, as its backward refuses gradients of several "
-            "outputs that alias each other (e.g. after `h + g`)",
-            _COND_ADVICE,
-        )
-    params = [n for n in assigned if names.defined_before(n)]
-    used = names.used()
-    fresh = _fresh_names(used)
-    fn_true, fn_false = next(fresh(f"{outputs[0]}_if_true")), next(fresh(f"{outputs[0]}_if_false"))
-    header = (
-        bodies[0].header.comment if isinstance(bodies[0], cst.IndentedBlock) else bodies[0].trailing_whitespace.comment
-    )
-    else_comments = _comment_lines(node.orelse.leading_lines) if isinstance(node.orelse, cst.Else) else []
-    if isinstance(node.orelse, cst.Else) and isinstance(node.orelse.body, cst.IndentedBlock):
-        else_comments += _as_line(node.orelse.body.header.comment)
-    defs = [
-        _branch_fn(fn_true, params, blocks[0], outputs[0], bound[0][1]),
-        _branch_fn(
-            fn_false,
-            params,
-            blocks[1] if len(blocks) > 1 else [],
-            outputs[0],
-            bound[1][1] if len(blocks) > 1 else set(),
-        ),
-    ]
-    defs[1] = defs[1].with_changes(leading_lines=else_comments)
-    mask = _strip(_mask(src, tensor_test, trusted=True).expr)
-    lines: list[cst.BaseStatement] = list(defs)
-    if "\n" in _code(mask):
-        temp = next(_fresh(used))
-        lines.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(temp))], _paren(mask))]))
-        mask = cst.Name(temp)
-    cond, imports = src.torch_expr("cond")
+def _cond_call(
+    cond: cst.BaseExpression, mask: cst.BaseExpression, fn_true: str, fn_false: str, params: list[str]
+) -> cst.Call:
+    """`torch.cond(mask, fn_true, fn_false, (p1, p2))`, a one-element operand tuple written `(p,)`."""
     comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     operands = cst.Tuple(
         [
@@ -113,7 +55,7 @@ def cond_fix(
             for i, p in enumerate(params)
         ]
     )
-    call = cst.Call(
+    return cst.Call(
         cond,
         [
             cst.Arg(mask, comma=comma),
@@ -122,10 +64,75 @@ def cond_fix(
             cst.Arg(operands),
         ],
     )
-    lines.append(
-        _with_comment(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(outputs[0]))], call)]), header)
+
+
+def cond_fix(
+    finding: Finding,
+    src: SourceFile,
+    node: cst.If,
+    python_part: cst.BaseExpression | None,
+    tensor_test: cst.BaseExpression,
+) -> Result:
+    if isinstance(node.orelse, cst.If):
+        raise Unfixable("the `if` has `elif`s")
+    bodies = [as_body(node.body)] + ([as_body(node.orelse.body)] if isinstance(node.orelse, cst.Else) else [])
+    blocks = [statements(b) for b in bodies]
+    for block in blocks:
+        _check_cond_block(src, block, in_loop=False)
+    names = Names(src, node, None)
+    bound = [_bound(block) for block in blocks]
+    assigned = list(dict.fromkeys(n for every, _ in bound for n in every))
+    outputs = [n for n in assigned if names.read_after(n)]
+    if not outputs:
+        raise Unfixable("nothing the branch computes is used after the `if`", "delete the `if`")
+    for n in outputs:
+        where_set = [k for k, (every, _) in enumerate(bound) if n in every]
+        if not names.defined_before(n) and (len(blocks) == 1 or not all(n in top for _, top in bound)):
+            raise Unfixable(
+                one_sided(n, where_set, [Branch(None)] * 2),
+                f"give `{n}` a value before the `if` (the one it keeps when the branch is not taken)",
+            )
+    if len(outputs) > 1:
+        # Seen with torch 2.13: cond's backward refuses output gradients that are one tensor (after `h + g`).
+        raise Unfixable(
+            f"the branches set several names used after the `if` ({', '.join(outputs)}); torchmend "
+            "writes torch.cond for one output only, as its backward refuses gradients of several "
+            "outputs that alias each other (e.g. after `h + g`)",
+            COND_ADVICE,
+        )
+    params = [n for n in assigned if names.defined_before(n)]
+    used = names.used()
+    fresh = _fresh_names(used)
+    fn_true, fn_false = next(fresh(f"{outputs[0]}_if_true")), next(fresh(f"{outputs[0]}_if_false"))
+    header = (
+        bodies[0].header.comment if isinstance(bodies[0], cst.IndentedBlock) else bodies[0].trailing_whitespace.comment
     )
-    plan = _Plan(
+    else_comments = comment_lines(node.orelse.leading_lines) if isinstance(node.orelse, cst.Else) else []
+    if isinstance(node.orelse, cst.Else) and isinstance(node.orelse.body, cst.IndentedBlock):
+        else_comments += as_line(node.orelse.body.header.comment)
+    defs = [
+        _branch_fn(fn_true, params, blocks[0], outputs[0], bound[0][1]),
+        _branch_fn(
+            fn_false,
+            params,
+            blocks[1] if len(blocks) > 1 else [],
+            outputs[0],
+            bound[1][1] if len(blocks) > 1 else set(),
+        ),
+    ]
+    defs[1] = defs[1].with_changes(leading_lines=else_comments)
+    mask = strip(mask_of(src, tensor_test, trusted=True).expr)
+    lines: list[cst.BaseStatement] = list(defs)
+    if "\n" in code(mask):
+        temp = next(fresh_names(used))
+        lines.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(temp))], paren(mask))]))
+        mask = cst.Name(temp)
+    cond, imports = src.torch_expr("cond")
+    call = _cond_call(cond, mask, fn_true, fn_false, params)
+    lines.append(
+        with_comment(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(outputs[0]))], call)]), header)
+    )
+    plan = Plan(
         lines,
         [
             f"torch.cond runs one branch, as before, but under torch.compile both branches must "
@@ -135,11 +142,11 @@ def cond_fix(
         ],
         [],
     )
-    edits = _wrap(src, node, lines, python_part)
-    made = proposal(finding, src, edits, imports, plan, _short(tensor_test))
+    edits = wrap(src, node, lines, python_part)
+    made = proposal(finding, src, edits, imports, plan, short(tensor_test))
     return replace(
         made,
-        why=f"run the branches as functions under torch.cond instead of branching on `{_short(tensor_test)}`",
+        why=f"run the branches as functions under torch.cond instead of branching on `{short(tensor_test)}`",
         alternative="",
     )
 
@@ -147,18 +154,18 @@ def cond_fix(
 def _check_cond_block(src: SourceFile, block: Sequence[cst.BaseStatement], in_loop: bool) -> None:
     """Raise unless the statements only bind local names (what a torch.cond branch function may do)."""
     for stmt in block:
-        problem = _in_place(src, stmt)
+        problem = in_place(src, stmt)
         if problem:
-            raise _Unfixable(f"in the branch, {problem}")
+            raise Unfixable(f"in the branch, {problem}")
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 if isinstance(small, cst.Assign):
                     for t in small.targets:
-                        if not _names_only(t.target):
-                            raise _Unfixable(_describe_target(t.target), "")
+                        if not names_only(t.target):
+                            raise Unfixable(describe_target(t.target), "")
                 elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
                     if not isinstance(small.target, cst.Name):
-                        raise _Unfixable(_describe_target(small.target), "")
+                        raise Unfixable(describe_target(small.target), "")
                 elif isinstance(small, (cst.Break, cst.Continue)) and in_loop:
                     continue
                 elif isinstance(small, cst.Pass) or (
@@ -166,28 +173,28 @@ def _check_cond_block(src: SourceFile, block: Sequence[cst.BaseStatement], in_lo
                 ):
                     continue
                 else:
-                    _op(src, small, _Line(stmt, [], None))  # raises with the reason for that statement
-                    raise _Unfixable(f"the branch has `{_short(small)}`, which a torch.cond branch cannot do")
+                    op_of(src, small, Line(stmt, [], None))  # raises with the reason for that statement
+                    raise Unfixable(f"the branch has `{short(small)}`, which a torch.cond branch cannot do")
         elif isinstance(stmt, (cst.For, cst.While)):
-            if isinstance(stmt, cst.For) and not _names_only(stmt.target):
-                raise _Unfixable(_describe_target(stmt.target), "")
-            _check_cond_block(src, _statements(stmt.body), in_loop=True)
+            if isinstance(stmt, cst.For) and not names_only(stmt.target):
+                raise Unfixable(describe_target(stmt.target), "")
+            _check_cond_block(src, statements(stmt.body), in_loop=True)
             if stmt.orelse is not None:
-                _check_cond_block(src, _statements(stmt.orelse.body), in_loop)
+                _check_cond_block(src, statements(stmt.orelse.body), in_loop)
         elif isinstance(stmt, cst.If):
-            if _tensor_test(src, stmt.test):
-                raise _Unfixable(
-                    f"the branch has its own `if` on a tensor (`{_short(stmt.test)}`); fix that one first", ""
+            if is_tensor_test(src, stmt.test):
+                raise Unfixable(
+                    f"the branch has its own `if` on a tensor (`{short(stmt.test)}`); fix that one first", ""
                 )
-            _check_cond_block(src, _statements(stmt.body), in_loop)
+            _check_cond_block(src, statements(stmt.body), in_loop)
             orelse = stmt.orelse
             while isinstance(orelse, cst.If):
-                _check_cond_block(src, _statements(orelse.body), in_loop)
+                _check_cond_block(src, statements(orelse.body), in_loop)
                 orelse = orelse.orelse
             if orelse is not None:
-                _check_cond_block(src, _statements(orelse.body), in_loop)
+                _check_cond_block(src, statements(orelse.body), in_loop)
         else:
-            raise _Unfixable(
+            raise Unfixable(
                 f"the branch has a `{type(stmt).__name__.lower()}` block, which a torch.cond branch "
                 "function cannot hold",
                 "",
@@ -201,16 +208,16 @@ def _bound(block: Sequence[cst.BaseStatement]) -> tuple[list[str], set[str]]:
     fresh: set[str] = set()
     for stmt in block:
         here: list[str] = []
-        for n in _walk(stmt, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
+        for n in walk(stmt, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
             target = cast(Union[cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For], n).target  # those kinds only
-            here += [x.value for x in _walk(target, cst.Name)]
+            here += [x.value for x in walk(target, cst.Name)]
         every += here
         fresh -= set(here)
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 # `y = x` returns an input as it is: torch.cond refuses an output that aliases an input.
                 if isinstance(small, cst.Assign) and not isinstance(small.value, (cst.Name, cst.Attribute)):
-                    fresh |= {x.value for t in small.targets for x in _walk(t.target, cst.Name)}
+                    fresh |= {x.value for t in small.targets for x in walk(t.target, cst.Name)}
                 elif isinstance(small, cst.AugAssign):
                     fresh.add(cast(cst.Name, small.target).value)  # _check_cond_block refused other targets
     return list(dict.fromkeys(every)), fresh

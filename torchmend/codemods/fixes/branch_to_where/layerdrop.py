@@ -10,8 +10,10 @@ import dataclasses
 
 import libcst as cst
 
+from torchmend.analysis.source import SourceFile
+from torchmend.analysis.torch_ops import RANDOM
 from torchmend.codemods.base import RANDOM_STREAM, Proposal
-from torchmend.codemods.source import SourceFile
+from torchmend.codemods.fixes.branch_to_where.condition import Unfixable, call_name, short, walk
 from torchmend.model import Finding
 
 RANDOM_STREAM_NOTE = (
@@ -187,3 +189,49 @@ def _read_outside(src: SourceFile, target: cst.Name, spans: list[tuple[int, int]
         if node in src.positions and not any(lo <= src.line_of(node) <= hi for lo, hi in spans):
             return True
     return False
+
+
+_RANDOM_ADVICE = (
+    "to keep the skip and its numerics, draw it on the host outside the compiled model (e.g. `skips = "
+    "(torch.rand(num_layers) < p).tolist()` in the training loop, passed in as Python bools: one graph per skip "
+    "pattern seen) and leave the graph break as it is otherwise; if a different random stream is acceptable, "
+    "`h = torch.where(skip, h, layer(h))` runs every layer (slower) with the same skip probability; or set the "
+    "skip probability to 0 while compiling"
+)
+
+
+def random_draw(src: SourceFile, e: cst.CSTNode, depth: int = 3) -> cst.Call | None:
+    """The random draw (`torch.rand([])`, `np.random.rand()`, ...) a test's value comes from, followed through
+    the local assignments of the names it reads (a LayerDrop-style random skip)."""
+    for call in walk(e, cst.Call):
+        name, torchy = call_name(src, call)
+        qualified = src.qualified_names(call.func) if call.func in src.positions else set()
+        if (torchy and name in RANDOM) or any(q.startswith(("numpy.random.", "random.")) for q in qualified):
+            return call
+    if depth == 0:
+        return None
+    for n in walk(e, cst.Name):
+        scope = src.scopes.get(n) if n in src.positions else None
+        if scope is None:
+            continue
+        for assignment in scope.assignments[n.value]:
+            target = getattr(assignment, "node", None)
+            parent = src.parents.get(target) if target is not None else None
+            stmt = src.parents.get(parent) if isinstance(parent, cst.AssignTarget) else None
+            if isinstance(stmt, cst.Assign) and (found := random_draw(src, stmt.value, depth - 1)) is not None:
+                return found
+    return None
+
+
+def random_skip(src: SourceFile, test: cst.BaseExpression) -> Unfixable | None:
+    """Why a test on a random draw is not rewritten: torch.where would run the code it skips on every call."""
+    draw = random_draw(src, test)
+    if draw is None:
+        return None
+    return Unfixable(
+        f"the test depends on a random draw (`{short(draw)}`, line {src.line_of(draw)}): a random skip such "
+        "as LayerDrop. torch.where would run the skipped code on every call (the compute it saves is lost) "
+        "and its own random draws (dropout) would shift the random stream, so losses and gradients differ; "
+        "torch.cond traces those draws differently too (measured on torch 2.13)",
+        _RANDOM_ADVICE,
+    )

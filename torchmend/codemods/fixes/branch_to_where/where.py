@@ -8,44 +8,44 @@ from typing import cast
 
 import libcst as cst
 
+from torchmend.analysis.source import SourceFile, simple_names
 from torchmend.codemods.base import SAFE, UNSAFE, Proposal, Result
 from torchmend.codemods.fixes.branch_to_where.align import (
-    _RETURN,
-    _as_line,
-    _Branch,
-    _chain,
-    _comment_lines,
-    _is_elif,
-    _last,
-    _Line,
-    _merge,
-    _Names,
-    _next_statement,
-    _Op,
-    _ops,
-    _wrap,
+    RETURN,
+    Branch,
+    Line,
+    Names,
+    Op,
+    as_line,
+    chain,
+    comment_lines,
+    is_elif_of,
+    last,
+    merge,
+    next_statement,
+    ops_of,
+    wrap,
 )
-from torchmend.codemods.fixes.branch_to_where.test import (
-    _COND_ADVICE,
-    _code,
-    _constant,
-    _hazards,
-    _Mask,
-    _mask,
-    _paren,
-    _python_test,
-    _short,
-    _strip,
-    _Unfixable,
-    _walk,
+from torchmend.codemods.fixes.branch_to_where.condition import (
+    COND_ADVICE,
+    Mask,
+    Unfixable,
+    code,
+    constant,
+    hazards_of,
+    mask_of,
+    paren,
+    python_test,
+    short,
+    strip,
+    walk,
 )
-from torchmend.codemods.source import SourceFile, simple_names
 from torchmend.model import Finding
 
 # --- building the new statements -----------------------------------------------------------------------------
 
 
-def _where(
+def where_call(
     where: cst.BaseExpression, cond: cst.BaseExpression, a: cst.BaseExpression, b: cst.BaseExpression
 ) -> cst.Call:
     comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
@@ -66,7 +66,7 @@ class _Replace(cst.CSTTransformer):
 
 
 @dataclass
-class _Plan:
+class Plan:
     lines: Sequence[cst.BaseStatement]
     notes: list[str]  # what makes it unsafe (empty: safe)
     hazards: list[str]  # what computing the branch not taken can do
@@ -74,43 +74,43 @@ class _Plan:
 
 def _build(
     src: SourceFile,
-    branches: list[_Branch],
-    names: _Names,
+    branches: list[Branch],
+    names: Names,
     where: cst.BaseExpression,
-    masks: list[_Mask],
+    masks: list[Mask],
     returns: bool,
-) -> _Plan:
+) -> Plan:
     """The statements that replace the `if`: condition temporaries, then one statement per lined-up slot."""
-    slots: list[dict[int, _Op]] = []
+    slots: list[dict[int, Op]] = []
     for k, branch in enumerate(branches):
-        slots = _merge(slots, k, branch.ops)
+        slots = merge(slots, k, branch.ops)
     if not slots:
-        raise _Unfixable("the `if` does nothing in any branch", "delete it")
+        raise Unfixable("the `if` does nothing in any branch", "delete it")
     emitted, notes = _merged_statements(slots, branches, names, where, returns)
     notes += [
-        f"`{_short(op.small)}` changed the tensor in place; now a new tensor is built, so other names bound "
+        f"`{short(op.small)}` changed the tensor in place; now a new tensor is built, so other names bound "
         "to the same tensor no longer see the change"
         for b in branches
         for op in b.ops
         if op.aug
     ]
     notes += [
-        f"assumes the `elif` test `{_short(b.test)}` is a tensor (torch.where raises on a Python bool)"
+        f"assumes the `elif` test `{short(b.test)}` is a tensor (torch.where raises on a Python bool)"
         for b, mask in zip(branches[1:], masks[1:])
         if b.test is not None and not mask.tensor
     ]
-    hazards = [h for b in branches for op in b.ops for v in op.values for h in _hazards(src, v)]
-    hazards += [h for b in branches[1:] if b.test is not None for h in _hazards(src, b.test)]
+    hazards = [h for b in branches for op in b.ops for v in op.values for h in hazards_of(src, v)]
+    hazards += [h for b in branches[1:] if b.test is not None for h in hazards_of(src, b.test)]
     temps, evaluated_at, replacements = _conditions(emitted, masks, names)
     # _Replace swaps names for expressions: each small statement stays one.
     statements = [cast(cst.BaseSmallStatement, small.visit(_Replace(replacements))) for _, small in emitted]
     lines = _lay_out(temps, [slot for slot, _ in emitted], statements, branches, evaluated_at)
-    return _Plan(lines, list(dict.fromkeys(notes)), list(dict.fromkeys(hazards)))
+    return Plan(lines, list(dict.fromkeys(notes)), list(dict.fromkeys(hazards)))
 
 
 def _merged_statements(
-    slots: list[dict[int, _Op]], branches: list[_Branch], names: _Names, where: cst.BaseExpression, returns: bool
-) -> tuple[list[tuple[dict[int, _Op], cst.BaseSmallStatement]], list[str]]:
+    slots: list[dict[int, Op]], branches: list[Branch], names: Names, where: cst.BaseExpression, returns: bool
+) -> tuple[list[tuple[dict[int, Op], cst.BaseSmallStatement]], list[str]]:
     """One statement per slot: `n = torch.where(c0, v0, torch.where(c1, v1, n))`, with placeholders for the
     conditions; a branch without a statement in the slot keeps `n` as it is."""
     assigned: dict[str, list[int]] = {}
@@ -134,26 +134,26 @@ def _merged_statements(
 
     exists = {n for n in assigned if names.defined_before(n)}
     notes: list[str] = []
-    emitted: list[tuple[dict[int, _Op], cst.BaseSmallStatement]] = []
+    emitted: list[tuple[dict[int, Op], cst.BaseSmallStatement]] = []
     for slot in slots:
         first = next(iter(slot.values()))
         plain = not first.is_return and all(temp(n) for n in first.targets)
         values: list[cst.BaseExpression] = []
         for i in range(len(first.values)):
-            target = first.targets[i] if not first.is_return else _RETURN
+            target = first.targets[i] if not first.is_return else RETURN
             pieces = [slot[k].values[i] if k in slot else None for k in range(len(branches))]
             if plain:
                 values.append(first.values[i])
                 continue
             if None in pieces and target not in exists:
-                raise _Unfixable(
-                    _one_sided(target, sorted(slot), branches),
+                raise Unfixable(
+                    one_sided(target, sorted(slot), branches),
                     f"give `{target}` a value before the `if` (the one it keeps when the branch is not taken)",
                 )
             values.append(_where_chain(where, [p if p is not None else _target_expr(target) for p in pieces]))
             if None in pieces and "." in target:
                 notes.append(f"`{target}` is now set on every call (to its own value when no branch sets it)")
-            if all(p is None or _constant(p) is not None for p in pieces):
+            if all(p is None or constant(p) is not None for p in pieces):
                 notes.append(
                     f"`{target}` becomes a 0-d tensor (it was a Python number in every branch)"
                     if not first.is_return
@@ -171,37 +171,37 @@ def _target_expr(target: str) -> cst.BaseExpression:
 
 def _dotted_reads(e: cst.CSTNode) -> set[str]:
     """`self.x` read anywhere in `e` (every Name.attr chain, as text): state a merged branch may set."""
-    return {f"{n.value.value}.{n.attr.value}" for n in _walk(e, cst.Attribute) if isinstance(n.value, cst.Name)}
+    return {f"{n.value.value}.{n.attr.value}" for n in walk(e, cst.Attribute) if isinstance(n.value, cst.Name)}
 
 
 def _where_chain(where: cst.BaseExpression, pieces: list[cst.BaseExpression]) -> cst.BaseExpression:
     """`torch.where(c0, p0, torch.where(c1, p1, p2))`, leaving out the choices between equal values."""
     acc = pieces[-1]
     for k in range(len(pieces) - 2, -1, -1):
-        if not _strip(pieces[k]).deep_equals(_strip(acc)):
-            acc = _where(where, _placeholder(k), _strip(pieces[k]), _strip(acc))
+        if not strip(pieces[k]).deep_equals(strip(acc)):
+            acc = where_call(where, _placeholder(k), strip(pieces[k]), strip(acc))
     return acc
 
 
 def _conditions(
-    emitted: list[tuple[dict[int, _Op], cst.BaseSmallStatement]], masks: list[_Mask], names: _Names
+    emitted: list[tuple[dict[int, Op], cst.BaseSmallStatement]], masks: list[Mask], names: Names
 ) -> tuple[list[cst.SimpleStatementLine], dict[int, int], dict[str, cst.BaseExpression]]:
     """Each condition evaluated once: in a temporary when used more than once, spread over lines, or when a
     statement before its use changes a name it reads; otherwise inline. Returns the temporaries, the line
     each condition is evaluated on, and what each placeholder becomes."""
     uses: dict[int, list[int]] = {k: [] for k in range(len(masks))}
     for s, (_, small) in enumerate(emitted):
-        for n in _walk(small, cst.Name):
+        for n in walk(small, cst.Name):
             for k in range(len(masks)):
                 if n.value == _placeholder(k).value:
                     uses[k].append(s)
-    fresh = _fresh(names.used())
+    fresh = fresh_names(names.used())
     replacements: dict[str, cst.BaseExpression] = {}
     temps: list[cst.SimpleStatementLine] = []
     evaluated_at: dict[int, int] = {}
     for k, mask in enumerate(masks):
-        expr = _strip(mask.expr)
-        multiline = "\n" in _code(expr)
+        expr = strip(mask.expr)
+        multiline = "\n" in code(expr)
         before = emitted[: uses[k][0]] if uses[k] else []
         written = {n for slot, _ in before for n in next(iter(slot.values())).targets}
         every_written = {n for slot, _ in emitted for n in next(iter(slot.values())).targets}
@@ -210,7 +210,7 @@ def _conditions(
             continue
         if len(uses[k]) > 1 or multiline or written & (simple_names(expr) | _dotted_reads(expr)):
             name = next(fresh)
-            value = _paren(expr) if multiline else expr  # a value over several lines needs its parentheses
+            value = paren(expr) if multiline else expr  # a value over several lines needs its parentheses
             evaluated_at[k] = len(temps)
             temps.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], value)]))
             replacements[_placeholder(k).value] = cst.Name(name)
@@ -224,9 +224,9 @@ def _conditions(
 
 def _lay_out(
     temps: list[cst.SimpleStatementLine],
-    slots: list[dict[int, _Op]],
+    slots: list[dict[int, Op]],
     statements: list[cst.BaseSmallStatement],
-    branches: list[_Branch],
+    branches: list[Branch],
     evaluated_at: dict[int, int],
 ) -> list[cst.SimpleStatementLine]:
     """The statements as lines, each carrying the comments of the lines it came from; the `if`/`elif`
@@ -245,21 +245,19 @@ def _lay_out(
                 if comment is None and op.line.comment is not None:
                     comment, displaced[len(lines)] = op.line.comment, len(leading)
                 else:
-                    leading += _as_line(op.line.comment)
-        lines.append(_with_comment(cst.SimpleStatementLine([small], leading_lines=leading), comment))
+                    leading += as_line(op.line.comment)
+        lines.append(with_comment(cst.SimpleStatementLine([small], leading_lines=leading), comment))
     leftover = [c for b in branches for c in b.comments]
     for k, branch in enumerate(branches):
         if k in evaluated_at:
-            lines[evaluated_at[k]] = _with_comment(
-                lines[evaluated_at[k]], branch.header, displaced.get(evaluated_at[k])
-            )
+            lines[evaluated_at[k]] = with_comment(lines[evaluated_at[k]], branch.header, displaced.get(evaluated_at[k]))
         else:
-            leftover += _as_line(branch.header)
+            leftover += as_line(branch.header)
     lines[0] = lines[0].with_changes(leading_lines=[*leftover, *lines[0].leading_lines])
     return lines
 
 
-def _written_before(ops: list[_Op], op: _Op) -> set[str]:
+def _written_before(ops: list[Op], op: Op) -> set[str]:
     out: set[str] = set()
     for o in ops:
         if o is op:
@@ -268,7 +266,7 @@ def _written_before(ops: list[_Op], op: _Op) -> set[str]:
     return out
 
 
-def _one_sided(target: str, where_: list[int], branches: list[_Branch]) -> str:
+def one_sided(target: str, where_: list[int], branches: list[Branch]) -> str:
     when = "only in some branches"
     if len(branches) == 2:
         sides: dict[tuple[int, ...], str] = {(0,): "only when the test is true", (1,): "only when the test is false"}
@@ -279,7 +277,7 @@ def _one_sided(target: str, where_: list[int], branches: list[_Branch]) -> str:
     )
 
 
-def _fresh(used: set[str]) -> Iterator[str]:
+def fresh_names(used: set[str]) -> Iterator[str]:
     if "cond" not in used:
         yield "cond"
     i = 2
@@ -289,7 +287,7 @@ def _fresh(used: set[str]) -> Iterator[str]:
         i += 1
 
 
-def _statement(op: _Op, values: list[cst.BaseExpression]) -> cst.BaseSmallStatement:
+def _statement(op: Op, values: list[cst.BaseExpression]) -> cst.BaseSmallStatement:
     comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     value: cst.BaseExpression = (
         values[0]
@@ -316,7 +314,7 @@ def _statement(op: _Op, values: list[cst.BaseExpression]) -> cst.BaseSmallStatem
     return cst.Assign([cst.AssignTarget(cst.Name(op.targets[0]))], value)
 
 
-def _with_comment(
+def with_comment(
     line: cst.SimpleStatementLine, comment: cst.Comment | None, at: int | None = None
 ) -> cst.SimpleStatementLine:
     """`line` with `comment` at its end; a comment already there moves above it (to leading line `at`)."""
@@ -324,7 +322,7 @@ def _with_comment(
         return line
     leading = list(line.leading_lines)
     at = len(leading) if at is None else at
-    leading[at:at] = _as_line(line.trailing_whitespace.comment)
+    leading[at:at] = as_line(line.trailing_whitespace.comment)
     return line.with_changes(
         leading_lines=leading,
         trailing_whitespace=cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "), comment=comment),
@@ -338,11 +336,11 @@ def where_fix(
     python_part: cst.BaseExpression | None,
     tensor_test: cst.BaseExpression,
 ) -> Result:
-    branches = _chain(src, node)
-    has_else = isinstance(_last(node).orelse, cst.Else)
+    branches = chain(src, node)
+    has_else = isinstance(last(node).orelse, cst.Else)
     if python_part is not None and len(branches) > 2:
-        raise _Unfixable(
-            f"the test mixes a Python check (`{_short(python_part)}`) with a tensor test, and the `if` has `elif`s",
+        raise Unfixable(
+            f"the test mixes a Python check (`{short(python_part)}`) with a tensor test, and the `if` has `elif`s",
             "split it into `if <python check>:` around an `if <tensor test>:`",
         )
 
@@ -350,59 +348,59 @@ def where_fix(
     returning = [bool(b.ops) and b.ops[-1].is_return for b in branches]
     trailing: cst.SimpleStatementLine | None = None
     if any(returning) and not has_else:
-        after = _next_statement(src, node)
+        after = next_statement(src, node)
         if (
-            not _is_elif(src, node)
+            not is_elif_of(src, node)
             and isinstance(after, cst.SimpleStatementLine)
             and len(after.body) == 1
             and isinstance(after.body[0], cst.Return)
         ):
             trailing = after
-            line = _Line(
+            line = Line(
                 after,
-                [] if python_part is not None else _comment_lines(after.leading_lines),
+                [] if python_part is not None else comment_lines(after.leading_lines),
                 None if python_part is not None else after.trailing_whitespace.comment,
             )
-            branches[-1] = _Branch(None, _ops(src, after.body[0], line))
+            branches[-1] = Branch(None, ops_of(src, after.body[0], line))
             returning[-1] = True
     if any(returning) and not all(returning):
-        raise _Unfixable(
-            "only some branches return; the code after the `if` would have to run for the others", _COND_ADVICE
+        raise Unfixable(
+            "only some branches return; the code after the `if` would have to run for the others", COND_ADVICE
         )
     if python_part is not None and (has_else or trailing is not None):
         # The else stays as it is under the Python check; its copy in torch.where loses the comments.
         for op in branches[-1].ops:
-            op.line = _Line(op.line.node, [], None)
+            op.line = Line(op.line.node, [], None)
         branches[-1].comments = []
 
-    python_elifs = [k for k, b in enumerate(branches) if k and b.test is not None and _python_test(src, b.test)]
+    python_elifs = [k for k, b in enumerate(branches) if k and b.test is not None and python_test(src, b.test)]
     if python_elifs:
         if python_part is not None or len(python_elifs) > 1:
-            raise _Unfixable(
+            raise Unfixable(
                 "the chain mixes several Python tests with tensor tests",
                 "split it into `if <python check>:` around an `if <tensor test>:`",
             )
         return _python_elif_fix(finding, src, node, branches, python_elifs[0], tensor_test, trailing, all(returning))
-    masks = [_mask(src, tensor_test, trusted=True)]
+    masks = [mask_of(src, tensor_test, trusted=True)]
     for b in branches[1:]:
         if b.test is not None:
             try:
-                masks.append(_mask(src, b.test, trusted=False))
-            except _Unfixable as e:
-                raise _Unfixable(
+                masks.append(mask_of(src, b.test, trusted=False))
+            except Unfixable as e:
+                raise Unfixable(
                     f"the `elif` test: {e.reason}; torch.where needs a tensor test in every branch",
                     "test the Python value first, in an `if` of its own, and the tensor in an `if` inside it",
                 ) from None
     where, imports = src.torch_expr("where")
-    names = _Names(src, node, trailing if python_part is None else None)
+    names = Names(src, node, trailing if python_part is None else None)
     plan = _build(src, branches, names, where, masks, all(returning))
-    edits = _wrap(src, node, plan.lines, python_part)
+    edits = wrap(src, node, plan.lines, python_part)
     if trailing is not None and python_part is None:
         edits[trailing] = cst.RemovalSentinel.REMOVE
-    return proposal(finding, src, edits, imports, plan, _short(tensor_test))
+    return proposal(finding, src, edits, imports, plan, short(tensor_test))
 
 
-def proposal(finding: Finding, src: SourceFile, edits: dict, imports: tuple, plan: _Plan, test: str) -> Proposal:
+def proposal(finding: Finding, src: SourceFile, edits: dict, imports: tuple, plan: Plan, test: str) -> Proposal:
     notes = list(plan.notes)
     if plan.hazards:
         shown = "; ".join(plan.hazards[:3]) + (f" (and {len(plan.hazards) - 3} more)" if len(plan.hazards) > 3 else "")
@@ -420,7 +418,7 @@ def proposal(finding: Finding, src: SourceFile, edits: dict, imports: tuple, pla
         safety=UNSAFE if notes else SAFE,
         why=f"compute every branch and pick with torch.where instead of branching on `{test}`",
         note="; ".join(notes),
-        alternative=_COND_ADVICE if plan.hazards else "",
+        alternative=COND_ADVICE if plan.hazards else "",
     )
 
 
@@ -431,7 +429,7 @@ def _python_elif_fix(
     finding: Finding,
     src: SourceFile,
     node: cst.If,
-    branches: list[_Branch],
+    branches: list[Branch],
     p: int,
     tensor_test: cst.BaseExpression,
     trailing: cst.SimpleStatementLine | None,
@@ -440,45 +438,45 @@ def _python_elif_fix(
     """The tensor tests before the Python `elif` are evaluated first, as before, into temporaries; the Python
     test then chooses between two torch.where merges: the tensor branches with the `elif` branch, or with
     what follows it."""
-    names = _Names(src, node, trailing)
-    fresh = _fresh(names.used())
+    names = Names(src, node, trailing)
+    fresh = fresh_names(names.used())
     hoisted: list[cst.SimpleStatementLine] = []
-    tested: list[_Mask] = []
+    tested: list[Mask] = []
     for k, b in enumerate(branches[:p]):
         assert b.test is not None
-        mask = _mask(src, tensor_test if k == 0 else b.test, trusted=k == 0)
+        mask = mask_of(src, tensor_test if k == 0 else b.test, trusted=k == 0)
         name = next(fresh)
         names.reserved.add(name)
-        line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], _strip(mask.expr))])
-        hoisted.append(_with_comment(line, b.header))
+        line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], strip(mask.expr))])
+        hoisted.append(with_comment(line, b.header))
         b.header = None
-        tested.append(_Mask(cst.Name(name), True))
-    later: list[_Mask] = []
+        tested.append(Mask(cst.Name(name), True))
+    later: list[Mask] = []
     for b in branches[p + 1 :]:
         if b.test is not None:
-            later.append(_mask(src, b.test, trusted=False))
+            later.append(mask_of(src, b.test, trusted=False))
     elif_branch = branches[p]
     assert elif_branch.test is not None
     where, imports = src.torch_expr("where")
-    chosen = _build(src, [*branches[:p], _Branch(None, elif_branch.ops)], names, where, tested, returns)
+    chosen = _build(src, [*branches[:p], Branch(None, elif_branch.ops)], names, where, tested, returns)
     rest = _build(src, [*branches[:p], *branches[p + 1 :]], names, where, tested + later, returns)
     header = cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "), comment=elif_branch.header)
     split = cst.If(
-        test=_strip(elif_branch.test),
+        test=strip(elif_branch.test),
         body=cst.IndentedBlock(list(chosen.lines), header=header if elif_branch.header else cst.TrailingWhitespace()),
         orelse=cst.Else(cst.IndentedBlock(list(rest.lines))),
         leading_lines=elif_branch.comments,
     )
-    edits = _wrap(src, node, [*hoisted, split], None)
+    edits = wrap(src, node, [*hoisted, split], None)
     if trailing is not None:
         edits[trailing] = cst.RemovalSentinel.REMOVE
-    plan = _Plan(
+    plan = Plan(
         [],
         [
-            f"the Python test `{_short(elif_branch.test)}` is now evaluated on every call, after the tensor "
+            f"the Python test `{short(elif_branch.test)}` is now evaluated on every call, after the tensor "
             "test (it was evaluated only when the tensor test was false)",
             *dict.fromkeys(chosen.notes + rest.notes),
         ],
         list(dict.fromkeys(chosen.hazards + rest.hazards)),
     )
-    return proposal(finding, src, edits, imports, plan, _short(tensor_test))
+    return proposal(finding, src, edits, imports, plan, short(tensor_test))

@@ -12,10 +12,9 @@ from __future__ import annotations
 import re
 
 from torchmend import rules
-from torchmend.codemods.base import Codemod, Invalid, NoFix, Result, Valid
+from torchmend.analysis.source import Context
+from torchmend.codemods.base import Codemod, Invalid, NoFix, Refuse, Result, Valid
 from torchmend.codemods.fixes.cached_tensor.plan import already_local, locate, plan
-from torchmend.codemods.fixes.cached_tensor.syntax import Refuse
-from torchmend.codemods.source import Context
 from torchmend.model import Finding, Where
 
 # `self.mask`, `self._modules['pos'].table`, `self.mask.size()[0]` -> the attribute's own name

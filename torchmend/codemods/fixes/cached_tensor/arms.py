@@ -18,7 +18,8 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.fixes.cached_tensor.syntax import Refuse, self_attr
+from torchmend.codemods.base import Refuse
+from torchmend.codemods.fixes.cached_tensor.syntax import self_attr
 
 
 def is_cache(stmt: cst.CSTNode, attr: str) -> bool:

@@ -12,8 +12,8 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
+from torchmend.analysis.source import SourceFile
 from torchmend.codemods.fixes.cached_tensor.syntax import methods, self_attr
-from torchmend.codemods.source import SourceFile
 
 # nn.Transformer* modules whose forward detects a causal mask when not told: mask argument -> its hint keyword,
 # as (positional index, mask keyword, hint keyword).

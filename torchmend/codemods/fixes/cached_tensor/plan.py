@@ -10,18 +10,17 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.base import SAFE, UNSAFE, Proposal, Replacement
+from torchmend.analysis.source import Context, SourceError, SourceFile
+from torchmend.codemods.base import SAFE, UNSAFE, Proposal, Refuse, Replacement
 from torchmend.codemods.fixes.cached_tensor.arms import always_binds, clears, is_cache, nested_caches
 from torchmend.codemods.fixes.cached_tensor.causal import CausalRewrite, is_causal_mask, transformer_parts
 from torchmend.codemods.fixes.cached_tensor.syntax import (
-    Refuse,
     bound_in,
     methods,
     names_used,
     self_attr,
     target_names,
 )
-from torchmend.codemods.source import Context, SourceError, SourceFile
 from torchmend.model import Finding
 
 
@@ -91,32 +90,11 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
         raise Refuse(f"the `if` at line {src.line_of(test)} is on one line; put its body on lines of its own")
     if test.orelse is not None:
         raise Refuse(f"the `if` that rebuilds self.{attr} has an else branch; move it out by hand")
-    writes = [
-        w
-        for w in m.findall(
-            cls,
-            m.AssignTarget(target=self_attr(attr))
-            | m.AugAssign(target=self_attr(attr))
-            | m.AnnAssign(target=self_attr(attr)),
-        )
-    ]
-    in_test = set(m.findall(test.body, m.AssignTarget(target=self_attr(attr))))
     init = next((f for f in methods(cls) if f.name.value == "__init__"), None)
     init_clear = _init_clear(init, attr)
     # The other arms' `self.x = None`: the local is None there (word_language_model's `else:` arm).
     cleared = clears(cast(cst.If, outer), attr) if nested else []  # nested: outer is the `if` holding the cache
-    arm_writes = {id(cast(cst.Assign, c.body[0]).targets[0]) for c in cleared}  # clears matched `self.x = None`
-    stray = [
-        w
-        for w in writes
-        if w not in in_test and id(w) not in arm_writes and (init_clear is None or w is not init_clear[1])
-    ]
-    if stray:
-        raise Refuse(
-            f"self.{attr} is also set at line {src.line_of(stray[0])}; the cache is not only rebuilt in one place"
-        )
-    if len(in_test) != 1:
-        raise Refuse(f"self.{attr} is assigned more than once in the `if` at line {src.line_of(test)}")
+    in_test = _cache_writes(src, cls, test, attr, init_clear, cleared)
     value = next(iter(in_test))
     assign = cast(cst.Assign, src.enclosing(value, cst.Assign))  # `value` is an AssignTarget: in an Assign
     cache_value: cst.BaseExpression = assign.value
@@ -129,15 +107,7 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
             raise Refuse(f"line {src.line_of(other[0])} reads self.{attr} inside the `if` that holds the cache")
         always_binds(cast(cst.If, outer), test, cleared, src.line_of(outer), attr)
 
-    # Reads outside this forward's `if` and what follows it (another method, another object): keep the attribute.
-    index = list(fn.body.body).index(outer)
-    after = list(fn.body.body)[index + 1 :]
-    allowed = {id(n) for stmt in [outer, *after] for n in m.findall(stmt, self_attr(attr))}
-    if init_clear is not None:
-        allowed |= {id(n) for n in m.findall(init_clear[0], self_attr(attr))}
-    for node in src.nodes_in(src.module, cst.Attribute):
-        if node.attr.value == attr and id(node) not in allowed:
-            raise Refuse(f"line {src.line_of(node)} also reads .{attr}; the cache cannot be dropped")
+    after = _statements_after(src, fn, outer, attr, init_clear)
 
     made = cache_value  # `mask = <expr>; self.mask = mask`: judge <expr>
     if isinstance(made, cst.Name):
@@ -156,16 +126,7 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
             left=self_attr(attr), comparisons=[m.ComparisonTarget(operator=m.Is(), comparator=m.Name("None"))]
         ),
     )
-    as_buffer = (
-        not nested
-        and single_none_test
-        and len(test.body.body) == 1
-        and init is not None
-        and isinstance(init.body, cst.IndentedBlock)
-        and not m.findall(init.body.body[-1], m.Return())
-        and not (names_used(cache_value) & bound)
-        and bool(m.findall(cache_value, m.Call()))
-    )  # register_buffer takes a tensor, not `0` or `None`
+    as_buffer = not nested and single_none_test and _fits_a_buffer(test, init, cache_value, bound)
     if not as_buffer and not _only_cache_checks(test.test, attr):
         raise Refuse(f"the `if` at line {src.line_of(test)} tests more than self.{attr}; split the test first")
 
@@ -183,28 +144,10 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
     insert_after: dict[cst.BaseStatement, list[cst.BaseStatement]] = {}
     if as_buffer and init is not None and isinstance(init.body, cst.IndentedBlock):  # as_buffer checked both
         edits[test] = cst.RemovalSentinel.REMOVE
-        buffer = cst.parse_statement(f'self.register_buffer("{attr}", __value__, persistent=False)\n')
-        buffer = cast(cst.SimpleStatementLine, buffer.visit(_Substitute(cache_value)))  # it swaps a Name only
-        # At the end of __init__: what the tensor is built from (self.size, ...) may be set after `self.x = None`.
-        last = init.body.body[-1]
-        if init_clear is not None and init_clear[0] is last:
-            edits[last] = buffer.with_changes(leading_lines=init_clear[0].leading_lines)
-        else:
-            if init_clear is not None:
-                edits[init_clear[0]] = cst.RemovalSentinel.REMOVE
-            insert_after[last] = [buffer]
+        _buffer_in_init(init.body, attr, cache_value, init_clear, edits, insert_after)
         what = f"build self.{attr} once in __init__ as a buffer"
     else:
-        # CausalRewrite swaps expressions: each statement stays one statement.
-        body = [cast(cst.SimpleStatementLine | cst.BaseCompoundStatement, s.visit(rewrite)) for s in test.body.body]
-        first = body[0].with_changes(leading_lines=[*test.leading_lines, *body[0].leading_lines])
-        if (
-            isinstance(first, cst.SimpleStatementLine)
-            and test.body.header.comment is not None
-            and first.trailing_whitespace.comment is None
-        ):
-            first = first.with_changes(trailing_whitespace=test.body.header)
-        body[0] = first
+        body = _body_in_place(test, rewrite)
         if nested:
             # The cache's `if` becomes its body, in its arm; each `self.x = None` becomes `x = None`.
             flat = cast(cst.CSTNode, outer.visit(_Flatten(test, body)))  # swaps one If for statements
@@ -238,6 +181,114 @@ def plan(finding: Finding, cache: Cache) -> Proposal:
         if as_buffer
         else (f"if self.{attr} has a fixed shape, build it once in __init__ with self.register_buffer(...)"),
     )
+
+
+def _body_in_place(test: cst.If, rewrite: CausalRewrite) -> list[cst.SimpleStatementLine | cst.BaseCompoundStatement]:
+    """The cache's `if` body rewritten (CausalRewrite swaps expressions: each statement stays one), to stand where
+    the `if` stood: its blank lines and comments, and the `if` line's comment, kept."""
+    assert isinstance(test.body, cst.IndentedBlock)  # checked by plan()
+    body = [cast(cst.SimpleStatementLine | cst.BaseCompoundStatement, s.visit(rewrite)) for s in test.body.body]
+    first = body[0].with_changes(leading_lines=[*test.leading_lines, *body[0].leading_lines])
+    if (
+        isinstance(first, cst.SimpleStatementLine)
+        and test.body.header.comment is not None
+        and first.trailing_whitespace.comment is None
+    ):
+        first = first.with_changes(trailing_whitespace=test.body.header)
+    body[0] = first
+    return body
+
+
+def _cache_writes(
+    src: SourceFile,
+    cls: cst.ClassDef,
+    test: cst.If,
+    attr: str,
+    init_clear: tuple[cst.SimpleStatementLine, cst.AssignTarget] | None,
+    cleared: list[cst.SimpleStatementLine],
+) -> set[cst.CSTNode]:
+    """The one `self.<attr> = ...` in the cache's `if`; refuses when the class sets the attribute anywhere else but
+    `__init__`'s `self.<attr> = None` and the other arms' clears."""
+    writes = [
+        w
+        for w in m.findall(
+            cls,
+            m.AssignTarget(target=self_attr(attr))
+            | m.AugAssign(target=self_attr(attr))
+            | m.AnnAssign(target=self_attr(attr)),
+        )
+    ]
+    in_test = set(m.findall(test.body, m.AssignTarget(target=self_attr(attr))))
+    arm_writes = {id(cast(cst.Assign, c.body[0]).targets[0]) for c in cleared}  # clears matched `self.x = None`
+    stray = [
+        w
+        for w in writes
+        if w not in in_test and id(w) not in arm_writes and (init_clear is None or w is not init_clear[1])
+    ]
+    if stray:
+        raise Refuse(
+            f"self.{attr} is also set at line {src.line_of(stray[0])}; the cache is not only rebuilt in one place"
+        )
+    if len(in_test) != 1:
+        raise Refuse(f"self.{attr} is assigned more than once in the `if` at line {src.line_of(test)}")
+    return in_test
+
+
+def _statements_after(
+    src: SourceFile,
+    fn: cst.FunctionDef,
+    outer: cst.CSTNode,
+    attr: str,
+    init_clear: tuple[cst.SimpleStatementLine, cst.AssignTarget] | None,
+) -> list[cst.CSTNode]:
+    """The statements of forward after the cache's `if`; refuses when the attribute is read anywhere else (another
+    method, another object): the attribute must then stay."""
+    index = list(fn.body.body).index(outer)
+    after = list(fn.body.body)[index + 1 :]
+    allowed = {id(n) for stmt in [outer, *after] for n in m.findall(stmt, self_attr(attr))}
+    if init_clear is not None:
+        allowed |= {id(n) for n in m.findall(init_clear[0], self_attr(attr))}
+    for node in src.nodes_in(src.module, cst.Attribute):
+        if node.attr.value == attr and id(node) not in allowed:
+            raise Refuse(f"line {src.line_of(node)} also reads .{attr}; the cache cannot be dropped")
+    return after
+
+
+def _fits_a_buffer(
+    test: cst.If, init: cst.FunctionDef | None, cache_value: cst.BaseExpression, bound: set[str]
+) -> bool:
+    """The cache's `if` only builds the tensor, from what `__init__` can see too, and `__init__` ends without a
+    return: the tensor can be built once there, as a buffer (register_buffer takes a tensor, not `0` or `None`)."""
+    return (
+        isinstance(test.body, cst.IndentedBlock)
+        and len(test.body.body) == 1
+        and init is not None
+        and isinstance(init.body, cst.IndentedBlock)
+        and not m.findall(init.body.body[-1], m.Return())
+        and not (names_used(cache_value) & bound)
+        and bool(m.findall(cache_value, m.Call()))
+    )
+
+
+def _buffer_in_init(
+    body: cst.IndentedBlock,
+    attr: str,
+    cache_value: cst.BaseExpression,
+    init_clear: tuple[cst.SimpleStatementLine, cst.AssignTarget] | None,
+    edits: dict[cst.CSTNode, Replacement],
+    insert_after: dict[cst.BaseStatement, list[cst.BaseStatement]],
+) -> None:
+    """`self.register_buffer("<attr>", <value>, persistent=False)` at the end of __init__ (what the tensor is built
+    from, self.size..., may be set after `self.<attr> = None`), in place of that line when it is the last."""
+    buffer = cst.parse_statement(f'self.register_buffer("{attr}", __value__, persistent=False)\n')
+    buffer = cast(cst.SimpleStatementLine, buffer.visit(_Substitute(cache_value)))  # it swaps a Name only
+    last = body.body[-1]
+    if init_clear is not None and init_clear[0] is last:
+        edits[last] = buffer.with_changes(leading_lines=init_clear[0].leading_lines)
+    else:
+        if init_clear is not None:
+            edits[init_clear[0]] = cst.RemovalSentinel.REMOVE
+        insert_after[last] = [buffer]
 
 
 def _init_clear(init: cst.FunctionDef | None, attr: str) -> tuple[cst.SimpleStatementLine, cst.AssignTarget] | None:

@@ -68,7 +68,3 @@ def bound_in(fn: cst.FunctionDef) -> set[str]:
             names |= target_names(item.asname.name)
     names.discard("self")
     return names
-
-
-class Refuse(Exception):
-    """Internal: the shape of the code rules the fix out (carries the NoFix's reason)."""

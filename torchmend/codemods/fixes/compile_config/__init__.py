@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import re
 
-from torchmend.codemods.analysis.entry import compile_site_for
+from torchmend.analysis.dynamo_config import has_switch
+from torchmend.analysis.entry import compile_site_for
+from torchmend.analysis.source import Context
+from torchmend.analysis.torch_ops import DYNAMIC_SHAPE_OPS, SCALAR_OUTPUT_OPS
 from torchmend.codemods.base import SAFE, Codemod, Invalid, NoFix, Result, Valid
 from torchmend.codemods.fixes.compile_config.flow import scalar_moves, shape_moves
-from torchmend.codemods.fixes.compile_config.settings import has_switch, switch_on
+from torchmend.codemods.fixes.compile_config.settings import switch_on
 from torchmend.codemods.fixes.expert_loop import propose_expert_loop
-from torchmend.codemods.source import Context
-from torchmend.codemods.torch_ops import DYNAMIC_SHAPE_OPS, SCALAR_OUTPUT_OPS
 from torchmend.model import Finding, Where
 
 DYNAMIC, SCALAR = "capture_dynamic_output_shape_ops", "capture_scalar_outputs"

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchmend.codemods.analysis import python_use, reads
+from torchmend.analysis import python_use, reads
+from torchmend.analysis.source import SourceFile
+from torchmend.analysis.torch_ops import DYNAMIC_SHAPE_CALLS
 from torchmend.codemods.fixes.expert_loop import loop_rewritten
-from torchmend.codemods.source import SourceFile
-from torchmend.codemods.torch_ops import DYNAMIC_SHAPE_CALLS
 
 _BRANCHING = ("`not`", "`and`/`or`", "condition", "assert", "iterated", "formatted", "Python number")
 _PYTHON_CALLS = frozenset(

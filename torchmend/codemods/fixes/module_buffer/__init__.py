@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from torchmend.analysis.source import Context
 from torchmend.codemods.base import Codemod, Invalid, Proposal, Result, Valid
-from torchmend.codemods.fixes.module_buffer.locate import _STOPGAP, propose_buffer
-from torchmend.codemods.source import Context
+from torchmend.codemods.fixes.module_buffer.locate import STOPGAP, propose_buffer
 from torchmend.model import Finding
 
 
@@ -323,7 +323,7 @@ class RecompileLimitModuleScalar(Codemod):
     def propose(self, finding: Finding, ctx: Context) -> Result:
         result = propose_buffer(finding, ctx)
         if isinstance(result, Proposal):
-            stopgap = _STOPGAP.replace("as a stopgap, ", "as a stopgap only, ")
+            stopgap = STOPGAP.replace("as a stopgap, ", "as a stopgap only, ")
             return replace(
                 result,
                 alternative=f"{result.alternative}; or, {stopgap}"

@@ -8,24 +8,23 @@ import re
 
 import libcst as cst
 
-from torchmend.codemods.analysis import callee, compile_site, compile_target
-from torchmend.codemods.base import NoFix, Result
+from torchmend.analysis import callee, compile_site, compile_target
+from torchmend.analysis.source import Context, SourceFile
+from torchmend.codemods.base import NoFix, Refuse, Result
 from torchmend.codemods.fixes.module_buffer.module import (
-    _classes,
-    _is_module,
-    _lineage,
-    _Refuse,
-    _registers,
-    _sets_in_init,
+    classes_in,
+    is_module,
+    lineage_of,
+    registers,
+    sets_in_init,
 )
-from torchmend.codemods.fixes.module_buffer.plan import _names, _plan, _proposal
-from torchmend.codemods.source import Context, SourceFile
+from torchmend.codemods.fixes.module_buffer.plan import names, plan_for, proposal
 from torchmend.model import Finding, Location, Where
 
 # `self.calls`, or the last attribute of a path to a submodule (`self.block.calls`, `self._modules['b'].calls`).
 _VARIABLE = re.compile(r"(?P<base>.+)\.(?P<attr>[A-Za-z_]\w*)")
 
-_STOPGAP = (
+STOPGAP = (
     "as a stopgap, raise torch._dynamo.config.recompile_limit (8 by default) at start-up; each new "
     "value then costs one more compile"
 )
@@ -43,14 +42,14 @@ def _class_for(src: SourceFile, finding: Finding, base: str, attr: str) -> cst.C
             cls = stmt if isinstance(stmt, cst.ClassDef) else src.enclosing(stmt, cst.ClassDef)
             if isinstance(cls, cst.ClassDef):
                 return cls
-    classes = _classes(src)
+    classes = classes_in(src)
     found = []
     for cls in classes.values():
-        if _is_module(src, cls, classes) and (_sets_in_init(src, cls, attr) or _registers(src, cls, attr)):
+        if is_module(src, cls, classes) and (sets_in_init(src, cls, attr) or registers(src, cls, attr)):
             found.append(cls)
     if len(found) != 1:
-        what = "no module class" if not found else f"{len(found)} module classes ({_names(found)})"
-        raise _Refuse(
+        what = "no module class" if not found else f"{len(found)} module classes ({names(found)})"
+        raise Refuse(
             f"cannot tell which class {finding.variable} belongs to: {what} in {finding.file} set "
             f"self.{attr} in __init__",
             "fix it where that class is defined (its own TM201 finding)",
@@ -60,7 +59,7 @@ def _class_for(src: SourceFile, finding: Finding, base: str, attr: str) -> cst.C
 
 def propose_buffer(finding: Finding, ctx: Context) -> Result:
     """The shared fix: TM201 and TM250 for the same attribute produce the same edit (the engine merges them)."""
-    stopgap = f"; {_STOPGAP}" if finding.rule == "TM250" else ""
+    stopgap = f"; {STOPGAP}" if finding.rule == "TM250" else ""
     match = _VARIABLE.fullmatch(finding.variable or "")
     if match is not None and match["base"].split(".")[-1] == "__self__":
         return _bound_method_buffer(finding, ctx, match["attr"], stopgap)
@@ -83,20 +82,20 @@ def propose_buffer(finding: Finding, ctx: Context) -> Result:
     src = ctx.file(finding.path)
     try:
         cls = _class_for(src, finding, match["base"], attr)
-    except _Refuse as r:
+    except Refuse as r:
         return NoFix(finding, r.reason, r.advice + stopgap if r.advice else stopgap.lstrip("; "))
     return _buffer_in(finding, src, cls, attr, stopgap)
 
 
 def _buffer_in(finding: Finding, src: SourceFile, cls: cst.ClassDef, attr: str, stopgap: str) -> Result:
     try:
-        classes = _classes(src)
-        if any(_registers(src, c, attr) for c in _lineage(cls, classes)):
+        classes = classes_in(src)
+        if any(registers(src, c, attr) for c in lineage_of(cls, classes)):
             return NoFix(finding, f"self.{attr} is already a registered buffer", skipped=True)
-        plan = _plan(src, cls, attr)
-    except _Refuse as r:
+        plan = plan_for(src, cls, attr)
+    except Refuse as r:
         return NoFix(finding, r.reason, r.advice + stopgap if r.advice else stopgap.lstrip("; "))
-    return _proposal(plan, finding)
+    return proposal(plan, finding)
 
 
 def _bound_method_buffer(finding: Finding, ctx: Context, attr: str, stopgap: str) -> Result:

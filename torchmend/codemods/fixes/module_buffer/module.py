@@ -9,28 +9,20 @@ from typing import Union
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.source import SourceFile
-from torchmend.codemods.torch_ops import INT_ARGUMENT_CALLS, INT_KEYWORDS, LOG_METHODS, MODULE_CLASSES
+from torchmend.analysis.source import SourceFile
+from torchmend.analysis.torch_ops import INT_ARGUMENT_CALLS, INT_KEYWORDS, LOG_METHODS, MODULE_CLASSES
 
 _NOT_MODULES = {"Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer"}
 
 
-class _Refuse(Exception):
-    """Internal: one use of the attribute rules the fix out (carries the NoFix's reason and advice)."""
-
-    def __init__(self, reason: str, advice: str = "") -> None:
-        super().__init__(reason)
-        self.reason, self.advice = reason, advice
-
-
-_Write = Union[cst.Assign, cst.AnnAssign, cst.AugAssign]  # a statement that sets `<self>.<attr>`
+Write = Union[cst.Assign, cst.AnnAssign, cst.AugAssign]  # a statement that sets `<self>.<attr>`
 
 
 @dataclass
-class _Uses:
+class Uses:
     """Every place the class family touches `<self>.<attr>`."""
 
-    writes: list[_Write] = field(default_factory=list)
+    writes: list[Write] = field(default_factory=list)
     reads: list[cst.Attribute] = field(default_factory=list)  # read in a computation (not in its own update)
     # `x.<attr>` elsewhere in the file: (line, code, what it does with it where a number is needed, or None)
     outside_reads: list[tuple[int, str, str | None]] = field(default_factory=list)
@@ -39,7 +31,7 @@ class _Uses:
 # --- classes -----------------------------------------------------------------------------------------
 
 
-def _classes(src: SourceFile) -> dict[str, cst.ClassDef]:
+def classes_in(src: SourceFile) -> dict[str, cst.ClassDef]:
     found: dict[str, cst.ClassDef] = {}
     for cls in src.nodes_in(src.module, cst.ClassDef):
         found.setdefault(cls.name.value, cls)
@@ -54,7 +46,7 @@ def _bases_in_file(cls: cst.ClassDef, classes: dict[str, cst.ClassDef]) -> list[
     ]
 
 
-def _lineage(cls: cst.ClassDef, classes: dict[str, cst.ClassDef]) -> list[cst.ClassDef]:
+def lineage_of(cls: cst.ClassDef, classes: dict[str, cst.ClassDef]) -> list[cst.ClassDef]:
     """The class and its bases defined in this file, most derived first."""
     order, todo = [], [cls]
     while todo:
@@ -65,8 +57,8 @@ def _lineage(cls: cst.ClassDef, classes: dict[str, cst.ClassDef]) -> list[cst.Cl
     return order
 
 
-def _is_module(src: SourceFile, cls: cst.ClassDef, classes: dict[str, cst.ClassDef]) -> bool:
-    for c in _lineage(cls, classes):
+def is_module(src: SourceFile, cls: cst.ClassDef, classes: dict[str, cst.ClassDef]) -> bool:
+    for c in lineage_of(cls, classes):
         for base in c.bases:
             if base.keyword is None and any(_is_module_name(q) for q in src.qualified_names(base.value)):
                 return True
@@ -80,7 +72,7 @@ def _is_module_name(name: str) -> bool:
     return len(parts) == 3 and parts[:2] == ["torch", "nn"] and parts[2][:1].isupper() and parts[2] not in _NOT_MODULES
 
 
-def _methods(cls: cst.ClassDef) -> Iterator[tuple[cst.FunctionDef, str]]:
+def methods(cls: cst.ClassDef) -> Iterator[tuple[cst.FunctionDef, str]]:
     """Instance methods defined in the class body, with the name their first parameter gives `self`."""
     for stmt in cls.body.body:
         if not isinstance(stmt, cst.FunctionDef):
@@ -92,11 +84,11 @@ def _methods(cls: cst.ClassDef) -> Iterator[tuple[cst.FunctionDef, str]]:
             yield stmt, params[0].name.value
 
 
-def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
-    return next((f for f, _ in _methods(cls) if f.name.value == name), None)
+def method_named(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    return next((f for f, _ in methods(cls) if f.name.value == name), None)
 
 
-def _accesses(src: SourceFile, fn: cst.FunctionDef, self_name: str, attr: str) -> list[cst.Attribute]:
+def accesses(src: SourceFile, fn: cst.FunctionDef, self_name: str, attr: str) -> list[cst.Attribute]:
     """`<self>.<attr>` nodes in a method (not in classes or functions nested in it that rebind the name)."""
     found = []
     for node in src.nodes_in(fn, cst.Attribute):
@@ -117,7 +109,7 @@ def _accesses(src: SourceFile, fn: cst.FunctionDef, self_name: str, attr: str) -
     return found
 
 
-def _registers(src: SourceFile, cls: cst.ClassDef, attr: str) -> bool:
+def registers(src: SourceFile, cls: cst.ClassDef, attr: str) -> bool:
     """Whether the class already calls `register_buffer("<attr>", ...)`."""
     for call in src.nodes_in(cls, cst.Call):
         assert isinstance(call, cst.Call)
@@ -131,17 +123,17 @@ def _registers(src: SourceFile, cls: cst.ClassDef, attr: str) -> bool:
     return False
 
 
-def _sets_in_init(src: SourceFile, cls: cst.ClassDef, attr: str) -> bool:
-    init = _method(cls, "__init__")
-    self_name = next((s for f, s in _methods(cls) if f is init), None)
+def sets_in_init(src: SourceFile, cls: cst.ClassDef, attr: str) -> bool:
+    init = method_named(cls, "__init__")
+    self_name = next((s for f, s in methods(cls) if f is init), None)
     return (
         init is not None
         and self_name is not None
-        and any(_target_kind(src, a) == "write" for a in _accesses(src, init, self_name, attr))
+        and any(target_kind(src, a) == "write" for a in accesses(src, init, self_name, attr))
     )
 
 
-def _class_level(cls: cst.ClassDef, attr: str) -> bool:
+def class_level(cls: cst.ClassDef, attr: str) -> bool:
     """Whether the class body itself binds the name (a class attribute, method or property)."""
     for stmt in cls.body.body:
         if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value == attr:
@@ -163,7 +155,7 @@ def _class_level(cls: cst.ClassDef, attr: str) -> bool:
 # --- how a use is read -------------------------------------------------------------------------------
 
 
-def _target_kind(src: SourceFile, node: cst.Attribute) -> str | None:
+def target_kind(src: SourceFile, node: cst.Attribute) -> str | None:
     """'write' for a plain `x.a = v` / `x.a += v` / `x.a: T = v`, another word for other bindings, None for reads."""
     inner: cst.CSTNode = node
     for anc in src.ancestors(node):
@@ -184,7 +176,7 @@ def _target_kind(src: SourceFile, node: cst.Attribute) -> str | None:
     return None
 
 
-def _read_problem(src: SourceFile, node: cst.Attribute) -> str | None:
+def read_problem(src: SourceFile, node: cst.Attribute) -> str | None:
     """Why a tensor would not do where the number is read, or None (arithmetic, returned, passed on...)."""
     expr: cst.CSTNode = node
     parent = src.parents[expr]

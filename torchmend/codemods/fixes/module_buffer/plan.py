@@ -9,25 +9,24 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis import Kind, values
-from torchmend.codemods.base import UNSAFE, Proposal
+from torchmend.analysis import Kind, values
+from torchmend.analysis.source import SourceFile
+from torchmend.analysis.torch_ops import AUGMENTED_IN_PLACE
+from torchmend.codemods.base import UNSAFE, Proposal, Refuse
 from torchmend.codemods.fixes.module_buffer.module import (
-    _accesses,
-    _class_level,
-    _classes,
-    _is_module,
-    _lineage,
-    _method,
-    _methods,
-    _read_problem,
-    _Refuse,
-    _sets_in_init,
-    _target_kind,
-    _Uses,
-    _Write,
+    Uses,
+    Write,
+    accesses,
+    class_level,
+    classes_in,
+    is_module,
+    lineage_of,
+    method_named,
+    methods,
+    read_problem,
+    sets_in_init,
+    target_kind,
 )
-from torchmend.codemods.source import SourceFile
-from torchmend.codemods.torch_ops import AUGMENTED_IN_PLACE
 from torchmend.model import Finding
 
 _BINARY = {binop: aug for aug, (_, binop) in AUGMENTED_IN_PLACE.items()}
@@ -138,42 +137,42 @@ class _Plan:
     attr: str
     self_name: str
     init: cst.Assign | cst.AnnAssign
-    uses: _Uses
+    uses: Uses
     dtype: str  # "int" | "float"
 
 
 def _owner_and_family(src: SourceFile, cls: cst.ClassDef, attr: str) -> tuple[cst.ClassDef, list[cst.ClassDef]]:
-    classes = _classes(src)
-    lineage = _lineage(cls, classes)
+    classes = classes_in(src)
+    lineage = lineage_of(cls, classes)
     for c in lineage:
-        if _class_level(c, attr):
-            raise _Refuse(
+        if class_level(c, attr):
+            raise Refuse(
                 f"`{attr}` is also bound in the body of class {c.name.value} (a class attribute or "
                 "method), so it cannot become a buffer",
                 f"set it only in __init__ (self.{attr} = 0) and run the fix again",
             )
-    with_init = [c for c in lineage if _sets_in_init(src, c, attr)]
+    with_init = [c for c in lineage if sets_in_init(src, c, attr)]
     if not with_init:
-        raise _Refuse(
+        raise Refuse(
             f"self.{attr} is never set in __init__ of {cls.name.value}, so there is nowhere to register the buffer",
             f"set it in __init__ after super().__init__() (self.{attr} = 0) and run the fix again",
         )
     owner = with_init[-1]  # the most basic class that sets it: the buffer belongs there
-    family = [c for c in classes.values() if owner in _lineage(c, classes)]
-    if not _is_module(src, owner, classes):
-        raise _Refuse(
+    family = [c for c in classes.values() if owner in lineage_of(c, classes)]
+    if not is_module(src, owner, classes):
+        raise Refuse(
             f"{owner.name.value} does not subclass torch.nn.Module (as far as this file shows), so it "
             "has no register_buffer"
         )
     return owner, family
 
 
-def _collect(src: SourceFile, family: list[cst.ClassDef], attr: str) -> _Uses:
-    uses = _Uses()
+def _collect(src: SourceFile, family: list[cst.ClassDef], attr: str) -> Uses:
+    uses = Uses()
     mine: set[cst.Attribute] = set()
     for c in family:
-        for fn, self_name in _methods(c):
-            for node in _accesses(src, fn, self_name, attr):
+        for fn, self_name in methods(c):
+            for node in accesses(src, fn, self_name, attr):
                 mine.add(node)
                 _classify(src, node, attr, uses)
     family_set = set(family)
@@ -189,38 +188,38 @@ def _collect(src: SourceFile, family: list[cst.ClassDef], attr: str) -> _Uses:
         cls = src.enclosing(node, cst.ClassDef)
         if m.matches(node.value, m.Name("self")) and cls is not None and cls not in family_set:
             continue  # another class's own attribute of the same name
-        if _target_kind(src, node):
-            raise _Refuse(
-                f"line {src.line_of(node)} sets `{src.code(node)}` outside {_names(family)}, "
+        if target_kind(src, node):
+            raise Refuse(
+                f"line {src.line_of(node)} sets `{src.code(node)}` outside {names(family)}, "
                 "which would replace the buffer with a Python number",
                 f"change it to `{src.code(node)}.fill_(value)` (or drop it) and run the fix again",
             )
-        uses.outside_reads.append((src.line_of(node), src.code(node), _read_problem(src, node)))
+        uses.outside_reads.append((src.line_of(node), src.code(node), read_problem(src, node)))
     return uses
 
 
-def _classify(src: SourceFile, node: cst.Attribute, attr: str, uses: _Uses) -> None:
+def _classify(src: SourceFile, node: cst.Attribute, attr: str, uses: Uses) -> None:
     """File one `<self>.<attr>` of the family under writes or reads, or refuse."""
-    kind = _target_kind(src, node)
+    kind = target_kind(src, node)
     line = src.line_of(node)
     stmt = next((a for a in src.ancestors(node) if isinstance(a, cst.BaseSmallStatement)), None)
     if kind == "write":
         if isinstance(stmt, cst.Assign) and len(stmt.targets) != 1:
-            raise _Refuse(
+            raise Refuse(
                 f"line {line} sets self.{attr} in a chained assignment (a = b = ...)",
                 "split it into one assignment per target and run the fix again",
             )
         if not (isinstance(stmt, cst.AnnAssign) and stmt.value is None):  # a bare annotation sets nothing
-            uses.writes.append(cast(_Write, stmt))  # a "write" is the target of one of these three
+            uses.writes.append(cast(Write, stmt))  # a "write" is the target of one of these three
         return
     if kind:
-        raise _Refuse(
+        raise Refuse(
             f"self.{attr} is {kind} at line {line}; a buffer can only be assigned or updated",
             "assign it with a plain `=` or `+=` and run the fix again",
         )
-    problem = _read_problem(src, node)
+    problem = read_problem(src, node)
     if problem:
-        raise _Refuse(
+        raise Refuse(
             f"self.{attr} must stay a Python number: line {line} {problem}, and as a tensor that would "
             "be a data-dependent graph break (or change what the code prints or does)",
             "keep it a number and let dynamo treat it as dynamic instead "
@@ -240,23 +239,23 @@ def _in_own_update(src: SourceFile, stmt: cst.BaseSmallStatement, node: cst.Attr
     return False
 
 
-def _names(family: list[cst.ClassDef]) -> str:
+def names(family: list[cst.ClassDef]) -> str:
     return "/".join(c.name.value for c in family)
 
 
-def _plan(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
+def plan_for(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
     owner, family = _owner_and_family(src, cls, attr)
     uses = _collect(src, family, attr)
-    init_fn = _method(owner, "__init__")
+    init_fn = method_named(owner, "__init__")
     assert init_fn is not None
     in_init = [w for w in uses.writes if init_fn in set(src.ancestors(w))]
     first = in_init[0]
     line = src.line_of(first)
     if isinstance(first, cst.AugAssign):
-        raise _Refuse(f"__init__ changes self.{attr} (line {line}) before it sets it")
+        raise Refuse(f"__init__ changes self.{attr} (line {line}) before it sets it")
     stmt_line = src.parents[first]
     if src.parents[stmt_line] is not init_fn.body:
-        raise _Refuse(
+        raise Refuse(
             f"self.{attr} is first set inside a block of __init__ (line {line}); the buffer must be "
             "registered on every path",
             f"set it unconditionally first (self.{attr} = 0) and run the fix again",
@@ -267,7 +266,7 @@ def _plan(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
     )
     at = next(i for i, s in enumerate(init_fn.body.body) if s is stmt_line)
     if super_at is None or super_at > at:
-        raise _Refuse(
+        raise Refuse(
             f"self.{attr} is set before super().__init__() (line {line}); register_buffer needs the module initialised",
             "move the assignment after super().__init__() and run the fix again",
         )
@@ -275,7 +274,7 @@ def _plan(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
     for w in uses.writes:
         update = _self_update(src, w)
         if isinstance(w, cst.AugAssign) and type(w.operator) not in AUGMENTED_IN_PLACE:
-            raise _Refuse(
+            raise Refuse(
                 f"line {src.line_of(w)} updates self.{attr} with `{src.code(w.operator).strip()}`, "
                 "which has no in-place tensor method",
                 f"write it as `self.{attr} = ...` and run the fix again",
@@ -284,7 +283,7 @@ def _plan(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
         assert value is not None
         kind = _kind(src, value)
         if kind not in ("int", "float", "unknown"):
-            raise _Refuse(
+            raise Refuse(
                 f"line {src.line_of(w)} gives self.{attr} {kind}, not a number, so it cannot be a tensor buffer",
                 "keep the number in its own attribute and the other value in another",
             )
@@ -293,7 +292,7 @@ def _plan(src: SourceFile, cls: cst.ClassDef, attr: str) -> _Plan:
             or (update is not None and update[0] is cst.DivideAssign)
             or (isinstance(w, cst.AnnAssign) and m.matches(w.annotation.annotation, m.Name("float")))
         )
-    self_name = next(s for f, s in _methods(owner) if f is init_fn)
+    self_name = next(s for f, s in methods(owner) if f is init_fn)
     return _Plan(src, owner, attr, self_name, first, uses, "float" if float_ops else "int")
 
 
@@ -308,7 +307,28 @@ def _call_stmt(target: cst.BaseExpression, method: str, args: list[cst.Arg], lik
     return cst.Expr(call, semicolon=like.semicolon)
 
 
-def _proposal(plan: _Plan, finding: Finding, in_place: bool = True) -> Proposal:
+def _alternative(plan: _Plan) -> str:
+    """The other way to fix an int counter (a dynamic int), and why not here when the code takes it modulo."""
+    if plan.dtype != "int":
+        return ""
+    alternative = (
+        "keep it a Python int and set torch._dynamo.config.allow_unspec_int_on_nn_module = True at "
+        "start-up: dynamo then recompiles once for a dynamic int instead of once per value"
+    )
+    modulo = any(
+        isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Modulo) and p.left is r
+        for r in plan.uses.reads
+        for p in [plan.src.parents.get(r)]
+    )
+    if modulo:  # measured on torch 2.13.0 and 2.15.0 (fixtures/verify/README.md)
+        alternative += (
+            " (not here as written: with the int dynamic, `% n` fails to compile on torch 2.13-2.15, "
+            "BackendCompilerFailed in AOTAutograd's tensorify pass)"
+        )
+    return alternative
+
+
+def proposal(plan: _Plan, finding: Finding, in_place: bool = True) -> Proposal:
     """The buffer, updated in place (`self.calls.add_(1)`), with the rebinding form as its fallback; with
     `in_place=False` the fallback itself: every update rebinds the attribute to a new tensor
     (`self.calls = self.calls + 1`), so nothing the forward read is mutated (profiler/hazards.py: on torch 2.13
@@ -362,22 +382,7 @@ def _proposal(plan: _Plan, finding: Finding, in_place: bool = True) -> Proposal:
         'instead of guarding on it and recompiling when it changes, and CUDA graphs (mode="reduce-overhead") '
         "keep updating the same tensor"
     )
-    alternative = (
-        "keep it a Python int and set torch._dynamo.config.allow_unspec_int_on_nn_module = True at "
-        "start-up: dynamo then recompiles once for a dynamic int instead of once per value"
-        if plan.dtype == "int"
-        else ""
-    )
-    modulo = any(
-        isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Modulo) and p.left is r
-        for r in plan.uses.reads
-        for p in [src.parents.get(r)]
-    )
-    if alternative and modulo:  # measured on torch 2.13.0 and 2.15.0 (fixtures/verify/README.md)
-        alternative += (
-            " (not here as written: with the int dynamic, `% n` fails to compile on torch 2.13-2.15, "
-            "BackendCompilerFailed in AOTAutograd's tensorify pass)"
-        )
+    alternative = _alternative(plan)
     if not in_place:
         return Proposal(
             (finding,),
@@ -395,7 +400,7 @@ def _proposal(plan: _Plan, finding: Finding, in_place: bool = True) -> Proposal:
             shape="buffer-rebound",
         )
     updated = any(w is not plan.init and _self_update(src, w) is not None for w in plan.uses.writes)
-    fallback = _proposal(plan, finding, in_place=False) if updated else None
+    fallback = proposal(plan, finding, in_place=False) if updated else None
     return Proposal(
         (finding,),
         finding.rule,

@@ -10,43 +10,19 @@ groups and schedulers; custom.py checks an optimizer class the project defines i
 
 from __future__ import annotations
 
-import os
 from typing import cast
 
 import libcst as cst
-import libcst.matchers as m
 
-from torchmend.codemods.analysis import values
+from torchmend.analysis import values
+from torchmend.analysis.custom_optimizers import default_lr, optimizer_classdef
+from torchmend.analysis.optimizers import def_near, optimizer_at, optimizer_class, param_group_key
+from torchmend.analysis.source import Context, SourceFile
+from torchmend.analysis.torch_ops import OPTIMIZER_DEFAULT_LR
 from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.fixes.optimizer_lr.custom import default_lr, lr_hazards, method, optimizer_classdef
-from torchmend.codemods.fixes.optimizer_lr.locate import (
-    OURS,
-    UNKNOWN,
-    _def_near,
-    _key,
-    _optimizer_at,
-    construction_of,
-    optimizer_class,
-)
-from torchmend.codemods.fixes.optimizer_lr.writes import (
-    _add_lr,
-    _as_tensor,
-    _groups,
-    _in_place,
-    _per_group,
-    _Swap,
-    _uniform,
-    lr_schedulers,
-    lr_writes,
-)
-from torchmend.codemods.source import Context, SourceFile
-from torchmend.codemods.torch_ops import FOREACH_NEEDS_CAPTURABLE, OPTIMIZER_DEFAULT_LR
+from torchmend.codemods.fixes.optimizer_lr.refusals import ADVICE, lr_notes, our_writes, refuse_call, refuse_class
+from torchmend.codemods.fixes.optimizer_lr.writes import Swap, add_lr, as_tensor, groups_of, in_place
 from torchmend.model import Finding, Where
-
-_ADVICE = (
-    'build the optimizer with lr=torch.tensor(<lr>) and change it with group["lr"].fill_(<value>) '
-    '(never `group["lr"] = <float>`)'
-)
 
 
 class TensorLearningRate(Codemod):
@@ -272,7 +248,7 @@ class TensorLearningRate(Codemod):
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
-        key = _key(finding.variable)
+        key = param_group_key(finding.variable)
         if key != "lr":
             return NoFix(
                 finding,
@@ -285,22 +261,22 @@ class TensorLearningRate(Codemod):
         places = [(finding.path, finding.line)] if finding.where == Where.PROJECT else []
         places += [(loc.path, loc.line) for loc in (finding.user_frame, finding.call_site) if loc is not None]
         if not places:
-            return NoFix(finding, "no line of yours reaches this optimizer step", _ADVICE)
+            return NoFix(finding, "no line of yours reaches this optimizer step", ADVICE)
         ctor, src, why = None, None, ""
         for path, line in places:
             if not ctx.in_project(path):
                 continue
             src = ctx.file(path)
-            stmt = src.statement_at(line) or _def_near(src, line, finding)
+            stmt = src.statement_at(line) or def_near(src, line, finding)
             if stmt is None:
                 why = why or f"no statement at line {line}"
                 continue
-            ctor, reason = _optimizer_at(src, stmt, ctx)
+            ctor, reason = optimizer_at(src, stmt, ctx)
             if ctor is not None:
                 break
             why = why or reason
         if ctor is None or src is None:
-            return NoFix(finding, f"cannot find where the optimizer is built: {why}", _ADVICE)
+            return NoFix(finding, f"cannot find where the optimizer is built: {why}", ADVICE)
         return self._rewrite(finding, src, ctor, ctx)
 
     def _rewrite(self, finding: Finding, src: SourceFile, ctor: cst.Call, ctx: Context) -> Result:
@@ -308,146 +284,53 @@ class TensorLearningRate(Codemod):
         at = f"line {src.line_of(ctor)}"
         found = optimizer_classdef(src, ctor, ctx)
         own = found[1] if found is not None else None
-        if found is not None and own is not None:
-            own_src = found[0]
-            where = "" if own_src is src else f" ({os.path.relpath(own_src.path, ctx.project_root)})"
-            hazards = lr_hazards(own_src, own)
-            if hazards:
-                line, why = hazards[0]
-                return NoFix(
-                    finding,
-                    f"{cls}'s own code needs a float lr: line {line}{where}: {why}",
-                    "make that line work with a 0-dim tensor lr (tensor ops, no float()/if on it), "
-                    "then rerun torchmend; or keep the lr constant while compiled",
-                )
-            if method(own, "step") is None:
-                return NoFix(finding, f"{cls} at {at} has no step method of its own", _ADVICE)
-        elif cls not in OPTIMIZER_DEFAULT_LR:
-            return NoFix(
-                finding, f"torch.optim.{cls} at {at} is not among the optimizers checked with a tensor lr", _ADVICE
-            )
+        refused = refuse_class(finding, src, ctx, cls, at, found) or refuse_call(finding, src, ctor, cls, at)
+        if refused is not None:
+            return refused
         keywords = {a.keyword.value: a for a in ctor.args if a.keyword is not None}
         double_star = any(a.star == "**" for a in ctor.args)
-        if any(a.star == "*" for a in ctor.args) or (double_star and "lr" not in keywords):
-            return NoFix(
-                finding,
-                f"the optimizer call at {at} passes *args or **kwargs (and no lr=): the lr may come from there",
-                _ADVICE,
-            )
         positional = [a for a in ctor.args if a.keyword is None]
-        if not positional and "params" not in keywords:
-            return NoFix(finding, f"the optimizer call at {at} has no params argument", _ADVICE)
-        if (
-            cls in FOREACH_NEEDS_CAPTURABLE
-            and "foreach" in keywords
-            and not m.matches(keywords["foreach"].value, m.Name("False") | m.Name("None"))
-            and not ("capturable" in keywords and m.matches(keywords["capturable"].value, m.Name("True")))
-        ):
-            return NoFix(
-                finding,
-                f"{cls} at {at} sets foreach={src.code(keywords['foreach'].value)}: a tensor lr "
-                "then needs capturable=True (parameters on cuda, xpu, hpu or xla)",
-                "drop foreach=True, or "
-                "add capturable=True if the parameters are on such a device, then rerun torchmend",
-            )
 
         replace: dict[cst.CSTNode, cst.CSTNode] = {}
         imports: tuple = ()
         # The constructor: lr argument (or the default), then the "lr" of literal param-group dicts.
         lr_arg = keywords.get("lr") or (positional[1] if len(positional) > 1 else None)
         params = keywords["params"].value if "params" in keywords else positional[0].value
-        groups = _groups(src, params)
+        groups = groups_of(src, params)
         group_swaps: dict[cst.CSTNode, cst.CSTNode] = {}
         for value in groups.lrs:
             if not values(src).is_tensor(value):
-                group_swaps[value], imports = _as_tensor(src, value)
+                group_swaps[value], imports = as_tensor(src, value)
         ctor_swaps: dict[cst.CSTNode, cst.CSTNode] = {}
         if lr_arg is not None and not values(src).is_tensor(lr_arg.value):
-            ctor_swaps[lr_arg.value], imports = _as_tensor(src, lr_arg.value)
+            ctor_swaps[lr_arg.value], imports = as_tensor(src, lr_arg.value)
         if groups.literal is not None and ctor in set(src.ancestors(groups.literal)):
             ctor_swaps.update(group_swaps)  # the groups are spelled out in the call: one rewrite of the call
         elif group_swaps:  # the groups list is built earlier, under a name
             assert groups.literal is not None
-            replace[groups.literal] = cast(cst.CSTNode, groups.literal.visit(_Swap(group_swaps)))  # swaps its lrs
+            replace[groups.literal] = cast(cst.CSTNode, groups.literal.visit(Swap(group_swaps)))  # swaps its lrs
         # One pass: node identities are lost once a tree is rebuilt.
         # _Swap replaces expressions inside the call (its lr values), never the call itself.
-        new_ctor = cast(cst.Call, ctor.visit(_Swap(ctor_swaps))) if ctor_swaps else ctor
+        new_ctor = cast(cst.Call, ctor.visit(Swap(ctor_swaps))) if ctor_swaps else ctor
         if lr_arg is None:
             default = cst.Float(OPTIMIZER_DEFAULT_LR[cls]) if own is None else default_lr(own)
             if default is None:
-                return NoFix(finding, f"the optimizer call at {at} passes no lr and {cls} has no default", _ADVICE)
-            tensor, imports = _as_tensor(src, default)
-            new_ctor = _add_lr(new_ctor, tensor)
+                return NoFix(finding, f"the optimizer call at {at} passes no lr and {cls} has no default", ADVICE)
+            tensor, imports = as_tensor(src, default)
+            new_ctor = add_lr(new_ctor, tensor)
         if new_ctor is not ctor:
             replace[ctor] = new_ctor
 
         # The writes: all of this optimizer's become in place; any other that may be its refuses the fix.
-        writes = lr_writes(src, ctor)
-        for w in writes:
-            code = src.code(w.node).strip()
-            if w.owner == OURS and not w.fixable:
-                return NoFix(
-                    finding,
-                    f"line {src.line_of(w.node)} writes the lr in a way torchmend cannot rewrite: `{code}`",
-                    _ADVICE,
-                )
-            if w.owner == UNKNOWN:
-                return NoFix(
-                    finding,
-                    f"line {src.line_of(w.node)} writes an lr torchmend cannot trace to an "
-                    f"optimizer (`{code}`); it may be this one, and would put a float back",
-                    _ADVICE,
-                )
-        ours = [w for w in writes if w.owner == OURS]
-        own_lr = 'give each group its own "lr": torch.tensor(...) in its dict, then rerun torchmend'
-        if groups.kind == "unknown" and ours:
-            return NoFix(
-                finding,
-                f"the param groups come from `{groups.source}`, which torchmend cannot read: a "
-                'group with its own float "lr" would stay a float, and fill_ would fail on it',
-                own_lr,
-            )
-        if groups.shared:
-            for w in ours:
-                if not _uniform(src, w):
-                    return NoFix(
-                        finding,
-                        "the param groups share one lr tensor (torch.optim gives every group "
-                        f"the same default object), and line {src.line_of(w.node)} writes groups "
-                        "differently",
-                        own_lr,
-                    )
-            for sched_cls, sched in lr_schedulers(src, ctor):
-                if _per_group(src, sched_cls, sched):
-                    return NoFix(
-                        finding,
-                        f"the param groups may share one lr tensor, and the {sched_cls} at line "
-                        f"{src.line_of(sched)} may give them different values",
-                        own_lr,
-                    )
+        ours = our_writes(finding, src, ctor, groups)
+        if isinstance(ours, NoFix):
+            return ours
         for w in ours:
-            replace[w.node] = _in_place(src, w)
+            replace[w.node] = in_place(src, w)
         if not replace:
             return NoFix(finding, "the lr is already a tensor, written in place", skipped=True)
 
-        notes = ['group["lr"] is now a float32 tensor: use float(group["lr"]) to log it or keep its value']
-        if any(
-            isinstance(c.func, cst.Attribute)
-            and m.matches(c.func.attr, m.Name("load_state_dict"))
-            and construction_of(src, c.func.value)[0] is ctor
-            for c in src.nodes_in(src.module, cst.Call)
-        ):
-            notes.append(
-                "a checkpoint saved with a float lr restores a float (fill_ then fails): after "
-                'load_state_dict, set group["lr"] = torch.tensor(float(group["lr"])) for each group'
-            )
-        if cls in FOREACH_NEEDS_CAPTURABLE and double_star:
-            notes.append(
-                f"if the **kwargs of the {cls} call set foreach=True, it raises for a tensor lr unless capturable=True"
-            )
-        if cls in FOREACH_NEEDS_CAPTURABLE:
-            notes.append(f"eager {cls} steps with a tensor lr use the for-loop implementation unless capturable=True")
-        notes.append("lr writes in other files are not checked")
+        notes = lr_notes(src, ctor, cls, double_star)
         rewrote = "the lr argument" if ctor in replace else "the lr"
         return Proposal(
             (finding,),

@@ -6,12 +6,9 @@ The package: sites.py finds the calls of the compiled function and the argument 
 
 from __future__ import annotations
 
-import re
-from typing import cast
-
 import libcst as cst
 
-from torchmend.codemods.analysis import (
+from torchmend.analysis import (
     NUMBERS,
     functions_for,
     is_method,
@@ -21,17 +18,19 @@ from torchmend.codemods.analysis import (
     self_name,
     values,
 )
-from torchmend.codemods.analysis.binding import packed_key
-from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
+from torchmend.analysis.binding import packed_key
+from torchmend.analysis.source import Context, SourceFile
+from torchmend.codemods.base import UNSAFE, Answer, Codemod, Delegate, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.scalar_argument.device import (
     Path,
-    _apply,
-    _cheap,
-    _device_source,
-    _meets,
-    _params_reached,
+    apply,
+    cheap,
+    device_source,
+    meets_of,
+    params_reached,
 )
-from torchmend.codemods.fixes.scalar_argument.sites import _bind, _calls_compiled, _key, _params
+from torchmend.codemods.fixes.scalar_argument.sites import bind_argument, call_key, calls_compiled, params_of
+from torchmend.codemods.fixes.scalar_argument.words import KEEP_NUMBER, NONE_ADVICE, NONE_WHY, call_names, number_kind
 from torchmend.codemods.fixes.scalar_argument.wrapped import (
     STAR_ADVICE,
     STAR_WHY,
@@ -43,23 +42,7 @@ from torchmend.codemods.fixes.scalar_argument.wrapped import (
     star_parameter,
     wrapper_for,
 )
-from torchmend.codemods.registry import codemod_for
-from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
-
-_NUMBER_IN_GUARD = re.compile(r"==\s*-?(?P<num>[0-9][0-9_]*(?P<frac>\.[0-9]*)?(?P<exp>[eE][-+]?[0-9]+)?)\s*$")
-_KEEP_NUMBER = (
-    "keep it a Python number: after one recompile dynamo treats a changing float or int as symbolic "
-    "(automatic dynamic); if a branch depends on it, decide it outside the compiled function and pass "
-    "the outcome"
-)
-
-
-def _number_kind(guard: str | None) -> str:
-    found = _NUMBER_IN_GUARD.search(guard or "")
-    if not found:
-        return ""
-    return "float" if found["frac"] is not None or found["exp"] is not None else "int"
 
 
 class ScalarArgument(Codemod):
@@ -92,6 +75,7 @@ class ScalarArgument(Codemod):
 
     rules = ("TM202",)
     name = "scalar-argument-to-tensor"
+    delegates_to = ("TM206",)  # a name no parameter binds: dynamo names a closure variable as it names an argument
     INVALID = (
         # a decorated function; the device comes from a plain-name argument of `model(x)`
         Invalid(
@@ -243,12 +227,12 @@ class ScalarArgument(Codemod):
         ),
     )
 
-    def propose(self, finding: Finding, ctx: Context) -> Result:
+    def propose(self, finding: Finding, ctx: Context) -> Answer:
         name = guarded_name(finding)
         if not name:
             return NoFix(finding, "the recompile names no variable", "see the guard in the finding")
         if none_guard(finding.guard) and packed_key(name) is None:
-            return NoFix(finding, f"`{name}` {_NONE_WHY}", _NONE_ADVICE)
+            return NoFix(finding, f"`{name}` {NONE_WHY}", NONE_ADVICE)
         src = ctx.file(finding.path)
         fns = functions_for(src, finding)
         if not fns:
@@ -261,7 +245,7 @@ class ScalarArgument(Codemod):
         star = star_parameter(fns, name)
         if star is not None:  # the whole tuple or dict, not one number in it (`len(args) == 2`)
             return NoFix(finding, f"`{name}` is {star}: {STAR_WHY}", STAR_ADVICE)
-        fn = next((f for f in fns if any(p.name.value == name for p in [*_params(f)[0], *_params(f)[1]])), None)
+        fn = next((f for f in fns if any(p.name.value == name for p in [*params_of(f)[0], *params_of(f)[1]])), None)
         if fn is None:
             packed = packed_key(name)
             wrapper = wrapper_for(fns, *packed) if packed else None
@@ -273,20 +257,20 @@ class ScalarArgument(Codemod):
             if packed and none_guard(finding.guard):  # the wrapper is not found (a library's): still not a number
                 return NoFix(
                     finding,
-                    f"`{name}` (an argument a wrapper's *{packed[0]} passes on) {_NONE_WHY}",
-                    _NONE_ADVICE,
+                    f"`{name}` (an argument a wrapper's *{packed[0]} passes on) {NONE_WHY}",
+                    NONE_ADVICE,
                 )
             if not name.isidentifier():
                 return NoFix(
                     finding,
                     f"`{name}` reaches the compiled function through *args or **kwargs, and neither "
-                    f"{_names([f.name.value for f in fns])} has a `*{packed[0]}` parameter to bind it to"
+                    f"{call_names([f.name.value for f in fns])} has a `*{packed[0]}` parameter to bind it to"
                     if packed
                     else f"`{name}` is not a parameter torchmend can bind to a call",
                     "pass it as a named parameter, or wrap it yourself: `torch.tensor(v, device=...)`",
                 )
             # Dynamo names a closure variable as it names an argument (`warmup == 0.1`): it may be one.
-            return cast(Codemod, codemod_for("TM206")).propose(finding, ctx)  # a registered rule
+            return Delegate(finding, "TM206")
         if name == self_name(src, fn):
             return NoFix(finding, f"`{name}` is the module itself")
         uses = reads(src, fn, name)
@@ -298,7 +282,7 @@ class ScalarArgument(Codemod):
                 finding,
                 f"`{name}` is {what} at line {line} in {fn.name.value}(): as a tensor it would "
                 "make a data-dependent graph break",
-                _KEEP_NUMBER,
+                KEEP_NUMBER,
             )
         site = finding.call_site
         if site is None:
@@ -320,7 +304,7 @@ class ScalarArgument(Codemod):
         found = bind_through(finding, ctx, wrapper, star, key)
         if isinstance(found, Unbound):
             if found.said and none_guard(finding.guard):
-                return NoFix(finding, f"{found.said}; it {_NONE_WHY}", _NONE_ADVICE)
+                return NoFix(finding, f"{found.said}; it {NONE_WHY}", NONE_ADVICE)
             return NoFix(finding, found.reason, "pass it by name and wrap it yourself: `torch.tensor(v, device=...)`")
         line = found.csrc.line_of(found.call)
         said = (
@@ -328,7 +312,7 @@ class ScalarArgument(Codemod):
             f"{wrapper.name.value}() to {found.fn.name.value}()'s `{found.param}`"
         )
         if none_guard(finding.guard):
-            return NoFix(finding, f"{said}; it {_NONE_WHY}", _NONE_ADVICE)
+            return NoFix(finding, f"{said}; it {NONE_WHY}", NONE_ADVICE)
         uses = reads(found.src, found.fn, found.param)
         passed_on: list[str] = []
         problem = python_use(found.src, found.fn, uses, found.param, passed_on)
@@ -337,7 +321,7 @@ class ScalarArgument(Codemod):
                 finding,
                 f"{said}, which is {problem[1]} at line {problem[0]} in {found.fn.name.value}(): as a tensor it "
                 "would make a data-dependent graph break",
-                _KEEP_NUMBER,
+                KEEP_NUMBER,
             )
         return self._at_call_sites(finding, found.src, found.fn, found.param, uses, found.csrc, line, passed_on, ctx)
 
@@ -356,12 +340,12 @@ class ScalarArgument(Codemod):
         skip_first = is_method(src, fn)
         stmt = csrc.statement_at(line)
         calls: list[cst.Call] = csrc.nodes_in(stmt, cst.Call) if stmt is not None else []
-        sure = [c for c in calls if _calls_compiled(csrc, c, fn, skip_first, ctx)]
+        sure = [c for c in calls if calls_compiled(csrc, c, fn, skip_first, ctx)]
         if not sure:  # an object torchmend cannot trace back: the one call on the line that takes the argument
             sure = [
                 c
                 for c in calls
-                if _bind(fn, c, name, skip_first)[0] is not None
+                if bind_argument(fn, c, name, skip_first)[0] is not None
                 and not any(q.startswith(("torch.", "builtins.")) for q in csrc.qualified_names(c.func))
             ]
         if len(sure) != 1:
@@ -373,29 +357,29 @@ class ScalarArgument(Codemod):
                 f"pass `{name}` as `torch.tensor({name}, device=...)` where you call it",
             )
         call = sure[0]
-        arg, why_not = _bind(fn, call, name, skip_first)
+        arg, why_not = bind_argument(fn, call, name, skip_first)
         if arg is None:
             return NoFix(
                 finding,
                 f"cannot tell which argument at line {line} is `{name}`: {why_not}",
                 f"pass `{name}` by name and wrap it: `{name}=torch.tensor(v, device=...)`",
             )
-        key = _key(csrc, call)
-        sites = [c for c in csrc.nodes_in(csrc.module, cst.Call) if c is call or _key(csrc, c) == key]
+        key = call_key(csrc, call)
+        sites = [c for c in csrc.nodes_in(csrc.module, cst.Call) if c is call or call_key(csrc, c) == key]
         meets: list[tuple[str, Path]] = []
         seen: set[str] = set()
         skip = {name, self_name(src, fn) or ""}
-        for expr in _meets(src, uses, name):
-            meets += _params_reached(src, fn, expr, skip, seen)
+        for expr in meets_of(src, uses, name):
+            meets += params_reached(src, fn, expr, skip, seen)
         others: list[tuple[str, Path]] = [
-            (p.name.value, ()) for p in _params(fn)[0] + _params(fn)[1] if p.name.value not in skip
+            (p.name.value, ()) for p in params_of(fn)[0] + params_of(fn)[1] if p.name.value not in skip
         ]
         tensor_expr, imports = csrc.torch_expr("tensor")
         replace: dict[cst.CSTNode, cst.CSTNode] = {}
         lines: list[int] = []
         devices: list[str] = []
         for c in sites:
-            a, _ = _bind(fn, c, name, skip_first)
+            a, _ = bind_argument(fn, c, name, skip_first)
             if (
                 a is None
                 or is_tensor_construction(csrc, a.value)
@@ -435,15 +419,15 @@ class ScalarArgument(Codemod):
         (nearest first), else another tensor argument, else None."""
         for params, need_evidence in ((meets, False), (others, True)):
             for p, path in params:
-                a, _ = _bind(fn, call, p, skip_first)
+                a, _ = bind_argument(fn, call, p, skip_first)
                 if a is None or a is scalar:
                     continue
                 evident = values(src).param_maybe_tensor(fn, p) or values(csrc).maybe_tensor(a.value)
                 if not evident and (need_evidence or values(csrc).kind(a.value) in NUMBERS):
                     continue  # `alpha = 0.5` at the caller: a number has no device
-                if path and _cheap(a.value):
-                    return _apply(a.value, path)
-                source = _device_source(a.value, scalar.value)
+                if path and cheap(a.value):
+                    return apply(a.value, path)
+                source = device_source(a.value, scalar.value)
                 if source is not None:
                     return source
         return None
@@ -472,7 +456,7 @@ class ScalarArgument(Codemod):
         )
         if distinct and len(devices) < len(lines):
             on += " (the default device where a call has no tensor argument to take it from)"
-        kind = _number_kind(finding.guard)
+        kind = number_kind(finding.guard)
         dtype = (
             "`torch.tensor(<float>)` is float32 (the default dtype): a float64 computation sees the value "
             "rounded to float32"
@@ -493,7 +477,7 @@ class ScalarArgument(Codemod):
             note=f"{fn.name.value}() now receives a tensor for `{name}`; {dtype}. torchmend checked that "
             f"{fn.name.value}() does not branch on it or use it as a size or index"
             + (
-                f"; it did not look inside {_names(passed_on)}, which "
+                f"; it did not look inside {call_names(passed_on)}, which "
                 f"{'also get' if len(set(passed_on)) > 1 else 'also gets'} it."
                 if passed_on
                 else "."
@@ -501,17 +485,3 @@ class ScalarArgument(Codemod):
             alternative="keep the number and accept one recompile: after it, dynamo treats a changing float as "
             "symbolic (torch._dynamo.config.specialize_float=False, the default)",
         )
-
-
-_NONE_WHY = (
-    "is None on some calls and a value on others (the guard checks `is None`): not a changing number, and "
-    "a tensor cannot stand in for None"
-)
-_NONE_ADVICE = (
-    "pass the same kind of value on every call (e.g. a tensor of zeros where None means nothing to add), or "
-    "accept one compile per kind: the recompiles stop once both are cached"
-)
-
-
-def _names(calls: list[str]) -> str:
-    return ", ".join(f"{c}()" for c in dict.fromkeys(calls))

@@ -6,28 +6,28 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis import ordered_names, values
-from torchmend.codemods.fixes.scalar_argument.sites import _params
-from torchmend.codemods.source import SourceFile
-from torchmend.codemods.torch_ops import NOT_TENSOR_ATTRS, SAME_DEVICE_METHODS
+from torchmend.analysis import ordered_names, values
+from torchmend.analysis.source import SourceFile
+from torchmend.analysis.torch_ops import NOT_TENSOR_ATTRS, SAME_DEVICE_METHODS
+from torchmend.codemods.fixes.scalar_argument.sites import params_of
 
 
-def _cheap(expr: cst.BaseExpression) -> bool:
+def cheap(expr: cst.BaseExpression) -> bool:
     """A name, an attribute of one, or one indexed by a literal: evaluating it again costs nothing."""
     if isinstance(expr, cst.Name):
         return True
     if isinstance(expr, cst.Attribute):
-        return _cheap(expr.value)
+        return cheap(expr.value)
     if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
         index = expr.slice[0].slice.value
-        return _cheap(expr.value) and isinstance(index, (cst.Integer, cst.SimpleString, cst.Name))
+        return cheap(expr.value) and isinstance(index, (cst.Integer, cst.SimpleString, cst.Name))
     return False
 
 
-def _device_source(expr: cst.BaseExpression, scalar: cst.BaseExpression) -> cst.BaseExpression | None:
+def device_source(expr: cst.BaseExpression, scalar: cst.BaseExpression) -> cst.BaseExpression | None:
     """An expression with the same device as `expr` that is safe to evaluate again: `expr` itself when
     cheap; for a call (`model(x)`), a plain-name argument of it or the receiver of `x.float()`."""
-    if _cheap(expr):
+    if cheap(expr):
         return expr
     if isinstance(expr, cst.Call):
         for a in expr.args:
@@ -40,12 +40,12 @@ def _device_source(expr: cst.BaseExpression, scalar: cst.BaseExpression) -> cst.
             ):
                 return a.value
         func = expr.func
-        if isinstance(func, cst.Attribute) and func.attr.value in SAME_DEVICE_METHODS and _cheap(func.value):
+        if isinstance(func, cst.Attribute) and func.attr.value in SAME_DEVICE_METHODS and cheap(func.value):
             return func.value
     return None
 
 
-def _meets(src: SourceFile, uses: list[cst.Name], scalar: str) -> list[cst.BaseExpression]:
+def meets_of(src: SourceFile, uses: list[cst.Name], scalar: str) -> list[cst.BaseExpression]:
     """What the number meets where it is used, nearest first: the other operand of each operation it is
     in (until one is a tensor), or the receiver and other arguments of the call it is passed to."""
     found: list[cst.BaseExpression] = []
@@ -106,7 +106,7 @@ def _access_path(src: SourceFile, name: cst.Name) -> Path:
         node = parent
 
 
-def _apply(expr: cst.BaseExpression, path: Path) -> cst.BaseExpression:
+def apply(expr: cst.BaseExpression, path: Path) -> cst.BaseExpression:
     out = expr.deep_clone()
     for kind, item in path:
         if kind == "attr":
@@ -117,12 +117,12 @@ def _apply(expr: cst.BaseExpression, path: Path) -> cst.BaseExpression:
     return out
 
 
-def _params_reached(
+def params_reached(
     src: SourceFile, fn: cst.FunctionDef, expr: cst.CSTNode, skip: set[str], seen: set[str]
 ) -> list[tuple[str, Path]]:
     """Parameters of `fn` an expression is computed from (through local assignments, in source order),
     each with how the expression reaches into it."""
-    params = {p.name.value for p in [*_params(fn)[0], *_params(fn)[1]]}
+    params = {p.name.value for p in [*params_of(fn)[0], *params_of(fn)[1]]}
     out: list[tuple[str, Path]] = []
     for n in ordered_names(expr):
         if n.value in seen or n.value in skip:
@@ -137,5 +137,5 @@ def _params_reached(
                 [t.target for t in stmt.targets] if isinstance(stmt, cst.Assign) else [getattr(stmt, "target", None)]
             )
             if value is not None and any(m.matches(t, m.Name(n.value)) for t in targets if t is not None):
-                out += _params_reached(src, fn, value, skip, seen)
+                out += params_reached(src, fn, value, skip, seen)
     return out

@@ -6,25 +6,25 @@ from typing import Union
 
 import libcst as cst
 
-from torchmend.codemods.analysis import bind, callee, referents
-from torchmend.codemods.source import Context, SourceFile
+from torchmend.analysis import bind, callee, referents
+from torchmend.analysis.source import Context, SourceFile
 
 _Key = Union[frozenset, tuple]
 
 
-def _params(fn: cst.FunctionDef) -> tuple[list[cst.Param], list[cst.Param]]:
+def params_of(fn: cst.FunctionDef) -> tuple[list[cst.Param], list[cst.Param]]:
     """(positional-capable parameters, keyword-only parameters)."""
     p = fn.params
     return [*p.posonly_params, *p.params], list(p.kwonly_params)
 
 
-def _bind(fn: cst.FunctionDef, call: cst.Call, name: str, skip_first: bool) -> tuple[cst.Arg | None, str]:
+def bind_argument(fn: cst.FunctionDef, call: cst.Call, name: str, skip_first: bool) -> tuple[cst.Arg | None, str]:
     """The argument of `call` that parameter `name` of `fn` receives, or (None, why not)."""
     binding = bind(call, fn, skip_first)
     return binding.arg(name), binding.why_not(name)
 
 
-def _calls_compiled(src: SourceFile, call: cst.Call, fn: cst.FunctionDef, method: bool, ctx: Context) -> bool:
+def calls_compiled(src: SourceFile, call: cst.Call, fn: cst.FunctionDef, method: bool, ctx: Context) -> bool:
     """Whether `call` surely calls `fn`: the def the call reaches (an alias, `torch.compile(f)`, a method
     through an instance, a module's forward through `module(x)`, in this file or another of the project),
     or, when torchmend cannot tell what the call reaches, a call by the def's own name (as a method, for a
@@ -38,7 +38,7 @@ def _calls_compiled(src: SourceFile, call: cst.Call, fn: cst.FunctionDef, method
     return isinstance(func, cst.Name) and func.value == fn.name.value
 
 
-def _key(src: SourceFile, call: cst.Call) -> _Key:
+def call_key(src: SourceFile, call: cst.Call) -> _Key:
     """What makes two calls call the same object: the same bindings of the name, or the same attribute."""
     func = call.func
     if isinstance(func, cst.Name):

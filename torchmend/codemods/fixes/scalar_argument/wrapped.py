@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from torchmend.codemods.analysis import Callee, callee
-from torchmend.codemods.analysis.binding import bind, packed_argument
-from torchmend.codemods.analysis.calls import forwarding_call, wrappers_of
-from torchmend.codemods.analysis.containers import loop_element_callee
-from torchmend.codemods.source import Context, SourceFile
+from torchmend.analysis import Callee, callee
+from torchmend.analysis.binding import bind, packed_argument
+from torchmend.analysis.calls import forwarding_call, wrappers_of
+from torchmend.analysis.containers import loop_element_callee
+from torchmend.analysis.source import Context, SourceFile
 from torchmend.model import Finding
 
 

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchmend.codemods.analysis import is_compiled
-from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.fixes.tensor_scalar.follow import _CONVERSIONS, _STACK, CAPTURE, _Analysis, _Plan, _Refuse
-from torchmend.codemods.source import Context, SourceFile
+from torchmend.analysis import is_compiled
+from torchmend.analysis.source import Context, SourceFile
+from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Refuse, Result, Valid
+from torchmend.codemods.fixes.tensor_scalar.follow import CAPTURE, CONVERSIONS, STACK, Analysis, Plan
 from torchmend.model import Finding, Where
 
 # --- shared by both codemods ------------------------------------------------------------------------------
 
 
-def _note(plan: _Plan) -> str:
+def _note(plan: Plan) -> str:
     parts = [
         "the number becomes a 0-dim tensor, detached from autograd as `.item()` was, so gradients do not "
         "change; results can differ in the last bit: on CUDA, `x / number` runs as `x * (1/number)` and a "
@@ -44,16 +44,16 @@ def _note(plan: _Plan) -> str:
     return "; ".join(parts) + "."
 
 
-def _propose_from(finding: Finding, src: SourceFile, analysis: _Analysis, start: list[cst.Call]) -> Result:
+def _propose_from(finding: Finding, src: SourceFile, analysis: Analysis, start: list[cst.Call]) -> Result:
     try:
         plan = analysis.plan(start)
         replace_, imports = analysis.replacements(plan)
-    except _Refuse as e:
+    except Refuse as e:
         return NoFix(finding, f"{e}; torchmend keeps the number a tensor only when every use is tensor math", CAPTURE)
     first = min(plan.conversions, key=analysis._order)
     kind = plan.conversions[first]
     why = (
-        f"keep `{src.code(first).strip()}` a tensor (`{_CONVERSIONS[kind]}`), so dynamo does not break the "
+        f"keep `{src.code(first).strip()}` a tensor (`{CONVERSIONS[kind]}`), so dynamo does not break the "
         "graph to make a Python number"
     )
     return Proposal(
@@ -70,7 +70,7 @@ def _propose_from(finding: Finding, src: SourceFile, analysis: _Analysis, start:
     )
 
 
-def _start(finding: Finding, ctx: Context, what: str) -> tuple[SourceFile, cst.CSTNode, _Analysis] | NoFix:
+def _start(finding: Finding, ctx: Context, what: str) -> tuple[SourceFile, cst.CSTNode, Analysis] | NoFix:
     if finding.where != Where.PROJECT:
         return NoFix(finding, f"{what} happens inside a library, which torchmend does not edit", CAPTURE)
     src = ctx.file(finding.path)
@@ -80,7 +80,7 @@ def _start(finding: Finding, ctx: Context, what: str) -> tuple[SourceFile, cst.C
     fn = src.enclosing(stmt, cst.FunctionDef)
     if not isinstance(fn, cst.FunctionDef):
         return NoFix(finding, f"line {finding.line} is not inside a function", CAPTURE)
-    return src, stmt, _Analysis(src, fn, is_compiled(src, fn))
+    return src, stmt, Analysis(src, fn, is_compiled(src, fn))
 
 
 def _already_fixed(src: SourceFile, nodes: list[cst.CSTNode]) -> bool:
@@ -375,14 +375,14 @@ class CarriedScalarTensor(Codemod):
     def _names(finding: Finding, src: SourceFile, stmt: cst.CSTNode) -> list[cst.Name]:
         """The names the carried number may be: the guard's own name, or (for `___stackN`) every name read."""
         names = [n for n in src.nodes_in(stmt, cst.Name) if isinstance(n, cst.Name)]
-        if finding.variable and not _STACK.match(finding.variable):
+        if finding.variable and not STACK.match(finding.variable):
             names = [n for n in names if n.value == finding.variable]
         return names
 
-    def _origin(self, finding: Finding, src: SourceFile, stmt: cst.CSTNode, analysis: _Analysis) -> cst.CSTNode | None:
+    def _origin(self, finding: Finding, src: SourceFile, stmt: cst.CSTNode, analysis: Analysis) -> cst.CSTNode | None:
         """The statement of the conversion that made the number: this one, or the nearest earlier one that
         assigns a name this line reads."""
-        if analysis.conversions_in(stmt) and (not finding.variable or _STACK.match(finding.variable)):
+        if analysis.conversions_in(stmt) and (not finding.variable or STACK.match(finding.variable)):
             return stmt
         sources = set().union(*(analysis.sources(n) for n in self._names(finding, src, stmt)))
         line = src.line_of(stmt)

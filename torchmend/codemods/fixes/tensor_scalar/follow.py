@@ -1,5 +1,5 @@
 """From a conversion (`.item()`, `float(t)`, `int(t)`), follow the number through the function until it meets
-a tensor, and plan the edit that keeps it a tensor; refuse (`_Refuse`) where a use needs a Python number."""
+a tensor, and plan the edit that keeps it a tensor; refuse (`Refuse`) where a use needs a Python number."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import Assignment, FunctionScope
 
-from torchmend.codemods.analysis import NUMBERS, values
-from torchmend.codemods.source import SourceFile
-from torchmend.codemods.torch_ops import OPERAND_METHODS
+from torchmend.analysis import NUMBERS, values
+from torchmend.analysis.source import SourceFile
+from torchmend.analysis.torch_ops import OPERAND_METHODS
+from torchmend.codemods.base import Refuse
 
 CAPTURE = (
     "if the Python number is really needed, let dynamo trace it instead: set "
@@ -24,14 +25,10 @@ CAPTURE = (
 )
 
 _ARITH = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.Power)
-_STACK = re.compile(r"^___stack\d+$")
-_CONVERSIONS = {"item": ".detach()", "float": ".detach().float()", "int": ".detach().long()"}
+STACK = re.compile(r"^___stack\d+$")
+CONVERSIONS = {"item": ".detach()", "float": ".detach().float()", "int": ".detach().long()"}
 _FORMATTERS = {"print", "str", "repr", "format"}
 _AddConversion = Callable[[cst.Call], None]
-
-
-class _Refuse(Exception):
-    """A use of the value that needs a Python number; the message says which, for the user."""
 
 
 def _builtin(src: SourceFile, call: cst.Call, *names: str) -> str | None:
@@ -61,7 +58,7 @@ def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
 
 
 @dataclass
-class _Plan:
+class Plan:
     """What one fix changes: the conversions, the max/min calls, and what the user must know about it."""
 
     fn: cst.FunctionDef
@@ -73,8 +70,8 @@ class _Plan:
     pending: dict[cst.BaseExpression, str] = field(default_factory=dict)  # values of followed names -> name
 
 
-class _Analysis:
-    """Follows numbers out of tensors through one function; raises _Refuse when a use needs a number."""
+class Analysis:
+    """Follows numbers out of tensors through one function; raises Refuse when a use needs a number."""
 
     def __init__(self, src: SourceFile, fn: cst.FunctionDef, compiled: bool) -> None:
         self.src = src
@@ -194,8 +191,8 @@ class _Analysis:
 
     # --- where the value goes -----------------------------------------------------------------------
 
-    def plan(self, start: list[cst.Call]) -> _Plan:
-        plan = _Plan(self.fn)
+    def plan(self, start: list[cst.Call]) -> Plan:
+        plan = Plan(self.fn)
         work: list[cst.CSTNode] = []
 
         def add_conversion(call: cst.Call) -> None:
@@ -214,7 +211,7 @@ class _Analysis:
                     work.append(nxt)
         for value, name in plan.pending.items():
             if value not in plan.tainted:  # `scale = 1.0` beside `scale = t.item()`: a number in some paths
-                raise _Refuse(
+                raise Refuse(
                     f"`{name}` is also assigned `{self.src.code(value).strip()}` at "
                     f"{self._where(value)}, which stays a Python number"
                 )
@@ -231,16 +228,16 @@ class _Analysis:
         code = self.src.code(node).strip()
         return f"`{code}`" if len(code) <= 40 and "\n" not in code else "the number"
 
-    def _follow(self, node: cst.CSTNode, plan: _Plan, add_conversion: _AddConversion) -> list[cst.CSTNode]:
-        """The expressions that become tensors because `node` does; raises _Refuse on a use that needs a number."""
+    def _follow(self, node: cst.CSTNode, plan: Plan, add_conversion: _AddConversion) -> list[cst.CSTNode]:
+        """The expressions that become tensors because `node` does; raises Refuse on a use that needs a number."""
         parent = self.src.parents[node]
         what, where = self._what(node), self._where(node)
         if isinstance(parent, cst.BinaryOperation):
             other = parent.right if parent.left is node else parent.left
             if not isinstance(parent.operator, _ARITH):
-                raise _Refuse(f"{what} is used in a bitwise or matrix operation at {where}")
+                raise Refuse(f"{what} is used in a bitwise or matrix operation at {where}")
             if isinstance(parent.operator, cst.Modulo) and isinstance(other, cst.BaseString):
-                raise _Refuse(f"{what} is formatted into a string at {where}")
+                raise Refuse(f"{what} is formatted into a string at {where}")
             if self.is_tensor(other):
                 return []  # it already met a tensor here: the result was a tensor before, too
             plan.number_math = True  # Python arithmetic (float64) before it meets a tensor
@@ -248,7 +245,7 @@ class _Analysis:
         if isinstance(parent, cst.UnaryOperation):
             if isinstance(parent.operator, (cst.Minus, cst.Plus)):
                 return [parent]
-            raise _Refuse(f"{what} is used as a bool (`not`) at {where}")
+            raise Refuse(f"{what} is used as a bool (`not`) at {where}")
         if isinstance(parent, cst.Arg):
             return self._follow_argument(node, parent, plan, add_conversion)
         if (
@@ -256,7 +253,7 @@ class _Analysis:
             and parent.value is node
             and m.matches(parent.annotation.annotation, m.Name("float") | m.Name("int"))
         ):
-            raise _Refuse(
+            raise Refuse(
                 f"{what} is stored in a name annotated `{self.src.code(parent.annotation.annotation)}` at {where}"
             )
         if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
@@ -264,7 +261,7 @@ class _Analysis:
         if isinstance(parent, cst.AugAssign):
             if isinstance(parent.target, cst.Name) and self.is_tensor(parent.target):
                 return []
-            raise _Refuse(
+            raise Refuse(
                 f"{what} is accumulated into `{self.src.code(parent.target)}` at {where}, which "
                 "would turn that into a tensor"
             )
@@ -272,41 +269,41 @@ class _Analysis:
             if self.compiled:
                 plan.returns = True
                 return []
-            raise _Refuse(
+            raise Refuse(
                 f"{what} is returned from `{self.fn.name.value}` at {where}, and torchmend cannot "
                 "see whether its callers need a Python number"
             )
         if isinstance(parent, cst.Expr):  # a bare `t.item()`: no value to keep, and it may be there to sync
-            raise _Refuse(
+            raise Refuse(
                 f"the value of {what} is not used at {where} (a bare `.item()` is often there to wait for the GPU)"
             )
         if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.Assert, cst.BooleanOperation)):
-            raise _Refuse(f"{what} is tested as a bool (`if`, `while`, `and`/`or`) at {where}")
+            raise Refuse(f"{what} is tested as a bool (`if`, `while`, `and`/`or`) at {where}")
         if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
-            raise _Refuse(f"{what} is compared at {where}")
+            raise Refuse(f"{what} is compared at {where}")
         if isinstance(parent, cst.FormattedStringExpression):
-            raise _Refuse(f"{what} is formatted into an f-string at {where}")
+            raise Refuse(f"{what} is formatted into an f-string at {where}")
         if isinstance(parent, (cst.Index, cst.Slice, cst.SubscriptElement)):
-            raise _Refuse(f"{what} is used as an index or slice at {where}")
+            raise Refuse(f"{what} is used as an index or slice at {where}")
         if isinstance(parent, cst.Subscript):
-            raise _Refuse(f"{what} is indexed at {where}")
+            raise Refuse(f"{what} is indexed at {where}")
         if isinstance(parent, (cst.DictElement, cst.Element, cst.StarredElement, cst.StarredDictElement)):
-            raise _Refuse(f"{what} is put into a list, tuple, set or dict at {where}")
+            raise Refuse(f"{what} is put into a list, tuple, set or dict at {where}")
         if isinstance(parent, cst.Attribute):
-            raise _Refuse(f"`.{parent.attr.value}` is read on {what} at {where}")
-        raise _Refuse(f"{what} is used at {where} in a way torchmend cannot follow")
+            raise Refuse(f"`.{parent.attr.value}` is read on {what} at {where}")
+        raise Refuse(f"{what} is used at {where} in a way torchmend cannot follow")
 
     def _follow_argument(
-        self, node: cst.CSTNode, arg: cst.Arg, plan: _Plan, add_conversion: _AddConversion
+        self, node: cst.CSTNode, arg: cst.Arg, plan: Plan, add_conversion: _AddConversion
     ) -> list[cst.CSTNode]:
         call = self.src.parents[arg]
         what, where = self._what(node), self._where(node)
         if not isinstance(call, cst.Call):
-            raise _Refuse(f"{what} is used at {where} in a way torchmend cannot follow")
+            raise Refuse(f"{what} is used at {where} in a way torchmend cannot follow")
         minmax = _builtin(self.src, call, "max", "min")
         if minmax:
             if len(call.args) != 2 or any(a.keyword or a.star for a in call.args):
-                raise _Refuse(f"{what} is passed to a {minmax}() of other than two plain arguments at {where}")
+                raise Refuse(f"{what} is passed to a {minmax}() of other than two plain arguments at {where}")
             plan.minmax[call] = minmax
             for other in call.args:
                 if other is not arg:
@@ -334,27 +331,27 @@ class _Analysis:
             "log",
             "format",
         }:
-            raise _Refuse(f"{what} is printed, logged or formatted at {where}")
+            raise Refuse(f"{what} is printed, logged or formatted at {where}")
         if _builtin(self.src, call, "float", "int", "bool", "round"):
-            raise _Refuse(f"{what} is converted again with {name}() at {where}")
-        raise _Refuse(f"{what} is passed to `{name}()` at {where}, which may need a Python number")
+            raise Refuse(f"{what} is converted again with {name}() at {where}")
+        raise Refuse(f"{what} is passed to `{name}()` at {where}, which may need a Python number")
 
-    def _follow_name(self, node: cst.CSTNode, assign: cst.Assign | cst.AnnAssign, plan: _Plan) -> list[cst.CSTNode]:
+    def _follow_name(self, node: cst.CSTNode, assign: cst.Assign | cst.AnnAssign, plan: Plan) -> list[cst.CSTNode]:
         where = self._where(node)
         targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
         if len(targets) != 1 or not isinstance(targets[0], cst.Name):
             code = " = ".join(self.src.code(t).strip() for t in targets)
-            raise _Refuse(
+            raise Refuse(
                 f"the number is stored in `{code}` at {where} (torchmend follows it only through a local name)"
             )
         target = targets[0]
         name = target.value
         scope = self.src.scopes.get(target)
         if scope is not self.scope or not isinstance(scope, FunctionScope):
-            raise _Refuse(f"`{name}` is not a local name of `{self.fn.name.value}` ({where})")
+            raise Refuse(f"`{name}` is not a local name of `{self.fn.name.value}` ({where})")
         values = self.bindings(target)
         if not values:
-            raise _Refuse(
+            raise Refuse(
                 f"`{name}` is also bound another way than `{name} = ...` in `{self.fn.name.value}` "
                 "(a parameter, a loop variable, `+=`), so it could stay a Python number"
             )
@@ -362,12 +359,12 @@ class _Analysis:
             plan.pending.setdefault(value, name)
         for inner in {self.src.scopes.get(n) for n in self.src.nodes_in(self.fn.body, cst.Name)}:
             if inner is not None and inner is not scope and inner.accesses[name] and not inner.assignments[name]:
-                raise _Refuse(f"`{name}` is used inside a nested function, lambda or comprehension")
+                raise Refuse(f"`{name}` is used inside a nested function, lambda or comprehension")
         return [a.node for a in scope.accesses[name]]
 
     # --- the rewrite --------------------------------------------------------------------------------
 
-    def replacements(self, plan: _Plan) -> tuple[dict[cst.CSTNode, cst.CSTNode], tuple[tuple[str, str | None], ...]]:
+    def replacements(self, plan: Plan) -> tuple[dict[cst.CSTNode, cst.CSTNode], tuple[tuple[str, str | None], ...]]:
         """The outermost edited expressions, each rebuilt with every edit inside it; and the imports needed."""
         edited = set(plan.conversions) | set(plan.minmax)
         imports: list[tuple[str, str | None]] = []
@@ -382,7 +379,7 @@ class _Analysis:
                 else:
                     return updated
                 if _comments(updated) - _comments(new):
-                    raise _Refuse(
+                    raise Refuse(
                         f"the call at {analysis._where(original)} holds a comment the rewrite would "
                         "drop; move the comment, or rewrite the call by hand"
                     )
@@ -408,7 +405,7 @@ class _Analysis:
         return kept.with_changes(lpar=updated.lpar, rpar=updated.rpar)
 
     def _clamped(
-        self, original: cst.Call, updated: cst.Call, plan: _Plan, imports: list[tuple[str, str | None]]
+        self, original: cst.Call, updated: cst.Call, plan: Plan, imports: list[tuple[str, str | None]]
     ) -> cst.BaseExpression:
         kind = plan.minmax[original]
         tensors = [a.value in plan.tainted or self.is_tensor(a.value) for a in original.args]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchmend.codemods.analysis.names import builtin_or_math, is_torch, reads
-from torchmend.codemods.analysis.values import values
-from torchmend.codemods.source import SourceFile
-from torchmend.codemods.torch_ops import FACTORIES, FILL_VALUE_POSITION, SIZE_KEYWORDS, SIZE_TAKING
+from torchmend.analysis.names import builtin_or_math, is_torch, reads
+from torchmend.analysis.source import SourceFile
+from torchmend.analysis.torch_ops import FACTORIES, FILL_VALUE_POSITION, SIZE_KEYWORDS, SIZE_TAKING
+from torchmend.analysis.values import values
 
 
 def call_problem(src: SourceFile, call: cst.Call, arg: cst.Arg) -> str | None:

@@ -12,8 +12,8 @@ import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import Assignment, BaseAssignment
 
-from torchmend.codemods.source import Context, SourceError, SourceFile
-from torchmend.codemods.torch_ops import TENSOR_CONSTRUCTORS
+from torchmend.analysis.source import Context, SourceError, SourceFile
+from torchmend.analysis.torch_ops import TENSOR_CONSTRUCTORS
 
 _Def = TypeVar("_Def", cst.ClassDef, cst.FunctionDef)  # what _named looks up: a class or a def
 

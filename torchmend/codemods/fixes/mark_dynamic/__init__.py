@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import libcst as cst
-import libcst.matchers as m
-from libcst.metadata import ComprehensionScope
 
-from torchmend.codemods.analysis import Callee, bind, callee, compile_site
+from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.source import Context, SourceFile
-from torchmend.codemods.torch_ops import MARK_DYNAMIC
+from torchmend.codemods.fixes.mark_dynamic.calls import (
+    Origin,
+    already_marked,
+    argument_of,
+    dynamic_true,
+    guarded_variable,
+    origin_of,
+    placement_problem,
+)
 from torchmend.model import Finding, Where
 
 _DIM = re.compile(r"size[ _]mismatch[ _]at[ _]index[ _](\d+)")  # `_`: how example markers spell spaces
@@ -25,160 +30,6 @@ _TRACED_ADVICE = (
     "remove the graph break that makes dynamo compile this function on its own (its inputs then stay inside one "
     "graph), or pass `dynamic=True` to the script's torch.compile call"
 )
-
-
-@dataclass(frozen=True, eq=False)
-class _Origin:
-    """How the called object was compiled: a `torch.compile(...)` call, a `@torch.compile` decorator, or
-    `module.compile(...)`; `callee` is the compiled def when the source shows it (to bind parameter names)."""
-
-    node: cst.CSTNode
-    callee: Callee | None = None
-
-
-def _variable(var: str | None) -> tuple[str, int | str] | None:
-    """('pos', 0) for `args[0]`, ('kw', 'x') for `kwargs['x']`, ('name', 'x') for `x` or `L['x']`."""
-    if not var:
-        return None
-    try:
-        expr = cst.parse_expression(var)
-    except cst.ParserSyntaxError:
-        return None
-    if isinstance(expr, cst.Name):
-        return "name", expr.value
-    if (
-        isinstance(expr, cst.Subscript)
-        and isinstance(expr.value, cst.Name)
-        and len(expr.slice) == 1
-        and isinstance(expr.slice[0].slice, cst.Index)
-    ):
-        key = expr.slice[0].slice.value
-        if expr.value.value == "args" and isinstance(key, cst.Integer):
-            return "pos", int(key.value)
-        if isinstance(key, cst.SimpleString) and isinstance(key.evaluated_value, str):
-            if expr.value.value == "kwargs":
-                return "kw", key.evaluated_value
-            if expr.value.value == "L":  # dynamo's frame locals: a parameter of the compiled function
-                return "name", key.evaluated_value
-    return None
-
-
-def _origin(src: SourceFile, func: cst.BaseExpression, ctx: Context) -> _Origin | None:
-    """Where the called object `func` was compiled, when this file shows it, and the def it runs."""
-    site = compile_site(src, func)
-    return _Origin(site, callee(src, func, ctx)) if site is not None else None
-
-
-def _argument(
-    call: cst.Call,
-    kind: str,
-    key: int | str,
-    found: Callee | None,
-) -> tuple[cst.BaseExpression | None, str]:
-    """The argument behind dynamo's `args[i]` / `kwargs['k']` / `L['name']`, or (None, why not)."""
-    if kind == "name" and found is not None:
-        binding = bind(call, found.fn, found.bound)
-        arg = binding.arg(str(key))
-        return (
-            (arg.value, "")
-            if arg is not None
-            else (None, f"{found.fn.name.value}() receives `{key}` but {binding.why_not(str(key))}")
-        )
-    positional = []
-    for arg in call.args:
-        if arg.star:  # *args / **kwargs: positions and names are no longer known
-            return None, f"the call passes {arg.star}{'args' if arg.star == '*' else 'kwargs'}"
-        if arg.keyword is None:
-            positional.append(arg.value)
-        elif kind != "pos" and arg.keyword.value == key:
-            return arg.value, ""
-    if kind == "pos":
-        if isinstance(key, int) and key < len(positional):
-            return positional[key], ""
-        return None, f"the call has {len(positional)} positional arguments"
-    return None, f"the call does not pass `{key}` by name, and torchmend cannot see which def it runs"
-
-
-def _placement_problem(src: SourceFile, stmt: cst.BaseStatement, call: cst.Call, arg: cst.Name) -> str:
-    """Why a statement inserted before `stmt` would not run right before each call with `arg`, or ''."""
-    if isinstance(src.scopes.get(arg), ComprehensionScope):
-        return f"`{arg.value}` is bound inside a comprehension"
-    if src.scopes.get(arg) is not src.scopes.get(stmt):
-        return f"`{arg.value}` is bound inside the statement (a lambda's parameter)"
-    if isinstance(stmt, cst.SimpleStatementLine):
-        return ""
-    if isinstance(stmt, cst.While):
-        return "the call is in a `while` test, which runs again on every iteration"
-    if isinstance(stmt, cst.If) and isinstance(src.parents.get(stmt), cst.If):
-        return "the call is in an `elif` test"
-    body = getattr(stmt, "body", None)
-    if body is not None and body in set(src.ancestors(call)):
-        return "the call is in a one-line block body (`for ...: f(x)`)"
-    return ""
-
-
-def _already_marked(src: SourceFile, stmt: cst.BaseStatement, name: str, dim: int) -> bool:
-    block = src.parents.get(stmt)
-    siblings = list(getattr(block, "body", ()))
-    if stmt not in siblings:
-        return False
-    for before in siblings[: siblings.index(stmt)]:
-        for call in src.nodes_in(before, cst.Call):
-            if not (src.qualified_names(call.func) & MARK_DYNAMIC) or len(call.args) < 2:
-                continue
-            if not m.matches(call.args[0].value, m.Name(name)):
-                continue
-            dims = call.args[1].value
-            values = [e.value for e in dims.elements] if isinstance(dims, (cst.List, cst.Tuple)) else [dims]
-            if any(isinstance(v, cst.Integer) and int(v.value) == dim for v in values):
-                return True
-    return False
-
-
-def _dynamic_true(src: SourceFile, origin: _Origin) -> tuple[cst.CSTNode, cst.CSTNode] | str | None:
-    """(node, replacement) that turns on `dynamic=True` where the object was compiled, why not (a string),
-    or None when it is already on."""
-    node = origin.node
-    if isinstance(node, cst.Decorator) and not isinstance(node.decorator, cst.Call):
-        dynamic = cst.Call(
-            node.decorator,
-            [
-                cst.Arg(
-                    cst.Name("True"),
-                    keyword=cst.Name("dynamic"),
-                    equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-                )
-            ],
-        )
-        return node, node.with_changes(decorator=dynamic)
-    call = node.decorator if isinstance(node, cst.Decorator) else node
-    assert isinstance(call, cst.Call)
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "dynamic":
-            if m.matches(arg.value, m.Name("True")):
-                return None
-            if m.matches(arg.value, m.Name("None")):
-                return arg.value, cst.Name("True")
-            return f"the compile call says dynamic={src.code(arg.value)}; torchmend does not override that choice"
-        if arg.star == "**":
-            return "the compile call passes **kwargs, which may already set `dynamic`"
-    args = list(call.args)
-    new = cst.Arg(
-        cst.Name("True"),
-        keyword=cst.Name("dynamic"),
-        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-    )
-    if args:
-        last = args[-1]
-        sep = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        if isinstance(last.comma, cst.Comma):
-            # A trailing comma stays at the end; the new argument is separated as the others are (one per
-            # line in a multi-line call).
-            new = new.with_changes(comma=last.comma)
-            before = args[-2].comma if len(args) > 1 else cst.Comma(whitespace_after=call.whitespace_before_args)
-            sep = before if isinstance(before, cst.Comma) else sep
-        args[-1] = last.with_changes(comma=sep)
-    return call, call.with_changes(args=[*args, new])
 
 
 class MarkDynamic(Codemod):
@@ -366,7 +217,7 @@ class MarkDynamic(Codemod):
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
         dim_match = _DIM.search(finding.guard or "")
-        var = _variable(finding.variable)
+        var = guarded_variable(finding.variable)
         if dim_match is None or var is None:
             return NoFix(finding, f"cannot tell which input and dimension vary from {finding.guard!r}", _ADVICE)
         dim = int(dim_match.group(1))
@@ -385,8 +236,8 @@ class MarkDynamic(Codemod):
         if stmt is None or not calls:
             return NoFix(finding, f"no call at line {line}", _ADVICE)
         where = (path, line)
-        compiled: list[tuple[cst.Call, _Origin | None]] = [
-            (c, o) for c in calls for o in [_origin(src, c.func, ctx)] if o is not None
+        compiled: list[tuple[cst.Call, Origin | None]] = [
+            (c, o) for c in calls for o in [origin_of(src, c.func, ctx)] if o is not None
         ]
         guessed = False
         if not compiled:
@@ -395,10 +246,10 @@ class MarkDynamic(Codemod):
             others = [
                 c
                 for c in calls
-                if _argument(c, *var, None)[0] is not None
+                if argument_of(c, *var, None)[0] is not None
                 and not any(q.startswith(("torch.", "builtins.")) for q in src.qualified_names(c.func))
             ]
-            if not others and not any(_argument(c, *var, None)[0] is not None for c in calls):
+            if not others and not any(argument_of(c, *var, None)[0] is not None for c in calls):
                 # No call on the line passes it: a tensor made inside the compiled code (a library's frame that
                 # dynamo compiled on its own after a graph break, or a shared submodule called with other sizes).
                 return _dynamic_by_default(finding, ctx, where[1])
@@ -410,7 +261,7 @@ class MarkDynamic(Codemod):
                 finding, f"several compiled calls at line {where[1]}; cannot tell which one recompiles", _ADVICE
             )
         call, origin = compiled[0]
-        arg, why = _argument(call, *var, origin.callee if origin else None)
+        arg, why = argument_of(call, *var, origin.callee if origin else None)
         if arg is None:
             if var[0] == "name" and not any(a.keyword and a.keyword.value == var[1] for a in call.args):
                 return _dynamic_by_default(finding, ctx, where[1])
@@ -429,81 +280,98 @@ class MarkDynamic(Codemod):
                 "maybe_mark_dynamic"
             )
         elif isinstance(arg, cst.Name):
-            problem = _placement_problem(src, stmt, call, arg)
+            problem = placement_problem(src, stmt, call, arg)
         else:
             problem = f"the argument `{src.code(arg)}` is not a plain name"
         if not problem:
             assert isinstance(arg, cst.Name)
-            if _already_marked(src, stmt, arg.value, dim):
-                return NoFix(finding, f"`{arg.value}` is already marked dynamic in dimension {dim}", skipped=True)
-            if origin is not None and _dynamic_true(src, origin) is None:
-                return NoFix(finding, "the compile call already has dynamic=True", skipped=True)
-            mark, imports = src.torch_expr("_dynamo.maybe_mark_dynamic")
-            marker = cst.SimpleStatementLine(
-                [
-                    cst.Expr(
-                        cst.Call(
-                            mark,
-                            [
-                                cst.Arg(
-                                    cst.Name(arg.value), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-                                ),
-                                cst.Arg(cst.Integer(str(dim))),
-                            ],
-                        )
-                    )
-                ]
-            )
-            proposal = Proposal(
-                (finding,),
-                finding.rule,
-                src.path,
-                insert_before={stmt: [marker]},
-                imports=imports,
-                safety=SAFE,
-                why=f"compile dimension {dim} of `{arg.value}` as dynamic from the first call, "
-                "so a new size does not recompile",
-                note="a size of 0 or 1 in that dimension is still specialised by torch.compile",
-                alternative="pass dynamic=True to torch.compile (every input dimension dynamic)",
-            )
-            if guessed:
-                proposal = replace(
-                    proposal, note=proposal.note + f"; torchmend took `{src.code(call.func)}` for the compiled call"
-                )
-            return proposal
+            return _mark(finding, src, stmt, call, arg, dim, origin, guessed)
+        return _compile_dynamic(finding, src, origin, problem, dim, traced)
 
-        if origin is None and traced:
-            return NoFix(
-                finding,
-                f"{problem}; the tensor is made inside the compiled region, so no line of the training loop can "
-                "mark it",
-                _TRACED_ADVICE,
+
+def _mark(
+    finding: Finding,
+    src: SourceFile,
+    stmt: cst.BaseStatement,
+    call: cst.Call,
+    arg: cst.Name,
+    dim: int,
+    origin: Origin | None,
+    guessed: bool,
+) -> Result:
+    """`torch._dynamo.maybe_mark_dynamic(arg, dim)` on a line of its own right before the call."""
+    if already_marked(src, stmt, arg.value, dim):
+        return NoFix(finding, f"`{arg.value}` is already marked dynamic in dimension {dim}", skipped=True)
+    if origin is not None and dynamic_true(src, origin) is None:
+        return NoFix(finding, "the compile call already has dynamic=True", skipped=True)
+    mark, imports = src.torch_expr("_dynamo.maybe_mark_dynamic")
+    marker = cst.SimpleStatementLine(
+        [
+            cst.Expr(
+                cst.Call(
+                    mark,
+                    [
+                        cst.Arg(cst.Name(arg.value), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                        cst.Arg(cst.Integer(str(dim))),
+                    ],
+                )
             )
-        if origin is None:
-            return NoFix(
-                finding,
-                f"{problem}, and the torch.compile call that made the compiled object is not in this file",
-                _ADVICE,
-            )
-        edit = _dynamic_true(src, origin)
-        if edit is None:
-            return NoFix(finding, "the compile call already has dynamic=True", skipped=True)
-        if isinstance(edit, str):
-            return NoFix(finding, edit, _ADVICE)
-        node, new = edit
-        return Proposal(
-            (finding,),
-            finding.rule,
-            src.path,
-            replace={node: new},
-            safety=UNSAFE,
-            why=f"compile with dynamic=True, as nothing can be marked right before the call: {problem}",
-            note="every input dimension (and integer argument) is compiled as dynamic, which can be "
-            f"slower; to make only dimension {dim} of this input dynamic, call "
-            f"torch._dynamo.maybe_mark_dynamic(<the tensor>, {dim}) on a line of its own right "
-            "before the call",
-            alternative=_ADVICE,
+        ]
+    )
+    proposal = Proposal(
+        (finding,),
+        finding.rule,
+        src.path,
+        insert_before={stmt: [marker]},
+        imports=imports,
+        safety=SAFE,
+        why=f"compile dimension {dim} of `{arg.value}` as dynamic from the first call, "
+        "so a new size does not recompile",
+        note="a size of 0 or 1 in that dimension is still specialised by torch.compile",
+        alternative="pass dynamic=True to torch.compile (every input dimension dynamic)",
+    )
+    if guessed:
+        proposal = replace(
+            proposal, note=proposal.note + f"; torchmend took `{src.code(call.func)}` for the compiled call"
         )
+    return proposal
+
+
+def _compile_dynamic(
+    finding: Finding, src: SourceFile, origin: Origin | None, problem: str, dim: int, traced: bool
+) -> Result:
+    """dynamic=True on the compile call, when nothing can be marked right before the call (`problem` says why)."""
+    if origin is None and traced:
+        return NoFix(
+            finding,
+            f"{problem}; the tensor is made inside the compiled region, so no line of the training loop can mark it",
+            _TRACED_ADVICE,
+        )
+    if origin is None:
+        return NoFix(
+            finding,
+            f"{problem}, and the torch.compile call that made the compiled object is not in this file",
+            _ADVICE,
+        )
+    edit = dynamic_true(src, origin)
+    if edit is None:
+        return NoFix(finding, "the compile call already has dynamic=True", skipped=True)
+    if isinstance(edit, str):
+        return NoFix(finding, edit, _ADVICE)
+    node, new = edit
+    return Proposal(
+        (finding,),
+        finding.rule,
+        src.path,
+        replace={node: new},
+        safety=UNSAFE,
+        why=f"compile with dynamic=True, as nothing can be marked right before the call: {problem}",
+        note="every input dimension (and integer argument) is compiled as dynamic, which can be "
+        f"slower; to make only dimension {dim} of this input dynamic, call "
+        f"torch._dynamo.maybe_mark_dynamic(<the tensor>, {dim}) on a line of its own right "
+        "before the call",
+        alternative=_ADVICE,
+    )
 
 
 STATIC_BY_DEFAULT = "assume_static_by_default"
@@ -513,8 +381,9 @@ def _dynamic_by_default(finding: Finding, ctx: Context, line: int) -> Result:
     """`torch._dynamo.config.assume_static_by_default = False` before the compile call (what `dynamic=True` turns
     on for one call), when the tensor whose size changed is not an argument of the compiled call: no line of the
     training loop can mark it."""
-    from torchmend.codemods.analysis.entry import compile_site_for
-    from torchmend.codemods.fixes.compile_config.settings import has_switch, setting
+    from torchmend.analysis.dynamo_config import has_switch
+    from torchmend.analysis.entry import compile_site_for
+    from torchmend.codemods.fixes.compile_config.settings import setting
 
     if (finding.variable or "").startswith("___stack"):  # dynamo's name for a value it hands to a resumed frame
         not_passed = (

@@ -1,15 +1,18 @@
-"""From a finding to the construction of the optimizer it is about, and who may write its lr."""
+"""From a finding to the construction of the optimizer it is about, who may write its lr, the writes of its lr
+(`group["lr"] = ...`) and its schedulers: the optimizer locator codemods (optimizer_lr) and lint share."""
 
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis import callee, compile_target, self_attr_values
-from torchmend.codemods.fixes.optimizer_lr.custom import optimizer_classdef
-from torchmend.codemods.source import Context, SourceFile
+from torchmend.analysis import callee, compile_target, self_attr_values
+from torchmend.analysis.custom_optimizers import optimizer_classdef
+from torchmend.analysis.source import Context, SourceFile
+from torchmend.analysis.torch_ops import SCHEDULER_PER_GROUP_ARGS
 from torchmend.model import Finding
 
 OURS, OTHER, UNKNOWN, NONE = "ours", "other", "unknown", "none"
@@ -111,7 +114,7 @@ def _owner(src: SourceFile, expr: cst.CSTNode, ctor: cst.Call, depth: int = 0) -
 _GROUP_KEY = re.compile(r"param_groups\[\d+\]\[['\"](\w+)['\"]\]")
 
 
-def _key(variable: str | None) -> str | None:
+def param_group_key(variable: str | None) -> str | None:
     """The param_groups key a guard names: `self.param_groups[0]['lr']` → 'lr'; also inside the wrappers
     torch puts around it (`___as_tensor(self.param_groups[0]['lr']).item()`, `(-1)*self.param_groups[0]['lr']`)."""
     found = _GROUP_KEY.search(variable or "")
@@ -128,7 +131,7 @@ def _key(variable: str | None) -> str | None:
     return None
 
 
-def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement, ctx: Context | None = None) -> tuple[cst.Call | None, str]:
+def optimizer_at(src: SourceFile, stmt: cst.BaseStatement, ctx: Context | None = None) -> tuple[cst.Call | None, str]:
     """The construction of the optimizer the statement steps (`opt.step()`, `scaler.step(opt)`) or reads
     (`opt.param_groups`)."""
     candidates: list[cst.BaseExpression] = []
@@ -175,7 +178,7 @@ def _optimizer_at(src: SourceFile, stmt: cst.BaseStatement, ctx: Context | None 
     return None, why
 
 
-def _def_near(src: SourceFile, line: int, finding: Finding) -> cst.FunctionDef | None:
+def def_near(src: SourceFile, line: int, finding: Finding) -> cst.FunctionDef | None:
     """The compiled function's def when the line the trace gives is just above it (a blank line or a
     comment before its decorators, as Python 3.12 reports some decorated methods' first line)."""
     fn = finding.compiled_function
@@ -214,3 +217,129 @@ def _constructions_of(src: SourceFile, stmt: cst.FunctionDef | cst.ClassDef) -> 
             else f"{cls.name.value} is not built in this file"
         )
     return calls[0], ""
+
+
+IN_PLACE = {cst.MultiplyAssign: "mul_", cst.AddAssign: "add_", cst.SubtractAssign: "sub_", cst.DivideAssign: "div_"}
+
+
+def _is_lr_key(sub: cst.Subscript) -> bool:
+    if len(sub.slice) != 1 or not isinstance(sub.slice[0].slice, cst.Index):
+        return False
+    key = sub.slice[0].slice.value
+    return isinstance(key, cst.SimpleString) and key.evaluated_value == "lr"
+
+
+class LrWrite:
+    """A statement or call that writes an optimizer's lr (`group["lr"] = ...`, `group.update(lr=...)`)."""
+
+    def __init__(self, node: cst.CSTNode, sub: cst.Subscript | None, owner: str, fixable: bool) -> None:
+        self.node = node  # the small statement (Assign / AugAssign) or the call that writes
+        self.sub = sub  # the `group["lr"]` target
+        self.owner = owner
+        self.fixable = fixable
+
+
+def _unpacked_into(src: SourceFile, sub: cst.Subscript) -> bool:
+    """True for a target inside an unpacking: `a, g["lr"] = ...`, `for g["lr"], b in ...`."""
+    node: cst.CSTNode = sub
+    for anc in src.ancestors(sub):
+        if isinstance(anc, (cst.AssignTarget, cst.For, cst.CompFor)):
+            return isinstance(node, (cst.Tuple, cst.List)) and getattr(anc, "target", None) is node
+        if not isinstance(anc, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
+            return False
+        node = anc
+    return False
+
+
+def lr_writes(src: SourceFile, ctor: cst.Call) -> list[LrWrite]:
+    """The file's writes of an lr that may reach the optimizer `ctor` builds, each with `owner` (OURS when it is
+    surely that optimizer's) and `fixable` (whether the codemod can rewrite it in place)."""
+    found: list[LrWrite] = []
+    for sub in src.nodes_in(src.module, cst.Subscript):
+        assert isinstance(sub, cst.Subscript)
+        parent = src.parents.get(sub)
+        if isinstance(parent, cst.AssignTarget):
+            assign = src.parents[parent]
+            node, fixable = assign, isinstance(assign, cst.Assign) and len(assign.targets) == 1
+        elif isinstance(parent, cst.AugAssign) and parent.target is sub:
+            node, fixable = parent, type(parent.operator) in IN_PLACE
+        elif isinstance(parent, (cst.AnnAssign, cst.Del)):
+            node, fixable = parent, False
+        elif _unpacked_into(src, sub):
+            # Inside an unpacking, so within an Assign, For or CompFor: never None.
+            node, fixable = cast(cst.CSTNode, src.enclosing(sub, (cst.Assign, cst.For, cst.CompFor)) or parent), False
+        else:
+            continue  # a read
+        if isinstance(sub.value, cst.Attribute) and sub.value.attr.value == "param_groups":
+            owner = _owner(src, sub.value, ctor)  # opt.param_groups[i] = {...}: replaces a whole group
+            if owner != NONE:
+                found.append(LrWrite(node, None, owner, False))
+            continue
+        if not _is_lr_key(sub):
+            continue
+        owner = _owner(src, sub.value, ctor)
+        if owner != NONE:
+            found.append(LrWrite(node, sub, owner, fixable))
+    for call in src.nodes_in(src.module, cst.Call):
+        assert isinstance(call, cst.Call)
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in (
+            "update",
+            "setdefault",
+            "__setitem__",
+            "add_param_group",
+            "load_state_dict",
+        ):
+            if func.attr.value == "load_state_dict":
+                continue  # a checkpoint: reported in the note, not a write torchmend could rewrite
+            mentions_lr = any(
+                (a.keyword is not None and a.keyword.value == "lr")
+                or any(
+                    isinstance(s, cst.SimpleString) and s.evaluated_value == "lr"
+                    for s in src.nodes_in(a.value, cst.SimpleString)
+                )
+                for a in call.args
+            )
+            if not mentions_lr:
+                continue
+            owner = (
+                _owner(src, func.value, ctor)
+                if func.attr.value != "add_param_group"
+                else (OURS if construction_of(src, func.value)[0] is ctor else NONE)
+            )
+            if owner != NONE:
+                found.append(LrWrite(call, None, owner, False))
+    return found
+
+
+def lr_schedulers(src: SourceFile, ctor: cst.Call) -> list[tuple[str, cst.Call]]:
+    """The torch.optim.lr_scheduler constructions over the optimizer `ctor` builds: (class name, call)."""
+    found = []
+    for call in src.nodes_in(src.module, cst.Call):
+        assert isinstance(call, cst.Call)
+        names = [q for q in src.qualified_names(call.func) if q.startswith("torch.optim.lr_scheduler.")]
+        if not names or not call.args:
+            continue
+        target = next(
+            (a.value for a in call.args if a.keyword and a.keyword.value == "optimizer"),
+            call.args[0].value if call.args[0].keyword is None else None,
+        )
+        if target is not None and construction_of(src, target)[0] is ctor:
+            found.append((names[0].rsplit(".", 1)[1], call))
+    return found
+
+
+def per_group(src: SourceFile, cls: str, call: cst.Call) -> bool:
+    """True when the scheduler gives the param groups different values (a list of lambdas, of max_lr...)."""
+    for name, pos in SCHEDULER_PER_GROUP_ARGS.get(cls, ()):
+        kw = [a.value for a in call.args if a.keyword is not None and a.keyword.value == name]
+        positional = [a.value for a in call.args if a.keyword is None]
+        value = kw[0] if kw else (positional[pos] if pos < len(positional) else None)
+        if isinstance(value, cst.Name):
+            refs = src.referents(value)
+            value = (src.assigned_value(refs[0]) if len(refs) == 1 else None) or value
+        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
+            return True
+        if isinstance(value, cst.Name) and not isinstance(next(iter(src.referents(value)), None), cst.FunctionDef):
+            return True  # a name torchmend cannot see through: it may be a list
+    return False

@@ -10,7 +10,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import Assignment, ImportAssignment
 
-from torchmend.codemods.analysis.names import (
+from torchmend.analysis.names import (
     binding_statement,
     builtin_or_math,
     is_torch,
@@ -19,8 +19,8 @@ from torchmend.codemods.analysis.names import (
     self_name,
     unpacked_value,
 )
-from torchmend.codemods.source import SourceFile
-from torchmend.codemods.torch_ops import (
+from torchmend.analysis.source import SourceFile
+from torchmend.analysis.torch_ops import (
     BOOL_ATTRS,
     BOOL_METHODS,
     INT_ATTRS,

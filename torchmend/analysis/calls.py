@@ -9,8 +9,8 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis.names import class_named, def_named, is_method, method_of, os_same, self_name
-from torchmend.codemods.source import Context, SourceFile
+from torchmend.analysis.names import class_named, def_named, is_method, method_of, os_same, self_name
+from torchmend.analysis.source import Context, SourceFile
 from torchmend.model import Finding
 
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis.calls import compile_decorator, compile_target, compiled_functions
-from torchmend.codemods.analysis.names import os_same
-from torchmend.codemods.source import Context, SourceError, SourceFile
+from torchmend.analysis.calls import compile_decorator, compile_target, compiled_functions
+from torchmend.analysis.names import os_same
+from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.model import Finding
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-from torchmend.codemods.analysis.calls import self_attr_values
-from torchmend.codemods.source import SourceFile
-from torchmend.codemods.torch_ops import LOG_METHODS
+from torchmend.analysis.calls import self_attr_values
+from torchmend.analysis.source import SourceFile
+from torchmend.analysis.torch_ops import LOG_METHODS
 
 # Functions that return a logger: logging.getLogger, and the get_logger of transformers, diffusers, accelerate,
 # datasets, ... (each a thin wrapper over logging.getLogger).

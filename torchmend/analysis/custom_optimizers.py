@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchmend.codemods.analysis import class_named
-from torchmend.codemods.source import Context, SourceFile
-from torchmend.codemods.torch_ops import NEEDS_NUMBER
+from torchmend.analysis import class_named
+from torchmend.analysis.source import Context, SourceFile
+from torchmend.analysis.torch_ops import NEEDS_NUMBER
 
 
 def optimizer_classdef(

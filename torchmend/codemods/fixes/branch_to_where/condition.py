@@ -8,9 +8,9 @@ from typing import Any, TypeVar, cast, overload
 
 import libcst as cst
 
-from torchmend.codemods.analysis import values
-from torchmend.codemods.source import SourceFile
-from torchmend.codemods.torch_ops import (
+from torchmend.analysis import values
+from torchmend.analysis.source import SourceFile
+from torchmend.analysis.torch_ops import (
     BOOLEAN_RESULT,
     HARMLESS_BUILTINS,
     INF_NAN_OR_RAISE,
@@ -18,6 +18,7 @@ from torchmend.codemods.torch_ops import (
     TORCH_MODULES,
     WHERE_HARMLESS,
 )
+from torchmend.codemods.base import Refuse
 
 _ATOMS = (
     cst.Name,
@@ -36,46 +37,39 @@ _ATOMS = (
     cst.Ellipsis,
 )
 _RICH = (cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
-_WHILE_ADVICE = (
+WHILE_ADVICE = (
     "move the loop out of the compiled function (torch.compiler.disable on a helper), or run a fixed "
     "number of iterations and mask each one with torch.where; torch._higher_order_ops.while_loop "
     "(a prototype) traces a loop whose carried tensors keep their shapes"
 )
-_RAISE_ADVICE = (
+RAISE_ADVICE = (
     "to keep the check inside the graph, replace the branch with `torch._assert_async(~(<test>), "
     '"message")` (it raises a RuntimeError, not your exception); or check outside the compiled '
     "function"
 )
-_ASSERT_ADVICE = (
+ASSERT_ADVICE = (
     'to keep the check inside the graph, use `torch._assert_async(<test>, "message")` (it raises a '
     "RuntimeError when the test is false); or check outside the compiled function"
 )
-_RANDOM_ADVICE = (
-    "to keep the skip and its numerics, draw it on the host outside the compiled model (e.g. `skips = "
-    "(torch.rand(num_layers) < p).tolist()` in the training loop, passed in as Python bools: one graph per skip "
-    "pattern seen) and leave the graph break as it is otherwise; if a different random stream is acceptable, "
-    "`h = torch.where(skip, h, layer(h))` runs every layer (slower) with the same skip probability; or set the "
-    "skip probability to 0 while compiling"
-)
-_COND_ADVICE = (
+COND_ADVICE = (
     "to run only one branch, rewrite it as torch.cond(<test>, then_fn, else_fn, (operands,)): both "
     "functions take the same tensors and return tensors of the same shapes and dtypes"
 )
 
 
-class _Unfixable(Exception):
-    """Why this branch cannot become torch.where (turned into a NoFix by the codemod)."""
+class Unfixable(Refuse):
+    """Why this branch cannot become torch.where (turned into a NoFix by the codemod); the advice is torch.cond's
+    unless another is given."""
 
-    def __init__(self, reason: str, advice: str = _COND_ADVICE) -> None:
-        super().__init__(reason)
-        self.reason, self.advice = reason, advice
+    def __init__(self, reason: str, advice: str = COND_ADVICE) -> None:
+        super().__init__(reason, advice)
 
 
-class _NeedsCond(_Unfixable):
+class NeedsCond(Unfixable):
     """A branch shape torch.where cannot merge but torch.cond may run (nested blocks, unpacking a call)."""
 
 
-def _code(node: cst.CSTNode) -> str:
+def code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
@@ -88,15 +82,15 @@ class _NoComments(cst.CSTTransformer):
         return cst.RemovalSentinel.REMOVE
 
 
-def _short(node: cst.CSTNode, width: int = 60) -> str:
+def short(node: cst.CSTNode, width: int = 60) -> str:
     """The node's code on one line, for messages."""
     if isinstance(node, cst.BaseExpression) and node.lpar:
         node = node.with_changes(lpar=[], rpar=[])
-    text = " ".join(_code(cast(cst.CSTNode, node.visit(_NoComments()))).split())  # it removes comments only
+    text = " ".join(code(cast(cst.CSTNode, node.visit(_NoComments()))).split())  # it removes comments only
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _call_name(src: SourceFile, call: cst.Call) -> tuple[str, bool]:
+def call_name(src: SourceFile, call: cst.Call) -> tuple[str, bool]:
     """The called function's last name, and whether it is (or may be, for a method) torch's."""
     func = call.func
     names = src.qualified_names(func) if func in src.positions else set()
@@ -118,20 +112,20 @@ def _call_name(src: SourceFile, call: cst.Call) -> tuple[str, bool]:
 # --- the test: from Python truthiness to a boolean tensor ---------------------------------------------
 
 
-def _paren(e: cst.BaseExpression, keep: tuple[type, ...] = ()) -> cst.BaseExpression:
+def paren(e: cst.BaseExpression, keep: tuple[type, ...] = ()) -> cst.BaseExpression:
     if e.lpar or isinstance(e, _ATOMS + keep):
         return e
     return e.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
-def _strip(e: cst.BaseExpression) -> cst.BaseExpression:
-    return e.with_changes(lpar=[], rpar=[]) if e.lpar and "\n" not in _code(e) else e
+def strip(e: cst.BaseExpression) -> cst.BaseExpression:
+    return e.with_changes(lpar=[], rpar=[]) if e.lpar and "\n" not in code(e) else e
 
 
 def _is_bool_call(src: SourceFile, e: cst.BaseExpression) -> bool:
     if not isinstance(e, cst.Call):
         return False
-    name, torchy = _call_name(src, e)
+    name, torchy = call_name(src, e)
     return torchy and name in BOOLEAN_RESULT
 
 
@@ -167,22 +161,22 @@ def _known_mask_name(src: SourceFile, e: cst.BaseExpression) -> bool:
 
 
 @dataclass
-class _Mask:
+class Mask:
     expr: cst.BaseExpression
     tensor: bool  # certainly a boolean tensor (else: a value whose truthiness is right, maybe a Python bool)
     leaf: cst.BaseExpression | None = None  # `expr` is `leaf != 0`
 
 
-def _mask(src: SourceFile, e: cst.BaseExpression, trusted: bool) -> _Mask:
+def mask_of(src: SourceFile, e: cst.BaseExpression, trusted: bool) -> Mask:
     """An expression that torch.where accepts as its condition and that is true exactly when `e` is.
     `trusted`: `e` as a whole is known to be a tensor (the finding says so)."""
     if values(src).is_python(e):
-        raise _Unfixable(f"`{_short(e)}` is a Python value, not a tensor", "")
+        raise Unfixable(f"`{short(e)}` is a Python value, not a tensor", "")
     if isinstance(e, cst.BooleanOperation):
         op = cst.BitAnd if isinstance(e.operator, cst.And) else cst.BitOr
-        left, right = _mask(src, e.left, False), _mask(src, e.right, False)
+        left, right = mask_of(src, e.left, False), mask_of(src, e.right, False)
         if not (left.tensor or right.tensor or trusted):
-            raise _Unfixable(f"`{_short(e)}` does not look like a tensor test")
+            raise Unfixable(f"`{short(e)}` does not look like a tensor test")
         combined = cst.BinaryOperation(
             _operand(left.expr, op),
             op(whitespace_before=e.operator.whitespace_before, whitespace_after=e.operator.whitespace_after),
@@ -190,17 +184,15 @@ def _mask(src: SourceFile, e: cst.BaseExpression, trusted: bool) -> _Mask:
             lpar=e.lpar,
             rpar=e.rpar,
         )
-        return _Mask(combined, True)
+        return Mask(combined, True)
     if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, cst.Not):
-        inner = _mask(src, e.expression, trusted)
+        inner = mask_of(src, e.expression, trusted)
         if inner.leaf is not None:  # `not x.sum()`: `x.sum() == 0`
-            return _Mask(_truth(inner.leaf, cst.Equal()).with_changes(lpar=e.lpar, rpar=e.rpar), inner.tensor)
+            return Mask(_truth(inner.leaf, cst.Equal()).with_changes(lpar=e.lpar, rpar=e.rpar), inner.tensor)
         if inner.tensor or trusted:
-            return _Mask(
-                cst.UnaryOperation(cst.BitInvert(), _paren(_strip(inner.expr)), lpar=e.lpar, rpar=e.rpar), True
-            )
+            return Mask(cst.UnaryOperation(cst.BitInvert(), paren(strip(inner.expr)), lpar=e.lpar, rpar=e.rpar), True)
         # `not n` for a value that may be a Python bool: `~` would be bitwise; `== 0` is exact for both.
-        return _Mask(_truth(inner.expr, cst.Equal()).with_changes(lpar=e.lpar, rpar=e.rpar), False)
+        return Mask(_truth(inner.expr, cst.Equal()).with_changes(lpar=e.lpar, rpar=e.rpar), False)
     if isinstance(e, cst.Comparison) and all(isinstance(t.operator, _RICH) for t in e.comparisons):
         # `n > limit` between plain names may be two Python numbers; `x.sum() > 0` computes on a tensor.
         tensor = trusted or not all(
@@ -208,7 +200,7 @@ def _mask(src: SourceFile, e: cst.BaseExpression, trusted: bool) -> _Mask:
             for x in [e.left, *(t.comparator for t in e.comparisons)]
         )
         if len(e.comparisons) == 1:
-            return _Mask(e, tensor)
+            return Mask(e, tensor)
         # `a < x < b` is `a < x and x < b`: Python's `and` would call bool() on the first result.
         lhs, parts = e.left, []
         for t in e.comparisons:
@@ -217,15 +209,15 @@ def _mask(src: SourceFile, e: cst.BaseExpression, trusted: bool) -> _Mask:
         acc: cst.BaseExpression = parts[0]
         for p in parts[1:]:
             acc = cst.BinaryOperation(acc, cst.BitAnd(), p)
-        return _Mask(acc.with_changes(lpar=e.lpar, rpar=e.rpar), tensor)
+        return Mask(acc.with_changes(lpar=e.lpar, rpar=e.rpar), tensor)
     if (
         _is_bool_call(src, e)
         or (isinstance(e, cst.BinaryOperation) and isinstance(e.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)))
         or _known_mask_name(src, e)
     ):
-        return _Mask(e, True)
+        return Mask(e, True)
     # Any other value (`x.sum()`, `flag`): Python's truthiness of a number is `!= 0`, for tensors too.
-    return _Mask(_truth(e, cst.NotEqual()), trusted, leaf=e)
+    return Mask(_truth(e, cst.NotEqual()), trusted, leaf=e)
 
 
 _TIGHTER_THAN_AND = (
@@ -252,12 +244,12 @@ def _operand(e: cst.BaseExpression, op: type) -> cst.BaseExpression:
         or (isinstance(e, cst.BinaryOperation) and isinstance(e.operator, tight))
     ):
         return e
-    return _paren(e)
+    return paren(e)
 
 
 def _truth(e: cst.BaseExpression, op: cst.BaseCompOp) -> cst.Comparison:
     return cst.Comparison(
-        _paren(e, (cst.BinaryOperation, cst.UnaryOperation)), [cst.ComparisonTarget(op, cst.Integer("0"))]
+        paren(e, (cst.BinaryOperation, cst.UnaryOperation)), [cst.ComparisonTarget(op, cst.Integer("0"))]
     )
 
 
@@ -269,7 +261,7 @@ def _and_operands(e: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.B
     return [(e, None)]
 
 
-def _split_test(src: SourceFile, test: cst.BaseExpression) -> tuple[cst.BaseExpression | None, cst.BaseExpression]:
+def split_test(src: SourceFile, test: cst.BaseExpression) -> tuple[cst.BaseExpression | None, cst.BaseExpression]:
     """`flag and x.sum() > 0` -> (`flag`, `x.sum() > 0`): the Python part stays an `if`, the tensor part goes
     to torch.where. `if A and T: s` is `if A: if T: s`, so this is exact whatever the types are."""
     inner = test.with_changes(lpar=[], rpar=[]) if test.lpar else test
@@ -282,7 +274,7 @@ def _split_test(src: SourceFile, test: cst.BaseExpression) -> tuple[cst.BaseExpr
         tensor = [(x, op) for x, op in operands if not values(src).is_python(x)]
         python = [(x, op) for x, op in operands if values(src).is_python(x)]
         if not tensor:
-            raise _Unfixable(f"the test `{_short(test)}` looks like plain Python (no tensor in it)", "")
+            raise Unfixable(f"the test `{short(test)}` looks like plain Python (no tensor in it)", "")
     if not python:
         return None, test
 
@@ -290,7 +282,7 @@ def _split_test(src: SourceFile, test: cst.BaseExpression) -> tuple[cst.BaseExpr
         acc = parts[0][0]
         for x, op in parts[1:]:
             acc = cst.BooleanOperation(acc, op.operator if op else cst.And(), x)
-        return acc.with_changes(lpar=test.lpar, rpar=test.rpar) if test.lpar and "\n" in _code(acc) else acc
+        return acc.with_changes(lpar=test.lpar, rpar=test.rpar) if test.lpar and "\n" in code(acc) else acc
 
     return join(python), join(tensor)
 
@@ -299,12 +291,12 @@ _N = TypeVar("_N", bound=cst.CSTNode)
 
 
 @overload
-def _walk(node: cst.CSTNode, kind: type[_N]) -> Iterator[_N]: ...  # the nodes' type follows `kind`
+def walk(node: cst.CSTNode, kind: type[_N]) -> Iterator[_N]: ...  # the nodes' type follows `kind`
 @overload
-def _walk(node: cst.CSTNode, kind: tuple[type, ...]) -> Iterator[cst.CSTNode]: ...
+def walk(node: cst.CSTNode, kind: tuple[type, ...]) -> Iterator[cst.CSTNode]: ...
 
 
-def _walk(node: cst.CSTNode, kind: type | tuple[type, ...]) -> Iterator[Any]:
+def walk(node: cst.CSTNode, kind: type | tuple[type, ...]) -> Iterator[Any]:
     stack = [node]
     while stack:
         n = stack.pop()
@@ -316,55 +308,55 @@ def _walk(node: cst.CSTNode, kind: type | tuple[type, ...]) -> Iterator[Any]:
 # --- safety -------------------------------------------------------------------------------------------------
 
 
-def _constant(e: cst.BaseExpression) -> float | None:
+def constant(e: cst.BaseExpression) -> float | None:
     if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, (cst.Minus, cst.Plus)):
-        inner = _constant(e.expression)
+        inner = constant(e.expression)
         return None if inner is None else (-inner if isinstance(e.operator, cst.Minus) else inner)
     if isinstance(e, (cst.Integer, cst.Float)):
         return float(e.evaluated_value)
     return None
 
 
-def _hazards(src: SourceFile, e: cst.BaseExpression) -> list[str]:
+def hazards_of(src: SourceFile, e: cst.BaseExpression) -> list[str]:
     """Why computing `e` on the path not taken could raise, change state or give inf/nan."""
     found: list[str] = []
-    for n in _walk(e, (cst.BinaryOperation, cst.Call, cst.Subscript, cst.Lambda, cst.BaseComp, cst.Await)):
+    for n in walk(e, (cst.BinaryOperation, cst.Call, cst.Subscript, cst.Lambda, cst.BaseComp, cst.Await)):
         if isinstance(n, cst.BinaryOperation):
-            right = _constant(n.right)
+            right = constant(n.right)
             if isinstance(n.operator, (cst.Divide, cst.FloorDivide, cst.Modulo)) and not right:
-                found.append(f"`{_short(n)}` divides by a value that can be zero")
+                found.append(f"`{short(n)}` divides by a value that can be zero")
             elif isinstance(n.operator, cst.Power) and not (right is not None and right >= 0 and right == int(right)):
-                found.append(f"`{_short(n)}` can give inf or nan")
+                found.append(f"`{short(n)}` can give inf or nan")
         elif isinstance(n, cst.Call):
-            name, torchy = _call_name(src, n)
+            name, torchy = call_name(src, n)
             if name in RANDOM:
-                found.append(f"`{_short(n)}` draws random numbers on both paths")
+                found.append(f"`{short(n)}` draws random numbers on both paths")
             elif (
                 name in ("pow", "float_power")
                 and len(n.args) >= 1
-                and ((c := _constant(n.args[-1].value)) is not None and c >= 0 and c == int(c))
+                and ((c := constant(n.args[-1].value)) is not None and c >= 0 and c == int(c))
             ):
                 continue
             elif name in INF_NAN_OR_RAISE and (torchy or isinstance(n.func, cst.Attribute)):
-                found.append(f"`{_short(n)}` can give inf or nan")
+                found.append(f"`{short(n)}` can give inf or nan")
             elif (torchy and name in WHERE_HARMLESS) or (
                 not torchy and isinstance(n.func, cst.Name) and name in HARMLESS_BUILTINS
             ):
                 continue
             else:
-                found.append(f"`{_short(n)}` is a call torchmend cannot see into")
+                found.append(f"`{short(n)}` is a call torchmend cannot see into")
         elif isinstance(n, cst.Subscript):
             index = [el.slice for el in n.slice]
             if not all(
                 isinstance(s, cst.Index)
-                and (_constant(s.value) is not None or isinstance(s.value, cst.Ellipsis) or _is_none(s.value))
+                and (constant(s.value) is not None or isinstance(s.value, cst.Ellipsis) or _is_none(s.value))
                 or isinstance(s, cst.Slice)
-                and all(x is None or _constant(x) is not None for x in (s.lower, s.upper, s.step))
+                and all(x is None or constant(x) is not None for x in (s.lower, s.upper, s.step))
                 for s in index
             ):
-                found.append(f"`{_short(n)}` indexes with a value and can raise")
+                found.append(f"`{short(n)}` indexes with a value and can raise")
         else:
-            found.append(f"`{_short(n)}` cannot be checked")
+            found.append(f"`{short(n)}` cannot be checked")
     return found
 
 
@@ -372,65 +364,30 @@ def _is_none(e: cst.BaseExpression) -> bool:
     return isinstance(e, cst.Name) and e.value == "None"
 
 
-def _is_where(src: SourceFile, node: cst.CSTNode) -> bool:
+def is_where(src: SourceFile, node: cst.CSTNode) -> bool:
     return any(src.is_qualified(c.func, "torch.where", "torch.cond") for c in src.nodes_in(node, cst.Call))
 
 
-def _bool_operands(e: cst.BaseExpression) -> list[cst.BaseExpression]:
+def bool_operands(e: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(e, cst.BooleanOperation):
-        return _bool_operands(e.left) + _bool_operands(e.right)
+        return bool_operands(e.left) + bool_operands(e.right)
     return [e]
 
 
-def _all_masks(src: SourceFile, e: cst.BaseExpression) -> bool:
+def all_masks(src: SourceFile, e: cst.BaseExpression) -> bool:
     """`and`/`or` of boolean tensors only (comparisons on tensors, x.any(), ...)."""
     if isinstance(e, cst.BooleanOperation):
-        return _all_masks(src, e.left) and _all_masks(src, e.right)
-    return (isinstance(e, cst.Comparison) or _is_bool_call(src, e) or _known_mask_name(src, e)) and _tensor_test(src, e)
-
-
-def _tensor_test(src: SourceFile, test: cst.BaseExpression) -> bool:
-    try:
-        return _split_test(src, test)[0] is None and _mask(src, test, trusted=False).tensor
-    except _Unfixable:
-        return False
-
-
-def random_draw(src: SourceFile, e: cst.CSTNode, depth: int = 3) -> cst.Call | None:
-    """The random draw (`torch.rand([])`, `np.random.rand()`, ...) a test's value comes from, followed through
-    the local assignments of the names it reads (a LayerDrop-style random skip)."""
-    for call in _walk(e, cst.Call):
-        name, torchy = _call_name(src, call)
-        qualified = src.qualified_names(call.func) if call.func in src.positions else set()
-        if (torchy and name in RANDOM) or any(q.startswith(("numpy.random.", "random.")) for q in qualified):
-            return call
-    if depth == 0:
-        return None
-    for n in _walk(e, cst.Name):
-        scope = src.scopes.get(n) if n in src.positions else None
-        if scope is None:
-            continue
-        for assignment in scope.assignments[n.value]:
-            target = getattr(assignment, "node", None)
-            parent = src.parents.get(target) if target is not None else None
-            stmt = src.parents.get(parent) if isinstance(parent, cst.AssignTarget) else None
-            if isinstance(stmt, cst.Assign) and (found := random_draw(src, stmt.value, depth - 1)) is not None:
-                return found
-    return None
-
-
-def random_skip(src: SourceFile, test: cst.BaseExpression) -> _Unfixable | None:
-    """Why a test on a random draw is not rewritten: torch.where would run the code it skips on every call."""
-    draw = random_draw(src, test)
-    if draw is None:
-        return None
-    return _Unfixable(
-        f"the test depends on a random draw (`{_short(draw)}`, line {src.line_of(draw)}): a random skip such "
-        "as LayerDrop. torch.where would run the skipped code on every call (the compute it saves is lost) "
-        "and its own random draws (dropout) would shift the random stream, so losses and gradients differ; "
-        "torch.cond traces those draws differently too (measured on torch 2.13)",
-        _RANDOM_ADVICE,
+        return all_masks(src, e.left) and all_masks(src, e.right)
+    return (isinstance(e, cst.Comparison) or _is_bool_call(src, e) or _known_mask_name(src, e)) and is_tensor_test(
+        src, e
     )
+
+
+def is_tensor_test(src: SourceFile, test: cst.BaseExpression) -> bool:
+    try:
+        return split_test(src, test)[0] is None and mask_of(src, test, trusted=False).tensor
+    except Unfixable:
+        return False
 
 
 # --- tests on `self` state: tensor attributes, Python configuration -----------------------------------
@@ -443,7 +400,7 @@ def self_attribute(target: cst.BaseExpression) -> str:
     return ""
 
 
-def _tensor_attribute(src: SourceFile, node: cst.CSTNode, dotted: str) -> bool:
+def tensor_attribute(src: SourceFile, node: cst.CSTNode, dotted: str) -> bool:
     """`self.<attr>` holds a tensor: its class registers it as a buffer or parameter, or sets it from a torch call
     (`self.lo = nn.Buffer(torch.zeros(1))`, `self.register_buffer("lo", ...)`, `self.lo = torch.zeros(1)`)."""
     cls = src.enclosing(node, cst.ClassDef)
@@ -472,18 +429,18 @@ def _tensor_attribute(src: SourceFile, node: cst.CSTNode, dotted: str) -> bool:
     return False
 
 
-def _python_test(src: SourceFile, test: cst.BaseExpression) -> bool:
+def python_test(src: SourceFile, test: cst.BaseExpression) -> bool:
     """An `elif` test that is plain Python (a config number compared to a constant, a flag): one that does not
     look like a tensor and calls nothing, so evaluating it earlier and on every call changes nothing."""
     if values(src).is_python(test):
         return True
-    if any(True for _ in _walk(test, cst.Call)):
+    if any(True for _ in walk(test, cst.Call)):
         return False
     if _config_test(src, test):
         return True
     try:
-        return not _mask(src, test, trusted=False).tensor
-    except _Unfixable:
+        return not mask_of(src, test, trusted=False).tensor
+    except Unfixable:
         return True
 
 
@@ -496,7 +453,7 @@ def _config_test(src: SourceFile, e: cst.BaseExpression) -> bool:
         return _config_test(src, e.expression)
     if isinstance(e, cst.Comparison):
         return all(_config_test(src, x) for x in [e.left, *(t.comparator for t in e.comparisons)])
-    if _constant(e) is not None or isinstance(e, (cst.SimpleString, cst.ConcatenatedString)):
+    if constant(e) is not None or isinstance(e, (cst.SimpleString, cst.ConcatenatedString)):
         return True
     dotted = self_attribute(e)
-    return bool(dotted) and not _tensor_attribute(src, e, dotted)
+    return bool(dotted) and not tensor_attribute(src, e, dotted)

@@ -8,9 +8,9 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.codemods.analysis.calls import Callee, compile_target, instance_class, instance_classes, self_attr_values
-from torchmend.codemods.analysis.names import method_of
-from torchmend.codemods.source import Context, SourceFile
+from torchmend.analysis.calls import Callee, compile_target, instance_class, instance_classes, self_attr_values
+from torchmend.analysis.names import method_of
+from torchmend.analysis.source import Context, SourceFile
 
 _CONTAINERS = ("torch.nn.ModuleList", "torch.nn.Sequential", "torch.nn.modules.container.ModuleList")
 

@@ -26,8 +26,8 @@ from libcst.metadata import (
 )
 from libcst.metadata.base_provider import LazyValue
 
-from torchmend.codemods.torch_api import spelling
-from torchmend.codemods.window import is_large, window
+from torchmend.analysis.torch_api import spelling
+from torchmend.analysis.window import is_large, window
 from torchmend.model import Finding
 
 N = TypeVar("N", bound=cst.CSTNode)
@@ -46,7 +46,7 @@ class SourceFile:
         whole: bool = False,
         torch_version: tuple[int, ...] | None = None,
     ) -> None:
-        """`focus`: the lines findings point at; a large file is parsed around them (torchmend/codemods/window.py),
+        """`focus`: the lines findings point at; a large file is parsed around them (torchmend/analysis/window.py),
         unless `whole` (lint, which has no findings yet to focus on). `torch_version`: the release the code will run
         on, which spells the torch APIs codemods write (torch_api.py); None: the newest read."""
         self.path = path

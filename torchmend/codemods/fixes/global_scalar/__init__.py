@@ -2,147 +2,27 @@
 
 from __future__ import annotations
 
-import re
 from typing import cast
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import Assignment, BaseAssignment, FunctionScope, GlobalScope
+from libcst.metadata import Assignment
 
-from torchmend.codemods.analysis import (
-    binding_statement,
-    builtin_or_math,
-    functions_for,
-    is_tensor_construction,
-    python_use,
-    reads,
-    referents,
+from torchmend.analysis import binding_statement, functions_for, is_tensor_construction, python_use, reads, referents
+from torchmend.analysis.source import Context, SourceFile
+from torchmend.codemods.base import UNSAFE, Answer, Codemod, Delegate, Invalid, NoFix, Proposal, Valid
+from torchmend.codemods.fixes.global_scalar.bindings import (
+    as_float,
+    how_bound,
+    inside,
+    maybe_float,
+    number_like,
+    scope_body,
+    surely_float,
+    top_level,
 )
-from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.scalar_argument.wrapped import STAR_ADVICE, STAR_WHY, star_parameter
-from torchmend.codemods.registry import codemod_for
-from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding
-
-
-def _how_bound(src: SourceFile, b: Assignment) -> str:
-    node = b.node
-    parent = src.parents.get(node)
-    if isinstance(node, cst.Param):
-        return "a parameter"
-    if isinstance(node, (cst.Import, cst.ImportFrom)):
-        return "an import"
-    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-        return "a def or class"
-    if isinstance(parent, (cst.For, cst.CompFor)):
-        return "a for loop"
-    if isinstance(parent, cst.NamedExpr):
-        return "a := expression"
-    if isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
-        return "a tuple unpacking"
-    if isinstance(parent, cst.AssignTarget):
-        return "a chained assignment"
-    return "a statement torchmend cannot rewrite in place"
-
-
-def _scope_body(src: SourceFile, b: BaseAssignment) -> cst.CSTNode | None:
-    """The module or function whose body holds the binding's variable."""
-    if isinstance(b.scope, GlobalScope):
-        return src.module
-    if isinstance(b.scope, FunctionScope):
-        return b.scope.node
-    return None
-
-
-def _top_level(src: SourceFile, stmt: cst.CSTNode, body: cst.CSTNode) -> bool:
-    """The statement runs once, unconditionally, in `body` (not inside an if/for/while/try/with/def)."""
-    line = src.parents.get(stmt)  # SmallStatement -> SimpleStatementLine
-    holder = src.parents.get(line) if line is not None else None
-    if body is src.module:
-        return holder is src.module
-    return isinstance(holder, cst.IndentedBlock) and src.parents.get(holder) is body
-
-
-def _inside(src: SourceFile, node: cst.CSTNode, body: cst.CSTNode) -> bool:
-    """In `body` itself, not in a function nested in it."""
-    for anc in src.ancestors(node):
-        if anc is body:
-            return True
-        if isinstance(anc, (cst.FunctionDef, cst.Lambda)):
-            return False
-    return False
-
-
-_INT_LITERAL = re.compile(r"^[0-9][0-9_]*$")
-
-
-def _maybe_float(src: SourceFile, value: cst.BaseExpression, op: cst.BaseAugOp | None, name: str) -> bool:
-    """Could this update store a float? Only integer literals, the variable itself, + - * // % and
-    int()/len() count as surely int."""
-    if op is not None and not isinstance(
-        op, (cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign, cst.FloorDivideAssign, cst.ModuloAssign)
-    ):
-        return True
-
-    def surely_int(e: cst.BaseExpression) -> bool:
-        if isinstance(e, cst.Integer) or m.matches(e, m.Name(name)):
-            return True
-        if isinstance(e, cst.UnaryOperation) and isinstance(e.operator, (cst.Minus, cst.Plus)):
-            return surely_int(e.expression)
-        if isinstance(e, cst.BinaryOperation) and isinstance(
-            e.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
-        ):
-            return surely_int(e.left) and surely_int(e.right)
-        if isinstance(e, cst.Call) and builtin_or_math(src, e.func) in ("int", "len"):
-            return True
-        return False
-
-    return not surely_int(value)
-
-
-def _surely_float(e: cst.BaseExpression) -> bool:
-    if isinstance(e, cst.Float):
-        return True
-    if isinstance(e, cst.UnaryOperation):
-        return _surely_float(e.expression)
-    if isinstance(e, cst.BinaryOperation):
-        return isinstance(e.operator, cst.Divide) or _surely_float(e.left) or _surely_float(e.right)
-    return m.matches(e, m.Call(func=m.Name("float")))
-
-
-def _as_float(value: cst.BaseExpression) -> cst.BaseExpression:
-    """`1` -> `1.0`, `-2` -> `-2.0`, anything else not surely a float -> `float(value)`: a tensor made
-    from an int is int64, and fill_ with a float would truncate."""
-    if _surely_float(value):
-        return value
-    if isinstance(value, cst.Integer) and _INT_LITERAL.match(value.value):
-        return cst.Float(value.value + ".0", lpar=value.lpar, rpar=value.rpar)
-    if (
-        isinstance(value, cst.UnaryOperation)
-        and isinstance(value.expression, cst.Integer)
-        and _INT_LITERAL.match(value.expression.value)
-    ):
-        return value.with_changes(expression=_as_float(value.expression))
-    return cst.Call(cst.Name("float"), [cst.Arg(value)])
-
-
-def _number_like(value: cst.BaseExpression) -> bool:
-    """Not something torch.tensor() would refuse or turn into more than a number."""
-    return not isinstance(
-        value,
-        (
-            cst.BaseString,
-            cst.List,
-            cst.Tuple,
-            cst.Dict,
-            cst.Set,
-            cst.ListComp,
-            cst.DictComp,
-            cst.SetComp,
-            cst.GeneratorExp,
-            cst.Lambda,
-        ),
-    ) and not m.matches(value, m.Name("None") | m.Name("True") | m.Name("False"))
 
 
 class GlobalScalar(Codemod):
@@ -184,6 +64,7 @@ class GlobalScalar(Codemod):
 
     rules = ("TM206",)
     name = "global-scalar-to-tensor"
+    delegates_to = ("TM202",)  # a "global" that is the compiled function's own parameter: wrapped at its call sites
     INVALID = (
         # a global, reassigned in main() under `global`
         Invalid(
@@ -317,7 +198,7 @@ class GlobalScalar(Codemod):
         ),
     )
 
-    def propose(self, finding: Finding, ctx: Context) -> Result:
+    def propose(self, finding: Finding, ctx: Context) -> Answer:
         name = finding.variable or ""
         if not name.isidentifier():
             return NoFix(
@@ -352,20 +233,20 @@ class GlobalScalar(Codemod):
         name: str,
         found: list[cst.Name],
         bindings: set[Assignment],
-    ) -> Result:
+    ) -> Answer:
         advice = f"create it once as `{name} = torch.tensor(v)` and update it with `{name}.fill_(v)`"
         statements: list[tuple[Assignment, cst.Assign | cst.AnnAssign | cst.AugAssign]] = []
         for b in sorted(bindings, key=lambda b: _pos(src, b.node)):
             stmt = binding_statement(src, b)
             if stmt is None:
-                how = _how_bound(src, b)
+                how = how_bound(src, b)
                 owner = src.enclosing(b.node, cst.FunctionDef)
                 if how == "a parameter" and isinstance(owner, cst.FunctionDef):
                     star = (fn.params.star_arg, fn.params.star_kwarg)
                     if owner is fn and any(b.node is p for p in star):  # the packed `*args` itself, not a number
                         return NoFix(finding, f"`{name}` is {star_parameter([fn], name)}: {STAR_WHY}", STAR_ADVICE)
                     if owner is fn:  # an argument after all: wrap it at the call sites, bound to the parameter
-                        return cast(Codemod, codemod_for("TM202")).propose(finding, ctx)  # a registered rule
+                        return Delegate(finding, "TM202")
                     return NoFix(
                         finding,
                         f"`{name}` is a parameter of {owner.name.value}(), which the compiled "
@@ -386,10 +267,10 @@ class GlobalScalar(Codemod):
                     advice,
                 )
             statements.append((b, stmt))
-        body = _scope_body(src, statements[0][0])
+        body = scope_body(src, statements[0][0])
         if body is None:
             return NoFix(finding, f"`{name}` is a class attribute", advice)
-        local = [(b, s) for b, s in statements if _inside(src, s, body)]
+        local = [(b, s) for b, s in statements if inside(src, s, body)]
         if not local:
             return NoFix(
                 finding,
@@ -398,7 +279,7 @@ class GlobalScalar(Codemod):
                 advice,
             )
         first = local[0][1]
-        if isinstance(first, cst.AugAssign) or not _top_level(src, first, body):
+        if isinstance(first, cst.AugAssign) or not top_level(src, first, body):
             return NoFix(
                 finding,
                 f"`{name}` is first assigned at line {src.line_of(first)} inside a loop, branch "
@@ -420,7 +301,7 @@ class GlobalScalar(Codemod):
         value = first.value
         if value is None:
             return NoFix(finding, f"`{name}` is declared at line {src.line_of(first)} without a value", advice)
-        if not _number_like(value):
+        if not number_like(value):
             return NoFix(finding, f"`{name}` starts as `{src.code(value)}`, not a number", advice)
         assigned = [s for s in updates if isinstance(s, (cst.Assign, cst.AnnAssign))]
         if is_tensor_construction(src, value) and not assigned:
@@ -441,12 +322,12 @@ class GlobalScalar(Codemod):
         dtype = "float32"
         if not is_tensor_construction(src, value):
             floaty = any(
-                _maybe_float(src, s.value, s.operator if isinstance(s, cst.AugAssign) else None, name)
+                maybe_float(src, s.value, s.operator if isinstance(s, cst.AugAssign) else None, name)
                 for s in updates
                 if s.value is not None
             )
-            if _surely_float(value) or floaty:
-                stored = _as_float(value)
+            if surely_float(value) or floaty:
+                stored = as_float(value)
                 if stored is not value:
                     dtype = (
                         "float32 (it starts as an int, but is later assigned values that may be floats, "

@@ -1,4 +1,9 @@
-"""What every fix needs to know about a source, asked once and remembered per file.
+"""What every fix and lint need to know about a source, asked once and remembered per file: the floor codemods and
+lint stand on side by side (neither imports the other). Beside the package's own names below, its modules hold the
+parsed source and its context (source.py), the large-file window (window.py), the torch op tables (torch_ops.py)
+and API spellings (torch_api.py), the is_compiling() gate (gating.py), loggers (loggers.py), compile sites
+(entry.py), the optimizer locator (optimizers.py, custom_optimizers.py) and the dynamo config lines and what dynamo
+reorders (dynamo_config.py).
 
 - Value kinds (values.py): `Kind`, and `values(src)`, one memoised analysis per file: is this expression a
   tensor, a float, an int, a bool, None, or not known (`Values.kind`); likely a tensor in model code
@@ -11,8 +16,8 @@
 - Name helpers the fixes share (names.py: `reads`, `referents`, `binding_statement`, `class_named`, ...).
 """
 
-from torchmend.codemods.analysis.binding import Binding, bind
-from torchmend.codemods.analysis.calls import (
+from torchmend.analysis.binding import Binding, bind
+from torchmend.analysis.calls import (
     Callee,
     callee,
     candidate_callees,
@@ -27,7 +32,7 @@ from torchmend.codemods.analysis.calls import (
     module_forwards,
     self_attr_values,
 )
-from torchmend.codemods.analysis.names import (
+from torchmend.analysis.names import (
     assigned_values,
     binding_statement,
     builtin_or_math,
@@ -47,8 +52,8 @@ from torchmend.codemods.analysis.names import (
     referents,
     self_name,
 )
-from torchmend.codemods.analysis.uses import call_problem, python_use
-from torchmend.codemods.analysis.values import NUMBERS, PYTHON_KINDS, Kind, Values, values
+from torchmend.analysis.uses import call_problem, python_use
+from torchmend.analysis.values import NUMBERS, PYTHON_KINDS, Kind, Values, values
 
 __all__ = [
     "Binding",
