@@ -380,7 +380,7 @@ class EagerModuleBuilder(Codemod):
     def _config(self, finding: Finding, ctx: Context) -> Result:
         site = compile_site_for(finding, ctx)
         if isinstance(site, str):
-            return NoFix(finding, site, _advice(finding))
+            return NoFix(finding, f"PyTorch's {finding.gb_id}, a bare nn.Parameter(...): {site}", _advice(finding))
         if has_switch(site.src, PARAM_CTOR):
             return NoFix(finding, f"{site.src.path} already sets `torch._dynamo.config.{PARAM_CTOR}`", _advice(finding))
         return setting(
