@@ -1,5 +1,5 @@
-"""Parameters and modules built while forward runs (TM199 by GB id: GB0264, GB0119): run the method that builds
-them eagerly, or let dynamo trace a bare `nn.Parameter(...)`."""
+"""Parameters and modules built while forward runs (TM199 by GB id: GB0264, GB0119, GB0228): run the method that
+builds them eagerly, or let dynamo trace a bare `nn.Parameter(...)`."""
 
 from __future__ import annotations
 
@@ -149,7 +149,8 @@ class EagerModuleBuilder(Codemod):
     What it does:
         TM199 (a graph break of no other rule), dispatched on PyTorch's ids for a parameter or module built while
         compiled code runs: GB0264 (the `torch.nn.Parameter()` constructor, reached from an `nn.Linear` or any
-        module's `__init__`) and GB0119 (an uninitialized nn.Module). The usual shape is a one-time reconfiguration
+        module's `__init__`; GB0228 in its place when `graph_break_on_nn_param_ctor` is already off) and GB0119 (an
+        uninitialized nn.Module). The usual shape is a one-time reconfiguration
         in forward: a model switches its attention implementation when the input is too short for it
         (`if self.attention_type == "block_sparse" and seq_len <= limit: self.set_attention_type("original_full")`),
         and the switch walks the layers and builds a new attention module in each. The method that forward calls
@@ -193,7 +194,7 @@ class EagerModuleBuilder(Codemod):
         pytorch#157452), for everything compiled after the line; verify compares the losses and weights.
     """
 
-    gb_ids = ("GB0264", "GB0119")
+    gb_ids = ("GB0264", "GB0119", "GB0228")
     name = "eager-module-builder"
     INVALID = (
         Invalid(
