@@ -78,3 +78,17 @@ def test_compiled_the_rewritten_encoder_breaks_less_and_computes_the_same() -> N
         "Uninitialized nn.Module",
     }
     torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=0)
+
+
+def test_without_unsafe_the_safe_fallback_is_applied() -> None:
+    """A bare nn.Parameter rebuilt by a method forward calls: the config line first (unsafe, it removes every break),
+    then the decorator; `fix --yes` without --unsafe applies the decorator in its place."""
+    from torchmend.codemods.review import ACCEPTED, accept_all
+
+    source = PAIR.with_name("table_rebuilt_in_forward.in.py").read_text()
+    ctx, p = _proposal(source)
+    assert p.safety == "unsafe" and "graph_break_on_nn_param_ctor = False" in apply(ctx.file(p.path), [p])
+    session = Session(ctx)
+    (decision,) = accept_all(session, [p], unsafe=False)
+    assert decision.outcome == ACCEPTED and decision.proposal.safety == "safe"
+    assert _decorated(session.text(p.path)) == ["Positions.make_table"]

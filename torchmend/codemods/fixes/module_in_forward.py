@@ -156,9 +156,11 @@ class EagerModuleBuilder(Codemod):
         and the switch walks the layers and builds a new attention module in each. The method that forward calls
         and that leads to the construction (found by following its callers by name in the file, up to a forward or
         a compiled function) gets `@torch.compiler.disable`; if that is refused, the method that constructs the
-        module. A bare `nn.Parameter(...)` built in forward (a parameter made lazily on the first call) gets
-        `torch._dynamo.config.graph_break_on_nn_param_ctor = False` before the compile call instead: dynamo then
-        traces the constructor (it cannot when the parameter is made inside a module's `__init__`). A submodule cast
+        module. A bare `nn.Parameter(...)` (made lazily in forward, or by a method forward calls that rebuilds a
+        table) gets `torch._dynamo.config.graph_break_on_nn_param_ctor = False` before the compile call first: dynamo
+        then traces the constructor (it cannot when the parameter is made inside a module's `__init__`), which
+        removes every break; the decorator, when a method is found, is its fallback, and `fix --yes` without
+        --unsafe applies the decorator in its place. A submodule cast
         in forward (`self.m = self.m.to(dtype)`, GB0264 in `Module._apply`) is left with its advice: the setting
         trades its break for a recompile.
 
@@ -320,10 +322,12 @@ class EagerModuleBuilder(Codemod):
                 "recompile), and on torch 2.13 and later a cast that changes nothing does not break",
                 _advice(finding),
             )
-        if finding.gb_id == "GB0264" and finding.function != "__init__":
-            return self._config(finding, ctx)  # a bare nn.Parameter(...), not made by a module's __init__
+        # a bare nn.Parameter(...) (not made by a module's __init__): the config line where no builder method is found
+        bare = finding.gb_id == "GB0264" and finding.function != "__init__"
         frame = _project_frame(finding, ctx)
         if frame is None:
+            if bare:
+                return self._config(finding, ctx)
             return NoFix(
                 finding,
                 f"no source-level fix for TM199 (PyTorch's {finding.gb_id}): the module is built outside your project",
@@ -332,12 +336,16 @@ class EagerModuleBuilder(Codemod):
         src = ctx.file(frame.path)
         fn = src.function_at(frame.line)
         if fn is None:
+            if bare:
+                return self._config(finding, ctx)
             return NoFix(finding, f"line {frame.line} of {frame.file} is not inside a function", _advice(finding))
         builders = _builders(src, fn)
         in_entry = [b for b in builders if _is_entry(src, b)]
         reached = {id(b): reached_from_forward(src, b, ctx) for b in builders if b not in in_entry}
         entries = [e for b in builders for e in reached.get(id(b), [])]
         entries = [e for i, e in enumerate(entries) if e not in entries[:i]]
+        if not entries and bare:
+            return self._config(finding, ctx)
         if not entries and in_entry:
             names = ", ".join(f"`{_qualname(src, b)}`" for b in in_entry)
             return NoFix(
@@ -356,8 +364,14 @@ class EagerModuleBuilder(Codemod):
         if any(_disabled(src, e) for e in entries):
             return NoFix(finding, f"`{_qualname(src, entries[0])}` is already disabled for torch.compile", skipped=True)
         inner = [b for b in builders if reached.get(id(b)) and b not in entries and not _disabled(src, b)]
-        first = self._disable(finding, src, entries)
-        return replace(first, fallbacks=(self._disable(finding, src, inner),)) if inner else first
+        candidates = [self._disable(finding, src, entries)] + ([self._disable(finding, src, inner)] if inner else [])
+        if bare:  # dynamo can trace this constructor: the config line removes every break, the decorator all but one
+            config = self._config(finding, ctx)
+            if isinstance(config, NoFix) and config.skipped:
+                return config  # the file turns the switch off already
+            if isinstance(config, Proposal):
+                candidates.insert(0, config)
+        return replace(candidates[0], fallbacks=tuple(candidates[1:]))
 
     def _disable(self, finding: Finding, src: SourceFile, fns: list[cst.FunctionDef]) -> Proposal:
         disable, imports = src.torch_expr("compiler.disable")
@@ -383,7 +397,7 @@ class EagerModuleBuilder(Codemod):
         if isinstance(site, str):
             return NoFix(finding, f"PyTorch's {finding.gb_id}, a bare nn.Parameter(...): {site}", _advice(finding))
         if has_switch(site.src, PARAM_CTOR):
-            return NoFix(finding, f"{site.src.path} already sets `torch._dynamo.config.{PARAM_CTOR}`", _advice(finding))
+            return NoFix(finding, f"{site.src.path} already sets `torch._dynamo.config.{PARAM_CTOR}`", skipped=True)
         return setting(
             (finding,),
             site,
