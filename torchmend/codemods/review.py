@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torchmend.codemods.base import RANDOM_STREAM, Proposal
 from torchmend.codemods.engine import Session
@@ -95,8 +95,8 @@ def accept_all(
     unsafe_flag: str = "--unsafe",
     random_stream: bool = False,
 ) -> list[Decision]:
-    """--yes: every safe proposal (and the unsafe ones with --unsafe), skipping overlaps. `unsafe_flag` is the
-    option the command calling it spells (lint's is --unsafe-fixes). A change of the random stream (RANDOM_STREAM)
+    """--yes: every safe proposal (and the unsafe ones with --unsafe; without it, an unsafe one's first safe
+    fallback in its place), skipping overlaps. `unsafe_flag` is the option the command calling it spells (lint's is --unsafe-fixes). A change of the random stream (RANDOM_STREAM)
     needs its own opt-in, `random_stream` (--allow-random-stream): --unsafe alone never applies it."""
     decisions = []
     for p in proposals:
@@ -111,8 +111,13 @@ def accept_all(
                 )
                 continue
         elif p.safety != "safe" and not unsafe:
-            decisions.append(Decision(p, REJECTED, f"unsafe: add {unsafe_flag} to apply it"))
-            continue
+            # its first safe fallback, when it has one, takes its place (the unsafe form needs the opt-in)
+            safe = next((fb for fb in p.fallbacks if fb.safety == "safe"), None)
+            if safe is None:
+                decisions.append(Decision(p, REJECTED, f"unsafe: add {unsafe_flag} to apply it"))
+                continue
+            rest = p.fallbacks[p.fallbacks.index(safe) + 1 :]
+            p = replace(safe, findings=p.findings, fallbacks=tuple(fb for fb in rest if fb.safety == "safe"))
         why = session.conflict(p)
         if why:
             decisions.append(Decision(p, CONFLICT, why))
