@@ -25,11 +25,25 @@ MAY_IMPORT: dict[str, set[str]] = {
     "lint": {"codemods", "model", "rules", "sources", "versions", "profiler"},
     "verify": {"codemods", "model", "profiler"},
     "tune": {"model", "profiler"},
-    "config": {"verify"},
-    "suppress": {"config", "model", "sources", "rules", "store"},
+    "settings": {"verify"},
+    "config": {"verify", "settings"},
+    # the project (root, configuration, what may be edited, the journal), then what the configuration selects
+    "project": {"config", "settings", "sources", "store"},
+    "suppress": {"config", "settings", "model", "sources", "rules", "store"},
     "vcs": {"codemods", "model", "sources", "store", "verify", "rules"},
     # the Python API over the stages, then the terminal over everything
-    "pipeline": {"codemods", "model", "profiler", "verify", "sources", "store", "versions"},
+    "pipeline": {
+        "codemods",
+        "model",
+        "profiler",
+        "verify",
+        "sources",
+        "store",
+        "versions",
+        "project",
+        "settings",
+        "suppress",
+    },
     # the terminal: every unit below it (filled in after the table)
     "cli": set(),
     "__main__": {"cli"},
