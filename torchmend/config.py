@@ -117,7 +117,7 @@ KEYS: dict[str, Key] = {
         ),
         Key("rtol", _number_at_least(0), RTOL, "relative tolerance for losses and final parameters", "--rtol"),
         Key("atol", _number_at_least(0), ATOL, "absolute tolerance for losses and final parameters", "--atol"),
-        Key("unsafe-fixes", _bool, False, "fix --yes/--diff include the unsafe changes", "--unsafe"),
+        Key("unsafe-fixes", _bool, False, "fix --yes/--diff include the unsafe changes", "--unsafe-fixes"),
         Key(
             "allow-random-stream",
             _bool,

@@ -139,7 +139,9 @@ def apply_suppressions(
     root = Path(os.path.abspath(root))
     if selection is None:
         per_file = (config or Config.empty()).resolve().selection
-        selection = Selection(None if select is None else tuple(select), tuple(ignore or ()), per_file.per_file, per_file.base)
+        selection = Selection(
+            None if select is None else tuple(select), tuple(ignore or ()), per_file.per_file, per_file.base
+        )
     findings = list(findings)
     targets = {id(f): _target(f, root) for f in findings}
     paths = dict.fromkeys(t[0] for t in targets.values() if t is not None)

@@ -108,8 +108,9 @@ def tune(
 
       torchmend tune train.py --backend aot_eager --repeat 1      (a quick check on a CPU)
     """
-    from torchmend.cli.running import project_root_for, run_spec, stopped
+    from torchmend.cli.running import run_spec, stopped
     from torchmend.interrupts import STOPPING
+    from torchmend.project import Project
     from torchmend.tune.settings import SettingError, parse_all
 
     spec = run_spec(script, args, None, None, steps=steps, timeout=timeout)
@@ -119,7 +120,7 @@ def tune(
         chosen = parse_all(settings or [], backend) if settings else None
     except SettingError as e:
         fail(ExitCode.USAGE, str(e))
-    root = (project or project_root_for(spec.script)).resolve()
+    root = Project.at(spec.script.parent, project, config=False).root  # tune reads no configuration
     command = "torchmend tune " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     finished: list[TuneRun] = []
     try:
