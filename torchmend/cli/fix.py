@@ -113,24 +113,21 @@ def fix(
 
     interactive = _mode(yes, diff, check, format, quiet, pr)
     project_, given = script_project(script, args, nproc_per_node, project)  # a bad configuration stops here
-    run_settings = dict(select=select, ignore=ignore, steps=steps, timeout=timeout, backend=backend, rtol=rtol)
+    unsafe_fixes = unsafe_fixes if unsafe is None else unsafe  # --unsafe: the older spelling
     settings = resolved(
-        project_,
-        **run_settings,
-        atol=atol,
-        verify_backend=verify_backend,
-        unsafe_fixes=unsafe_fixes if unsafe is None else unsafe,  # --unsafe: the older spelling
-        allow_random_stream=allow_random_stream,
-        remote=remote,
-        base=base,
-    )
+        project_, select=select, ignore=ignore, steps=steps, timeout=timeout, backend=backend, rtol=rtol, atol=atol,
+        verify_backend=verify_backend, unsafe_fixes=unsafe_fixes, allow_random_stream=allow_random_stream,
+        remote=remote, base=base,
+    )  # fmt: skip
     spec = spec_of(settings, script, args, nproc_per_node, from_trace, path_map, seed=seed)
     ship = _before_run(project_, given if spec else None, settings, pr, repo, api_url, token_env, diff or check)
     ui = err if diff or format is not o.CheckFormat.table else out  # with --diff or a --format, stdout carries it alone
     # The scan gets caches of its own: it stands in for verify's first before-run, which must not be served from a
     # cache that earlier runs of the script warmed.
-    run = {"show_output": show_output, "label": "scanning", "own_caches": True}
-    before = scan_of(spec, project_, settings, from_trace, path_map, console=ui, live=ui.is_terminal, **run)
+    before = scan_of(
+        spec, project_, settings, from_trace, path_map, console=ui, live=ui.is_terminal, show_output=show_output,
+        label="scanning", own_caches=True,
+    )  # fmt: skip
     fixes = _proposed(before, project_, ui)
     if check:
         _list_changes(format, before, fixes, project_.root)

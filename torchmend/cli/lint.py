@@ -106,14 +106,7 @@ def lint(
     from torchmend.project import Project
 
     unsafe_fixes = unsafe_fixes if unsafe is None else unsafe  # --unsafe: fix's older spelling
-    if sum((fix, diff, add_ignore)) > 1:
-        fail(ExitCode.USAGE, "choose one of --fix, --diff and --add-ignore")
-    if unsafe_fixes and not (fix or diff):
-        fail(ExitCode.USAGE, "--unsafe-fixes goes with --fix or --diff")
-    given = list(paths or [Path(".")])
-    missing = [p for p in given if not p.exists()]
-    if missing:
-        fail(ExitCode.SCRIPT_NOT_FOUND, f"{missing[0]} does not exist")
+    given = _given(paths, fix, diff, add_ignore, unsafe_fixes)
     with project_errors():  # a bad [tool.torchmend] stops here (exit 24)
         project_ = Project.for_paths(given, project)
     settings = resolved(project_, select=select, ignore=ignore, unsafe_fixes=unsafe_fixes)
@@ -132,6 +125,19 @@ def lint(
     print_lint(out if not diff else err, result, findings + unused, format, project_.root, suppressed)
     if findings and not exit_zero:
         raise typer.Exit(int(ExitCode.FINDINGS))
+
+
+def _given(paths: list[Path] | None, fix: bool, diff: bool, add_ignore: bool, unsafe: bool | None) -> list[Path]:
+    """The options that go together, and the paths to lint (each must exist; default: the current folder)."""
+    if sum((fix, diff, add_ignore)) > 1:
+        fail(ExitCode.USAGE, "choose one of --fix, --diff and --add-ignore")
+    if unsafe and not (fix or diff):
+        fail(ExitCode.USAGE, "--unsafe-fixes goes with --fix or --diff")
+    given = list(paths or [Path(".")])
+    missing = [p for p in given if not p.exists()]
+    if missing:
+        fail(ExitCode.SCRIPT_NOT_FOUND, f"{missing[0]} does not exist")
+    return given
 
 
 def _lint(

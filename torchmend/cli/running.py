@@ -289,10 +289,14 @@ def scan_of(
     *,
     console: Console,
     live: bool,
-    **run: object,
+    show_output: bool = False,
+    keep_events: Path | None = None,
+    label: str = "running",
+    own_caches: bool = False,
 ) -> Scan:
-    """The findings of the run (`run`: profile()'s own options), or of the trace when `spec` is None; selected and
+    """The findings of the run (profile()), or of the trace when `spec` is None (profile_trace()); selected and
     suppressed by the pipeline, the documented exits taken."""
     if spec is None:
-        return profile_trace(from_trace, project, settings, path_map, console=console)  # type: ignore[arg-type]
-    return profile(spec, project, settings, live, console=console, **run)  # type: ignore[arg-type]
+        assert from_trace is not None  # spec_of() gives None only for a trace
+        return profile_trace(from_trace, project, settings, path_map, console=console)
+    return profile(spec, project, settings, live, show_output, keep_events, console, label, own_caches)
