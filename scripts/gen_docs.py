@@ -266,7 +266,7 @@ the {len(rules.RULES)} rules have a codemod; `torchmend fix` reports the others 
 
 A *safe* fix cannot change what the program prints, raises or computes (beyond the last bit of float
 rounding); an *unsafe* one can (a silenced print, both branches of a `torch.where` evaluated, a tensor where
-code elsewhere may expect a float) and its page says how, so `fix --yes` leaves it out unless `--unsafe` is
+code elsewhere may expect a float) and its page says how, so `fix --yes` leaves it out unless `--unsafe-fixes` is
 given. The codemods are strict: most are labelled unsafe because of a case they cannot rule out from the
 source; the verifying re-run (same seed and steps, before and after) is the final gate.
 

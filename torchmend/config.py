@@ -10,18 +10,17 @@ An unknown key (the closest known key suggested), a wrong type, or a pyproject.t
 ConfigError, naming the file, the key and its line (tomllib gives no positions: the lines are found in the text
 of the table). The command line overrides the file; the file overrides the defaults.
 
-API for commands (scan, fix, verify, pr, config, lint):
+API (commands get theirs through torchmend.project.Project, which loads it):
 
     cfg = load_config(start_dir)                # ConfigError on a bad file; Config.empty() when there is none
-    steps = cfg.get("steps", steps_from_cli)    # the command line's value when given, else the file's, else default
-    cfg.ignored_codes(path)                     # per-file-ignores: the code prefixes ignored in this file
-    cfg.excluded(path)                          # exclude: whether lint's file walk leaves this path out
+    settings = cfg.resolve({"steps": 5})        # settings.Settings: the command line's values over the file's
+    cfg.get("steps", steps_from_cli)            # one key: the command line's value when given, else the file's
+    cfg.settings(cli)                           # every key, its value and where it came from (`torchmend config`)
 """
 
 from __future__ import annotations
 
 import difflib
-import functools
 import math
 import os
 import re
@@ -31,7 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchmend.settings import Selection, Settings, Tolerance, glob_matches, relative_to
 from torchmend.verify.numerics import ATOL, RTOL
+
+__all__ = ["KEYS", "Config", "ConfigError", "glob_matches", "key_lines", "load_config"]
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -115,7 +117,7 @@ KEYS: dict[str, Key] = {
         ),
         Key("rtol", _number_at_least(0), RTOL, "relative tolerance for losses and final parameters", "--rtol"),
         Key("atol", _number_at_least(0), ATOL, "absolute tolerance for losses and final parameters", "--atol"),
-        Key("unsafe-fixes", _bool, False, "fix --yes/--diff include the unsafe changes", "--unsafe"),
+        Key("unsafe-fixes", _bool, False, "fix --yes/--diff include the unsafe changes", "--unsafe-fixes"),
         Key(
             "allow-random-stream",
             _bool,
@@ -182,76 +184,43 @@ class Config:
         cli = cli or {}
         return [Setting(k, self.get(k, cli.get(k)), self.source(k, cli.get(k))) for k in KEYS]
 
+    def resolve(self, cli: dict[str, Any] | None = None) -> Settings:
+        """The settings a command runs with: each key's command-line value (`cli`, by key; None: not given) over
+        the file's over the default, merged here once for every command."""
+        cli = cli or {}
+
+        def get(key: str) -> Any:
+            return self.get(key, cli.get(key))
+
+        select = get("select")
+        per_file = tuple((glob, tuple(codes)) for glob, codes in get("per-file-ignores").items())
+        root = get("project-root")
+        return Settings(
+            selection=Selection(
+                None if select is None else tuple(select), tuple(get("ignore") or ()), per_file, self.directory
+            ),
+            tolerance=Tolerance(get("rtol"), get("atol")),
+            backend=get("backend"),
+            verify_backend=get("verify-backend"),
+            steps=get("steps"),
+            timeout=get("timeout"),
+            unsafe=bool(get("unsafe-fixes")),
+            random_stream=bool(get("allow-random-stream")),
+            project_root=None if root is None else Path(os.path.abspath(root)),
+            remote=get("remote"),
+            base=get("base"),
+            exclude=tuple(get("exclude")),
+            exclude_base=self.directory,
+        )
+
     def ignored_codes(self, path: str | Path) -> list[str]:
         """The code prefixes that per-file-ignores leave out in `path` (absolute, or relative to the cwd)."""
-        rel = self._relative(path)
-        if rel is None:
-            return []
-        codes: list[str] = []
-        for pattern, prefixes in self.values.get("per-file-ignores", {}).items():
-            if glob_matches(pattern, rel):
-                codes.extend(prefixes)
-        return codes
+        return self.resolve().selection.ignored_codes(path)
 
     def excluded(self, path: str | Path) -> bool:
         """Whether `exclude` leaves `path` out (a pattern that matches a folder leaves out what is in it)."""
-        rel = self._relative(path)
+        rel = relative_to(self.directory, path)
         return rel is not None and any(glob_matches(p, rel) for p in self.values.get("exclude", []))
-
-    def _relative(self, path: str | Path) -> str | None:
-        if self.directory is None:
-            return None
-        rel = os.path.relpath(os.path.abspath(path), self.directory)
-        return None if rel.startswith("..") else Path(rel).as_posix()
-
-
-# ------------------------------------------------------------------------------------------------ globs
-
-
-@functools.lru_cache(maxsize=1024)  # lint asks for every file: each pattern is compiled once
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = pattern.find("]", i + 1)
-            if end == -1:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1 : end]
-                out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-                i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out) + r"\Z")
-
-
-def glob_matches(pattern: str, rel: str) -> bool:
-    """Whether a glob (relative to the config's directory; `**` crosses folders, `*` does not) matches the posix
-    path `rel` or a folder it is in. A pattern without a slash matches a name at any depth (`__init__.py`,
-    `.venv`), as in Ruff and .gitignore."""
-    pattern = pattern.strip().removeprefix("./").rstrip("/")
-    if not pattern:
-        return False
-    regex = _glob_regex(pattern)
-    parts = rel.split("/")
-    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    if "/" not in pattern:
-        return any(regex.match(name) for name in parts)
-    return any(regex.match(p) for p in prefixes)
 
 
 # ----------------------------------------------------------------------------------------------- finding it

@@ -2,13 +2,18 @@
 
     scan()           run the script in a child process under the collector: findings and counts (a Scan)
     scan_trace()     the same from a TORCH_TRACE directory written elsewhere (nothing runs)
+    scan_events()    the same from the events of a run already made (`scan --keep-events`)
+    select()         the one stage that applies the selection (select, ignore, per-file ignores) and the
+                     suppression comments; the scans above apply it to their findings, lint's callers call it
     propose()        a proposed change, or why there is none, for every finding (Fixes)
     review()         the accept/reject loop as a generator (send it y/n/a/d/q); accept_all() for --yes
     verify_rounds()  re-run before/after with the accepted changes served from memory; events per round
     write()          write the changed files all or nothing, and save the undo record
 
-Nothing here prints, prompts or exits: torchmend/cli parses options, renders these values and maps them to
-exit codes. The parent process never imports torch (the script and torch live in the child), and importing
+Every stage takes the project (torchmend.project.Project; a plain root path stands for the project there, its
+[tool.torchmend] read from that folder) and the resolved settings (torchmend.settings.Settings; None: the project's
+configuration alone), so that the CLI and a caller of this module get the same answers. Nothing here prints,
+prompts or exits: torchmend/cli parses options, renders these values and maps them to exit codes. The parent process never imports torch (the script and torch live in the child), and importing
 this module imports neither libcst nor the runner: each stage imports what it needs. docs/api.md has an
 example.
 """
@@ -19,12 +24,15 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from torchmend import sources, store
 from torchmend.model import EndedBy, Finding, Summary
+from torchmend.project import Project
+from torchmend.settings import Settings
+from torchmend.suppress import SCAN_HINT, Applied, apply_suppressions
 from torchmend.verify.numerics import ATOL, RTOL
 from torchmend.versions import installed_torch  # noqa: F401 (the API's name for it: docs/api.md)
 
@@ -42,6 +50,35 @@ if TYPE_CHECKING:  # heavy (libcst, the runner): imported by the stage that need
 
 WriteRefused = store.WriteRefused  # raised by write(): nothing was written, the message says why
 ProjectBusy = store.ProjectBusy  # a WriteRefused: another torchmend held the project's lock too long
+UNSAFE_OPTION = "--unsafe-fixes"  # the one spelling of the opt-in, in what a refused unsafe change says
+
+
+def _root(project: Project | Path) -> Path:
+    return project.root if isinstance(project, Project) else Path(project)
+
+
+def _settings(project: Project, settings: Settings | None) -> Settings:
+    return settings if settings is not None else project.config.resolve()
+
+
+# ---------------------------------------------------------------------------------------------------- select
+
+
+def select(
+    findings: Iterable[Finding],
+    project: Project | Path,
+    settings: Settings | None = None,
+    *,
+    files: Iterable[str] | None = None,
+    hint: str | None = None,
+) -> Applied:
+    """The one stage that decides what is reported and fixed: (kept, suppressed, unused). A finding is suppressed
+    when the selection leaves its rule out (select, ignore, the per-file ignores) or a `# torchmend: ignore[...]`
+    comment covers its line; a comment that suppressed nothing is an informational TM903 finding (`unused`; `hint`
+    is added to its reason). `files`: where else to look for comments (default: the files the findings point at)."""
+    project = Project.of(project)
+    chosen = _settings(project, settings).selection
+    return apply_suppressions(findings, project.root, selection=chosen, files=files, hint=hint)
 
 
 # ------------------------------------------------------------------------------------------------------ scan
@@ -49,17 +86,25 @@ ProjectBusy = store.ProjectBusy  # a WriteRefused: another torchmend held the pr
 
 @dataclass
 class Scan:
-    """What one run (or one trace) showed."""
+    """What one run (or one trace) showed: the findings the selection and the suppression comments keep (select()),
+    those they left out, and the comments that suppressed nothing."""
 
     findings: list[Finding]
     summary: Summary
     outcome: RunOutcome
+    suppressed: list[Finding] = field(default_factory=list)
+    unused: list[Finding] = field(default_factory=list)  # TM903: a suppression comment that suppressed nothing
     spec: RunSpec | None = None  # the run as asked for (None: from a trace)
     cold: bool = False  # compiled with empty caches of its own: it can stand in for verify's first before-run
     trace: Trace | None = None  # scan_trace: the logs read instead of a run
     path_maps: tuple[Mapping, ...] = ()  # scan_trace: every mapping applied, given and guessed
     guessed: tuple[Mapping, ...] = ()  # scan_trace: the mappings guessed from the recorded paths
     unmapped: tuple[str, ...] = ()  # scan_trace: recorded source files not found in this checkout
+
+    @property
+    def reported(self) -> list[Finding]:
+        """What a report lists: the kept findings, then the unused suppressions."""
+        return self.findings + self.unused
 
     @property
     def failed(self) -> bool:
@@ -71,9 +116,19 @@ class Scan:
         return self.summary.compiles > 0 or self.summary.recompile_limit_hits > 0
 
 
+def _analysed(
+    events: list[dict[str, Any]], project: Project, settings: Settings | None, ended_by: str, wall_s: float
+) -> tuple[Applied, Summary]:
+    from torchmend.profiler.findings import analyse
+
+    findings, summary = analyse(events, project.root, ended_by, wall_s)
+    return select(findings, project, settings, hint=SCAN_HINT), summary
+
+
 def scan(
     spec: RunSpec,
-    root: Path,
+    root: Project | Path,
+    settings: Settings | None = None,
     *,
     on_progress: Callable[[Progress], None] | None = None,
     keep_events: Path | None = None,
@@ -82,10 +137,11 @@ def scan(
     """Run the script under the collector and analyse what it did. `root` is the project: findings in files
     under it are the user's to fix. With `own_caches` (the default) the run compiles with empty inductor and
     triton caches of its own, so verify_rounds() can use it as its first before-run (a warm cache would make
-    the original look faster). How the run ended is `scan.outcome.ended_by`; nothing is raised for it."""
-    from torchmend.profiler.findings import analyse
+    the original look faster). How the run ended is `scan.outcome.ended_by`; nothing is raised for it. The
+    findings are select()ed with `settings` (None: the project's configuration)."""
     from torchmend.profiler.runner import run
 
+    project = Project.of(root)
     caches = Path(tempfile.mkdtemp(prefix="torchmend-scan-cache-")) if own_caches else None
     run_spec = (
         spec
@@ -104,18 +160,37 @@ def scan(
     finally:
         if caches is not None:
             shutil.rmtree(caches, ignore_errors=True)
-    findings, summary = analyse(outcome.events, root, outcome.ended_by, outcome.wall_s)
-    return Scan(findings, summary, outcome, spec=spec, cold=caches is not None)
+    (kept, suppressed, unused), summary = _analysed(outcome.events, project, settings, outcome.ended_by, outcome.wall_s)
+    return Scan(kept, summary, outcome, suppressed, unused, spec=spec, cold=caches is not None)
 
 
-def scan_trace(trace_dir: Path, root: Path, path_maps: Sequence[Mapping] = ()) -> Scan:
+def scan_events(
+    events: list[dict[str, Any]],
+    root: Project | Path,
+    settings: Settings | None = None,
+    *,
+    ended_by: str = "finished",
+    wall_s: float = 0.0,
+) -> Scan:
+    """The same from the events of a run made already (`torchmend scan --keep-events DIR` keeps them in
+    DIR/events.jsonl: profiler.events.read_events reads them); nothing runs."""
+    from torchmend.profiler.runner import RunOutcome
+
+    (kept, suppressed, unused), summary = _analysed(events, Project.of(root), settings, ended_by, wall_s)
+    return Scan(kept, summary, RunOutcome(events, EndedBy(ended_by), None, wall_s, "", {}), suppressed, unused)
+
+
+def scan_trace(
+    trace_dir: Path, root: Project | Path, path_maps: Sequence[Mapping] = (), settings: Settings | None = None
+) -> Scan:
     """Findings from a TORCH_TRACE directory, its source paths mapped onto this checkout (`path_maps`, plus
     mappings guessed from recorded files that do not exist here). Raises profiler.tracedir.TraceError."""
     from torchmend.profiler import pathmap
-    from torchmend.profiler.findings import analyse
     from torchmend.profiler.runner import RunOutcome
     from torchmend.profiler.tracedir import read_trace
 
+    project = Project.of(root)
+    root = project.root
     trace = read_trace(trace_dir)
     events = trace.events()
     recorded = pathmap.recorded_paths(events)
@@ -124,11 +199,13 @@ def scan_trace(trace_dir: Path, root: Path, path_maps: Sequence[Mapping] = ()) -
     maps += guessed
     missing = pathmap.unmapped(recorded, maps)
     events = pathmap.apply(events, maps)
-    findings, summary = analyse(events, root, "trace", 0.0)
+    (kept, suppressed, unused), summary = _analysed(events, project, settings, "trace", 0.0)
     return Scan(
-        findings,
+        kept,
         summary,
         RunOutcome(events, EndedBy.TRACE, None, 0.0, "", {}),
+        suppressed,
+        unused,
         trace=trace,
         path_maps=tuple(maps),
         guessed=tuple(guessed),
@@ -179,7 +256,7 @@ class Fixes:
 
 def propose(
     findings: Iterable[Finding],
-    root: Path,
+    root: Project | Path,
     select: list[str] | None = None,
     ignore: list[str] | None = None,
     read: Callable[[str], str] = sources.read_source,
@@ -187,13 +264,14 @@ def propose(
 ) -> Fixes:
     """A proposal (or a NoFix with the reason) for every finding; nothing is accepted yet. `torch_version`: the
     release the code runs on (the scanned run's, or installed_torch()), whose spelling of the torch APIs the fixes
-    write (analysis/torch_api.py); None: the newest read."""
+    write (analysis/torch_api.py); None: the newest read. The findings are taken as they are: a scan's are
+    select()ed already; `select`/`ignore` skip rules here too (for findings from elsewhere)."""
     from torchmend.analysis.source import Context
     from torchmend.codemods.base import NoFix, Proposal
     from torchmend.codemods.engine import Session, span
     from torchmend.profiler.hotspots import parse_version
 
-    session = Session(Context(str(root), read, torch_version=parse_version(torch_version)))
+    session = Session(Context(str(_root(root)), read, torch_version=parse_version(torch_version)))
     results = session.propose(findings, select, ignore)
     proposals = sorted(
         (r for r in results if isinstance(r, Proposal)), key=lambda p: (p.path, span(session.ctx.file(p.path), p))
@@ -214,14 +292,12 @@ def review(fixes: Fixes) -> Generator[Ask, str, list[Decision]]:
     return loop(fixes.session, fixes.proposals)
 
 
-def accept_all(
-    fixes: Fixes, unsafe: bool = False, unsafe_flag: str = "--unsafe", random_stream: bool = False
-) -> list[Decision]:
+def accept_all(fixes: Fixes, unsafe: bool = False, random_stream: bool = False) -> list[Decision]:
     """Accept every safe proposal (the unsafe ones too with `unsafe`, the random-stream ones only with
-    `random_stream`), skipping those that overlap."""
+    `random_stream`: Settings.unsafe and .random_stream), skipping those that overlap."""
     from torchmend.codemods.review import accept_all as accept
 
-    return accept(fixes.session, fixes.proposals, unsafe, unsafe_flag, random_stream)
+    return accept(fixes.session, fixes.proposals, unsafe, UNSAFE_OPTION, random_stream)
 
 
 # ---------------------------------------------------------------------------------------------------- verify
@@ -240,7 +316,7 @@ class RunStarted:
 def verify(
     before: RunSpec,
     after: RunSpec,
-    root: Path,
+    root: Project | Path,
     repeat: int = 1,
     rtol: float = RTOL,
     atol: float = ATOL,
@@ -257,6 +333,7 @@ def verify(
     from torchmend.verify.compare import judge
     from torchmend.verify.runs import run_arms
 
+    root = _root(root)
     total = repeat * 2 - min(len(reuse_before), repeat)
     count = iter(range(1, total + 1))
 
@@ -544,12 +621,13 @@ def _culprits(
 def verify_rounds(
     scan: Scan,
     fixes: Fixes,
-    root: Path,
+    root: Project | Path,
+    settings: Settings | None = None,
     *,
     backend: str | None = None,
     repeat: int = 1,
-    rtol: float = RTOL,
-    atol: float = ATOL,
+    rtol: float | None = None,
+    atol: float | None = None,
     on_run: Callable[[RunStarted], None] | None = None,
 ) -> Iterator[Event]:
     """Run the original and the patched sources (served from memory: nothing is written) and judge, round by
@@ -558,7 +636,8 @@ def verify_rounds(
     verified again. A change whose targeted findings are all still there after the patch did not help: it is
     withdrawn and the rest verified again, once. Yields a Round per round (Probes while bisecting, Dropped after
     a refusal, Retry before the retry) and a Verified last. `backend` overrides the script's own for these runs
-    (None keeps it); the scan is reused as the first before-run when it ran cold on the same backend."""
+    (None keeps it); the scan is reused as the first before-run when it ran cold on the same backend. `rtol` and
+    `atol` default to the settings' tolerance (None: the project's configuration's)."""
     from torchmend.codemods.engine import Conflict
     from torchmend.verify.attribution import attribute
     from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
@@ -566,6 +645,11 @@ def verify_rounds(
 
     if scan.spec is None:
         raise ValueError("a scan from a trace ran nothing here: there is no run to compare against")
+    project = Project.of(root)
+    root = project.root
+    tolerance = _settings(project, settings).tolerance
+    rtol = tolerance.rtol if rtol is None else rtol
+    atol = tolerance.atol if atol is None else atol
     session = fixes.session
     before = replace(scan.spec, backend=backend, overlay=())
     reuse: tuple[ArmRun, ...] = (
@@ -638,12 +722,12 @@ def _no_less_safe(fallback: Proposal, p: Proposal) -> bool:
 # ----------------------------------------------------------------------------------------------------- write
 
 
-def write(fixes: Fixes, root: Path, report: str | None = None) -> store.UndoRecord:
+def write(fixes: Fixes, root: Project | Path, report: str | None = None) -> store.UndoRecord:
     """Write every file the accepted changes touch, all or nothing (raises WriteRefused, and then nothing was
     written), journaled: the undo record exists before the first file is replaced (store.write_fix; `torchmend
     undo` puts the files back from it; `record.patch` is the diff). `report` (Markdown, e.g. torchmend.vcs.body.fix_report) is kept in the record for `torchmend pr`."""
     summary = "; ".join(f"{p.rule} {fixes.where(p)}" for p in fixes.session.accepted)
-    return store.write_fix(fixes.changes(), root, patch_bytes(fixes), summary, report=report)
+    return store.write_fix(fixes.changes(), _root(root), patch_bytes(fixes), summary, report=report)
 
 
 def patch_bytes(fixes: Fixes) -> bytes:

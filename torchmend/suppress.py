@@ -26,6 +26,7 @@ from typing import NamedTuple
 from torchmend import rules
 from torchmend.config import Config
 from torchmend.model import Finding, Severity, Where
+from torchmend.settings import Selection
 from torchmend.sources import read_source
 
 UNUSED = "TM903"
@@ -124,6 +125,7 @@ def apply_suppressions(
     files: Iterable[str] | None = None,
     hint: str | None = None,
     texts: dict[str, str] | None = None,
+    selection: Selection | None = None,
 ) -> Applied:
     """Split `findings` into kept and suppressed, and report unused suppressions as TM903 findings.
 
@@ -131,10 +133,15 @@ def apply_suppressions(
     when per-file-ignores match its file, or when a suppression comment covers its line. Unused suppressions are
     looked for in `files` (absolute paths; default: the project files the findings point at), for rules the run
     could have reported there (selected, not ignored for the file); `hint` is added to their reason (scan:
-    SCAN_HINT). `texts`: sources already read, by path (default: read from disk).
+    SCAN_HINT). `texts`: sources already read, by path (default: read from disk). `selection` (Settings.selection:
+    select, ignore and the per-file ignores resolved) stands for `config`, `select` and `ignore` together.
     """
     root = Path(os.path.abspath(root))
-    config = config or Config.empty()
+    if selection is None:
+        per_file = (config or Config.empty()).resolve().selection
+        selection = Selection(
+            None if select is None else tuple(select), tuple(ignore or ()), per_file.per_file, per_file.base
+        )
     findings = list(findings)
     targets = {id(f): _target(f, root) for f in findings}
     paths = dict.fromkeys(t[0] for t in targets.values() if t is not None)
@@ -145,11 +152,8 @@ def apply_suppressions(
     kept: list[Finding] = []
     suppressed: list[Finding] = []
     for f in findings:
-        if not rules.select([f.rule], select, ignore):
-            suppressed.append(f)
-            continue
         target = targets[id(f)]
-        if target is not None and _matches(f.rule, config.ignored_codes(target[0])):
+        if not selection.selects(f.rule, None if target is None else target[0]):
             suppressed.append(f)
             continue
         hit = False
@@ -164,12 +168,9 @@ def apply_suppressions(
         (suppressed if hit else kept).append(f)
     unused: list[Finding] = []
     for path, source in comments.items():
-        if not rules.select([UNUSED], select, ignore) or _matches(UNUSED, config.ignored_codes(path)):
+        if not selection.selects(UNUSED, path):
             continue  # TM903 is a rule like the others: --ignore TM903 turns it off
-        possible = [
-            c for c in rules.select(list(rules.BY_CODE), select, ignore) if not _matches(c, config.ignored_codes(path))
-        ]
-        possible = [c for c in possible if c != UNUSED]
+        possible = [c for c in rules.BY_CODE if c != UNUSED and selection.selects(c, path)]
         for s in source.suppressions:
             codes = s.codes if s.codes is not None else (None,)
             idle = [c for c in codes if (s.path, s.line, s.text, c) not in used]

@@ -84,7 +84,8 @@ def test_a_recorded_scan_gives_one_annotation_per_finding_with_its_fix():
     tm103 = parsed[2][2]
     assert "`torchmend fix` proposes a change (safe): compute every branch and pick with torch.where" in tm103
     assert "PyTorch's page: https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0170.html" in tm103
-    assert report("github", findings, root) == text
+    assert report("github", findings, root, text_fixes(pipeline.propose(findings, root))) == text
+    assert "proposes a change" not in report("github", findings, root)  # formatting runs no codemod itself
 
 
 def test_library_findings_are_annotated_at_the_users_line_or_without_a_file():

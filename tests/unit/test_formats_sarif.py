@@ -252,12 +252,15 @@ def test_columns_and_a_file_that_cannot_be_read(tmp_path: Path):
 
 def test_report_is_the_one_call_a_command_makes():
     findings, root = recorded_findings("several")
-    text = report("sarif", findings, root, run_properties={"summary": {"steps": 3}})
+    fixes = text_fixes(pipeline.propose(findings, root))
+    text = report("sarif", findings, root, fixes, run_properties={"summary": {"steps": 3}})
     assert text.endswith("}\n")
     log = json.loads(text)
     validate(log)
     assert log["runs"][0]["properties"] == {"summary": {"steps": 3}}
-    assert sum("fixes" in r for r in log["runs"][0]["results"]) == 5  # report() asked the codemods itself
+    assert sum("fixes" in r for r in log["runs"][0]["results"]) == 5  # the command's proposals, as text edits
+    bare = json.loads(report("sarif", findings, root))
+    assert not any("fixes" in r for r in bare["runs"][0]["results"])  # formatting runs no codemod itself
     with pytest.raises(ValueError):
         report("table", findings, root)
 

@@ -1,5 +1,5 @@
-"""`torchmend config`: the effective settings and where each came from; and config_for(), the one way every command
-reads `[tool.torchmend]` (a bad configuration exits with CONFIG_INVALID before anything runs)."""
+"""`torchmend config`: the effective settings and where each came from. The configuration is read as every command
+reads it, through torchmend.project.Project (a bad one exits with CONFIG_INVALID before anything runs)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
 from rich.text import Text
 
 from torchmend.cli import options as o
-from torchmend.cli.app import Format, app, fail, out
-from torchmend.cli.exitcodes import ExitCode
+from torchmend.cli.app import Format, app, out
 
 if TYPE_CHECKING:
     from torchmend.config import Config
@@ -23,12 +21,12 @@ if TYPE_CHECKING:
 def config_for(start: Path | None) -> Config:
     """The configuration that applies to `start` (a script or a folder; None: the current directory); a bad one
     ends the command with CONFIG_INVALID and the file, key and line."""
-    from torchmend.config import ConfigError, load_config
+    from torchmend.cli.context import project_errors
+    from torchmend.project import Project
 
-    try:
-        return load_config(Path(os.path.abspath(start if start is not None else Path.cwd())))
-    except ConfigError as e:
-        fail(ExitCode.CONFIG_INVALID, escape(str(e)))
+    start = Path(os.path.abspath(start if start is not None else Path.cwd()))
+    with project_errors():
+        return Project.at(start if start.is_dir() else start.parent).config
 
 
 def _shown(value: Any) -> str:

@@ -37,8 +37,8 @@ def example(
         Optional[list[str]],
         typer.Argument(
             metavar="[-- FIX_OPTIONS]",
-            help="More options for `fix`, after `--` (e.g. `-- --diff --unsafe`); with any, fix runs with those "
-            "alone (no --yes --unsafe off a terminal).",
+            help="More options for `fix`, after `--` (e.g. `-- --diff --unsafe-fixes`); with any, fix runs with those "
+            "alone (no --yes --unsafe-fixes off a terminal).",
             show_default=False,
         ),
     ] = None,
@@ -54,14 +54,14 @@ def example(
 ) -> None:
     """Copy the bundled example (a small trainer with several torch.compile problems at once) into a folder of its
     own and run `torchmend fix train.py --backend aot_eager` there. On a terminal fix asks about each change; off a
-    terminal it applies them all (`--yes --unsafe`) and prints each change it wrote with its diff. The folder is
+    terminal it applies them all (`--yes --unsafe-fixes`) and prints each change it wrote with its diff. The folder is
     named at the end: `torchmend undo --project DIR` puts the file back.
 
     Examples:
 
       torchmend example
 
-      torchmend example --into ./tm-example -- --diff --unsafe
+      torchmend example --into ./tm-example -- --diff --unsafe-fixes
     """
     source = bundled_example()
     if source is None:
@@ -80,7 +80,7 @@ def example(
     shutil.copyfile(source, script)
     out.print(f"copied the bundled example to {script}")
     extra = list(fix_args or [])
-    mode = [] if sys.stdin.isatty() or extra else ["--yes", "--unsafe"]
+    mode = [] if sys.stdin.isatty() or extra else ["--yes", "--unsafe-fixes"]
     # `fix` itself, parsed and run as if typed: its exit code and messages are the command's own.
     # (typer's group: click's, or from typer 0.28 its own copy of click, so no isinstance on either)
     parent = ctx.parent

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -17,6 +16,8 @@ from torchmend.cli.exitcodes import ExitCode
 if TYPE_CHECKING:
     from torchmend.lint import LintResult
     from torchmend.model import Finding
+    from torchmend.project import Project
+    from torchmend.settings import Settings
 
 JSON_SCHEMA = "torchmend.lint/1"
 
@@ -48,15 +49,8 @@ def lint(
         bool,
         typer.Option("--fix", help="Apply the safe fixes (the codemods of `torchmend fix`), then report what remains."),
     ] = False,
-    unsafe_fixes: Annotated[
-        Optional[bool],
-        typer.Option(
-            "--unsafe-fixes/--no-unsafe-fixes",
-            help="With --fix or --diff: the unsafe fixes too (they can change output). Default: `unsafe-fixes` in "
-            "[tool.torchmend], else off.",
-            show_default=False,
-        ),
-    ] = None,
+    unsafe_fixes: o.Unsafe = None,
+    unsafe: o.UnsafeAlias = None,
     diff: Annotated[
         bool,
         typer.Option(
@@ -108,58 +102,65 @@ def lint(
 
       torchmend lint --add-ignore     (silence what is there today; report only what is new)
     """
-    from torchmend.cli.config import config_for
-    from torchmend.cli.running import project_root_of
-    from torchmend.lint import PathNotFound, lint_paths
-    from torchmend.suppress import apply_suppressions
+    from torchmend.cli.context import project_errors, resolved
+    from torchmend.project import Project
 
-    if sum((fix, diff, add_ignore)) > 1:
-        fail(ExitCode.USAGE, "choose one of --fix, --diff and --add-ignore")
-    if unsafe_fixes and not (fix or diff):
-        fail(ExitCode.USAGE, "--unsafe-fixes goes with --fix or --diff")
-    given = list(paths or [Path(".")])
-    missing = [p for p in given if not p.exists()]
-    if missing:
-        fail(ExitCode.SCRIPT_NOT_FOUND, f"{missing[0]} does not exist")
-    first = given[0] if given[0].is_dir() else given[0].parent
-    cfg = config_for(first)  # a bad [tool.torchmend] stops here (exit 24)
-    select, ignore = cfg.get("select", select), cfg.get("ignore", ignore)
-    unsafe = bool(cfg.get("unsafe-fixes", unsafe_fixes))
-    root = (project or cfg.get("project-root") or project_root_of(first)).resolve()
-
-    def run_lint() -> tuple[LintResult, int, list[Finding]]:
-        """(the result with the findings kept, how many were suppressed, the unused suppressions)."""
-        try:
-            # select/ignore are applied with the suppressions, so that what they leave out is counted as suppressed
-            result = lint_paths(given, root, cache=not no_cache, excluded=cfg.excluded)
-        except PathNotFound as e:
-            fail(ExitCode.SCRIPT_NOT_FOUND, str(e))
-        # Comments are looked for only in files that have one: tokenizing every file would cost more than the lint.
-        commented = [p for p in result.files if _mentions_suppression(p)]
-        kept, suppressed, unused = apply_suppressions(
-            result.findings, root, config=cfg, select=select, ignore=ignore, files=commented
-        )
-        if not show_possible:
-            result.hidden = sum(f.confidence == "possible" for f in kept)
-            kept = [f for f in kept if f.confidence != "possible"]
-        result.findings = kept
-        return result, len(suppressed), unused
-
-    result, suppressed, unused = run_lint()
+    unsafe_fixes = unsafe_fixes if unsafe is None else unsafe  # --unsafe: fix's older spelling
+    given = _given(paths, fix, diff, add_ignore, unsafe_fixes)
+    with project_errors():  # a bad [tool.torchmend] stops here (exit 24)
+        project_ = Project.for_paths(given, project)
+    settings = resolved(project_, select=select, ignore=ignore, unsafe_fixes=unsafe_fixes)
+    result, suppressed, unused = _lint(given, project_, settings, show_possible, no_cache)
     for line in result.errors:
         err.print(f"[yellow]warning:[/] {line}")
     findings = result.findings
     if fix or diff:
         # Beside a machine-read report on stdout, what --fix says goes to stderr.
-        findings, wrote = _apply(result, root, select, ignore, unsafe, write=fix, say=out if format == "table" else err)
+        findings, wrote = _apply(result, project_, settings, write=fix, say=out if format == "table" else err)
         if wrote:  # report what is left where it now is: the fixes moved lines
-            result, suppressed, unused = run_lint()
+            result, suppressed, unused = _lint(given, project_, settings, show_possible, no_cache)
             findings = result.findings
     elif add_ignore:
-        findings = _add_ignores(findings, root)
-    print_lint(out if not diff else err, result, findings + unused, format, root, suppressed)
+        findings = _add_ignores(findings, project_)
+    print_lint(out if not diff else err, result, findings + unused, format, project_.root, suppressed)
     if findings and not exit_zero:
         raise typer.Exit(int(ExitCode.FINDINGS))
+
+
+def _given(paths: list[Path] | None, fix: bool, diff: bool, add_ignore: bool, unsafe: bool | None) -> list[Path]:
+    """The options that go together, and the paths to lint (each must exist; default: the current folder)."""
+    if sum((fix, diff, add_ignore)) > 1:
+        fail(ExitCode.USAGE, "choose one of --fix, --diff and --add-ignore")
+    if unsafe and not (fix or diff):
+        fail(ExitCode.USAGE, "--unsafe-fixes goes with --fix or --diff")
+    given = list(paths or [Path(".")])
+    missing = [p for p in given if not p.exists()]
+    if missing:
+        fail(ExitCode.SCRIPT_NOT_FOUND, f"{missing[0]} does not exist")
+    return given
+
+
+def _lint(
+    given: list[Path], project: Project, settings: Settings, show_possible: bool, no_cache: bool
+) -> tuple[LintResult, int, list[Finding]]:
+    """Lint the paths and select the findings (pipeline.select, as a scan's): (the result with the findings kept,
+    how many were suppressed, the unused suppressions)."""
+    from torchmend import pipeline
+    from torchmend.lint import PathNotFound, lint_paths
+
+    try:
+        # select/ignore are applied with the suppressions, so that what they leave out is counted as suppressed
+        result = lint_paths(given, project.root, cache=not no_cache, excluded=settings.excluded)
+    except PathNotFound as e:
+        fail(ExitCode.SCRIPT_NOT_FOUND, str(e))
+    # Comments are looked for only in files that have one: tokenizing every file would cost more than the lint.
+    commented = [p for p in result.files if _mentions_suppression(p)]
+    kept, suppressed, unused = pipeline.select(result.findings, project, settings, files=commented)
+    if not show_possible:
+        result.hidden = sum(f.confidence == "possible" for f in kept)
+        kept = [f for f in kept if f.confidence != "possible"]
+    result.findings = kept
+    return result, len(suppressed), unused
 
 
 def _mentions_suppression(path: str) -> bool:
@@ -170,18 +171,18 @@ def _mentions_suppression(path: str) -> bool:
         return False
 
 
-def _add_ignores(findings: list[Finding], root: Path) -> list[Finding]:
+def _add_ignores(findings: list[Finding], project: Project) -> list[Finding]:
     """Write the suppression comments for `findings`; the findings left (those in files it could not write)."""
     from torchmend.store import ProjectBusy, WriteRefused
     from torchmend.suppress import write_ignores
 
     try:
-        written = write_ignores(findings, root)
+        written = write_ignores(findings, project.root)
     except ProjectBusy as e:
         fail(ExitCode.PROJECT_BUSY, f"nothing was written: {e}")
     except WriteRefused as e:
         fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
-    shown = ", ".join(os.path.relpath(p, root) for p in written)
+    shown = ", ".join(project.display(p) for p in written)
     out.print(
         f"[bold green]Added suppression comments for {len(findings)} finding(s)[/]"
         + (f" in {shown}" if written else "")
@@ -191,23 +192,17 @@ def _add_ignores(findings: list[Finding], root: Path) -> list[Finding]:
 
 
 def _apply(
-    result: LintResult,
-    root: Path,
-    select: list[str] | None,
-    ignore: list[str] | None,
-    unsafe: bool,
-    write: bool,
-    say: Console,
+    result: LintResult, project: Project, settings: Settings, write: bool, say: Console
 ) -> tuple[list[Finding], bool]:
     """Propose and accept the fixes as `fix --yes` does; print the diff (write=False) or write the files. Returns
     the findings no accepted change fixes, and whether files were written."""
     from torchmend import pipeline
-    from torchmend.cli.fix import check_journal
+    from torchmend.cli.context import check_journal
     from torchmend.codemods.review import ACCEPTED, CONFLICT
 
-    check_journal(root, writes=write)
-    fixes = pipeline.propose(result.findings, root, select, ignore, torch_version=pipeline.installed_torch())
-    decisions = pipeline.accept_all(fixes, unsafe, unsafe_flag="--unsafe-fixes")
+    check_journal(project, writes=write)
+    fixes = pipeline.propose(result.findings, project, torch_version=pipeline.installed_torch())
+    decisions = pipeline.accept_all(fixes, settings.unsafe)
     ui = say if write else err
     for d in decisions:
         if d.outcome == CONFLICT or (d.detail and d.outcome != ACCEPTED):
@@ -218,12 +213,12 @@ def _apply(
         write_stdout(pipeline.patch_bytes(fixes))
         return result.findings, False  # nothing was written: every finding is still there
     if not fixes.changes():
-        unsafe_left = sum(p.safety == "unsafe" for p in fixes.proposals) if not unsafe else 0
+        unsafe_left = sum(p.safety == "unsafe" for p in fixes.proposals) if not settings.unsafe else 0
         more = f" ({unsafe_left} unsafe: --unsafe-fixes)" if unsafe_left else ""
         ui.print(f"No fix applied{more}; nothing written.")
         return remaining, False
     try:
-        record = pipeline.write(fixes, root)
+        record = pipeline.write(fixes, project)
     except pipeline.ProjectBusy as e:
         fail(ExitCode.PROJECT_BUSY, f"nothing was written: {e}")
     except pipeline.WriteRefused as e:
@@ -245,7 +240,8 @@ def print_lint(
         from torchmend import pipeline
         from torchmend.cli import formats
 
-        text = formats.report(format, findings, root, torch_version=pipeline.installed_torch())
+        proposed = pipeline.propose(findings, root, torch_version=pipeline.installed_torch())
+        text = formats.report(format, findings, root, formats.text_fixes(proposed))
         if console is out:
             print(text, end="")
         else:  # with --diff, stdout carries the patch

@@ -1,12 +1,16 @@
-"""Command-line options that scan and fix share (so their help text and limits cannot drift apart)."""
+"""Command-line options the commands share (so their help text and limits cannot drift apart): the run (scan, fix,
+verify, tune), the selection, applying changes (fix, lint), verifying (fix, verify) and shipping (fix --pr, pr)."""
 
 from __future__ import annotations
 
 import math
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+from torchmend.verify.numerics import ATOL, RTOL
 
 
 def finite_seconds(value: float | None) -> float | None:
@@ -129,3 +133,143 @@ PathMap = Annotated[
         show_default=False,
     ),
 ]
+FixFromTrace = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--from-trace",
+        help="Propose changes from a TORCH_TRACE directory written by a run elsewhere, without running anything (the "
+        "changes are not verified).",
+        show_default=False,
+    ),
+]
+
+# ------------------------------------------------------------------------------------- applying the changes
+
+# The one spelling of the opt-in for unsafe changes (fix, lint, `unsafe-fixes` in pyproject.toml, as in Ruff);
+# fix's older --unsafe stays as a hidden alias.
+Unsafe = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--unsafe-fixes/--no-unsafe-fixes",
+        help="With --yes, --fix or --diff: include the unsafe changes (they can change output or numerics; each says "
+        "how). Default: `unsafe-fixes` in pyproject.toml, else no.",
+        show_default=False,
+    ),
+]
+UnsafeAlias = Annotated[
+    Optional[bool], typer.Option("--unsafe/--no-unsafe", hidden=True, help="--unsafe-fixes", show_default=False)
+]
+RandomStream = Annotated[
+    Optional[bool],
+    typer.Option(
+        "--allow-random-stream/--no-allow-random-stream",
+        help="With --yes or --diff: include the changes that alter the random stream but keep the "
+        "distribution (a LayerDrop skip picked with torch.where); --unsafe-fixes alone never applies them, and "
+        "verification compares several seeds per arm as distributions. Default: `allow-random-stream` in "
+        "pyproject.toml, else no.",
+        show_default=False,
+    ),
+]
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="Apply every safe change without asking.")]
+Diff = Annotated[
+    bool,
+    typer.Option(
+        "--diff",
+        help="Print one unified diff of the changes (safe ones; --unsafe-fixes for all) to stdout and write nothing. "
+        "It applies with `git apply` or `patch -p1` from the project root.",
+    ),
+]
+Check = Annotated[
+    bool, typer.Option("--check", help="Write nothing; list the changes and exit 6 when there are any (for CI).")
+]
+Quiet = Annotated[
+    bool, typer.Option("--quiet", "-q", help="With --yes: one line per written change instead of its diff.")
+]
+NoVerify = Annotated[bool, typer.Option("--no-verify", help="Write without verifying the changes first.")]
+VerifyBackend = Annotated[
+    Optional[str],
+    typer.Option(
+        help="Backend for the verification runs. Default: --backend (or `backend` in pyproject.toml), else "
+        "the script's own (inductor unless it says otherwise), which is what timings should use; aot_eager is "
+        "fast on a CPU."
+    ),
+]
+
+
+class CheckFormat(str, Enum):
+    """How `fix --check` lists what it would change (docs/formats.md). No json: scan --format json has the findings."""
+
+    table = "table"
+    sarif = "sarif"
+    github = "github"
+
+
+CheckFormatOption = Annotated[
+    CheckFormat,
+    typer.Option(
+        "--format",
+        "-f",
+        help="With --check: how to list the changes: table, sarif (SARIF 2.1.0: every finding, each change as its "
+        "fix) or github (workflow annotations); see docs/formats.md.",
+    ),
+]
+
+# ------------------------------------------------------------------------------------------------ verifying
+
+Repeat = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        max=50,
+        help="Run each arm N times, interleaved (A B A B ...), and "
+        "report medians with min–max, so noise is visible. Speed is judged only "
+        "with N >= 2.",
+    ),
+]
+Seed = Annotated[
+    int,
+    typer.Option(
+        help="Seed torch, random and numpy identically in both arms before the "
+        "script runs (a script that seeds itself keeps its own seed)."
+    ),
+]
+Rtol = Annotated[
+    Optional[float],
+    typer.Option(
+        min=0, help=f"Relative tolerance for losses and final parameters. Default: {RTOL}.", show_default=False
+    ),
+]
+Atol = Annotated[
+    Optional[float],
+    typer.Option(
+        min=0, help=f"Absolute tolerance for losses and final parameters. Default: {ATOL}.", show_default=False
+    ),
+]
+
+# ------------------------------------------------------------------------------------- shipping (pr, fix --pr)
+
+Pr = Annotated[
+    bool,
+    typer.Option(
+        "--pr",
+        help="After writing, ship the changes as a branch, one commit and a GitHub pull request with the findings and "
+        "the verification (as `torchmend pr`; checked before anything runs).",
+    ),
+]
+Remote = Annotated[
+    Optional[str], typer.Option(help="With --pr: the git remote to push to. Default: origin.", show_default=False)
+]
+Base = Annotated[
+    Optional[str], typer.Option(help="With --pr: the branch the pull request goes into.", show_default=False)
+]
+Repo = Annotated[
+    Optional[str],
+    typer.Option(
+        help="With --pr: OWNER/NAME of the GitHub repository, when the remote URL does not say.", show_default=False
+    ),
+]
+ApiUrl = Annotated[
+    Optional[str],
+    typer.Option(help="With --pr: the GitHub REST API (GitHub Enterprise: https://HOST/api/v3).", show_default=False),
+]
+TokenEnv = Annotated[str, typer.Option(help="With --pr: the environment variable holding the GitHub token.")]

@@ -170,14 +170,15 @@ def pr(
 
     Example: GITHUB_TOKEN=... torchmend pr --dry-run
     """
-    from torchmend.cli.config import config_for
-    from torchmend.cli.running import project_root_for
+    from torchmend.cli.context import project_errors, resolved
+    from torchmend.project import Project
     from torchmend.store import undo_records
     from torchmend.vcs.ship import PrOptions
 
-    cfg = config_for(project or Path.cwd())
-    project, remote, base = cfg.get("project-root", project), cfg.get("remote", remote), cfg.get("base", base)
-    root = (project or project_root_for(Path.cwd() / "x")).resolve()
+    with project_errors():  # the configuration is looked for from --project, else the current directory
+        found = Project.at(project or Path.cwd(), project)
+    settings = resolved(found, remote=remote, base=base)
+    root = found.root
     records = undo_records(root)
     if not records:
         fail(
@@ -191,8 +192,8 @@ def pr(
         root,
         records[-1],
         PrOptions(
-            remote=remote,
-            base=base,
+            remote=settings.remote,
+            base=settings.base,
             repo=repo,
             api_url=api_url,
             token_env=token_env,

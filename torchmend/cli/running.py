@@ -4,7 +4,6 @@ exits for runs that show nothing (shared by scan and fix)."""
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -20,49 +19,8 @@ from torchmend.profiler import pathmap
 if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
     from torchmend.pipeline import Scan
     from torchmend.profiler.runner import Progress, RunOutcome, RunSpec
-
-
-def project_root_for(script: Path) -> Path:
-    """The git work tree holding the script, else the script's directory."""
-    return project_root_of(Path(os.path.abspath(script)).parent)
-
-
-def project_root_of(directory: Path) -> Path:
-    """The git work tree holding the directory, else the directory itself; found from the path as given, links
-    not followed (a link into another tree does not move the project there), then resolved."""
-    directory = Path(os.path.abspath(directory))
-    for d in [directory, *directory.parents]:
-        if (d / ".git").exists():
-            return d.resolve()
-    return directory.resolve()
-
-
-def given_script(script: Path, args: list[str] | None, nproc_per_node: int | None) -> Path:
-    """The script's path as the command line gave it (after a torchrun command too), absolute, links not
-    resolved: the project is drawn from it, whatever the links say (RunSpec.script is resolved)."""
-    from torchmend.profiler.launch import resolve
-
-    return Path(os.path.abspath(resolve(str(script), list(args or ()), nproc_per_node).script))
-
-
-def config_start(script: Path | None, args: list[str] | None, nproc_per_node: int | None) -> Path:
-    """Where the configuration is looked for: the script's folder (after a torchrun command too), else the
-    current directory."""
-    from torchmend.profiler.launch import LaunchError
-
-    if script is None:
-        return Path.cwd()
-    try:
-        return given_script(script, args, nproc_per_node).parent
-    except LaunchError:  # run_spec reports it
-        return Path.cwd()
-
-
-def link_outside(path: Path | str, root: Path) -> Path | None:
-    """Where `path` really is, when a symbolic link (of the file or of a folder on its way) puts it outside the
-    project `root`; else None. torchmend reads such a file but never edits it."""
-    real = Path(os.path.realpath(path))
-    return None if real.is_relative_to(root.resolve()) else real
+    from torchmend.project import Project
+    from torchmend.settings import Settings
 
 
 def check_script(script: Path) -> None:
@@ -91,7 +49,8 @@ def _progress_line(label: str, p: Progress) -> Text:
 
 def scan_with_progress(
     spec: RunSpec,
-    root: Path,
+    project: Project,
+    settings: Settings,
     live: bool,
     label: str = "running",
     keep_events: Path | None = None,
@@ -107,17 +66,19 @@ def scan_with_progress(
         with Live(_progress_line(label, Progress()), console=console, transient=True, refresh_per_second=8) as view:
             return scan(
                 spec,
-                root,
+                project,
+                settings,
                 on_progress=lambda p: view.update(_progress_line(label, p)),
                 keep_events=keep_events,
                 own_caches=own_caches,
             )
-    return scan(spec, root, keep_events=keep_events, own_caches=own_caches)
+    return scan(spec, project, settings, keep_events=keep_events, own_caches=own_caches)
 
 
 def profile(
     spec: RunSpec,
-    root: Path,
+    project: Project,
+    settings: Settings,
     live: bool,
     show_output: bool = False,
     keep_events: Path | None = None,
@@ -125,13 +86,13 @@ def profile(
     label: str = "running",
     own_caches: bool = False,
 ) -> Scan:
-    """Run the script under the collector (pipeline.scan); exit with the documented code when the run shows
-    nothing. `own_caches`: compile with empty caches of its own (fix: the scan stands in for verify's first
+    """Run the script under the collector (pipeline.scan: its findings selected with `settings`); exit with the
+    documented code when the run shows nothing. `own_caches`: compile with empty caches of its own (fix: the scan stands in for verify's first
     before-run)."""
 
     with stop_on_signals("the script was stopped; nothing was written"):
         result = scan_with_progress(
-            spec, root, live, label, keep_events=keep_events, console=console, own_caches=own_caches
+            spec, project, settings, live, label, keep_events=keep_events, console=console, own_caches=own_caches
         )
     outcome = result.outcome
     warn_left_running(outcome)
@@ -256,7 +217,9 @@ def run_spec(
     return RunSpec(script=path.resolve(), args=launch.args, launcher=launch.launcher, cwd=Path.cwd(), **fields)  # type: ignore[arg-type]
 
 
-def profile_trace(trace_path: Path, root: Path, path_map: list[str] | None, console: Console = out) -> Scan:
+def profile_trace(
+    trace_path: Path, project: Project, settings: Settings, path_map: list[str] | None, console: Console = out
+) -> Scan:
     """Findings from a TORCH_TRACE directory (pipeline.scan_trace), with its source paths mapped onto this
     checkout; says which mappings were guessed and which files cannot be found."""
     from torchmend.pipeline import scan_trace
@@ -267,7 +230,7 @@ def profile_trace(trace_path: Path, root: Path, path_map: list[str] | None, cons
     except pathmap.PathMapError as e:
         fail(ExitCode.USAGE, str(e))
     try:
-        result = scan_trace(trace_path, root, maps)
+        result = scan_trace(trace_path, project, maps, settings)
     except TraceError as e:
         fail(ExitCode.TRACE_UNREADABLE, str(e))
     for m in result.guessed:
@@ -288,3 +251,52 @@ def profile_trace(trace_path: Path, root: Path, path_map: list[str] | None, cons
     if not result.compiled:
         fail(ExitCode.TRACE_UNREADABLE, f"the trace under {trace_path} records no completed compilation")
     return result
+
+
+def spec_of(
+    settings: Settings,
+    script: Path | None,
+    args: list[str] | None,
+    nproc_per_node: int | None,
+    from_trace: Path | None,
+    path_map: list[str] | None,
+    **fields: object,
+) -> RunSpec | None:
+    """The run scan and fix make (budget and backend from `settings`; `fields`: more of RunSpec's, the seed), or
+    None when the findings come from a trace (`--from-trace` without a script)."""
+    if from_trace is not None and script is None:
+        return None
+    if path_map:
+        fail(ExitCode.USAGE, "--path-map goes with --from-trace")
+    return run_spec(
+        script,
+        args,
+        nproc_per_node,
+        from_trace,
+        steps=settings.steps,
+        timeout=settings.timeout,
+        backend=settings.backend,
+        **fields,
+    )
+
+
+def scan_of(
+    spec: RunSpec | None,
+    project: Project,
+    settings: Settings,
+    from_trace: Path | None,
+    path_map: list[str] | None,
+    *,
+    console: Console,
+    live: bool,
+    show_output: bool = False,
+    keep_events: Path | None = None,
+    label: str = "running",
+    own_caches: bool = False,
+) -> Scan:
+    """The findings of the run (profile()), or of the trace when `spec` is None (profile_trace()); selected and
+    suppressed by the pipeline, the documented exits taken."""
+    if spec is None:
+        assert from_trace is not None  # spec_of() gives None only for a trace
+        return profile_trace(from_trace, project, settings, path_map, console=console)
+    return profile(spec, project, settings, live, show_output, keep_events, console, label, own_caches)

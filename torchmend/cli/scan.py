@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from torchmend import rules
 from torchmend.cli import options as o
-from torchmend.cli.app import Format, app, err, fail, out
+from torchmend.cli.app import Format, app, err, out
 from torchmend.cli.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from torchmend.pipeline import Scan
 
 
 @app.command(short_help="Report every graph break and recompilation at your source line.")
@@ -61,86 +64,66 @@ def scan(
 
       torchmend scan --from-trace /logs/job-1234 --path-map /home/alice/proj=.
     """
-    from torchmend.cli.config import config_for
-    from torchmend.cli.render import print_scan
-    from torchmend.cli.running import (
-        config_start,
-        profile,
-        profile_trace,
-        project_root_for,
-        project_root_of,
-        run_spec,
-        warn_failed_after_compile,
-    )
-    from torchmend.profiler.report import scan_report
-    from torchmend.suppress import SCAN_HINT, apply_suppressions
+    from torchmend.cli.context import resolved, script_project
+    from torchmend.cli.running import scan_of, spec_of, warn_failed_after_compile
 
-    cfg = config_for(config_start(script, args, nproc_per_node))  # a bad one stops here, before anything runs
-    steps, timeout, backend = cfg.get("steps", steps), cfg.get("timeout", timeout), cfg.get("backend", backend)
-    select, ignore, project = cfg.get("select", select), cfg.get("ignore", ignore), cfg.get("project-root", project)
-    if from_trace is not None and script is None:
-        root = (project or project_root_of(Path.cwd())).resolve()
-        result = profile_trace(from_trace, root, path_map, console=out if format.for_people else err)
-        spec = None
-    else:
-        spec = run_spec(script, args, nproc_per_node, from_trace, steps=steps, timeout=timeout, backend=backend)
-        if path_map:
-            fail(ExitCode.USAGE, "--path-map goes with --from-trace")
-        root = (project or project_root_for(spec.script)).resolve()
-        result = profile(
-            spec,
-            root,
-            live=format.for_people and out.is_terminal,
-            show_output=show_output,
-            keep_events=keep_events,
-            console=out if format.for_people else err,
-        )
-    kept, suppressed, unused = apply_suppressions(
-        result.findings, root, config=cfg, select=select, ignore=ignore, hint=SCAN_HINT
+    project_, _ = script_project(script, args, nproc_per_node, project)  # a bad configuration stops here
+    settings = resolved(project_, select=select, ignore=ignore, steps=steps, timeout=timeout, backend=backend)
+    spec = spec_of(settings, script, args, nproc_per_node, from_trace, path_map)
+    ui = out if format.for_people else err
+    live = format.for_people and out.is_terminal
+    result = scan_of(
+        spec,
+        project_,
+        settings,
+        from_trace,
+        path_map,
+        console=ui,
+        live=live,
+        show_output=show_output,
+        keep_events=keep_events,
     )
-    findings = kept + unused
-    if format is Format.json:
-        print(
-            json.dumps(
-                scan_report(
-                    spec,
-                    str(root),
-                    findings,
-                    result.summary,
-                    result.outcome,
-                    trace=result.trace,
-                    path_maps=result.path_maps,
-                ),
-                indent=2,
-            )
-        )
-    elif format is Format.table:
-        print_scan(out, findings, result.summary)
-        if suppressed:
-            out.print(
-                f"[dim]{len(suppressed)} finding{'s' * (len(suppressed) != 1)} suppressed "
-                "(ignore comments, --select/--ignore, per-file-ignores)[/]"
-            )
-    else:
-        from torchmend import pipeline
-        from torchmend.cli.formats import report
-
-        summary = result.summary
-        print(
-            report(
-                format,
-                findings,
-                root,
-                run_properties={"summary": summary.to_json()},
-                torch_version=summary.torch_version or pipeline.installed_torch(),
-            ),
-            end="",
-        )
+    _render(format, result, project_.root)
     if result.failed:
         warn_failed_after_compile(result)
         raise typer.Exit(int(ExitCode.SCRIPT_FAILED_AFTER_COMPILE))
-    if fail_on_findings and not exit_zero and any(f.severity == "fix" for f in findings):
+    if fail_on_findings and not exit_zero and any(f.severity == "fix" for f in result.reported):
         raise typer.Exit(int(ExitCode.FINDINGS))
+
+
+def _render(format: Format, result: Scan, root: Path) -> None:
+    """The scan's report on stdout, in `format`."""
+    findings = result.reported
+    if format is Format.json:
+        from torchmend.profiler.report import scan_report
+
+        report = scan_report(
+            result.spec,
+            str(root),
+            findings,
+            result.summary,
+            result.outcome,
+            trace=result.trace,
+            path_maps=result.path_maps,
+        )
+        print(json.dumps(report, indent=2))
+    elif format is Format.table:
+        from torchmend.cli.render import print_scan
+
+        print_scan(out, findings, result.summary)
+        if result.suppressed:
+            n = len(result.suppressed)
+            out.print(
+                f"[dim]{n} finding{'s' * (n != 1)} suppressed (ignore comments, --select/--ignore, per-file-ignores)[/]"
+            )
+    else:
+        from torchmend import pipeline
+        from torchmend.cli import formats
+
+        version = result.summary.torch_version or pipeline.installed_torch()
+        fixes = formats.text_fixes(pipeline.propose(result.findings, root, torch_version=version))
+        summary = {"summary": result.summary.to_json()}
+        print(formats.report(format, findings, root, fixes, run_properties=summary), end="")
 
 
 @app.command("rules", short_help="List the rule codes and the fix for each.")

@@ -108,18 +108,15 @@ def tune(
 
       torchmend tune train.py --backend aot_eager --repeat 1      (a quick check on a CPU)
     """
-    from torchmend.cli.running import project_root_for, run_spec, stopped
+    from torchmend.cli.running import run_spec, stopped
     from torchmend.interrupts import STOPPING
-    from torchmend.tune.settings import SettingError, parse_all
+    from torchmend.project import Project
 
     spec = run_spec(script, args, None, None, steps=steps, timeout=timeout)
     if spec.ranked:
         fail(ExitCode.USAGE, "tune runs the script as one process: give the script, not a torchrun command")
-    try:
-        chosen = parse_all(settings or [], backend) if settings else None
-    except SettingError as e:
-        fail(ExitCode.USAGE, str(e))
-    root = (project or project_root_for(spec.script)).resolve()
+    chosen = _chosen(settings, backend)
+    root = Project.at(spec.script.parent, project, config=False).root  # tune reads no configuration
     command = "torchmend tune " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     finished: list[TuneRun] = []
     try:
@@ -131,6 +128,16 @@ def tune(
         _emit(partial, report, format, show_output)
         stopped(e, f"the runs were stopped after {len(finished)}; the results above are partial")
     _emit(result, report, format, show_output)
+
+
+def _chosen(settings: list[str] | None, backend: str) -> list[Setting] | None:
+    """The settings asked for (None: every one that matters); a bad one is a usage error."""
+    from torchmend.tune.settings import SettingError, parse_all
+
+    try:
+        return parse_all(settings, backend) if settings else None
+    except SettingError as e:
+        fail(ExitCode.USAGE, str(e))
 
 
 def _emit(result: Tune, report: Path | None, format: TuneFormat, show_output: bool) -> None:

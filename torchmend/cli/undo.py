@@ -4,37 +4,26 @@ fix whose write was interrupted (its journal incomplete)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
 
+if TYPE_CHECKING:
+    from torchmend.project import Project
 
-def _shown(path: str, root: Path) -> str:
-    return str(Path(path).relative_to(root)) if path.startswith(str(root) + "/") else path
 
-
-def roll_back_incomplete(root: Path) -> None:
+def roll_back_incomplete(project: Project) -> None:
     """Roll back every write of this project that was interrupted (killed) half way; say what was done. Exits
     with WRITE_REFUSED when a file was edited since (it is left alone and named)."""
-    from torchmend.store import ProjectBusy, records, rollback
+    from torchmend.cli.context import project_errors
 
-    for record in reversed(records(root).incomplete):
-        try:
-            left = rollback(record)
-        except ProjectBusy as e:
-            fail(ExitCode.PROJECT_BUSY, f"nothing was rolled back: {e}")
-        names = ", ".join(_shown(p, root) for p in record.files)
-        if left:
-            fail(
-                ExitCode.WRITE_REFUSED,
-                f"the fix of {record.created} was interrupted while writing, and "
-                + ", ".join(_shown(p, root) for p in left)
-                + " changed since: left as it is; its journal "
-                f"{record.path} has the texts from before",
-            )
+    with project_errors():
+        done = project.roll_back_interrupted()
+    for record in done:
+        names = ", ".join(project.display(p) for p in record.files)
         err.print(
             f"[yellow]rolled back[/] the fix of {record.created}, which was interrupted while writing: "
             f"{names} as before it"
@@ -66,11 +55,12 @@ def undo(
     provided none was edited since (otherwise nothing is changed and the saved patch is named, to undo by
     hand). Run it again to undo the fix before that. A fix whose write was interrupted (the process killed half
     way) is rolled back first, and that is all this run does. Damaged records are named and skipped."""
-    from torchmend.cli.running import project_root_for
+    from torchmend.project import Project
     from torchmend.store import ProjectBusy, WriteRefused, records, retire, undone_already
     from torchmend.store import undo as undo_record
 
-    root = (project or project_root_for(Path.cwd() / "x")).resolve()
+    this = Project.at(Path.cwd(), project, config=False)  # undo reads no configuration: a bad one never blocks it
+    root = this.root
     found = records(root)
     warn_damaged(root)
     if list_:
@@ -85,7 +75,7 @@ def undo(
             out.print(f"no fix of {root} to undo")
         return
     if found.incomplete:
-        roll_back_incomplete(root)
+        roll_back_incomplete(this)
         return
     if not found.complete:
         fail(ExitCode.NOTHING_TO_UNDO, f"no fix of {root} to undo")
@@ -110,7 +100,7 @@ def undo(
     except WriteRefused as e:
         fail(ExitCode.WRITE_REFUSED, f"nothing was undone: {e}")
     out.print(
-        f"[bold green]Undid the fix of {last.created}[/]: restored " + ", ".join(_shown(p, root) for p in last.files)
+        f"[bold green]Undid the fix of {last.created}[/]: restored " + ", ".join(this.display(p) for p in last.files)
     )
     if why:
         err.print(

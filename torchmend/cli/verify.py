@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -17,7 +17,6 @@ from rich.text import Text
 from torchmend.cli import options as o
 from torchmend.cli.app import app, err, fail, out
 from torchmend.cli.exitcodes import ExitCode
-from torchmend.verify.numerics import ATOL, RTOL
 
 if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
     from torchmend.pipeline import RunStarted
@@ -29,37 +28,6 @@ class VerifyFormat(str, Enum):
     json = "json"
     markdown = "markdown"
     github = "github"  # one workflow command with the verdict (docs/formats.md)
-
-
-Repeat = Annotated[
-    int,
-    typer.Option(
-        min=1,
-        max=50,
-        help="Run each arm N times, interleaved (A B A B ...), and "
-        "report medians with min–max, so noise is visible. Speed is judged only "
-        "with N >= 2.",
-    ),
-]
-Seed = Annotated[
-    int,
-    typer.Option(
-        help="Seed torch, random and numpy identically in both arms before the "
-        "script runs (a script that seeds itself keeps its own seed)."
-    ),
-]
-Rtol = Annotated[
-    Optional[float],
-    typer.Option(
-        min=0, help=f"Relative tolerance for losses and final parameters. Default: {RTOL}.", show_default=False
-    ),
-]
-Atol = Annotated[
-    Optional[float],
-    typer.Option(
-        min=0, help=f"Absolute tolerance for losses and final parameters. Default: {ATOL}.", show_default=False
-    ),
-]
 
 
 def show_run(run: RunStarted) -> None:
@@ -90,7 +58,7 @@ def verify(
             help="A directory with changed copies of the project's .py files (same relative paths).", show_default=False
         ),
     ] = None,
-    repeat: Repeat = 3,
+    repeat: o.Repeat = 3,
     steps: o.Steps = None,
     timeout: o.Timeout = None,
     backend: Annotated[
@@ -101,9 +69,9 @@ def verify(
             "says otherwise), which is what timings should use."
         ),
     ] = None,
-    seed: Seed = 0,
-    rtol: Rtol = None,
-    atol: Atol = None,
+    seed: o.Seed = 0,
+    rtol: o.Rtol = None,
+    atol: o.Atol = None,
     nproc_per_node: o.NprocPerNode = None,
     project: o.Project = None,
     format: Annotated[
@@ -127,20 +95,33 @@ def verify(
     Example: torchmend verify train.py --patch fix.patch --repeat 3 --steps 50
     """
     from torchmend import pipeline
-    from torchmend.cli.config import config_for
-    from torchmend.cli.fixview import verification_view
-    from torchmend.cli.running import config_start, project_root_for, run_spec, stop_on_signals
-    from torchmend.sources import read_source
-    from torchmend.verify.patch import PatchError, apply_patch, from_directory
+    from torchmend.cli.context import resolved, script_project
+    from torchmend.cli.running import run_spec, stop_on_signals
 
     if (patch is None) == (patched_dir is None):
         fail(ExitCode.USAGE, "give exactly one of --patch FILE and --patched-dir DIR")
-    cfg = config_for(config_start(script, args, nproc_per_node))  # a bad one stops here, before anything runs
-    steps, timeout, project = cfg.get("steps", steps), cfg.get("timeout", timeout), cfg.get("project-root", project)
-    backend, rtol, atol = cfg.get("verify-backend", backend), cfg.get("rtol", rtol), cfg.get("atol", atol)
-    before = run_spec(script, args, nproc_per_node, None, steps=steps, timeout=timeout, backend=backend, seed=seed)
-    script = before.script
-    root = (project or project_root_for(script)).resolve()
+    project_, _ = script_project(script, args, nproc_per_node, project)  # a bad configuration stops here
+    # verify's --backend is the verification runs' backend: `verify-backend` in pyproject.toml
+    settings = resolved(project_, steps=steps, timeout=timeout, verify_backend=backend, rtol=rtol, atol=atol)
+    budget = {"steps": settings.steps, "timeout": settings.timeout, "backend": settings.verify_backend, "seed": seed}
+    before = run_spec(script, args, nproc_per_node, None, **budget)
+    texts = _patched(patch, patched_dir, project_.root)
+    after = replace(before, overlay=tuple(texts.items()))
+    with stop_on_signals("the runs were stopped"):
+        v, b, _ = pipeline.verify(
+            before, after, project_, repeat, on_run=show_run, reference=True, **asdict(settings.tolerance)
+        )
+    if all(r.summary.compiles == 0 for r in b):
+        fail(ExitCode.NOTHING_COMPILED, "the original script compiled nothing: there is nothing to compare")
+    _render(format, v, before.script, texts)
+    raise typer.Exit(exit_code(v))
+
+
+def _patched(patch: Path | None, patched_dir: Path | None, root: Path) -> dict[str, str]:
+    """The patched texts by path (from a unified diff, or a folder of changed copies), each one Python accepts."""
+    from torchmend.sources import read_source
+    from torchmend.verify.patch import PatchError, apply_patch, from_directory
+
     try:
         if patch is not None:
             texts = apply_patch(read_source(str(patch)), root, read_source)
@@ -153,19 +134,16 @@ def verify(
             compile(text, path, "exec", dont_inherit=True)
         except SyntaxError as e:
             fail(ExitCode.USAGE, f"the patched {path} has a syntax error at line {e.lineno}: {e.msg}")
-    after = replace(before, overlay=tuple(texts.items()))
-    with stop_on_signals("the runs were stopped"):
-        v, b, a = pipeline.verify(before, after, root, repeat, rtol, atol, on_run=show_run, reference=True)
-    if all(r.summary.compiles == 0 for r in b):
-        fail(ExitCode.NOTHING_COMPILED, "the original script compiled nothing: there is nothing to compare")
+    return texts
+
+
+def _render(format: VerifyFormat, v: Verification, script: Path, texts: dict[str, str]) -> None:
+    from torchmend.cli.fixview import verification_view
+
     command = "torchmend " + " ".join(shlex.quote(x) for x in sys.argv[1:])
     if format is VerifyFormat.json:
-        print(
-            json.dumps(
-                {"schema": "torchmend.verify/1", "script": str(script), "patched_files": sorted(texts), **v.to_json()},
-                indent=2,
-            )
-        )
+        report = {"schema": "torchmend.verify/1", "script": str(script), "patched_files": sorted(texts), **v.to_json()}
+        print(json.dumps(report, indent=2))
     elif format is VerifyFormat.markdown:
         from torchmend.verify.report import markdown as render_markdown
 
@@ -176,4 +154,3 @@ def verify(
         print(verification(v), end="")
     else:
         out.print(verification_view(v))
-    raise typer.Exit(exit_code(v))

@@ -79,7 +79,7 @@ def _config_and_root(item: pytest.Item) -> tuple[Any, Path]:
         cfg = load_config(Path(str(item.path)))
     except ConfigError as e:
         raise pytest.UsageError(f"torchmend: {e}") from None
-    root = cfg.get("project-root") or item.config.rootpath
+    root = cfg.resolve().project_root or item.config.rootpath
     return cfg, Path(root).resolve()
 
 

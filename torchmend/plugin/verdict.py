@@ -1,6 +1,6 @@
 """What the pytest plugin decides about one recorded test, and how it says so. No torch, no pytest here: the events
 come from profiler/inprocess.py, and they are read as scan reads a child's (findings.analyse, then the suppression
-comments and [tool.torchmend] select/ignore/per-file-ignores through suppress.apply_suppressions).
+comments and [tool.torchmend] select/ignore/per-file-ignores through pipeline.select, the stage scan applies).
 
     Limits.from_marker(kwargs)   the marker's or the fixture's arguments, checked
     judge(events, root, ...)     the Verdict: findings kept, counts, which limits were exceeded
@@ -129,15 +129,19 @@ def judge(
     fresh: bool = True,
 ) -> Verdict:
     """Read the recorded events as scan does and hold them against `limits`."""
+    from dataclasses import replace
+
+    from torchmend import pipeline
     from torchmend.profiler.findings import analyse
-    from torchmend.suppress import apply_suppressions
+    from torchmend.project import Project
 
     end: dict[str, Any] = next((e for e in reversed(events) if e.get("ev") == "end"), {})
     ended_by = "error" if end.get("reason") == "error" else "finished"
     findings, summary = analyse(events, root, ended_by, wall_seconds)
-    ignore = [*(config.get("ignore") or []), *limits.ignore]
+    settings = config.resolve()  # the marker's ignore adds to the configuration's
+    settings = replace(settings, selection=settings.selection.ignoring(*limits.ignore))
     # Unused suppressions (TM903) are left out: a test runs a small part of the code, so most would be noise.
-    kept, suppressed, _ = apply_suppressions(findings, root, config=config, select=config.get("select"), ignore=ignore)
+    kept, suppressed, _ = pipeline.select(findings, Project(root, config), settings)
     error = end.get("error") if ended_by == "error" else None
     v = Verdict(test, limits, summary, kept, suppressed, root, error=error, fresh=fresh)
     for name, count, limit in (

@@ -1,13 +1,11 @@
 """Findings in the formats that CI systems read: SARIF 2.1.0 (code scanning: sarif.py) and GitHub workflow commands
 (annotations on a pull request: github.py). Both are plain functions over `torchmend.model.Finding` records, so any
-command that has findings (scan, fix --check, lint) prints them with one call:
+command that has findings (scan, fix --check, lint) prints them with one call, the fixes (TextFix: a codemod's
+proposal as a text edit) given by the command, which has proposed them already (formatting never runs a codemod):
 
-    print(report(format, findings, root), end="")       # format: "sarif" or "github" (or cli.app.Format)
-
-or, to choose the fixes (TextFix: a codemod's proposal as a text edit) itself:
-
-    print(json.dumps(to_sarif(findings, root, text_fixes(pipeline.propose(findings, root))), indent=2))
-    print(to_github(findings, text_fixes(pipeline.propose(findings, root))), end="")
+    print(report(format, findings, root, text_fixes(fixes)), end="")    # format: "sarif" or "github"
+    print(json.dumps(to_sarif(findings, root, text_fixes(fixes)), indent=2))
+    print(to_github(findings, text_fixes(fixes)), end="")              # fixes: pipeline.propose(findings, project)
 
 Where a finding is reported and what its message says is annotation.py, shared by both. Nothing here imports torch;
 libcst only in text_fixes(), which turns codemod proposals into text edits.
@@ -35,15 +33,11 @@ def report(
     fixes: Sequence[TextFix] | None = None,
     *,
     run_properties: dict[str, Any] | None = None,
-    torch_version: str | None = None,
 ) -> str:
     """The findings as the text of `format` ("sarif" or "github"), ending in a newline. `fixes`: the changes to
-    attach; None asks the codemods (pipeline.propose) for the project's findings, spelled for `torch_version`."""
+    attach (text_fixes() of the command's proposals); None: none."""
     findings = list(findings)
-    if fixes is None:
-        from torchmend import pipeline
-
-        fixes = text_fixes(pipeline.propose(findings, Path(root), torch_version=torch_version))
+    fixes = fixes or []
     if format == "sarif":
         return json.dumps(to_sarif(findings, root, fixes, run_properties=run_properties), indent=2) + "\n"
     if format == "github":
