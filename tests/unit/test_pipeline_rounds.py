@@ -16,6 +16,7 @@ import pytest
 
 from torchmend import pipeline
 from torchmend.model import Finding, Kind, Severity, Summary, Where
+from torchmend.pipeline import rounds
 from torchmend.profiler.runner import RunOutcome, RunSpec
 from torchmend.verify import runs
 from torchmend.verify.runs import ArmRun
@@ -340,7 +341,7 @@ def test_a_failure_at_an_inserted_line_names_the_change_that_inserted_it(tmp_pat
     text = session.changed()[path][1]
     line = text.splitlines().index("    torch._dynamo.maybe_mark_dynamic(x, 0)") + 1
     failure = RunFailure("after", "error", "AssertionError: forbidden", path, line, "", 0)
-    assert pipeline._by_line(session, list(session.accepted), failure) == [inserted]
+    assert rounds._by_line(session, list(session.accepted), failure) == [inserted]
 
 
 def test_a_strict_change_beside_a_random_stream_one_keeps_the_strict_gate(

@@ -1,0 +1,111 @@
+"""verify(): one before/after comparison of two run specs, with the eager reference when the numbers differ."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from torchmend.pipeline.inputs import root_of
+from torchmend.project import Project
+from torchmend.verify.numerics import ATOL, RTOL
+
+if TYPE_CHECKING:  # heavy (libcst, the runner): imported by the stage that needs it
+    from torchmend.profiler.runner import RunSpec
+    from torchmend.verify.compare import Verification
+    from torchmend.verify.runs import ArmRun
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """A verification run is about to start (run `number` of `total` in this round)."""
+
+    arm: str  # before | after
+    repeat: int  # 0-based
+    number: int
+    total: int
+
+
+def verify(
+    before: RunSpec,
+    after: RunSpec,
+    root: Project | Path,
+    repeat: int = 1,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    reuse_before: tuple[ArmRun, ...] = (),
+    on_run: Callable[[RunStarted], None] | None = None,
+    reference: bool = False,
+    eager: dict[str, ArmRun] | None = None,
+) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
+    """Run both arms `repeat` times, interleaved, and judge: (verdict, before-runs, after-runs).
+    `reuse_before` stands in for the first before-runs (runs already made with the same spec). With `reference`,
+    numbers that differ get the eager reference (verify/reference.py): both scripts run once more without
+    compiling; the original's compiled-vs-eager spread is the noise band the numbers are judged within, and a
+    refusal says whose difference it is. `eager` keeps the original's eager run between calls ("before")."""
+    from torchmend.verify.compare import judge
+    from torchmend.verify.runs import run_arms
+
+    root = root_of(root)
+    total = repeat * 2 - min(len(reuse_before), repeat)
+    count = iter(range(1, total + 1))
+
+    def started(arm: str, i: int) -> None:
+        if on_run is not None:
+            on_run(RunStarted(arm, i, next(count), total))
+
+    b, a = run_arms(before, after, root, repeat, started, reuse_before)
+    v = judge(b, a, rtol, atol, root)
+    n = v.numerics
+    if not reference or v.failure is not None or n is None or n.equal or not n.compared:
+        return v, b, a
+    return _with_reference(v, before, after, b, a, root, rtol, atol, on_run, {} if eager is None else eager), b, a
+
+
+def _with_reference(
+    v: Verification,
+    before: RunSpec,
+    after: RunSpec,
+    b: list[ArmRun],
+    a: list[ArmRun],
+    root: Path,
+    rtol: float,
+    atol: float,
+    on_run: Callable[[RunStarted], None] | None,
+    eager: dict[str, ArmRun],
+) -> Verification:
+    """The verdict again with the eager reference: equal within the noise band, or refused with whose it is."""
+    from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
+    from torchmend.verify.compare import judge, restored_verdict
+    from torchmend.verify.reference import EAGER_COMPILE, reference, spread, tolerance
+    from torchmend.verify.runs import run_one
+
+    def one(spec: RunSpec, arm: str) -> ArmRun:
+        if on_run is not None:
+            on_run(RunStarted(arm, 0, 1, 1))
+        return run_one(replace(spec, compile=EAGER_COMPILE), root, arm)
+
+    if "before" not in eager:
+        eager["before"] = one(before, "before (eager)")
+    ref = reference(b[0], eager["before"], a[0], one(after, "after (eager)"), rtol, atol)
+    restored = restored_verdict(ref, b, a, root)
+    if restored is not None:
+        return restored
+    if ref.band is not None and ref.band > rtol:
+        banded = judge(b, a, tolerance(rtol, ref.band), atol, root)
+        if banded.numerics is not None and banded.numerics.equal:
+            own = ref.compiled
+            same = (
+                ""
+                if own is None
+                else "; the patched compiled run equals its eager run bit for bit"
+                if spread(own) == 0
+                else f"; the patched compiled run differs from its eager run by {spread(own):.2g} relative"
+            )
+            banded.notes.insert(0, f"numerics equal within the noise band ({ref.band_text()}{same})")
+            return replace(banded, reference=ref)
+    v.notes.append(ref.band_text())
+    if v.verdict == REFUSED_VERDICT:
+        v.reasons.append(ref.describe())
+    return replace(v, reference=ref)

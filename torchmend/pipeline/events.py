@@ -1,0 +1,78 @@
+"""What verify_rounds() yields: a Round per round, Probes while bisecting, Dropped after a refusal, a Retry before
+the retry, and a Verified last."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:  # heavy (libcst, the runner): imported by the stage that needs it
+    from torchmend.codemods.base import Proposal
+    from torchmend.verify.attribution import ChangeEffect
+    from torchmend.verify.compare import Verification
+
+
+@dataclass(frozen=True)
+class Round:
+    """One verification round: the verdict and, unless it refused, what each accepted change did."""
+
+    number: int  # 1, 2, ...
+    verification: Verification
+    effects: tuple[ChangeEffect, ...]  # empty when the verdict is a refusal
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The changes that removed none of their findings were withdrawn; the rest is verified once more."""
+
+    withdrawn: tuple[Proposal, ...]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """While looking for the change a refusal is due to: `changes` alone, verified (the after-arm only)."""
+
+    changes: tuple[Proposal, ...]
+    verification: Verification
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A change verification refused, how it was singled out, and why (what its verdict said)."""
+
+    proposal: Proposal
+    found_by: str  # how: "the failure names its line" | "the only change" | "bisection" | "refused only together"
+    reasons: tuple[str, ...]
+    fallback: Proposal | None = None  # the next candidate for its findings, tried in its place
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """The changes a refusal was due to were withdrawn (their fallbacks, if any, take their place); the rest is
+    verified again."""
+
+    refused: tuple[Refusal, ...]
+
+
+VERIFIED, REFUSED, NONE_HELPED, STILL_UNHELPFUL = "verified", "refused", "none_helped", "still_unhelpful"
+MAX_ROUNDS = 6  # verification rounds (refusals recovered from, and the one retry without unhelpful changes)
+MAX_PROBES = 6  # runs spent singling out the changes one refusal is due to
+
+
+@dataclass(frozen=True)
+class Verified:
+    """The last event of verify_rounds(). `outcome`: verified (write `accepted`), refused (the verdict
+    refused the changes), none_helped (every change was withdrawn), still_unhelpful (after the second
+    round a change still removed none of its findings). `tried`: every change refused on the way, and why."""
+
+    outcome: str
+    accepted: tuple[Proposal, ...]  # what is left accepted in the session
+    verification: Verification  # the last round's
+    tried: tuple[Refusal, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == VERIFIED
+
+
+Event = Union[Round, Retry, Probe, Dropped, Verified]

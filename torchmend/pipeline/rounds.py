@@ -1,0 +1,296 @@
+"""verify_rounds(): the verification rounds, a refusal costing only the changes it is due to (found by the failing
+line, else by bisection), their fallbacks tried in their place."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from torchmend.pipeline.comparison import RunStarted, verify
+from torchmend.pipeline.events import (
+    MAX_PROBES,
+    MAX_ROUNDS,
+    NONE_HELPED,
+    REFUSED,
+    STILL_UNHELPFUL,
+    VERIFIED,
+    Dropped,
+    Event,
+    Probe,
+    Refusal,
+    Retry,
+    Round,
+    Verified,
+)
+from torchmend.pipeline.inputs import settings_for
+from torchmend.project import Project
+from torchmend.settings import Settings
+
+if TYPE_CHECKING:  # heavy (libcst, the runner) or annotations only: imported by the stage that needs it
+    from torchmend.codemods.base import Proposal
+    from torchmend.codemods.engine import Session
+    from torchmend.pipeline.fixes import Fixes
+    from torchmend.pipeline.scans import Scan
+    from torchmend.profiler.runner import RunSpec
+    from torchmend.verify.compare import Verification
+    from torchmend.verify.failure import RunFailure
+    from torchmend.verify.runs import ArmRun
+
+
+class _Judge:
+    """The runs of one verify_rounds(): the original's compiled runs (reused), its eager run (made once, when a
+    difference in numbers first needs the eager reference), and a verdict for any set of the changes."""
+
+    def __init__(
+        self,
+        before: RunSpec,
+        root: Path,
+        repeat: int,
+        rtol: float,
+        atol: float,
+        on_run: Callable[[RunStarted], None] | None,
+        reuse: tuple[ArmRun, ...],
+    ) -> None:
+        self.before, self.root, self.repeat, self.rtol, self.atol = before, root, repeat, rtol, atol
+        self.on_run, self.reuse = on_run, reuse
+        self.eager: dict[str, ArmRun] = {}  # the original's eager run, made once
+
+    def verify(
+        self, session: Session, proposals: Sequence[Proposal], versions: dict[str, str]
+    ) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
+        """These changes applied, against the original: the verdict (with the eager reference and the noise band
+        when the numbers differ, and the known PyTorch hazard of a change's shape when the compiler is to blame),
+        the before-runs and the after-runs."""
+        from torchmend.codemods.base import RANDOM_STREAM
+        from torchmend.profiler.hazards import hazards_for
+        from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
+        from torchmend.verify.failure import caused_by
+        from torchmend.verify.reference import COMPILER, KNOWN_DIVERGENCES, RESTORED
+
+        after = replace(self.before, overlay=_overlay(session, proposals))
+        if any(p.safety == RANDOM_STREAM for p in proposals):
+            strict = [p for p in proposals if p.safety != RANDOM_STREAM]
+            restored: list[str] = []
+            if strict:  # the strict changes keep the strict gate: verified alone first, number for number
+                v, b_runs, a_runs = self.verify(session, strict, versions)
+                if v.verdict == REFUSED_VERDICT:
+                    # its failing line is one of the strict-only text, not of every change's: the culprit search
+                    # bisects instead of reading it
+                    failure = v.failure and replace(v.failure, line=0)
+                    return replace(v, failure=failure), b_runs, a_runs
+                if v.reference is not None and v.reference.whose == RESTORED:  # checked against the eager run
+                    restored = [f"the other changes, verified alone first: {v.notes[0]}"]
+            dv, b_runs, a_runs = self._in_distribution(after)
+            dv.notes[:0] = restored
+            return dv, b_runs, a_runs
+        v, b_runs, a_runs = verify(
+            self.before, after, self.root, self.repeat, self.rtol, self.atol, self.reuse, self.on_run, True, self.eager
+        )
+        self.reuse = tuple(b_runs)
+        why = caused_by(v.failure, {p.shape for p in proposals}) if v.failure is not None else ""
+        if why:
+            v.reasons[:] = [r + f"; {why}" if r.startswith("the patched script failed") else r for r in v.reasons]
+        if v.reference is not None and v.reference.whose == COMPILER:
+            known = {h.name: h for p in proposals for h in hazards_for(p.shape, versions)}
+            hazards = "".join(f"; a known PyTorch hazard: {h.describe()}" for h in known.values())
+            v.reasons[:] = [r + hazards if r.startswith("the compiler mis-compiled") else r for r in v.reasons]
+        if v.reference is not None and v.reference.whose == RESTORED:
+            causes = dict.fromkeys(KNOWN_DIVERGENCES[p.shape] for p in proposals if p.shape in KNOWN_DIVERGENCES)
+            said = v.reference.describe()
+            v.notes[:] = [v.reference.describe("; ".join(causes)) if n == said else n for n in v.notes]
+        return v, b_runs, a_runs
+
+    def _in_distribution(self, after: RunSpec) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
+        """A change of the random stream among these: each arm once per seed, the counts judged on the first
+        seed's runs, the numbers as distributions (verify/stochastic.py) instead of bit for bit."""
+        from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
+        from torchmend.verify.compare import judge
+        from torchmend.verify.stochastic import compare_distributions, seeded_runs, seeds_for
+
+        seeds = seeds_for(self.before)
+        total = len(seeds) * 2 - (1 if self.reuse and self.before.seed is not None else 0)
+        count = iter(range(1, total + 1))
+
+        def started(arm: str, i: int) -> None:
+            if self.on_run is not None:
+                self.on_run(RunStarted(f"{arm} (seed {seeds[i]})", i, next(count), total))
+
+        reuse = self.reuse[0] if self.reuse and self.before.seed is not None else None
+        b, a = seeded_runs(self.before, after, self.root, seeds, reuse, started)
+        self.reuse = (b[0],)
+        # counts and failures; the numbers are judged below. A huge finite tolerance, not inf: inf * 0 is nan, which
+        # would refuse a parameter whose magnitude is 0 (measured on SeamlessM4TModel).
+        v = judge(b[:1], a[:1], 1e300, 1e300, self.root)
+        dist = compare_distributions(seeds, [r.end for r in b], [r.end for r in a])
+        v.numerics, v.distribution = None, dist
+        if not dist.equivalent and v.failure is None:
+            v.reasons.append(dist.describe())
+            v.verdict = REFUSED_VERDICT
+        return v, b[:1], a[:1]
+
+
+def _overlay(session: Session, proposals: Sequence[Proposal]) -> tuple[tuple[str, str], ...]:
+    """(path, text) for every file these proposals change, as the child serves them."""
+    from torchmend.codemods.engine import apply
+
+    out = []
+    for path in dict.fromkeys(p.path for p in proposals):
+        source = session.ctx.file(path)
+        text = apply(source, [p for p in proposals if p.path == path])
+        if text != source.text:
+            out.append((source.path, text))
+    return tuple(out)
+
+
+def _by_line(session: Session, proposals: Sequence[Proposal], failure: RunFailure | None) -> list[Proposal]:
+    """The changes whose edited lines hold the line the patched run failed at (mapped back to the original)."""
+    from torchmend.codemods.engine import span
+    from torchmend.verify.attribution import new_to_old
+
+    if failure is None or not failure.line:
+        return []
+    changes = session.changed()
+    path = next((p for p in changes if os.path.abspath(p) == failure.path), None)
+    if path is None:
+        return []
+    old = new_to_old(*changes[path]).get(failure.line, failure.line)
+    mine = [p for p in proposals if p.path == path]
+    spans = {id(p): span(session.ctx.file(path), p) for p in mine}
+    exact = [p for p in mine if spans[id(p)][0] <= old <= spans[id(p)][1]]
+    return exact or [p for p in mine if spans[id(p)][0] <= old <= spans[id(p)][1] + 1]
+
+
+def _culprits(
+    judge: _Judge, session: Session, v: Verification, versions: dict[str, str], probes: list[Probe]
+) -> tuple[list[Proposal], str, Verification]:
+    """The accepted changes a refusal is due to, how they were found, and the verdict that refused them: the
+    change whose lines the failure names; the only change; else a bisection over the changes, each half verified
+    alone (MAX_PROBES runs at most); a refusal no half shows alone is the whole set's."""
+    from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
+
+    accepted = list(session.accepted)
+    named = _by_line(session, accepted, v.failure)
+    if named:
+        return named, "the failure names its line", v
+    if len(accepted) == 1:
+        return accepted, "the only change", v
+    suspects, verdict = accepted, v
+    while len(suspects) > 1 and len(probes) < MAX_PROBES:
+        half = len(suspects) // 2
+        found: tuple[list[Proposal], Verification] | None = None
+        for part in (suspects[:half], suspects[half:]):
+            if len(probes) >= MAX_PROBES:
+                break
+            pv, _, _ = judge.verify(session, part, versions)
+            probes.append(Probe(tuple(part), pv))
+            if pv.verdict == REFUSED_VERDICT:
+                found = (part, pv)
+                break
+        if found is None:
+            break  # neither half is refused alone (or the probes are spent): the changes fail together
+        suspects, verdict = found
+    return suspects, ("bisection" if len(suspects) < len(accepted) else "refused only together"), verdict
+
+
+def verify_rounds(
+    scan: Scan,
+    fixes: Fixes,
+    root: Project | Path,
+    settings: Settings | None = None,
+    *,
+    backend: str | None = None,
+    repeat: int = 1,
+    rtol: float | None = None,
+    atol: float | None = None,
+    on_run: Callable[[RunStarted], None] | None = None,
+) -> Iterator[Event]:
+    """Run the original and the patched sources (served from memory: nothing is written) and judge, round by
+    round. A refusal costs only the changes it is due to (found by the failing line, else by bisection):
+    they are withdrawn, their next candidate fix (`Proposal.fallbacks`) takes their place, and the rest is
+    verified again. A change whose targeted findings are all still there after the patch did not help: it is
+    withdrawn and the rest verified again, once. Yields a Round per round (Probes while bisecting, Dropped after
+    a refusal, Retry before the retry) and a Verified last. `backend` overrides the script's own for these runs
+    (None keeps it); the scan is reused as the first before-run when it ran cold on the same backend. `rtol` and
+    `atol` default to the settings' tolerance (None: the project's configuration's)."""
+    from torchmend.codemods.engine import Conflict
+    from torchmend.verify.attribution import attribute
+    from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
+    from torchmend.verify.runs import from_outcome
+
+    if scan.spec is None:
+        raise ValueError("a scan from a trace ran nothing here: there is no run to compare against")
+    project = Project.of(root)
+    root = project.root
+    tolerance = settings_for(project, settings).tolerance
+    rtol = tolerance.rtol if rtol is None else rtol
+    atol = tolerance.atol if atol is None else atol
+    session = fixes.session
+    before = replace(scan.spec, backend=backend, overlay=())
+    reuse: tuple[ArmRun, ...] = (
+        (from_outcome("before", 0, scan.outcome, root),) if scan.cold and backend == scan.spec.backend else ()
+    )
+    judge = _Judge(before, root, repeat, rtol, atol, on_run, reuse)
+    versions = {"torch": scan.summary.torch_version or ""}
+    tried: list[Refusal] = []
+    retried = False
+    for number in range(1, MAX_ROUNDS + 1):
+        changes = session.changed()
+        v, _, a_runs = judge.verify(session, list(session.accepted), versions)
+        if v.verdict == REFUSED_VERDICT:
+            yield Round(number, v, ())
+            probes: list[Probe] = []
+            culprits, found_by, why = _culprits(judge, session, v, versions, probes)
+            yield from probes
+            # Culprits with a next candidate are swapped for it first and the others kept: changes refused only
+            # together may verify once one of them takes another form. Without candidates, the culprits go.
+            swappable = [p for p in culprits if any(_no_less_safe(fb, p) for fb in p.fallbacks)]
+            if swappable:
+                culprits = swappable
+            elif len(culprits) == len(session.accepted):
+                tried += [Refusal(p, found_by, tuple(why.reasons)) for p in culprits]
+                yield Verified(REFUSED, tuple(session.accepted), v, tuple(tried))
+                return
+            refused = []
+            for p in culprits:
+                session.withdraw(p)
+                fallback = next((fb for fb in p.fallbacks if _no_less_safe(fb, p)), None)
+                if fallback is not None:
+                    rest = tuple(fb for fb in p.fallbacks if fb is not fallback)
+                    fallback = replace(fallback, findings=p.findings, fallbacks=rest)
+                    try:
+                        session.accept(fallback)
+                    except Conflict:
+                        fallback = None
+                refused.append(Refusal(p, found_by, tuple(why.reasons), fallback))
+            tried += refused
+            yield Dropped(tuple(refused))
+            if not session.accepted:
+                yield Verified(REFUSED, (), v, tuple(tried))
+                return
+            continue
+        effects = attribute(list(session.accepted), a_runs[0].findings, changes)
+        yield Round(number, v, tuple(effects))
+        useless = tuple(e.proposal for e in effects if not e.helped)
+        if not useless:
+            yield Verified(VERIFIED, tuple(session.accepted), v, tuple(tried))
+            return
+        for p in useless:
+            session.withdraw(p)
+        if not session.accepted or retried:
+            break
+        retried = True
+        yield Retry(useless)
+    else:
+        yield Verified(REFUSED, tuple(session.accepted), v, tuple(tried))
+        return
+    yield Verified(STILL_UNHELPFUL if session.accepted else NONE_HELPED, tuple(session.accepted), v, tuple(tried))
+
+
+def _no_less_safe(fallback: Proposal, p: Proposal) -> bool:
+    """A fallback takes a refused change's place only when it is no less safe (what the user accepted covers it)."""
+    from torchmend.codemods.base import SAFE
+
+    return fallback.safety == SAFE or p.safety != SAFE
