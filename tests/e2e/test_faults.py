@@ -20,6 +20,7 @@ import pytest
 from conftest import torchmend
 
 from torchmend import sources, store
+from torchmend.store import journal
 
 pytestmark = pytest.mark.faults
 
@@ -421,9 +422,9 @@ def test_records_made_in_the_same_instant_never_overwrite_each_other(
     tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Force the race: one clock reading for all, and each random part handed out twice.
-    monkeypatch.setattr(store.time, "time_ns", lambda: 1_700_000_000_000_000_000)
+    monkeypatch.setattr(journal.time, "time_ns", lambda: 1_700_000_000_000_000_000)
     counter = iter(range(10**6))
-    monkeypatch.setattr(store.secrets, "token_hex", lambda n=None: f"{next(counter) // 2:06x}")
+    monkeypatch.setattr(journal.secrets, "token_hex", lambda n=None: f"{next(counter) // 2:06x}")
     threads = [
         threading.Thread(target=store.save_undo, args=({f"f{i}": ("a", "b")}, tmp_path, "", f"fix {i}"))
         for i in range(40)
@@ -520,7 +521,7 @@ def test_a_record_that_cannot_be_finished_puts_the_files_back(
     def disk_full(record: Path, patch: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(store, "_write_patch", disk_full)
+    monkeypatch.setattr(journal, "_write_patch", disk_full)
     with pytest.raises(store.WriteRefused, match="No space left on device.*nothing was changed"):
         store.write_fix(
             {str(tmp_path / "a.py"): ("a = 1\n", "a = 2\n"), str(tmp_path / "b.py"): ("b = 1\n", "b = 2\n")},

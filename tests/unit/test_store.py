@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from torchmend import sources, store
+from torchmend.store import journal
 
 
 @pytest.fixture
@@ -115,13 +116,13 @@ def test_a_pending_record_held_by_a_live_writer_is_not_taken_for_an_interrupted_
 ) -> None:
     monkeypatch.setenv("TORCHMEND_STATE_DIR", str(tmp_path_factory.mktemp("state")))
     seen: list[store.Records] = []
-    real = store._replace_all
+    real = journal.replace_all
 
     def look_while_writing(data):  # another process running `undo` now must not roll this write back
         seen.append(store.records(project))
         real(data)
 
-    monkeypatch.setattr(store, "_replace_all", look_while_writing)
+    monkeypatch.setattr(journal, "replace_all", look_while_writing)
     store.write_fix(_changes(project), project, "patch", "")
     assert seen[0].incomplete == [] and seen[0].complete == []
     assert [r.complete for r in store.undo_records(project)] == [True]
