@@ -2,7 +2,7 @@
 writing, an unusable state directory, damaged and racing undo records, owners, and --diff on odd names and
 broken stdouts. Real files in scratch projects; the CLI cases run the real `torchmend fix --no-verify` on tiny
 scripts (aot_eager, a few steps); the kills are real: TORCHMEND_TEST_SIGNAL_AFTER_WRITE=N:SIG makes the writing
-process send itself SIG right after replacing its N-th file (torchmend/store.py)."""
+process send itself SIG right after replacing its N-th file (torchmend/store/)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""No function in torchmend/ over 100 lines, no file over 500 (issue 29), but the files listed below: the pipeline
-(still to split) and the tables and catalogue that every new rule and fix adds to. A function's lines run from its first decorator to its end. Remove an entry once it
-fits; never add one."""
+"""No function in torchmend/ over 100 lines, no file over 500 (issue 29), but the files listed below: the rule
+catalogue that every new rule adds to. A function's lines run from its first decorator to its end. Remove an entry
+once it fits; never add one."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "torchmend"
 MAX_FUNCTION, MAX_FILE = 100, 500
 LONG_FUNCTIONS: set[str] = set()
-LONG_FILES = {"pipeline.py", "rules.py", "store.py", "analysis/torch_ops.py"}
+LONG_FILES = {"rules.py"}
 
 
 def _sizes() -> tuple[dict[str, int], dict[str, int]]:

@@ -1,9 +1,9 @@
 """What every fix and lint need to know about a source, asked once and remembered per file: the floor codemods and
 lint stand on side by side (neither imports the other). Beside the package's own names below, its modules hold the
-parsed source and its context (source.py), the large-file window (window.py), the torch op tables (torch_ops.py)
-and API spellings (torch_api.py), the is_compiling() gate (gating.py), loggers (loggers.py), compile sites
-(entry.py), the optimizer locator (optimizers.py, custom_optimizers.py) and the dynamo config lines and what dynamo
-reorders (dynamo_config.py).
+parsed source and its context (source.py), the large-file window (window.py), the torch op tables (torch_ops.py,
+optim_tables.py, dynamo_tables.py) and API spellings (torch_api.py), the is_compiling() gate (gating.py), loggers
+(loggers.py), compile sites (entry.py), the optimizer locator (optimizers.py, custom_optimizers.py) and the dynamo
+config lines and what dynamo reorders (dynamo_config.py).
 
 - Value kinds (values.py): `Kind`, and `values(src)`, one memoised analysis per file: is this expression a
   tensor, a float, an int, a bool, None, or not known (`Values.kind`); likely a tensor in model code

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchmend.analysis.dynamo_tables import IS_COMPILING
 from torchmend.analysis.source import SourceFile
-from torchmend.analysis.torch_ops import IS_COMPILING
 
 
 def already_gated(src: SourceFile, stmt: cst.CSTNode) -> bool:

@@ -11,8 +11,8 @@ import libcst.matchers as m
 
 from torchmend.analysis import callee, compile_target, self_attr_values
 from torchmend.analysis.custom_optimizers import optimizer_classdef
+from torchmend.analysis.optim_tables import SCHEDULER_PER_GROUP_ARGS
 from torchmend.analysis.source import Context, SourceFile
-from torchmend.analysis.torch_ops import SCHEDULER_PER_GROUP_ARGS
 from torchmend.model import Finding
 
 OURS, OTHER, UNKNOWN, NONE = "ours", "other", "unknown", "none"

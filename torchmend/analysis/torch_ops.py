@@ -440,51 +440,6 @@ INT_KEYWORDS = {
 
 LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"}
 
-# torch.optim classes that take a Tensor lr and, compiled, do not recompile when it changes in place, with
-# their default lr (checked against torch 2.13: each one stepped under torch.compile while the lr was
-# changed with fill_, one compile). Not here: LBFGS (its closure is not compiled), SparseAdam, Adafactor, Muon.
-OPTIMIZER_DEFAULT_LR = {
-    "Adam": "1e-3",
-    "AdamW": "1e-3",
-    "SGD": "1e-3",
-    "RAdam": "1e-3",
-    "Adamax": "2e-3",
-    "NAdam": "2e-3",
-    "Adagrad": "1e-2",
-    "RMSprop": "1e-2",
-    "Rprop": "1e-2",
-    "ASGD": "1e-2",
-    "Adadelta": "1.0",
-}
-
-# Adam and AdamW raise "lr as a Tensor is not supported for capturable=False and foreach=True".
-FOREACH_NEEDS_CAPTURABLE = {"Adam", "AdamW"}
-
-# lr_scheduler arguments that give each param group its own value: (name, position).
-SCHEDULER_PER_GROUP_ARGS = {
-    "LambdaLR": (("lr_lambda", 1),),
-    "MultiplicativeLR": (("lr_lambda", 1),),
-    "OneCycleLR": (("max_lr", 1),),
-    "CyclicLR": (("base_lr", 1), ("max_lr", 2)),
-    "ReduceLROnPlateau": (("min_lr", 7),),
-}
-
-IS_COMPILING = {
-    "torch.compiler.is_compiling",
-    "torch.compiler.is_dynamo_compiling",
-    "torch._dynamo.is_compiling",
-    "torch._utils.is_compiling",
-}
-
-MARK_DYNAMIC = {
-    "torch._dynamo.mark_dynamic",
-    "torch._dynamo.maybe_mark_dynamic",
-    "torch._dynamo.mark_unbacked",
-    "torch._dynamo.decorators.mark_dynamic",
-    "torch._dynamo.decorators.maybe_mark_dynamic",
-    "torch._dynamo.decorators.mark_unbacked",
-}
-
 # Calls that need a Python number (or turn a tensor into one, with a host sync).
 NEEDS_NUMBER = {
     "builtins.float",
@@ -495,13 +450,3 @@ NEEDS_NUMBER = {
     "builtins.max",
     "builtins.min",
 }
-
-# Operators whose output shape depends on the data (aten names, as PyTorch's "Dynamic shape operator" breaks and
-# backend failures name them): traced only with `torch._dynamo.config.capture_dynamic_output_shape_ops = True`.
-DYNAMIC_SHAPE_OPS = frozenset(
-    {"nonzero", "masked_select", "unique", "_unique", "_unique2", "unique_dim", "unique_consecutive", "argwhere"}
-)
-# Operators that read a tensor's value into a Python number: traced with `capture_scalar_outputs = True`.
-SCALAR_OUTPUT_OPS = frozenset({"item", "_local_scalar_dense"})
-# Calls in Python source that make a tensor of data-dependent shape (`torch.where(mask)` with one argument too).
-DYNAMIC_SHAPE_CALLS = frozenset({"nonzero", "masked_select", "unique", "unique_consecutive", "argwhere"})

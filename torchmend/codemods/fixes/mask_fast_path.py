@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchmend.analysis.dynamo_tables import IS_COMPILING
 from torchmend.analysis.gating import already_gated
 from torchmend.analysis.source import SourceFile
-from torchmend.analysis.torch_ops import IS_COMPILING
 from torchmend.codemods.base import UNSAFE, NoFix, Proposal, Result
 from torchmend.model import Finding
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchmend.analysis.dynamo_tables import IS_COMPILING
 from torchmend.analysis.gating import already_gated, gate
 from torchmend.analysis.source import Context, SourceFile
-from torchmend.analysis.torch_ops import IS_COMPILING
 from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.model import Finding, Where
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 
 from torchmend.analysis.dynamo_config import has_switch
+from torchmend.analysis.dynamo_tables import DYNAMIC_SHAPE_OPS, SCALAR_OUTPUT_OPS
 from torchmend.analysis.entry import compile_site_for
 from torchmend.analysis.source import Context
-from torchmend.analysis.torch_ops import DYNAMIC_SHAPE_OPS, SCALAR_OUTPUT_OPS
 from torchmend.codemods.base import SAFE, Codemod, Invalid, NoFix, Result, Valid
 from torchmend.codemods.fixes.compile_config.flow import scalar_moves, shape_moves
 from torchmend.codemods.fixes.compile_config.settings import switch_on

@@ -11,8 +11,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchmend.analysis import python_use, reads
+from torchmend.analysis.dynamo_tables import DYNAMIC_SHAPE_CALLS
 from torchmend.analysis.source import SourceFile
-from torchmend.analysis.torch_ops import DYNAMIC_SHAPE_CALLS
 from torchmend.codemods.fixes.expert_loop import loop_rewritten
 
 _BRANCHING = ("`not`", "`and`/`or`", "condition", "assert", "iterated", "formatted", "Python number")

@@ -11,8 +11,8 @@ import libcst.matchers as m
 from libcst.metadata import ComprehensionScope
 
 from torchmend.analysis import Callee, bind, callee, compile_site
+from torchmend.analysis.dynamo_tables import MARK_DYNAMIC
 from torchmend.analysis.source import Context, SourceFile
-from torchmend.analysis.torch_ops import MARK_DYNAMIC
 
 
 @dataclass(frozen=True, eq=False)

@@ -16,9 +16,9 @@ import libcst as cst
 
 from torchmend.analysis import values
 from torchmend.analysis.custom_optimizers import default_lr, optimizer_classdef
+from torchmend.analysis.optim_tables import OPTIMIZER_DEFAULT_LR
 from torchmend.analysis.optimizers import def_near, optimizer_at, optimizer_class, param_group_key
 from torchmend.analysis.source import Context, SourceFile
-from torchmend.analysis.torch_ops import OPTIMIZER_DEFAULT_LR
 from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.optimizer_lr.refusals import ADVICE, lr_notes, our_writes, refuse_call, refuse_class
 from torchmend.codemods.fixes.optimizer_lr.writes import Swap, add_lr, as_tensor, groups_of, in_place

@@ -9,9 +9,9 @@ import libcst as cst
 import libcst.matchers as m
 
 from torchmend.analysis.custom_optimizers import lr_hazards, method
+from torchmend.analysis.optim_tables import FOREACH_NEEDS_CAPTURABLE, OPTIMIZER_DEFAULT_LR
 from torchmend.analysis.optimizers import OURS, UNKNOWN, LrWrite, construction_of, lr_schedulers, lr_writes, per_group
 from torchmend.analysis.source import Context, SourceFile
-from torchmend.analysis.torch_ops import FOREACH_NEEDS_CAPTURABLE, OPTIMIZER_DEFAULT_LR
 from torchmend.codemods.base import NoFix
 from torchmend.codemods.fixes.optimizer_lr.writes import Groups, uniform
 from torchmend.model import Finding
