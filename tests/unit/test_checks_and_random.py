@@ -60,6 +60,23 @@ def test_layerdrop_skip_is_a_random_stream_change_applied_only_when_allowed():
     assert "h = torch.where(torch.as_tensor(skip == 0), layer(h), h)" in text
 
 
+def test_layerdrop_flag_set_in_a_branch_is_one_random_stream_change_with_its_test():
+    """`if r < p: flag = True` alone has an exact torch.where, but that only moves the break to `if not flag:`: both
+    are rewritten together, as a random-stream change (nothing written without the opt-in)."""
+    source = (FIXTURES / "TM103" / "layerdrop_flag_keyword_call.in.py").read_text()
+    text, results = fix_text(source, name="encoder.py", random_stream=False)
+    (p,) = proposals(results)
+    assert text == source and p.safety == "random-stream" and p.shape == "random-skip-where"
+    assert "instead of `if not skipped:` (line 23" in p.why
+    # the flag read in the loop other than by its test: only the exact rewrite of the flag is offered, as before
+    source = source.replace(
+        "            if not skipped:\n", "            self.last_skipped = skipped\n            if not skipped:\n"
+    )
+    text, results = fix_text(source, name="encoder.py", random_stream=False)
+    (p,) = proposals(results)
+    assert p.safety == "safe" and "if not skipped:" in text
+
+
 def test_layerdrop_skip_the_where_cannot_take_is_refused_with_its_reason_up_front():
     source = (FIXTURES / "TM103" / "layerdrop_random_skip.in.py").read_text()
     source = source.replace(

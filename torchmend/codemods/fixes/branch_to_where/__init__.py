@@ -13,7 +13,7 @@ from torchmend.codemods.analysis import values
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.branch_to_where.align import _chain_start, _in_place, _next_statement
 from torchmend.codemods.fixes.branch_to_where.cond import cond_fix
-from torchmend.codemods.fixes.branch_to_where.layerdrop import continue_skip, random_stream_proposal
+from torchmend.codemods.fixes.branch_to_where.layerdrop import continue_skip, flag_skip, random_stream_proposal
 from torchmend.codemods.fixes.branch_to_where.test import (
     _ASSERT_ADVICE,
     _COND_ADVICE,
@@ -34,6 +34,7 @@ from torchmend.codemods.fixes.branch_to_where.test import (
 )
 from torchmend.codemods.fixes.branch_to_where.where import _Plan, _where, proposal, where_fix
 from torchmend.codemods.fixes.mask_fast_path import mask_fast_path
+from torchmend.codemods.fixes.module_state_cast import buffer_cast
 from torchmend.codemods.source import Context, SourceFile
 from torchmend.model import Finding, Where
 
@@ -51,6 +52,10 @@ class BranchToWhere(Codemod):
         None`) is not turned into torch.where: its test gets `not torch.compiler.is_compiling() and` in front, so
         compiled code always takes the general path with the mask (fixes/mask_fast_path.py; unsafe: the general
         path must compute the same with a mask that masks nothing, which the verified re-run checks).
+
+        A break torch 2.11 files inside `nn.Module.register_buffer` (`if persistent:`), reached from
+        `self.buf = self.buf.to(...)` in forward, gets the fix of that cast (fixes/module_state_cast.py: the cast
+        kept in a local), as torch 2.13's GB4841 there does.
 
         A LayerDrop skip, a test on a random draw (`skip = torch.rand([]) < p; if not skip: h = layer(h)`, or
         `if torch.rand([]) < p: continue` before `h = layer(h)`), becomes `h = torch.where(skip, h, layer(h))`
@@ -186,6 +191,30 @@ class BranchToWhere(Codemod):
                 return y
             """,
         ),
+        # torch 2.11 files a buffer cast assigned back in forward as a branch inside nn.Module.register_buffer
+        # (`if persistent:`, GB0170): the cast is kept in a local (fixes/module_state_cast.py)
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class Embed(nn.Module):
+                def forward(self, ids):
+                    x = self.tok(ids)
+                    self.table = self.table.to(dtype=x.dtype)  # tm: TM103 gb_id=GB0170 where=library function=register_buffer
+                    return x + self.table[: ids.shape[1]]
+            """,
+            """
+            import torch
+            from torch import nn
+
+            class Embed(nn.Module):
+                def forward(self, ids):
+                    x = self.tok(ids)
+                    table = self.table.to(dtype=x.dtype)  # tm: TM103 gb_id=GB0170 where=library function=register_buffer
+                    return x + table[: ids.shape[1]]
+            """,
+        ),
         # a mask's fast path: skipped under compile, not turned into torch.where
         Invalid(
             """
@@ -254,6 +283,9 @@ class BranchToWhere(Codemod):
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
+        cast = buffer_cast(finding, ctx)  # torch 2.11 files a buffer cast in forward as a branch in register_buffer
+        if cast is not None:
+            return cast
         if finding.where != Where.PROJECT:
             return NoFix(
                 finding,
@@ -308,8 +340,10 @@ class BranchToWhere(Codemod):
             raise refusal from None
         if isinstance(fix, Proposal) and node.orelse is None and not src.nodes_in(node.body, cst.Call):
             # `if r < p: to_drop = True`: no code is skipped, so torch.where computes exactly what the `if` did
-            # with the same draws; the flag's own `if not to_drop:` is the LayerDrop skip, fixed on its own
-            return fix
+            # with the same draws; but alone it only moves the break to the flag's own `if not to_drop:`, the
+            # LayerDrop skip, so both become one random-stream change where that `if` has the known shape
+            both = flag_skip(finding, src, node, fix, drawn)
+            return both if isinstance(both, Proposal) else fix
         stream = random_stream_proposal(src, fix, drawn) if isinstance(fix, Proposal) else None
         if stream is None:
             raise refusal
