@@ -75,6 +75,15 @@ def test_layerdrop_flag_set_in_a_branch_is_one_random_stream_change_with_its_tes
     text, results = fix_text(source, name="encoder.py", random_stream=False)
     (p,) = proposals(results)
     assert p.safety == "safe" and "if not skipped:" in text
+    # the flag tested with an else that sets None: refused, since the flag's rewrite alone only moves the break
+    source = (FIXTURES / "TM103" / "layerdrop_flag_keyword_call.in.py").read_text()
+    source = source.replace(
+        "            if not skipped:\n", "            if skipped:\n                out = None\n            else:\n"
+    )
+    text, results = fix_text(source, name="encoder.py")
+    (why,) = unfixed(results)
+    assert text == source and not proposals(results)
+    assert why.reason.startswith("the skip's flag `skipped` is tested on line 23 in another shape")
 
 
 def test_layerdrop_skip_the_where_cannot_take_is_refused_with_its_reason_up_front():

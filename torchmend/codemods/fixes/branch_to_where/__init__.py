@@ -343,7 +343,9 @@ class BranchToWhere(Codemod):
             # with the same draws; but alone it only moves the break to the flag's own `if not to_drop:`, the
             # LayerDrop skip, so both become one random-stream change where that `if` has the known shape
             both = flag_skip(finding, src, node, fix, drawn)
-            return both if isinstance(both, Proposal) else fix
+            if isinstance(both, str):
+                raise _Unfixable(f"{both} (a random skip drawn by `{drawn}`)", refusal.advice)
+            return both or fix
         stream = random_stream_proposal(src, fix, drawn) if isinstance(fix, Proposal) else None
         if stream is None:
             raise refusal

@@ -130,11 +130,12 @@ def continue_skip(finding: Finding, src: SourceFile, node: cst.If, draw: str) ->
 # --- `if r < p: flag = True` ... `if not flag: h = layer(h)` (the flag set in a branch) -------------------------
 
 
-def flag_skip(finding: Finding, src: SourceFile, node: cst.If, fix: Proposal, draw: str) -> Proposal | str:
+def flag_skip(finding: Finding, src: SourceFile, node: cst.If, fix: Proposal, draw: str) -> Proposal | str | None:
     """`if <random test>: flag = True` followed, in the same block of the loop, by `if not flag:` over plain
     assignments: one change of both. `fix` (the exact torch.where of the flag, `flag = torch.where(test, True,
-    flag)`) alone only moves the break to `if not flag:`, whose test is then a tensor; here that `if` becomes
-    `h = torch.where(torch.as_tensor(flag), h, layer(h))` too. A reason (str) when the code is not of that shape."""
+    flag)`) alone only moves the break to the `if` that tests the flag, whose test is then a tensor; here that `if`
+    becomes `h = torch.where(torch.as_tensor(flag), h, layer(h))` too. None when no `if` tests the flag (the exact
+    rewrite stands alone); a reason (str) when one does, in a shape not rewritten."""
     stmts = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
     only = stmts[0].body[0] if len(stmts) == 1 and isinstance(stmts[0], cst.SimpleStatementLine) else None
     if not (
@@ -144,26 +145,27 @@ def flag_skip(finding: Finding, src: SourceFile, node: cst.If, fix: Proposal, dr
         and isinstance(only.value, cst.Name)
         and only.value.value == "True"
     ):
-        return "the random test's branch does more than set a flag to True"
+        return None
     flag = only.targets[0].target.value
     later = _flag_test(src, node, flag)
-    if isinstance(later, str):
+    if not isinstance(later, cst.If):
         return later
-    body = later.body.body if isinstance(later.body, cst.IndentedBlock) else [later.body]
+    if not isinstance(later.body, cst.IndentedBlock):
+        return f"`if not {flag}:` (line {src.line_of(later)}) has its body on the same line"
+    body = list(later.body.body)
     where, imports = src.torch_expr("where")
     as_tensor, more = src.torch_expr("as_tensor")
     line = src.line_of(later)
-    picked = _pick_assignments(src, list(body), cst.Name(flag), line, where, as_tensor)
+    picked = _pick_assignments(src, body, cst.Name(flag), line, where, as_tensor)
     if isinstance(picked, str):
         return picked.replace("the random `continue`", f"`if not {flag}:`")
     replace: dict[cst.CSTNode, object] = dict(fix.replace)
-    new = [
-        s.visit(_Swap(picked)) if isinstance(s, cst.SimpleStatementLine) else s for s in body
-    ]  # every statement is a SimpleStatementLine (_pick_assignments checked)
+    # every statement is a one-assignment SimpleStatementLine (_pick_assignments checked)
+    new = [s.visit(_Swap(picked)) for s in body if isinstance(s, cst.SimpleStatementLine)]
     first = new[0]
     assert isinstance(first, cst.SimpleStatementLine)
     new[0] = first.with_changes(leading_lines=later.leading_lines)
-    replace[later] = cst.FlattenSentinel(new)
+    replace[later] = cst.FlattenSentinel(new)  # type: ignore[type-var]
     return dataclasses.replace(
         fix,
         replace=replace,  # type: ignore[arg-type]
@@ -173,29 +175,31 @@ def flag_skip(finding: Finding, src: SourceFile, node: cst.If, fix: Proposal, dr
         f"with torch.where instead of `if not {flag}:` (line {line}; the layer runs every call, its output kept "
         "as often)",
         note=RANDOM_STREAM_NOTE,
-        alternative=None,
+        alternative="",
         fallbacks=(),
         shape="random-skip-where",
     )
 
 
-def _flag_test(src: SourceFile, node: cst.If, flag: str) -> cst.If | str:
-    """The `if not <flag>:` (no else) after the statement of the loop body that holds `node`."""
+def _flag_test(src: SourceFile, node: cst.If, flag: str) -> cst.If | str | None:
+    """The `if not <flag>:` (no else) that first reads the flag after the statement of the loop body holding
+    `node`; a reason when an `if` of another shape tests it first; None when no `if` does."""
     loop = src.enclosing(node, (cst.For, cst.FunctionDef))
     block = loop.body if isinstance(loop, cst.For | cst.FunctionDef) else None
     if not isinstance(block, cst.IndentedBlock):
-        return "the flag's test is not in the same block"
+        return None
     outer = next((s for s in block.body if s is node or node in _descendants(src, s)), None)
     if outer is None:
-        return "the flag's test is not in the same block"
+        return None
     for stmt in block.body[block.body.index(outer) + 1 :]:
         reads = [n for n in src.nodes_in(stmt, cst.Name) if n.value == flag]
         if not reads:
             continue
-        test = stmt.test if isinstance(stmt, cst.If) else None
+        if not isinstance(stmt, cst.If) or not any(n.value == flag for n in src.nodes_in(stmt.test, cst.Name)):
+            return None
+        test = stmt.test
         if (
-            isinstance(stmt, cst.If)
-            and stmt.orelse is None
+            stmt.orelse is None
             and isinstance(test, cst.UnaryOperation)
             and isinstance(test.operator, cst.Not)
             and isinstance(test.expression, cst.Name)
@@ -203,8 +207,12 @@ def _flag_test(src: SourceFile, node: cst.If, flag: str) -> cst.If | str:
             and len(reads) == 1
         ):
             return stmt
-        return f"the flag `{flag}` is read on line {src.line_of(stmt)} other than as `if not {flag}:`"
-    return f"the flag `{flag}` is not tested after the random draw"
+        return (
+            f"the skip's flag `{flag}` is tested on line {src.line_of(stmt)} in another shape than `if not {flag}:` "
+            "over plain assignments (an else branch, or a value such as None set when the layer is skipped); the "
+            "flag's own rewrite would only move the graph break to that test"
+        )
+    return None
 
 
 class _Swap(cst.CSTTransformer):
