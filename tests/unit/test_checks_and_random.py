@@ -86,6 +86,17 @@ def test_layerdrop_flag_set_in_a_branch_is_one_random_stream_change_with_its_tes
     assert why.reason.startswith("the skip's flag `skipped` is tested on line 23 in another shape")
 
 
+def test_layerdrop_continue_followed_by_more_than_assignments_says_which_line():
+    source = (FIXTURES / "TM103" / "layerdrop_continue.in.py").read_text()
+    source = source.replace(
+        "                mask=mask,\n            )\n",
+        "                mask=mask,\n            )\n            if self.keep_all:\n                self.seen += (x,)\n",
+    )
+    text, results = fix_text(source, name="stack.py")
+    (why,) = unfixed(results)
+    assert text == source and "that `continue`s: line 25 after the random `continue` is not a plain" in why.reason
+
+
 def test_layerdrop_skip_the_where_cannot_take_is_refused_with_its_reason_up_front():
     source = (FIXTURES / "TM103" / "layerdrop_random_skip.in.py").read_text()
     source = source.replace(

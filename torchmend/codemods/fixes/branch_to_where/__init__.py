@@ -13,7 +13,12 @@ from torchmend.codemods.analysis import values
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.branch_to_where.align import _chain_start, _in_place, _next_statement
 from torchmend.codemods.fixes.branch_to_where.cond import cond_fix
-from torchmend.codemods.fixes.branch_to_where.layerdrop import continue_skip, flag_skip, random_stream_proposal
+from torchmend.codemods.fixes.branch_to_where.layerdrop import (
+    _only_continue,
+    continue_skip,
+    flag_skip,
+    random_stream_proposal,
+)
 from torchmend.codemods.fixes.branch_to_where.test import (
     _ASSERT_ADVICE,
     _COND_ADVICE,
@@ -334,6 +339,12 @@ class BranchToWhere(Codemod):
         skip = continue_skip(finding, src, node, drawn)
         if isinstance(skip, Proposal):
             return skip
+        if isinstance(skip, str) and _only_continue(node.body):  # the `continue` form: why its rewrite does not apply
+            raise _Unfixable(
+                f"a random skip drawn by `{drawn}` (LayerDrop) that `continue`s: {skip}; torchmend picks the layer's "
+                "result with torch.where only where plain `name = value` assignments follow the `continue`",
+                refusal.advice,
+            )
         try:
             fix = self._if_tensor(finding, src, node)
         except _Unfixable:
