@@ -120,5 +120,10 @@ def test_a_run_that_fails_on_a_later_seed_is_named_with_its_seed_and_exception()
     after = [arm("after", True)] * 4
     text = failed_seeds(SEEDS4, before, after, None)
     assert text.startswith("the original failed with seed 2: TypeError: 'NoneType' object is not subscriptable")
-    assert text.endswith("a failure of the program itself on a random path, not of the change")
+    assert text.endswith("a failure of the program itself on a random path, which the patched script only shares")
     assert failed_seeds(SEEDS4, after, after, None) == ""
+    # the patched script failing the same way on another seed is still the program's failure; failing alone is not
+    text = failed_seeds(SEEDS4, before, [*after[:3], arm("after", False)], None)
+    assert "the patched script failed with seed 3" in text and text.endswith("which the patched script only shares")
+    text = failed_seeds(SEEDS4, after, [*after[:3], arm("after", False)], None)
+    assert text.startswith("the patched script failed with seed 3") and "program itself" not in text

@@ -159,13 +159,15 @@ def failed_seeds(seeds: Sequence[int], before: Sequence[ArmRun], after: Sequence
     from torchmend.verify.failure import failure_of
 
     parts = []
+    seen: dict[str, set[tuple[str, str, int]]] = {"the original": set(), "the patched script": set()}
     for name, runs in (("the original", before), ("the patched script", after)):
         for seed, run in zip(seeds, runs, strict=False):
             failure = failure_of(run, root)
             if failure is not None:
                 parts.append(f"{name} failed with seed {seed}: {failure.describe()}")
-    if parts and all(p.startswith("the original") for p in parts):
-        parts.append("a failure of the program itself on a random path, not of the change")
+                seen[name].add(failure.same_as)
+    if seen["the original"] and seen["the patched script"] <= seen["the original"]:
+        parts.append("a failure of the program itself on a random path, which the patched script only shares")
     return "; ".join(parts)
 
 
