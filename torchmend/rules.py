@@ -545,6 +545,20 @@ GB_ADVICE: dict[str, str] = {
         "(e.g. `attention_type`), so that forward finds the layers built; a parameter made in forward is also new "
         "on every call and the optimizer never sees it"
     ),
+    "GB0098": (
+        "the called function is wrapped in torch.compiler.disable, so it runs in Python between two graphs on every "
+        "call: remove the decorator if dynamo can trace the function, or move the call out of the compiled region. "
+        "Keep it on a helper that draws NumPy or Python random numbers (a SpecAugment mask helper such as "
+        "`_compute_mask_indices`; torchmend's TM110 fix puts it there): traced, the draws come from torch's "
+        "generator and break the graph more. No rewrite torchmend can make keeps NumPy's stream and removes this "
+        "break: what does (measured on torch 2.13, wav2vec2 and SEW-D models, losses and weights equal to the eager "
+        "run's) is to make the mask outside the compiled model, in the data collator or the training loop, and pass "
+        "it in (transformers' wav2vec2-family models take `mask_time_indices=`), or, where the helper is your code, "
+        "to wrap it in a `torch.library.custom_op` whose fake returns a tensor of the mask's shape; either way with "
+        "`torch._dynamo.config.capture_dynamic_output_shape_ops = True` before the compile call, since the boolean-"
+        "mask assignment that applies it (`h[mask] = v`) needs nonzero in its backward once the mask is a tensor the "
+        "graph receives"
+    ),
     "GB4347": (
         "next() on a dict key iterator that dynamo did not create: a comprehension (`{k: ... for k in d}`) compiled "
         "as a frame of its own, handed the iterator by its enclosing function, which dynamo skipped because of "

@@ -1,12 +1,14 @@
 """Why each finding of a scan is left: what `fix` would do with it, asked of torchmend itself (no script is run).
 
-    python explain.py SCAN.json PROJECT_ROOT  > reasons.json
+    python explain.py SCAN.json PROJECT_ROOT [--allow-random-stream]  > reasons.json
 
 Runs in the benchmark venv with the torchmend under test (run.py puts it on PYTHONPATH). For every finding of the
 scan (`torchmend scan --format json`) it prints one JSON object: the finding's rule, GB id, place, count and the
 scan's reason, and `fix`: `proposal` (a codemod proposes a change: it was refused by verification, withdrawn as
 unhelpful, or conflicted), `not_fixable` (with torchmend's reason and advice) or `skipped` (informational, nothing
-to fix). `fix` and `why` are null when this torchmend has no `pipeline.propose` (the API moved).
+to fix). `fix` and `why` are null when this torchmend has no `pipeline.propose` (the API moved). A change of the
+random stream (LayerDrop) proposed when fix ran without `--allow-random-stream` (not passed here either) says so
+first: fix never applies one without the opt-in, whatever verification would say.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 def main() -> None:
     scan = json.loads(Path(sys.argv[1]).read_text())
     root = Path(sys.argv[2])
+    allowed = "--allow-random-stream" in sys.argv[3:]
     from torchmend.model import Finding
 
     findings = [Finding.from_json(f) for f in scan.get("findings", [])]
@@ -31,7 +34,10 @@ def main() -> None:
         for p in session_results.proposals:
             assert isinstance(p, Proposal)
             for f in p.findings:
-                verdicts[id(f)] = ("proposal", f"{p.rule} {p.safety}: {p.why}", p.note or "")
+                why = f"{p.rule} {p.safety}: {p.why}"
+                if p.safety == "random-stream" and not allowed:
+                    why = f"needs --allow-random-stream (it changes the random stream, keeps the distribution): {why}"
+                verdicts[id(f)] = ("proposal", why, p.note or "")
         for n in session_results.unfixed:
             assert isinstance(n, NoFix)
             verdicts[id(n.finding)] = ("not_fixable", n.reason, n.advice)

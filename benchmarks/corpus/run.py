@@ -515,7 +515,8 @@ def run_model(model: str, mode: str, use: str, a: argparse.Namespace, python: Pa
     rec["after"] = counts(after)
     rec["after"]["rescanned"] = after is not before
     if after.get("findings"):
-        ex = stage("explain", [str(python), str(HERE / "explain.py"), str(after_path), str(project)])
+        stream = ["--allow-random-stream"] if a.allow_random_stream else []
+        ex = stage("explain", [str(python), str(HERE / "explain.py"), str(after_path), str(project), *stream])
         try:
             rec["left"] = json.loads(ex.out)
         except json.JSONDecodeError:

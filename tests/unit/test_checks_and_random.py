@@ -60,6 +60,43 @@ def test_layerdrop_skip_is_a_random_stream_change_applied_only_when_allowed():
     assert "h = torch.where(torch.as_tensor(skip == 0), layer(h), h)" in text
 
 
+def test_layerdrop_flag_set_in_a_branch_is_one_random_stream_change_with_its_test():
+    """`if r < p: flag = True` alone has an exact torch.where, but that only moves the break to `if not flag:`: both
+    are rewritten together, as a random-stream change (nothing written without the opt-in)."""
+    source = (FIXTURES / "TM103" / "layerdrop_flag_keyword_call.in.py").read_text()
+    text, results = fix_text(source, name="encoder.py", random_stream=False)
+    (p,) = proposals(results)
+    assert text == source and p.safety == "random-stream" and p.shape == "random-skip-where"
+    assert "instead of `if not skipped:` (line 23" in p.why
+    # the flag read in the loop other than by its test: only the exact rewrite of the flag is offered, as before
+    source = source.replace(
+        "            if not skipped:\n", "            self.last_skipped = skipped\n            if not skipped:\n"
+    )
+    text, results = fix_text(source, name="encoder.py", random_stream=False)
+    (p,) = proposals(results)
+    assert p.safety == "safe" and "if not skipped:" in text
+    # the flag tested with an else that sets None: refused, since the flag's rewrite alone only moves the break
+    source = (FIXTURES / "TM103" / "layerdrop_flag_keyword_call.in.py").read_text()
+    source = source.replace(
+        "            if not skipped:\n", "            if skipped:\n                out = None\n            else:\n"
+    )
+    text, results = fix_text(source, name="encoder.py")
+    (why,) = unfixed(results)
+    assert text == source and not proposals(results)
+    assert why.reason.startswith("the skip's flag `skipped` is tested on line 23 in another shape")
+
+
+def test_layerdrop_continue_followed_by_more_than_assignments_says_which_line():
+    source = (FIXTURES / "TM103" / "layerdrop_continue.in.py").read_text()
+    source = source.replace(
+        "                mask=mask,\n            )\n",
+        "                mask=mask,\n            )\n            if self.keep_all:\n                self.seen += (x,)\n",
+    )
+    text, results = fix_text(source, name="stack.py")
+    (why,) = unfixed(results)
+    assert text == source and "that `continue`s: line 25 after the random `continue` is not a plain" in why.reason
+
+
 def test_layerdrop_skip_the_where_cannot_take_is_refused_with_its_reason_up_front():
     source = (FIXTURES / "TM103" / "layerdrop_random_skip.in.py").read_text()
     source = source.replace(

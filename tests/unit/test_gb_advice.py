@@ -48,3 +48,14 @@ def test_gb0264_gets_the_advice_of_the_library_function_it_is_in() -> None:
     )
     assert isinstance(cast, NoFix) and "cast the model once before torch.compile" in cast.advice, cast
     assert isinstance(built, NoFix) and "config value that selects it" in built.advice, built
+
+
+def test_a_disabled_host_random_helper_call_gets_the_measured_remedy() -> None:
+    """GB0098 (TM105, no codemod) is what TM110's fix leaves at the call of the helper it disabled: the advice says
+    to keep the decorator and what removes the break with NumPy's stream kept (benchmarks, docs/DESIGN.md)."""
+    text = "import torch\n\ndef f(h):\n    m = span_mask(h.shape)  # tm: TM105 gb_id=GB0098\n    return h * m\n"
+    (result,) = Session(Context("/tm-example", lambda p: text)).propose(
+        findings_from_markers("/tm-example/example.py", text, "/tm-example")
+    )
+    assert isinstance(result, NoFix) and "GB0098" in result.reason, result
+    assert "`mask_time_indices=`" in result.advice and "capture_dynamic_output_shape_ops" in result.advice

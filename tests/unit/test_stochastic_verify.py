@@ -100,3 +100,30 @@ def test_the_counts_tolerance_ignores_numbers_even_of_a_zero_magnitude_probe():
     b, a = {"losses": [1.0, 0.5], "params": [fp(3.0)]}, {"losses": [1.3, 0.2], "params": [fp(1.0)]}
     assert compare(b, a, 1e300, 1e300).equal
     assert not compare(b, a, math.inf, math.inf).equal  # why inf is not used
+
+
+def test_a_run_that_fails_on_a_later_seed_is_named_with_its_seed_and_exception():
+    """A LayerDrop skip that sets the hidden states to None crashes the original on the seeds that skip (PegasusX with
+    layerdrop on): the refusal names the arm, the seed and the exception, not "a run recorded no loss"."""
+    from torchmend.profiler.runner import RunOutcome
+    from torchmend.verify.runs import ArmRun
+    from torchmend.verify.stochastic import failed_seeds
+
+    def arm(name: str, ok: bool) -> ArmRun:
+        end = {"ev": "end", "losses": [1.0, 0.9] if ok else [], "params": None}
+        if not ok:
+            end["error"] = "TypeError: 'NoneType' object is not subscriptable"
+        outcome = RunOutcome([], "steps" if ok else "error", 0 if ok else 1, 2.0, "", end)
+        return ArmRun(name, 0, [], None, outcome)  # type: ignore[arg-type]
+
+    before = [arm("before", True), arm("before", True), arm("before", False), arm("before", True)]
+    after = [arm("after", True)] * 4
+    text = failed_seeds(SEEDS4, before, after, None)
+    assert text.startswith("the original failed with seed 2: TypeError: 'NoneType' object is not subscriptable")
+    assert text.endswith("a failure of the program itself on a random path, which the patched script only shares")
+    assert failed_seeds(SEEDS4, after, after, None) == ""
+    # the patched script failing the same way on another seed is still the program's failure; failing alone is not
+    text = failed_seeds(SEEDS4, before, [*after[:3], arm("after", False)], None)
+    assert "the patched script failed with seed 3" in text and text.endswith("which the patched script only shares")
+    text = failed_seeds(SEEDS4, after, [*after[:3], arm("after", False)], None)
+    assert text.startswith("the patched script failed with seed 3") and "program itself" not in text

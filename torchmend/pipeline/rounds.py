@@ -108,7 +108,7 @@ class _Judge:
         seed's runs, the numbers as distributions (verify/stochastic.py) instead of bit for bit."""
         from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
         from torchmend.verify.compare import judge
-        from torchmend.verify.stochastic import compare_distributions, seeded_runs, seeds_for
+        from torchmend.verify.stochastic import compare_distributions, failed_seeds, seeded_runs, seeds_for
 
         seeds = seeds_for(self.before)
         total = len(seeds) * 2 - (1 if self.reuse and self.before.seed is not None else 0)
@@ -125,6 +125,9 @@ class _Judge:
         # would refuse a parameter whose magnitude is 0 (measured on SeamlessM4TModel).
         v = judge(b[:1], a[:1], 1e300, 1e300, self.root)
         dist = compare_distributions(seeds, [r.end for r in b], [r.end for r in a])
+        failed = failed_seeds(seeds, b, a, self.root)
+        if failed:  # a run without losses is its failure, named with its seed (a LayerDrop path that crashes)
+            dist = replace(dist, problem=failed)
         v.numerics, v.distribution = None, dist
         if not dist.equivalent and v.failure is None:
             v.reasons.append(dist.describe())

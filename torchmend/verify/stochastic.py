@@ -152,6 +152,25 @@ def seeded_runs(
     return b, a
 
 
+def failed_seeds(seeds: Sequence[int], before: Sequence[ArmRun], after: Sequence[ArmRun], root: Path | None) -> str:
+    """Which runs of either arm failed, with which seed, their exception and line ('' when none did). A run that fails
+    on a later seed only (a random path the first seed did not take: a skipped layer that sets None) leaves the
+    distributions without its losses; this is why, said instead of "a run recorded no loss"."""
+    from torchmend.verify.failure import failure_of
+
+    parts = []
+    seen: dict[str, set[tuple[str, str, int]]] = {"the original": set(), "the patched script": set()}
+    for name, runs in (("the original", before), ("the patched script", after)):
+        for seed, run in zip(seeds, runs, strict=False):
+            failure = failure_of(run, root)
+            if failure is not None:
+                parts.append(f"{name} failed with seed {seed}: {failure.describe()}")
+                seen[name].add(failure.same_as)
+    if seen["the original"] and seen["the patched script"] <= seen["the original"]:
+        parts.append("a failure of the program itself on a random path, which the patched script only shares")
+    return "; ".join(parts)
+
+
 def seeds_for(spec: RunSpec, n: int = SEEDS) -> tuple[int, ...]:
     base = spec.seed if spec.seed is not None else 0
     return tuple(range(base, base + n))

@@ -112,7 +112,8 @@ class EagerHostRandom(Codemod):
         the original's eager run ("the patched compiled run equals the original eager run"). One graph break is
         left at each call of the helper (TM105, GB0098): the call runs in Python between two graphs. Eagerly
         (without compile) nothing changes. To remove that break too, make the mask outside the compiled model (data
-        collator, training loop) and pass it in as a tensor.
+        collator, training loop) and pass it in as a tensor, with `capture_dynamic_output_shape_ops` on when a
+        boolean-mask assignment applies it (the advice of GB0098, TM105).
     """
 
     rules = ("TM110",)

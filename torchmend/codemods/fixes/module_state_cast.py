@@ -7,7 +7,7 @@ import libcst as cst
 from torchmend import rules
 from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.model import Finding
+from torchmend.model import Finding, Where
 
 # Tensor and Module methods that give the same values in another dtype or on another device.
 _CASTS = frozenset({"to", "float", "half", "double", "bfloat16", "type", "cuda", "cpu"})
@@ -33,6 +33,17 @@ def _self_attr(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
         return node.attr.value
     return None
+
+
+def buffer_cast(finding: Finding, ctx: Context) -> Result | None:
+    """The fix of a break inside `nn.Module.register_buffer` reached from a line of the project (the buffer cast
+    assigned back in forward), whatever the break's GB id: GB4841 on torch 2.13, GB0170 (data-dependent
+    branching at `if persistent:`, which TM103 files) on 2.11. None when the break is not there."""
+    frame = finding.user_frame
+    if finding.where == Where.PROJECT or finding.function != "register_buffer" or frame is None:
+        return None
+    src = ctx.file(frame.path)
+    return BufferCastToLocal._rewrite(finding, src, src.statement_at(frame.line))
 
 
 class BufferCastToLocal(Codemod):
@@ -107,14 +118,12 @@ class BufferCastToLocal(Codemod):
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
-        frame = finding.user_frame
-        if finding.gb_id != "GB4841" or finding.function != "register_buffer" or frame is None:
+        if finding.gb_id != "GB4841":
             return _other(finding)
-        src = ctx.file(frame.path)
-        stmt = src.statement_at(frame.line)
-        return self._rewrite(finding, src, stmt)
+        return buffer_cast(finding, ctx) or _other(finding)
 
-    def _rewrite(self, finding: Finding, src: SourceFile, stmt: cst.BaseStatement | None) -> Result:
+    @staticmethod
+    def _rewrite(finding: Finding, src: SourceFile, stmt: cst.BaseStatement | None) -> Result:
         shape = "`self.name = self.name.<cast>(...)`"
         if not (
             isinstance(stmt, cst.SimpleStatementLine)

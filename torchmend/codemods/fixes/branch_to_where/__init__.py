@@ -32,12 +32,15 @@ from torchmend.codemods.fixes.branch_to_where.condition import (
 )
 from torchmend.codemods.fixes.branch_to_where.layerdrop import (
     continue_skip,
+    flag_skip,
+    only_continue,
     random_draw,
     random_skip,
     random_stream_proposal,
 )
 from torchmend.codemods.fixes.branch_to_where.where import Plan, proposal, where_call, where_fix
 from torchmend.codemods.fixes.mask_fast_path import mask_fast_path
+from torchmend.codemods.fixes.module_state_cast import buffer_cast
 from torchmend.model import Finding, Where
 
 # --- the codemod ---------------------------------------------------------------------------------------------
@@ -54,6 +57,10 @@ class BranchToWhere(Codemod):
         None`) is not turned into torch.where: its test gets `not torch.compiler.is_compiling() and` in front, so
         compiled code always takes the general path with the mask (fixes/mask_fast_path.py; unsafe: the general
         path must compute the same with a mask that masks nothing, which the verified re-run checks).
+
+        A break torch 2.11 files inside `nn.Module.register_buffer` (`if persistent:`), reached from
+        `self.buf = self.buf.to(...)` in forward, gets the fix of that cast (fixes/module_state_cast.py: the cast
+        kept in a local), as torch 2.13's GB4841 there does.
 
         A LayerDrop skip, a test on a random draw (`skip = torch.rand([]) < p; if not skip: h = layer(h)`, or
         `if torch.rand([]) < p: continue` before `h = layer(h)`), becomes `h = torch.where(skip, h, layer(h))`
@@ -189,6 +196,30 @@ class BranchToWhere(Codemod):
                 return y
             """,
         ),
+        # torch 2.11 files a buffer cast assigned back in forward as a branch inside nn.Module.register_buffer
+        # (`if persistent:`, GB0170): the cast is kept in a local (fixes/module_state_cast.py)
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class Embed(nn.Module):
+                def forward(self, ids):
+                    x = self.tok(ids)
+                    self.table = self.table.to(dtype=x.dtype)  # tm: TM103 gb_id=GB0170 where=library function=register_buffer
+                    return x + self.table[: ids.shape[1]]
+            """,
+            """
+            import torch
+            from torch import nn
+
+            class Embed(nn.Module):
+                def forward(self, ids):
+                    x = self.tok(ids)
+                    table = self.table.to(dtype=x.dtype)  # tm: TM103 gb_id=GB0170 where=library function=register_buffer
+                    return x + table[: ids.shape[1]]
+            """,
+        ),
         # a mask's fast path: skipped under compile, not turned into torch.where
         Invalid(
             """
@@ -257,6 +288,9 @@ class BranchToWhere(Codemod):
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
+        cast = buffer_cast(finding, ctx)  # torch 2.11 files a buffer cast in forward as a branch in register_buffer
+        if cast is not None:
+            return cast
         if finding.where != Where.PROJECT:
             return NoFix(
                 finding,
@@ -305,14 +339,24 @@ class BranchToWhere(Codemod):
         skip = continue_skip(finding, src, node, drawn)
         if isinstance(skip, Proposal):
             return skip
+        if isinstance(skip, str) and only_continue(node.body):  # the `continue` form: why its rewrite does not apply
+            raise Unfixable(
+                f"a random skip drawn by `{drawn}` (LayerDrop) that `continue`s: {skip}; torchmend picks the layer's "
+                "result with torch.where only where plain `name = value` assignments follow the `continue`",
+                refusal.advice,
+            )
         try:
             fix = self._if_tensor(finding, src, node)
         except Unfixable:
             raise refusal from None
         if isinstance(fix, Proposal) and node.orelse is None and not src.nodes_in(node.body, cst.Call):
             # `if r < p: to_drop = True`: no code is skipped, so torch.where computes exactly what the `if` did
-            # with the same draws; the flag's own `if not to_drop:` is the LayerDrop skip, fixed on its own
-            return fix
+            # with the same draws; but alone it only moves the break to the flag's own `if not to_drop:`, the
+            # LayerDrop skip, so both become one random-stream change where that `if` has the known shape
+            both = flag_skip(finding, src, node, fix, drawn)
+            if isinstance(both, str):
+                raise Unfixable(f"{both} (a random skip drawn by `{drawn}`)", refusal.advice)
+            return both or fix
         stream = random_stream_proposal(src, fix, drawn) if isinstance(fix, Proposal) else None
         if stream is None:
             raise refusal

@@ -84,7 +84,7 @@ def continue_skip(finding: Finding, src: SourceFile, node: cst.If, draw: str) ->
     """`if <random test>: continue` in a `for` loop whose remaining statements are plain assignments
     (`h = layer(h, ...)`): the test kept in a flag (False when it is not drawn), the assignments of values the loop
     carries picked with torch.where(flag, old, new). A reason (str) when the loop is not of that shape."""
-    if node.orelse is not None or not _only_continue(node.body):
+    if node.orelse is not None or not only_continue(node.body):
         return "the random test's branch does more than `continue`"
     loop = src.enclosing(node, (cst.For, cst.FunctionDef))
     if not isinstance(loop, cst.For) or not isinstance(loop.body, cst.IndentedBlock):
@@ -105,36 +105,10 @@ def continue_skip(finding: Finding, src: SourceFile, node: cst.If, draw: str) ->
     where, imports = src.torch_expr("where")
     as_tensor, more = src.torch_expr("as_tensor")
     flag = cst.Name(SKIP_NAME)
-    replace: dict[cst.CSTNode, cst.CSTNode] = {}
-    loop_line = src.line_of(loop)
-    tail_lines = [(src.line_of(s), src.positions[s].end.line) for s in tail]
-    for stmt in tail:
-        assign = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
-        if not (
-            isinstance(assign, cst.Assign)
-            and len(assign.targets) == 1
-            and isinstance(assign.targets[0].target, cst.Name)
-        ):
-            return f"line {src.line_of(stmt)} after the random `continue` is not a plain `name = value` assignment"
-        if src.nodes_in(stmt, (cst.Yield, cst.Await)):
-            return f"line {src.line_of(stmt)} yields or awaits"
-        name = assign.targets[0].target.value
-        carried = _assigned_before(src, assign.targets[0].target, loop_line)
-        if not carried:
-            if _read_outside(src, assign.targets[0].target, tail_lines):
-                return f"`{name}` (line {src.line_of(stmt)}) is read after the loop but not set before it"
-            continue
-        picked = cst.Call(
-            where,
-            [
-                cst.Arg(cst.Call(as_tensor, [cst.Arg(flag)])),
-                cst.Arg(cst.Name(name)),
-                cst.Arg(assign.value),
-            ],
-        )
-        replace[assign] = assign.with_changes(value=picked)
-    if not replace:
-        return "no value the loop carries is set after the random `continue`"
+    picked = _pick_assignments(src, tail, flag, src.line_of(loop), where, as_tensor)
+    if isinstance(picked, str):
+        return picked
+    replace: dict[cst.CSTNode, cst.CSTNode] = dict(picked)
     set_flag = cst.SimpleStatementLine(
         [cst.Assign([cst.AssignTarget(flag)], node.test)], leading_lines=node.leading_lines
     )
@@ -155,7 +129,145 @@ def continue_skip(finding: Finding, src: SourceFile, node: cst.If, draw: str) ->
     )
 
 
-def _only_continue(body: cst.BaseSuite) -> bool:
+# --- `if r < p: flag = True` ... `if not flag: h = layer(h)` (the flag set in a branch) -------------------------
+
+
+def flag_skip(finding: Finding, src: SourceFile, node: cst.If, fix: Proposal, draw: str) -> Proposal | str | None:
+    """`if <random test>: flag = True` followed, in the same block of the loop, by `if not flag:` over plain
+    assignments: one change of both. `fix` (the exact torch.where of the flag, `flag = torch.where(test, True,
+    flag)`) alone only moves the break to the `if` that tests the flag, whose test is then a tensor; here that `if`
+    becomes `h = torch.where(torch.as_tensor(flag), h, layer(h))` too. None when no `if` tests the flag (the exact
+    rewrite stands alone); a reason (str) when one does, in a shape not rewritten."""
+    stmts = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
+    only = stmts[0].body[0] if len(stmts) == 1 and isinstance(stmts[0], cst.SimpleStatementLine) else None
+    if not (
+        isinstance(only, cst.Assign)
+        and len(only.targets) == 1
+        and isinstance(only.targets[0].target, cst.Name)
+        and isinstance(only.value, cst.Name)
+        and only.value.value == "True"
+    ):
+        return None
+    flag = only.targets[0].target.value
+    later = _flag_test(src, node, flag)
+    if not isinstance(later, cst.If):
+        return later
+    if not isinstance(later.body, cst.IndentedBlock):
+        return f"`if not {flag}:` (line {src.line_of(later)}) has its body on the same line"
+    body = list(later.body.body)
+    where, imports = src.torch_expr("where")
+    as_tensor, more = src.torch_expr("as_tensor")
+    line = src.line_of(later)
+    picked = _pick_assignments(src, body, cst.Name(flag), line, where, as_tensor)
+    if isinstance(picked, str):
+        return picked.replace("the random `continue`", f"`if not {flag}:`")
+    replace: dict[cst.CSTNode, object] = dict(fix.replace)
+    # every statement is a one-assignment SimpleStatementLine (_pick_assignments checked)
+    new = [s.visit(_Swap(picked)) for s in body if isinstance(s, cst.SimpleStatementLine)]
+    first = new[0]
+    assert isinstance(first, cst.SimpleStatementLine)
+    new[0] = first.with_changes(leading_lines=later.leading_lines)
+    replace[later] = cst.FlattenSentinel(new)  # type: ignore[type-var]
+    return dataclasses.replace(
+        fix,
+        replace=replace,  # type: ignore[arg-type]
+        imports=tuple(dict.fromkeys((*fix.imports, *imports, *more))),
+        safety=RANDOM_STREAM,
+        why=f"keep the random skip drawn by `{draw}` in the flag `{flag}` as a tensor and pick the layer's result "
+        f"with torch.where instead of `if not {flag}:` (line {line}; the layer runs every call, its output kept "
+        "as often)",
+        note=RANDOM_STREAM_NOTE,
+        alternative="",
+        fallbacks=(),
+        shape="random-skip-where",
+    )
+
+
+def _flag_test(src: SourceFile, node: cst.If, flag: str) -> cst.If | str | None:
+    """The `if not <flag>:` (no else) that first reads the flag after the statement of the loop body holding
+    `node`; a reason when an `if` of another shape tests it first; None when no `if` does."""
+    loop = src.enclosing(node, (cst.For, cst.FunctionDef))
+    block = loop.body if isinstance(loop, cst.For | cst.FunctionDef) else None
+    if not isinstance(block, cst.IndentedBlock):
+        return None
+    outer = next((s for s in block.body if s is node or node in _descendants(src, s)), None)
+    if outer is None:
+        return None
+    for stmt in block.body[block.body.index(outer) + 1 :]:
+        reads = [n for n in src.nodes_in(stmt, cst.Name) if n.value == flag]
+        if not reads:
+            continue
+        if not isinstance(stmt, cst.If) or not any(n.value == flag for n in src.nodes_in(stmt.test, cst.Name)):
+            return None
+        test = stmt.test
+        if (
+            stmt.orelse is None
+            and isinstance(test, cst.UnaryOperation)
+            and isinstance(test.operator, cst.Not)
+            and isinstance(test.expression, cst.Name)
+            and test.expression.value == flag
+            and len(reads) == 1
+        ):
+            return stmt
+        return (
+            f"the skip's flag `{flag}` is tested on line {src.line_of(stmt)} in another shape than `if not {flag}:` "
+            "over plain assignments (an else branch, or a value such as None set when the layer is skipped); the "
+            "flag's own rewrite would only move the graph break to that test"
+        )
+    return None
+
+
+class _Swap(cst.CSTTransformer):
+    """Put the picked assignments (the same nodes _pick_assignments was given) in place."""
+
+    def __init__(self, picked: dict[cst.CSTNode, cst.CSTNode]) -> None:
+        super().__init__()
+        self.picked = picked
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        new = self.picked.get(original)
+        return new if isinstance(new, cst.Assign) else updated
+
+
+def _pick_assignments(
+    src: SourceFile,
+    stmts: list[cst.BaseStatement],
+    flag: cst.BaseExpression,
+    line: int,
+    where: cst.BaseExpression,
+    as_tensor: cst.BaseExpression,
+) -> dict[cst.CSTNode, cst.CSTNode] | str:
+    """`name = value` statements skipped when `flag` is true: each name set before `line` (a value carried) becomes
+    `name = torch.where(torch.as_tensor(flag), name, value)`; a name set only here stays (computed every call)
+    unless it is read elsewhere. A reason (str) for any other statement."""
+    spans = [(src.line_of(s), src.positions[s].end.line) for s in stmts]
+    replace: dict[cst.CSTNode, cst.CSTNode] = {}
+    for stmt in stmts:
+        assign = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        if not (
+            isinstance(assign, cst.Assign)
+            and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)
+        ):
+            return f"line {src.line_of(stmt)} after the random `continue` is not a plain `name = value` assignment"
+        if src.nodes_in(stmt, (cst.Yield, cst.Await)):
+            return f"line {src.line_of(stmt)} yields or awaits"
+        name = assign.targets[0].target.value
+        if not _assigned_before(src, assign.targets[0].target, line):
+            if _read_outside(src, assign.targets[0].target, spans):
+                return f"`{name}` (line {src.line_of(stmt)}) is read after the loop but not set before it"
+            continue
+        picked = cst.Call(
+            where,
+            [cst.Arg(cst.Call(as_tensor, [cst.Arg(flag)])), cst.Arg(cst.Name(name)), cst.Arg(assign.value)],
+        )
+        replace[assign] = assign.with_changes(value=picked)
+    if not replace:
+        return "no value the loop carries is set after the random `continue`"
+    return replace
+
+
+def only_continue(body: cst.BaseSuite) -> bool:
     stmts = body.body if isinstance(body, cst.IndentedBlock) else [body]
     return (
         len(stmts) == 1
