@@ -57,6 +57,10 @@ def _class_for(src: SourceFile, finding: Finding, base: str, attr: str) -> cst.C
     return found[0]
 
 
+# a guard that compares the attribute to a string, a bool or None: module state that no buffer can stand for
+_NOT_A_NUMBER = re.compile(r"(?:==|!=|\bis(?: not)?)\s*(?P<value>'[^']*'|\"[^\"]*\"|True\b|False\b|None\b)")
+
+
 def propose_buffer(finding: Finding, ctx: Context) -> Result:
     """The shared fix: TM201 and TM250 for the same attribute produce the same edit (the engine merges them)."""
     stopgap = f"; {STOPGAP}" if finding.rule == "TM250" else ""
@@ -79,6 +83,17 @@ def propose_buffer(finding: Finding, ctx: Context) -> Result:
             f"fix the finding for that variable and this one goes away{stopgap}",
         )
     attr = match["attr"]
+    state = _NOT_A_NUMBER.search(finding.guard or "")
+    if state is not None:  # `self.attention_type == 'block_sparse'`, `self.rescaled == False`: a mode, not a count
+        kind = "a string" if state["value"][0] in "'\"" else "a bool" if state["value"] in ("True", "False") else "None"
+        return NoFix(
+            finding,
+            f"`self.{attr}` holds {kind} (the guard `{finding.guard}`): a mode switch, not a number a buffer could "
+            "hold",
+            "when it changes once (a one-time switch, as here when the count is 1) the recompile is paid once; if it "
+            f"keeps changing, set self.{attr} before compiling, or keep the code that reads it outside the compiled "
+            f"function{stopgap}",
+        )
     src = ctx.file(finding.path)
     try:
         cls = _class_for(src, finding, match["base"], attr)
