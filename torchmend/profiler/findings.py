@@ -19,6 +19,7 @@ from torchmend.model import EndedBy, Finding, Kind, Location, Pattern, Severity,
 from torchmend.profiler.classify import (
     classify_break,
     classify_guard,
+    logging_line,
     reason_for_break,
     reason_for_guard,
 )
@@ -195,6 +196,14 @@ def _analyse_one(
         site = gb.user_stack[-1] if gb.user_stack and gb.user_stack[-1].line == gb.line else Frame(gb.file, gb.line, "")
         code = classify_break(gb, where, site.code or linecache.getline(path, gb.line), torch_version)
         root = starts[cid][-1] if starts.get(cid) else None  # the compiled frame
+        logged = _logging_caller(places, gb) if where != PROJECT and code != "TM901" else None
+        if logged is not None:  # inside a logger or a framework's `self.log`: the project line that logged
+            inner = Frame(path, gb.line, gb.function, site.code)
+            add(
+                ("TM102", logged.file, logged.line),
+                {"type": "break", "gb": gb, "site": logged, "where": PROJECT, "root": root, "inside": inner},
+            )
+            return 1
         add(
             (code, path, gb.line),
             {"type": "break", "gb": gb, "site": site, "where": where, "root": root, "generated": generated},
@@ -440,6 +449,26 @@ def _add_eager(
     )
 
 
+def _logging_caller(places: Places, gb: GraphBreak) -> Frame | None:
+    """The project line a library break was reached from, when that line logs (`logger.info(...)` of an installed
+    logger such as loguru's, a framework's `self.log(...)`): the break is the logging call's, filed there."""
+    for f in reversed(gb.user_stack):
+        path = places.absolute(f.file)
+        if places.where(path) != PROJECT:
+            continue
+        code = f.code or linecache.getline(path, f.line).strip()
+        return Frame(path, f.line, user_function_name(f.function), code) if logging_line(code) else None
+    return None
+
+
+def _inside_note(places: Places, inner: Frame) -> str:
+    where = f"{places.display(inner.file)}:{inner.line}"
+    return (
+        f" (inside the logging library, at {where}: the break is this logging call's; move the call out of the "
+        "compiled function, or into a helper decorated with @torch.compiler.disable)"
+    )
+
+
 def _finding(
     places: Places, key: tuple[str, str, int], grp: _Group, hit_limit: bool, breaks_at: dict[tuple[str, str], list[int]]
 ) -> Finding:
@@ -463,7 +492,9 @@ def _finding(
             function=loc.function or gb.function,
             path=path,
             where=Where(where),
-            reason=reason_for_break(gb) + (generated_note(info["generated"]) if info.get("generated") else ""),
+            reason=reason_for_break(gb)
+            + (generated_note(info["generated"]) if info.get("generated") else "")
+            + (_inside_note(places, info["inside"]) if info.get("inside") else ""),
             count=grp.count,
             severity=Severity.INFO if rule.informational else Severity.FIX,
             gb_id=gb.gb_id,
