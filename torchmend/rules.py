@@ -176,6 +176,43 @@ Fix safety:
     version match the eager run's. `torchmend verify SCRIPT --patch FILE` checks a hand fix.
 """
 
+_TM209 = """
+What it does:
+    Recognises a setting of a module or of its config (a string, a flag, None: not a tensor, not a number that
+    keeps changing) that forward itself writes, so the guard torch.compile put on it fails once the write has run.
+    The shape transformers' classification heads have: `if self.config.problem_type is None:` picks
+    `"regression"`, `"single_label_classification"` or `"multi_label_classification"` from the labels on the
+    first call and stores it in the config. scan files the recompile at the line that reads the setting; lint
+    finds the write in compiled code.
+
+Why is this bad:
+    The first compiled call traces the branch that writes the setting; the next call finds it changed and compiles
+    forward again (one recompile per compiled frame). It is one-time, but it is a whole second compile of the model,
+    and a config shared by several models (or reset between runs) pays it again.
+
+Example:
+    def forward(self, x, labels):
+        logits = self.head(x)
+        if self.config.problem_type is None:  # TM209: guard failed: self.config.problem_type is None
+            self.config.problem_type = "single_label_classification"
+        ...
+
+Fix:
+    No codemod: `torchmend fix` lists the finding with this advice and changes nothing. Set the value once,
+    before compiling, so forward only reads it:
+
+        config.problem_type = "single_label_classification"  # or pass problem_type= to the config
+        model = torch.compile(Model(config))
+
+    transformers' `loss_type` is the same: set `config.loss_type` (or `model.loss_type`) to a known value (for
+    example "ForCausalLM") before compiling, rather than letting the first call pick it (and warn).
+
+Fix safety:
+    Manual. The value set by hand is the one the first call would have chosen: check it matches your labels
+    (integer class ids: single-label; floats with one column per label: multi-label). `torchmend verify SCRIPT
+    --patch FILE` checks a hand fix.
+"""
+
 _TM207 = """
 What it does:
     A recompile whose failing guard is on a tensor property other than its size: dtype, device, requires_grad,
@@ -420,6 +457,15 @@ RULES: tuple[Rule, ...] = (
         "tensor dtype, device, requires_grad or layout that changes",
         advice="keep dtype, device and requires_grad of the inputs the same between calls",
         doc=_TM207,
+    ),
+    Rule(
+        "TM209",
+        RECOMPILE,
+        "setting-written-in-forward",
+        "module or config setting (not a tensor) written inside compiled forward",
+        advice="set the value once before compiling (e.g. `model.config.problem_type = "
+        '"single_label_classification"`, or `config.loss_type` for transformers\' loss), so forward only reads it',
+        doc=_TM209,
     ),
     Rule(
         "TM299",

@@ -6,7 +6,7 @@ source does not pin down (a parameter that may be a tensor)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 import libcst as cst
@@ -18,6 +18,7 @@ from torchmend.analysis import (
     assigned_values,
     builtin_or_math,
     is_print,
+    is_torch,
     self_attr_values,
     self_name,
     values,
@@ -63,20 +64,39 @@ def nodes_in_body(fn: cst.FunctionDef) -> list[cst.CSTNode]:
 
 
 def check(r: Reached) -> Iterator[Hit]:
-    """Every hit in one compiled def; one that runs only under a setting (`if self.layerdrop > 0.0:`) is possible."""
-    for hit in _hits(r):
-        test = setting(r.src, hit.node)
-        if hit.confidence == POSSIBLE or (test is None and r.setting is None):
-            yield hit
-        else:
-            when = _short(r.src, test) if test is not None else r.setting
-            what = f"{hit.what}, when `{when}` holds"
-            yield Hit(hit.rule, hit.node, POSSIBLE, what, hit.variable, hit.call_site, hit.once)
+    """Every hit in one compiled def; one that runs only under a setting (`if self.layerdrop > 0.0:`) is possible.
+    After a graph break inside a loop dynamo runs the rest of the def eagerly ("graph break in for loop", the frame
+    skipped): what follows it in the def breaks nothing, and is not reported."""
+    for found in _hits(r):
+        hit = _judged(r, found)
+        yield hit
+        if hit.rule.startswith("TM1") and hit.confidence == LIKELY and _in_loop(r, hit.node):
+            return
+
+
+def _in_loop(r: Reached, node: cst.CSTNode) -> bool:
+    for anc in r.src.ancestors(node):
+        if anc is r.fn:
+            return False
+        if isinstance(anc, (cst.For, cst.While)):
+            return True
+    return False
+
+
+def _judged(r: Reached, hit: Hit) -> Hit:
+    if hit.rule in ("TM103", "TM104") and r.src.enclosing(hit.node, cst.Assert) is not None:
+        hit = replace(hit, rule="TM108")  # `assert t.max().item() <= n`: an assert's break, as scan files it
+    test = setting(r.src, hit.node)
+    if hit.confidence == POSSIBLE or (test is None and r.setting is None):
+        return hit
+    when = _short(r.src, test) if test is not None else r.setting
+    return replace(hit, confidence=POSSIBLE, what=f"{hit.what}, when `{when}` holds")
 
 
 def _hits(r: Reached) -> Iterator[Hit]:
     src = r.src
     me = self_name(src, r.fn) if r.bound else None
+    settings: set[int] = set()  # the `if`s already reported for a setting written under them (TM209)
     for node in nodes_in_body(r.fn):
         if compile_gated(src, node):
             continue
@@ -97,6 +117,13 @@ def _hits(r: Reached) -> Iterator[Hit]:
             yield Hit("TM109", node, LIKELY, "`requires_grad = True` set on a tensor in compiled code")
         elif me is not None and isinstance(node, (cst.AugAssign, cst.Assign)):
             yield from _self_write(src, r, node, me)
+            if isinstance(node, cst.Assign):
+                test = _setting_written(src, node, me)
+                if test is not None and id(test[0]) not in settings:
+                    settings.add(id(test[0]))
+                    variable = src.code(test[1])
+                    what = f"`{variable}` is a setting written in compiled code (`{_short(src, node)}`)"
+                    yield Hit("TM209", test[0], LIKELY, what, variable, once=True)
 
 
 ASYNC_ASSERT_FROM = (2, 13)  # measured on 2.13.0, 2.14.1, 2.15.0 (aot_eager, graphs counted by a backend)
@@ -141,6 +168,10 @@ def _call(src: SourceFile, r: Reached, call: cst.Call) -> Iterator[Hit]:
             return
         yield Hit("TM102", call, LIKELY, f"logging call `{_short(src, func)}(...)` in compiled code")
         return
+    if _framework_log(src, r, call):
+        what = f"`{_short(src, func)}(...)` logs through the training framework (its code breaks the graph)"
+        yield Hit("TM102", call, LIKELY, what)
+        return
     if isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist") and not call.args:
         receiver = func.value
         if v.is_tensor(receiver) or v.maybe_tensor(receiver):
@@ -157,8 +188,36 @@ def _call(src: SourceFile, r: Reached, call: cst.Call) -> Iterator[Hit]:
         elif v.kind(arg) is Kind.UNKNOWN and v.maybe_tensor(arg):
             yield Hit("TM104", call, POSSIBLE, f"`{_short(src, call)}` may turn a tensor into a Python number")
         return
+    grad = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "requires_grad"), None)
+    if grad is not None and not m.matches(grad, m.Name("False")) and is_torch(src, func):
+        yield Hit("TM109", call, LIKELY, f"`{_short(src, call)}` makes a tensor that requires grad in compiled code")
+        return
     if src.qualified_names(func) & _SCALAR_CONSTRUCTORS and call.args and call.args[0].keyword is None:
         yield from _scalar_tensor(src, r, call, call.args[0].value)
+
+
+_FRAMEWORK_LOG = ("log", "log_dict")
+_FRAMEWORK_BASES = ("LightningModule",)  # lightning.pytorch / pytorch_lightning, under any import name
+
+
+def _framework_log(src: SourceFile, r: Reached, call: cst.Call) -> bool:
+    """`self.log(...)` / `self.log_dict(...)` in a method of a Lightning-style module (a base named
+    LightningModule that the class does not override `log` of): the framework's code runs, and breaks, in the
+    compiled step."""
+    func = call.func
+    me = self_name(src, r.fn) if r.bound else None
+    if me is None or not m.matches(func, m.Attribute(value=m.Name(me))):
+        return False
+    assert isinstance(func, cst.Attribute)
+    if func.attr.value not in _FRAMEWORK_LOG:
+        return False
+    cls = src.enclosing(r.fn, cst.ClassDef)
+    if not isinstance(cls, cst.ClassDef):
+        return False
+    if not any(src.code(b.value).rsplit(".", 1)[-1] in _FRAMEWORK_BASES for b in cls.bases):
+        return False
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else []
+    return not any(isinstance(s, cst.FunctionDef) and s.name.value == func.attr.value for s in body)
 
 
 def _scalar_tensor(src: SourceFile, r: Reached, call: cst.Call, arg: cst.BaseExpression) -> Iterator[Hit]:
@@ -189,10 +248,31 @@ def _branch(src: SourceFile, stmt: cst.CSTNode, test: cst.BaseExpression, keywor
     v = values(src)
     if any(is_compiling(src, c) for c in src.nodes_in(test, cst.Call)):
         return
-    if v.is_tensor(test):
+    if v.is_tensor(test) or _flag_of_tensor(src, test):
         yield Hit("TM103", stmt, LIKELY, f"`{keyword} {_short(src, test)}:` branches on a tensor's value")
     elif not v.is_python(test) and _tensor_test(src, test):
         yield Hit("TM103", stmt, POSSIBLE, f"`{keyword} {_short(src, test)}:` may branch on a tensor's value")
+
+
+def _flag_of_tensor(src: SourceFile, test: cst.BaseExpression) -> bool:
+    """`if not skip or synced:` where `skip = u < p` with `u = torch.rand([])`: a name that holds a tensor
+    comparison wherever the run's configuration assigns it (the assignment under no setting, or under one the
+    default configuration turns on: LayerDrop's `if self.training and self.config.layerdrop > 0.0:`)."""
+    if isinstance(test, cst.BooleanOperation):
+        return _flag_of_tensor(src, test.left) or _flag_of_tensor(src, test.right)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _flag_of_tensor(src, test.expression)
+    if not isinstance(test, cst.Name):
+        return False
+    v = values(src)
+    for ref in src.referents(test):
+        value = src.assigned_value(ref)
+        if isinstance(value, cst.Comparison) and any(
+            v.is_tensor(x) for x in (value.left, *(c.comparator for c in value.comparisons))
+        ):
+            if setting(src, ref) is None:
+                return True
+    return False
 
 
 def _parameter(src: SourceFile, expr: cst.BaseExpression) -> bool:
@@ -254,13 +334,11 @@ def _self_write(src: SourceFile, r: Reached, node: cst.AugAssign | cst.Assign, m
             kinds = {v.kind(x) for x in self_attr_values(src, target)}
             value = node.value
             if kinds & {Kind.INT, Kind.FLOAT} and not v.is_tensor(value) and not v.maybe_tensor(value):
-                yield Hit(
-                    "TM201",
-                    node,
-                    LIKELY,
-                    f"`{_short(src, node)}` changes a number attribute in compiled code",
-                    variable,
-                )
+                reset = _reset_in(src, target, node)
+                what = f"`{_short(src, node)}` changes a number attribute in compiled code"
+                if reset is not None:  # `self.pooling_mult = 1` in the method forward calls first: per call
+                    what += f" (`{reset}()` sets it back to a constant: it may be the same on every call)"
+                yield Hit("TM201", node, LIKELY if reset is None else POSSIBLE, what, variable)
             continue
         if isinstance(node, cst.Assign) and v.is_tensor(node.value):
             cache = _cache_test(src, node, me, target.attr.value)
@@ -272,6 +350,49 @@ def _self_write(src: SourceFile, r: Reached, node: cst.AugAssign | cst.Assign, m
                     f"`{variable}` is a tensor cached on the module and rebuilt in compiled code",
                     variable,
                 )
+
+
+def _setting_written(src: SourceFile, node: cst.Assign, me: str) -> tuple[cst.If, cst.Attribute] | None:
+    """`self.config.problem_type = "regression"` under `if self.config.problem_type is None:`: a setting (a string,
+    a flag, None) of the module or its config that forward writes once, and the `if` that reads it (where the
+    guard that then fails is: scan files the recompile there)."""
+    if len(node.targets) != 1 or not _literal_setting(node.value):
+        return None
+    target = node.targets[0].target
+    if not isinstance(target, cst.Attribute) or not _rooted_at(target, me):
+        return None
+    code = src.code(target)
+    for anc in src.ancestors(node):
+        if isinstance(anc, cst.FunctionDef):
+            return None
+        if isinstance(anc, cst.If) and any(src.code(a) == code for a in src.nodes_in(anc.test, cst.Attribute)):
+            return anc, target
+    return None
+
+
+def _literal_setting(value: cst.BaseExpression) -> bool:
+    if isinstance(value, (cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    return isinstance(value, cst.Name) and value.value in ("True", "False", "None")
+
+
+def _rooted_at(expr: cst.Attribute, me: str) -> bool:
+    value = expr.value
+    while isinstance(value, cst.Attribute):
+        value = value.value
+    return isinstance(value, cst.Name) and value.value == me
+
+
+def _reset_in(src: SourceFile, target: cst.Attribute, node: cst.CSTNode) -> str | None:
+    """The method other than `__init__` that assigns the attribute a constant (a counter reset on every call), if
+    one does."""
+    for value in self_attr_values(src, target):
+        fn = src.enclosing(value, cst.FunctionDef)
+        if value is node or not isinstance(fn, cst.FunctionDef) or fn.name.value == "__init__":
+            continue
+        if isinstance(value, (cst.Integer, cst.Float)) and isinstance(src.parents.get(value), cst.Assign):
+            return fn.name.value
+    return None
 
 
 def _reads(src: SourceFile, expr: cst.CSTNode, me: str, attr: str) -> bool:

@@ -12,12 +12,19 @@ from dataclasses import dataclass, field
 import libcst as cst
 import libcst.matchers as m
 
-from torchmend.analysis import candidate_callees, compile_target, is_method, module_forwards
+from torchmend.analysis import (
+    candidate_callees,
+    compile_target,
+    is_method,
+    module_forwards,
+    self_attr_values,
+)
 from torchmend.analysis.calls import Callee
 from torchmend.analysis.containers import container_forwards, loop_element_callee
 from torchmend.analysis.entry import compile_sites
 from torchmend.analysis.gating import already_gated
 from torchmend.analysis.source import Context, SourceFile
+from torchmend.lint.defaults import by_default
 from torchmend.lint.gates import compile_gated, setting
 
 _DISABLE = {"torch.compiler.disable", "torch._dynamo.disable", "torch._disable_dynamo"}
@@ -134,6 +141,33 @@ def _resolve(src: SourceFile, call: cst.Call, ctx: Context) -> list[Callee]:
     return found
 
 
+def _built_when(src: SourceFile, call: cst.Call, found: Callee) -> str | None:
+    """The setting under which `self.encoder` holds `found`'s class, when the default configuration builds another
+    one: `self.encoder = A(config) if config.do_stable_layer_norm else B(config)`, or the same as an if/else in
+    `__init__` (defaults.py reads the config's default). None when the default builds this class, or when it is
+    not known."""
+    func = call.func
+    if found.owner is None or not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+        return None
+    mine = found.owner.name.value
+    for value in self_attr_values(src, func):
+        if isinstance(value, cst.IfExp):
+            default = by_default(src, value.test)
+            arms = [(value.body, True), (value.orelse, False)]
+            for arm, holds in arms:
+                if _builds(src, arm, mine) and default is not None and default is not holds:
+                    return " ".join(src.code(value.test).split())
+        elif _builds(src, value, mine):
+            test = setting(src, value)
+            if test is not None:
+                return " ".join(src.code(test).split())
+    return None
+
+
+def _builds(src: SourceFile, value: cst.BaseExpression, name: str) -> bool:
+    return isinstance(value, cst.Call) and src.code(value.func).rsplit(".", 1)[-1] == name
+
+
 def constant(found: Callee) -> bool:
     """A def whose result dynamo takes as a constant or from a cache (`@lru_cache`, `@functools.cache`,
     `assume_constant_result` under any name): its body does not run in the graph."""
@@ -178,6 +212,7 @@ def compiled_region(src: SourceFile, ctx: Context) -> Region:
                 seen.add(id(found.fn))
                 test = setting(here.src, call)
                 when = here.setting or (" ".join(here.src.code(test).split()) if test is not None else None)
+                when = when or _built_when(here.src, call, found)
                 reached = Reached(found.fn, found.src, here.site, here.site_src, here.root, found.bound, when)
                 region.functions.append(reached)
                 queue.append(reached)

@@ -6,6 +6,7 @@ the variable it names): guards have no ids."""
 
 from __future__ import annotations
 
+import linecache
 import re
 
 from torchmend.model import Where
@@ -61,6 +62,8 @@ def text_rule(gb: GraphBreak, where: str) -> str:
 def classify_guard(g: GuardFailure) -> str:
     var = g.variable or ""
     mismatch = tensor_mismatch(g.guard)
+    if not mismatch and setting_written(g):
+        return "TM209"
     if cached_tensor_attribute(g, mismatch):
         return "TM208"
     if mismatch == "size" or "size mismatch" in g.guard:
@@ -100,6 +103,47 @@ def cached_tensor_attribute(g: GuardFailure, mismatch: str | None) -> bool:
     # guard_variable drops the method: `self.mask.size()[0] == 8` guards `self.mask`
     size_check = re.match(re.escape(var) + r"(?:\.size\(\)|\.shape)\[\d+\]", guard)
     return bool(attr["size"] or size_check or none_check or mismatch in ("size", "stride"))
+
+
+# A line of the project that logs through an installed wrapper: a logger's method (`logger.info(...)`, loguru's
+# `logger.opt(...).debug(...)`, `self.logger.warning(...)`) or a training framework's `self.log(...)` /
+# `self.log_dict(...)` (Lightning). A break inside the wrapper is this line's: TM102 at the user's line.
+_LOGGING_LINE = re.compile(
+    r"(?:^|[^\w.])(?:(?:self\.)?_?(?:logger|log|LOGGER|LOG)(?:\.\w+\([^()]*\))*\.\w+|self\.log(?:_dict)?)\s*\("
+)
+
+
+def logging_line(code: str) -> bool:
+    """Whether a source line calls a logger or a framework's `self.log` (the call that reached a library break)."""
+    return _LOGGING_LINE.search(code.split("#")[0]) is not None
+
+
+# A setting forward writes (`self.config.problem_type = "regression"` under `if self.config.problem_type is None:`):
+# a string, a flag or None assigned to the guarded attribute, in the file of the line the guard names.
+_SETTING_VALUE = r"""\s*=\s*(?:[rbuf]*['"]|True\b|False\b|None\b)"""
+
+
+def setting_written(g: GuardFailure, source: str | None = None) -> bool:
+    """A guard on a module's (or its config's) attribute that holds a setting, not a tensor: the attribute is a
+    config's (`self.config.problem_type`), or the guarded line's file assigns it a string, a flag or None.
+    `source`: that file's text (read through linecache when not given)."""
+    var = g.variable or ""
+    if not re.fullmatch(r"self(?:\.\w+)+", var) or "_parameters" in var or "_buffers" in var:
+        return False
+    guard = g.guard.split("#")[0].strip()
+    # `is None`, `is not None`, `== 'a string'`, `== True`: a number's guard (`== 3`) stays TM201
+    if not re.fullmatch(re.escape(var) + r"""\s*(?:is(?: not)? None|[=!]= *(?:[rbu]*['"].*|True|False))""", guard):
+        return False
+    if ".config." in var:
+        return True
+    if source is None and g.site is not None:
+        source = "".join(linecache.getlines(g.site.file))
+    if not source:
+        return False
+    # every value the file gives it is a setting: `self.src_mask = None` then a mask built in forward is a cached
+    # tensor (TM208), not a setting
+    values = re.findall(re.escape(var) + r"\s*=(?!=)\s*([^\n]*)", source)
+    return bool(values) and all(re.match(_SETTING_VALUE.replace(r"\s*=\s*", "", 1), v) for v in values)
 
 
 _RAISED = re.compile(r"raised exception (?P<exc>\w+\(.*\))$")

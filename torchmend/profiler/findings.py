@@ -18,6 +18,7 @@ from torchmend.model import EndedBy, Finding, Location, Summary, Where
 from torchmend.profiler.classify import (
     classify_break,
     classify_guard,
+    logging_line,
 )
 from torchmend.profiler.events import (
     BACKEND_CHECK,
@@ -152,6 +153,18 @@ def _analyse_one(
     return run.result(ended_by, wall_seconds)
 
 
+def _logging_caller(places: Places, gb: GraphBreak) -> Frame | None:
+    """The project line a library break was reached from, when that line logs (`logger.info(...)` of an installed
+    logger such as loguru's, a framework's `self.log(...)`): the break is the logging call's, filed there."""
+    for f in reversed(gb.user_stack):
+        path = places.absolute(f.file)
+        if places.where(path) != PROJECT:
+            continue
+        code = f.code or linecache.getline(path, f.line).strip()
+        return Frame(path, f.line, user_function_name(f.function), code) if logging_line(code) else None
+    return None
+
+
 def _is_limit(fail: str) -> bool:
     return "recompile limit" in fail.lower() or "cache_size_limit" in fail or "cache size limit" in fail.lower()
 
@@ -193,6 +206,11 @@ class _Run:
         site = gb.user_stack[-1] if gb.user_stack and gb.user_stack[-1].line == gb.line else Frame(gb.file, gb.line, "")
         code = classify_break(gb, where, site.code or linecache.getline(path, gb.line), self.torch_version)
         root = self.starts[cid][-1] if self.starts.get(cid) else None  # the compiled frame
+        logged = _logging_caller(self.places, gb) if where != PROJECT and code != "TM901" else None
+        if logged is not None:  # inside a logger or a framework's `self.log`: the project line that logged
+            inner = Frame(path, gb.line, gb.function, site.code)
+            self.add(("TM102", logged.file, logged.line), BreakSeen(gb, logged, PROJECT, root, None, inner))
+            return 1
         self.add((code, path, gb.line), BreakSeen(gb, site, where, root, generated))
         return 1
 

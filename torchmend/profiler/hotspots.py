@@ -55,7 +55,7 @@ HOT_SPOTS: tuple[HotSpot, ...] = (
         (4, 0),
         None,
         r"transformers/models/[^/]+/modeling_[^/]+\.py$",
-        ("TM201", "TM299", "TM902"),
+        ("TM201", "TM209", "TM299", "TM902"),
         r"problem_type",
         "the model sets `config.problem_type` on its first call with labels, which recompiles: set it "
         'before compiling (model.config.problem_type = "single_label_classification", "regression" or '

@@ -33,6 +33,7 @@ class BreakSeen:
     where: str
     root: Frame | None  # the compiled frame the break is in
     generated: Frame | None  # the generated code it was moved out of
+    inside: Frame | None = None  # filed at the project line that logged: the library line the break was at
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,9 @@ def _break_finding(
         function=loc.function or gb.function,
         path=loc.path,
         where=Where(seen.where),
-        reason=reason_for_break(gb) + (generated_note(seen.generated) if seen.generated else ""),
+        reason=reason_for_break(gb)
+        + (generated_note(seen.generated) if seen.generated else "")
+        + (inside_note(places, seen.inside) if seen.inside else ""),
         count=count,
         severity=Severity.INFO if rule.informational else Severity.FIX,
         gb_id=gb.gb_id,
@@ -212,4 +215,12 @@ def _guard_finding(
         severity=severity,
         pattern=pattern,
         **common,
+    )
+
+
+def inside_note(places: Places, inner: Frame) -> str:
+    where = f"{places.display(inner.file)}:{inner.line}"
+    return (
+        f" (inside the logging library, at {where}: the break is this logging call's; move the call out of the "
+        "compiled function, or into a helper decorated with @torch.compiler.disable)"
     )
