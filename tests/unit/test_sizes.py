@@ -1,6 +1,5 @@
-"""No function in torchmend/ over 100 lines, no file over 500 (issue 29), but the files listed below: the rule
-catalogue that every new rule adds to. A function's lines run from its first decorator to its end. Remove an entry
-once it fits; never add one."""
+"""No function in torchmend/ over 100 lines, no file over 500 (issue 29); the two lists of exceptions are empty and
+stay so. A function's lines run from its first decorator to its end."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "torchmend"
 MAX_FUNCTION, MAX_FILE = 100, 500
 LONG_FUNCTIONS: set[str] = set()
-LONG_FILES = {"rules.py"}
+LONG_FILES: set[str] = set()
 
 
 def _sizes() -> tuple[dict[str, int], dict[str, int]]:

@@ -1,1 +1,1 @@
-"""Source rewrites keyed by rule code (see torchmend/rules.py). Pure: no printing, no file writes."""
+"""Source rewrites keyed by rule code (see torchmend/rules/). Pure: no printing, no file writes."""

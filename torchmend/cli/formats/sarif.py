@@ -1,6 +1,6 @@
 """Findings as a SARIF 2.1.0 log (OASIS, errata01), the format GitHub code scanning and most CI dashboards read.
 
-One run; `tool.driver` names torchmend and lists every rule of torchmend/rules.py with its documentation page. Each
+One run; `tool.driver` names torchmend and lists every rule of torchmend/rules/ with its documentation page. Each
 result has the rule, a level, the message annotation.py writes, one physical location (a path relative to the
 project root, `%SRCROOT%`, with line and column), a fingerprint that survives the code moving, the finding's own
 data under `properties`, and, where a codemod proposes a change, that change as a SARIF `fix`. docs/formats.md
