@@ -43,7 +43,8 @@ def helper_of(src: SourceFile, node: cst.CSTNode) -> cst.FunctionDef | None:
     return None
 
 
-def _disabled(src: SourceFile, fn: cst.FunctionDef) -> bool:
+def disabled(src: SourceFile, fn: cst.FunctionDef) -> bool:
+    """Whether a def is decorated with torch.compiler.disable (or torch._dynamo.disable), called or not."""
     for dec in fn.decorators:
         target = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
         if src.qualified_names(target) & DISABLE:
@@ -246,7 +247,7 @@ class EagerHostRandom(Codemod):
                 "compiled code eagerly",
                 _IN_ENTRY_ADVICE,
             )
-        if _disabled(src, fn):
+        if disabled(src, fn):
             return NoFix(finding, f"`{name}` is already disabled for torch.compile", skipped=True)
         if fn.asynchronous is not None or _generator(src, fn):
             return NoFix(

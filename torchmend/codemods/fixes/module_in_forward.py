@@ -15,7 +15,7 @@ from torchmend.analysis.names import method_of
 from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.compile_config.settings import setting
-from torchmend.codemods.fixes.host_random import DISABLE
+from torchmend.codemods.fixes.host_random import disabled
 from torchmend.model import Finding, Location, Where
 
 # The methods torch.compile enters a module through: disabling one of them runs the whole module eagerly.
@@ -129,14 +129,6 @@ def reached_from_forward(src: SourceFile, builder: cst.FunctionDef, ctx: Context
         if target in chain and target not in entries:
             entries.append(target)
     return entries
-
-
-def _disabled(src: SourceFile, fn: cst.FunctionDef) -> bool:
-    for dec in fn.decorators:
-        target = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
-        if src.qualified_names(target) & DISABLE:
-            return True
-    return False
 
 
 def _qualname(src: SourceFile, fn: cst.FunctionDef) -> str:
@@ -362,9 +354,9 @@ class EagerModuleBuilder(Codemod):
                 + (f" ({', '.join(f'`{_qualname(src, b)}`' for b in builders)})" if builders else ""),
                 _advice(finding),
             )
-        if any(_disabled(src, e) for e in entries):
+        if any(disabled(src, e) for e in entries):
             return NoFix(finding, f"`{_qualname(src, entries[0])}` is already disabled for torch.compile", skipped=True)
-        inner = [b for b in builders if reached.get(id(b)) and b not in entries and not _disabled(src, b)]
+        inner = [b for b in builders if reached.get(id(b)) and b not in entries and not disabled(src, b)]
         candidates = [self._disable(finding, src, entries)] + ([self._disable(finding, src, inner)] if inner else [])
         if bare:  # dynamo can trace this constructor: the config line removes every break, the decorator all but one
             config = self._config(finding, ctx)
