@@ -28,9 +28,11 @@ class Safety(StrEnum):
     """How safe a fix is (a member is its word: `"unsafe" == Safety.UNSAFE`)."""
 
     SAFE = "safe"
-    UNSAFE = "unsafe"  # may change numerics or output: needs --unsafe or a prompt; the verified re-run is the gate
+    UNSAFE = (
+        "unsafe"  # may change numerics or output: needs --unsafe-fixes or a prompt; the verified re-run is the gate
+    )
     # Changes the random stream but keeps the distribution (a LayerDrop skip picked with torch.where): applied only
-    # with an explicit opt-in (`fix --allow-random-stream`), never by --yes or --unsafe alone, and verified in
+    # with an explicit opt-in (`fix --allow-random-stream`), never by --yes or --unsafe-fixes alone, and verified in
     # distribution over several seeds (verify/stochastic.py), not bit for bit.
     RANDOM_STREAM = "random-stream"
 

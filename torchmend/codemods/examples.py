@@ -104,7 +104,7 @@ def fix_text(
     random_stream: bool = True,
 ) -> tuple[str, list[Result]]:
     """Propose fixes for the marked findings and accept every one (unsafe too, unless told not to), in
-        order, skipping conflicts, as `fix --yes --unsafe` would, spelling torch as `torch_version` does (None: the
+        order, skipping conflicts, as `fix --yes --unsafe-fixes` would, spelling torch as `torch_version` does (None: the
         newest release read), and the changes of the random stream unless `random_stream` is False (fix's
     --allow-random-stream). Returns the new text and the results."""
     path = str(Path(root) / name)

@@ -92,12 +92,13 @@ def accept_all(
     session: Session,
     proposals: Sequence[Proposal],
     unsafe: bool,
-    unsafe_flag: str = "--unsafe",
+    unsafe_flag: str = "--unsafe-fixes",
     random_stream: bool = False,
 ) -> list[Decision]:
-    """--yes: every safe proposal (and the unsafe ones with --unsafe; without it, an unsafe one's first safe
-    fallback in its place), skipping overlaps. `unsafe_flag` is the option the command calling it spells (lint's is --unsafe-fixes). A change of the random stream (RANDOM_STREAM)
-    needs its own opt-in, `random_stream` (--allow-random-stream): --unsafe alone never applies it."""
+    """--yes: every safe proposal (and the unsafe ones with `unsafe`; without it, an unsafe one's first safe
+    fallback in its place), skipping overlaps. `unsafe_flag`: the option named in a refusal (the one spelling,
+    pipeline.UNSAFE_OPTION). A change of the random stream (RANDOM_STREAM) needs its own opt-in, `random_stream`
+    (--allow-random-stream): `unsafe` alone never applies it."""
     decisions = []
     for p in proposals:
         if p.safety == RANDOM_STREAM:

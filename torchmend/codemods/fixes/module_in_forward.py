@@ -153,7 +153,7 @@ class EagerModuleBuilder(Codemod):
         table) gets `torch._dynamo.config.graph_break_on_nn_param_ctor = False` before the compile call first: dynamo
         then traces the constructor (it cannot when the parameter is made inside a module's `__init__`), which
         removes every break; the decorator, when a method is found, is its fallback, and `fix --yes` without
-        --unsafe applies the decorator in its place. A submodule cast
+        --unsafe-fixes applies the decorator in its place. A submodule cast
         in forward (`self.m = self.m.to(dtype)`, GB0264 in `Module._apply`) is left with its advice: the setting
         trades its break for a recompile.
 

@@ -94,7 +94,7 @@ class BranchToWhere(Codemod):
         only or sets a name in one branch only is reported, not rewritten; so is a `while` on a tensor.
         A LayerDrop rewrite is neither: its safety is `random-stream` (the skip keeps its probability, the layer
         runs on every call, its dropout draws change the random stream), so only `--allow-random-stream` applies
-        it, never `--unsafe` alone.
+        it, never `--unsafe-fixes` alone.
     """
 
     rules = ("TM103",)
