@@ -47,6 +47,9 @@ SPELLINGS: tuple[Spelling, ...] = (
     Spelling("cond", "cond", V2_11),  # TM103 (branch_to_where/cond.py)
     Spelling("_assert_async", "_assert_async", V2_11),  # TM108
     Spelling("compiler.disable", "compiler.disable", V2_11),  # TM110: a helper drawing host random numbers
+    Spelling(
+        "_dynamo.config.ignore_logging_functions", "_dynamo.config.ignore_logging_functions", (2, 13)
+    ),  # TM102 in a library (fixes/library_side.py)
 )
 
 

@@ -52,9 +52,15 @@ class GateLogging(Codemod):
         (2.13 never reorders a Logger method; a tensor among the `%`-arguments makes dynamo trace the logging
         module when the call runs, so that form is gated).
 
+        A logger call inside an installed library (site-packages, never edited; transformers'
+        `logger.warning_once(...)`) is handled from the script, before its compile call, for that library
+        module's logger only: kept from torch 2.14 where the arguments allow
+        (`reorderable_logging_functions.add(transformers.models.x.modeling_x.logger.warning_once)`), else made a
+        no-op in compiled code (`torch._dynamo.config.ignore_logging_functions.add(...)`, torch 2.13+).
+
     Fix safety:
-        Unsafe when gated: the record is no longer logged from compiled code (it still is when the code runs
-        eagerly). Safe when reordered: the record is logged after the graph's work.
+        Unsafe when gated or ignored: the record is no longer logged from compiled code (it still is when the
+        code runs eagerly). Safe when reordered: the record is logged after the graph's work.
     """
 
     rules = ("TM102",)

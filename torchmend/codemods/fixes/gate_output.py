@@ -34,9 +34,11 @@ from torchmend.analysis import is_print
 from torchmend.analysis.dynamo_config import REORDER, REORDERS, has_member, logger_plan, reorder_member, reorder_plan
 from torchmend.analysis.entry import compile_site_for
 from torchmend.analysis.gating import already_gated, gate
+from torchmend.analysis.loggers import logging_call
 from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.compile_config.settings import add_member
+from torchmend.codemods.fixes.library_side import library_logger
 from torchmend.model import Finding, Where
 
 
@@ -120,7 +122,7 @@ def gate_or_keep(finding: Finding, ctx: Context, is_target, what: str) -> Result
         frame = finding.user_frame
         mine = frame is not None and ctx.in_project(frame.path) and _holds_call(ctx, frame.path, frame.line, is_target)
         if not mine:  # no call of yours reached it: the script may still reorder a library's print
-            reordered = _library_reorder(finding, ctx)
+            reordered = _library_reorder(finding, ctx) if what == "print" else _library_logger(finding, ctx)
             if reordered is not None:
                 return reordered
             return NoFix(
@@ -209,6 +211,17 @@ def _library_reorder(finding: Finding, ctx: Context) -> Result | None:
     stmt = src.statement_at(finding.line)
     calls = [n for n in src.nodes_in(stmt, cst.Call) if reorder_member(src, n)] if stmt is not None else []
     return _reorder(finding, ctx, src, calls[0], "print") if calls else None
+
+
+def _library_logger(finding: Finding, ctx: Context) -> Result | None:
+    """A library's logger call (read, never edited): kept or made a no-op in compiled code from the user's script."""
+    try:
+        src = ctx.file(finding.path)
+    except SourceError:
+        return None
+    stmt = src.statement_at(finding.line)
+    calls = [n for n in src.nodes_in(stmt, cst.Call) if logging_call(src, n)] if stmt is not None else []
+    return library_logger(finding, ctx, src, calls[0]) if calls else None
 
 
 class GatePrint(Codemod):

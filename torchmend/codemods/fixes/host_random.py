@@ -8,8 +8,9 @@ import libcst as cst
 
 from torchmend import rules
 from torchmend.analysis.calls import is_compiled
-from torchmend.analysis.source import Context, SourceFile
+from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
+from torchmend.codemods.fixes.library_side import rebind_disabled
 from torchmend.model import Finding, Where
 
 # Qualified-name prefixes of the host generators: NumPy's legacy functions and Generator factory, Python's module.
@@ -83,6 +84,10 @@ class EagerHostRandom(Codemod):
         disabling that would run the whole model eagerly. PyTorch reports these breaks as GB0033 (data-dependent
         operator, `aten._local_scalar_dense`) and other breaks at the draw's line; Python's `random.random()` is a
         skipped builtin up to torch 2.13 (GB0007), and GB0297 / GB0298 are breaks of the generators themselves.
+        A helper inside an installed library (site-packages, never edited) is re-bound from the script instead,
+        before its compile call: `transformers.models.x.modeling_x.helper =
+        torch.compiler.disable(transformers.models.x.modeling_x.helper)` (a module-level function or a plain
+        method; the library's own calls look the name up when they run, so they reach the disabled one).
 
     Why is this bad:
         Dynamo traces NumPy calls as torch operations, and with `torch._dynamo.config.use_numpy_random_stream` off
@@ -228,9 +233,11 @@ class EagerHostRandom(Codemod):
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
         rule = rules.BY_CODE["TM110"]
-        if finding.where != Where.PROJECT:
+        library = finding.where != Where.PROJECT
+        try:
+            src = ctx.file(finding.path)
+        except SourceError:
             return NoFix(finding, f"the draw is in {finding.file}, outside your project", rule.advice)
-        src = ctx.file(finding.path)
         stmt = src.statement_at(finding.line)
         fn = helper_of(src, stmt) if stmt is not None else None
         if fn is None:
@@ -255,6 +262,17 @@ class EagerHostRandom(Codemod):
                 f"`{name}` is a generator or a coroutine: its body runs when it is iterated, not when it is called",
                 _IN_ENTRY_ADVICE,
             )
+        why = (
+            f"run `{name}` eagerly (torch.compiler.disable): dynamo no longer traces its random draws, whose "
+            "values go back to Python and break the graph, and NumPy's own generator draws them, as without compile"
+        )
+        note = (
+            "under compile the draws come from NumPy's (Python's) generator as in the eager program, not from "
+            "the torch stream dynamo substitutes: the compiled run's numbers change to the eager program's; one "
+            f"graph break stays at each call of `{name}`"
+        )
+        if library:  # the library is never edited: the script re-binds the function, disabled
+            return rebind_disabled(finding, ctx, src, fn, why=why, note=note, shape="disable-host-random-helper")
         disable, imports = src.torch_expr("compiler.disable")
         decorated = fn.with_changes(decorators=[*fn.decorators, cst.Decorator(disable)])
         return Proposal(
@@ -265,11 +283,8 @@ class EagerHostRandom(Codemod):
             imports=imports,
             safety=UNSAFE,
             shape="disable-host-random-helper",
-            why=f"run `{name}` eagerly (torch.compiler.disable): dynamo no longer traces its random draws, whose "
-            "values go back to Python and break the graph, and NumPy's own generator draws them, as without compile",
-            note="under compile the draws come from NumPy's (Python's) generator as in the eager program, not from "
-            "the torch stream dynamo substitutes: the compiled run's numbers change to the eager program's; one "
-            f"graph break stays at each call of `{name}`",
+            why=why,
+            note=note,
             alternative="make the random values outside the compiled model (data collator, training loop) and pass "
             "them in as tensors",
         )
