@@ -38,6 +38,15 @@ class Layer(torch.nn.Module):
     @staticmethod
     def jitter():
         return np.random.rand()
+
+
+def scale(x, lengths):
+    assert lengths.max().item() <= x.shape[1]
+    s = x.abs().max().item()
+    flag = x.any().item()
+    if flag:
+        return x / s
+    return x
 """
 
 SCRIPT = "import torch\nimport pkg.sub.mod\n\nmodel = torch.compile(pkg.sub.mod.Layer())\n"
@@ -53,9 +62,10 @@ def _project(tmp_path: Path) -> tuple[Path, Path]:
     return lib, script
 
 
-def _finding(lib: Path, line: int, rule: str) -> Finding:
+def _finding(lib: Path, line: int, rule: str, gb_id: str | None = None) -> Finding:
     return Finding(
         rule=rule,
+        gb_id=gb_id,
         kind=Kind.GRAPH_BREAK,
         title="t",
         file=str(lib),
@@ -69,10 +79,12 @@ def _finding(lib: Path, line: int, rule: str) -> Finding:
     )
 
 
-def _propose(tmp_path: Path, line: int, rule: str, version: tuple[int, int]) -> tuple[object, Session, Path]:
+def _propose(
+    tmp_path: Path, line: int, rule: str, version: tuple[int, int], gb_id: str | None = None
+) -> tuple[object, Session, Path]:
     lib, script = _project(tmp_path)
     session = Session(Context(str(tmp_path / "proj"), read_source, torch_version=version))
-    (r,) = session.propose([_finding(lib, line, rule)])
+    (r,) = session.propose([_finding(lib, line, rule, gb_id)])
     return r, session, script
 
 
@@ -123,3 +135,16 @@ def test_a_library_log_call_2_14_cannot_reorder_is_ignored(tmp_path: Path) -> No
     assert isinstance(p, Proposal) and p.safety == "unsafe"
     session.accept(p)
     assert "ignore_logging_functions.add(pkg.sub.mod.logger.warning)" in session.text(str(script))
+
+
+@pytest.mark.parametrize(("line", "rule"), [(26, "TM108"), (27, "TM104")])
+def test_a_library_item_that_feeds_no_python_gets_capture_scalar_outputs(tmp_path: Path, line: int, rule: str) -> None:
+    p, session, script = _propose(tmp_path, line, rule, (2, 13), gb_id="GB0124")
+    assert isinstance(p, Proposal) and p.safety == "safe"
+    session.accept(p)
+    assert "torch._dynamo.config.capture_scalar_outputs = True\nmodel = torch.compile" in session.text(str(script))
+
+
+def test_a_library_item_that_decides_an_if_is_left_with_the_reason(tmp_path: Path) -> None:
+    r, _, _ = _propose(tmp_path, 28, "TM104", (2, 13), gb_id="GB0124")
+    assert isinstance(r, NoFix) and "would only move the break" in r.reason and "`flag`" in r.reason

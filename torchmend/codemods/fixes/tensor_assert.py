@@ -7,6 +7,7 @@ import libcst as cst
 from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.branch_to_where.condition import Unfixable, hazards_of, mask_of, short, split_test
+from torchmend.codemods.fixes.compile_config import capture_scalars_in_library
 from torchmend.model import Finding, Where
 
 _ADVICE = (
@@ -81,6 +82,10 @@ class TensorAssert(Codemod):
 
     Fix:
         assert (x_max.isnan().sum() == 0) & (x_min.isnan().sum() == 0), "NaN in the range"
+
+        An assert on an `.item()` inside an installed library (never edited) gets
+        `torch._dynamo.config.capture_scalar_outputs = True` before the script's compile call: the number stays
+        symbolic and the check becomes a runtime assert in the graph.
 
     Fix safety:
         Safe when every tested value is harmless to compute, unsafe otherwise. The check still runs and still
@@ -162,6 +167,8 @@ class TensorAssert(Codemod):
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
+        if finding.where != Where.PROJECT and finding.gb_id == "GB0124":  # an assert on a library's `.item()`
+            return capture_scalars_in_library(finding, ctx)
         if finding.where != Where.PROJECT:
             return NoFix(
                 finding,

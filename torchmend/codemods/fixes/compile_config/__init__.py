@@ -11,7 +11,7 @@ import re
 from torchmend.analysis.dynamo_config import has_switch
 from torchmend.analysis.dynamo_tables import DYNAMIC_SHAPE_OPS, SCALAR_OUTPUT_OPS
 from torchmend.analysis.entry import compile_site_for
-from torchmend.analysis.source import Context
+from torchmend.analysis.source import Context, SourceError
 from torchmend.codemods.base import SAFE, Codemod, Invalid, NoFix, Result, Valid
 from torchmend.codemods.fixes.compile_config.flow import scalar_moves, shape_moves
 from torchmend.codemods.fixes.compile_config.settings import switch_on
@@ -47,9 +47,19 @@ def _option(finding: Finding) -> str | None:
     return None
 
 
-def _propose(finding: Finding, ctx: Context, option: str, check_flow: bool) -> Result:
-    if check_flow and finding.where == Where.PROJECT:
-        src = ctx.file(finding.path)
+def capture_scalars_in_library(finding: Finding, ctx: Context) -> Result:
+    """A `.item()` inside a library (TM104, an assert on one: TM108), which torchmend never edits: the end user's
+    remedy, `capture_scalar_outputs = True` before the script's compile call, unless the library's own code then
+    meets the number with Python control flow (read from its source), where the switch only moves the break."""
+    return _propose(finding, ctx, SCALAR, check_flow=True, library_flow=True)
+
+
+def _propose(finding: Finding, ctx: Context, option: str, check_flow: bool, library_flow: bool = False) -> Result:
+    if check_flow and (finding.where == Where.PROJECT or library_flow):
+        try:
+            src = ctx.file(finding.path)
+        except SourceError:
+            return NoFix(finding, f"cannot read {finding.file}", f"set `torch._dynamo.config.{option} = True`")
         stmt = src.statement_at(finding.line)
         moved = None if stmt is None else (shape_moves if option == DYNAMIC else scalar_moves)(src, stmt)
         if moved:

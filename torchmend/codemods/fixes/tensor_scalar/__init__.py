@@ -13,6 +13,7 @@ import libcst as cst
 from torchmend.analysis import is_compiled
 from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Refuse, Result, Valid
+from torchmend.codemods.fixes.compile_config import capture_scalars_in_library
 from torchmend.codemods.fixes.tensor_scalar.follow import CAPTURE, CONVERSIONS, STACK, Analysis, Plan
 from torchmend.model import Finding, Where
 
@@ -122,6 +123,8 @@ class KeepScalarTensor(Codemod):
         CPU tensors now raises. Nothing is proposed when a use needs
         a real Python number (an `if`, a comparison, print/format, range(), an index or shape, a return to
         callers torchmend cannot see): set `torch._dynamo.config.capture_scalar_outputs = True` instead.
+        A conversion inside an installed library (never edited) gets that switch before the script's compile
+        call (safe), unless the library's own code then meets the number with Python control flow.
     """
 
     rules = ("TM104",)
@@ -244,6 +247,8 @@ class KeepScalarTensor(Codemod):
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
+        if finding.where != Where.PROJECT:  # a library's `.item()`: the switch, from the script
+            return capture_scalars_in_library(finding, ctx)
         started = _start(finding, ctx, "the conversion")
         if isinstance(started, NoFix):
             return started
