@@ -42,7 +42,7 @@ ZOO_TORCH = (2, 11)  # the zoo's scans ran on torch 2.11: lint judges the source
 CORPUS_RESULT = ROOT / "benchmarks" / "results" / "lint-corpus.json"
 TORCH = "2.13"
 # The rules lint looks for (torchmend/lint/checks.py, optimizers.py); the others only a run can show.
-STATIC = {"TM101", "TM102", "TM103", "TM104", "TM105", "TM108", "TM109", "TM110", "TM201", "TM202", "TM203"}
+STATIC = {"TM101", "TM102", "TM103", "TM104", "TM105", "TM108", "TM109", "TM110", "TM111", "TM201", "TM202", "TM203"}
 STATIC |= {"TM206", "TM208", "TM209"}
 
 Key = tuple[str, str, int]

@@ -27,7 +27,9 @@ from torchmend.analysis.dynamo_config import reordered
 from torchmend.analysis.gating import already_gated
 from torchmend.analysis.loggers import logging_call
 from torchmend.analysis.source import SourceFile
+from torchmend.lint.dynamic import dynamic_call, masked_read, skipped_method
 from torchmend.lint.gates import compile_gated, is_compiling, setting
+from torchmend.lint.module_state import built_in_forward, skipped_call, state_cast
 from torchmend.lint.regions import Reached
 from torchmend.model import Confidence
 
@@ -104,6 +106,8 @@ def _hits(r: Reached) -> Iterator[Hit]:
             if already_gated(src, node):
                 continue
             yield from _call(src, r, node)
+        elif isinstance(node, cst.Subscript) and masked_read(src, node):
+            yield Hit("TM111", node, LIKELY, f"`{_short(src, node)}` reads a tensor through a boolean mask")
         elif isinstance(node, (cst.If, cst.While)):
             yield from _branch(src, node, node.test, "while" if isinstance(node, cst.While) else "if")
         elif isinstance(node, cst.Assert):
@@ -116,6 +120,9 @@ def _hits(r: Reached) -> Iterator[Hit]:
         elif isinstance(node, cst.Assign) and _sets_requires_grad(src, node):
             yield Hit("TM109", node, LIKELY, "`requires_grad = True` set on a tensor in compiled code")
         elif me is not None and isinstance(node, (cst.AugAssign, cst.Assign)):
+            cast = state_cast(src, node, me) if isinstance(node, cst.Assign) else None
+            if cast is not None:
+                yield Hit(cast[0], node, LIKELY, cast[1])
             yield from _self_write(src, r, node, me)
             if isinstance(node, cst.Assign):
                 test = _setting_written(src, node, me)
@@ -172,11 +179,26 @@ def _call(src: SourceFile, r: Reached, call: cst.Call) -> Iterator[Hit]:
         what = f"`{_short(src, func)}(...)` logs through the training framework (its code breaks the graph)"
         yield Hit("TM102", call, LIKELY, what)
         return
+    dynamic = dynamic_call(src, call)
+    if dynamic is not None:  # scan's TM111 (GB0036, GB0033: `.tolist()` too)
+        yield Hit("TM111", call, LIKELY, dynamic)
+        return
+    for why in skipped_method(src, call):
+        yield Hit("TM105", call, LIKELY, why)
+    skipped = skipped_call(src, call)
+    if skipped is not None:
+        yield Hit("TM105", call, LIKELY, skipped)
+        return
+    built = built_in_forward(src, call)
+    if built is not None:
+        yield Hit("TM199", call, LIKELY, built)
+        return
     if isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist") and not call.args:
         receiver = func.value
-        if v.is_tensor(receiver) or v.maybe_tensor(receiver):
-            sure = LIKELY if v.is_tensor(receiver) or func.attr.value == "item" else POSSIBLE
-            yield Hit("TM104", call, sure, f"`{_short(src, call)}` turns a tensor into a Python number")
+        if func.attr.value == "tolist" and v.maybe_tensor(receiver):  # as likely as `.item()` of one
+            yield Hit("TM111", call, LIKELY, f"`{_short(src, call)}` reads a tensor into Python numbers")
+        elif v.is_tensor(receiver) or v.maybe_tensor(receiver):
+            yield Hit("TM104", call, LIKELY, f"`{_short(src, call)}` turns a tensor into a Python number")
         return
     builtin = builtin_or_math(src, func)
     if builtin in ("float", "int", "bool") and len(call.args) == 1 and not call.args[0].star:

@@ -23,7 +23,8 @@ from torchmend.analysis.calls import Callee
 from torchmend.analysis.containers import container_forwards, loop_element_callee
 from torchmend.analysis.entry import compile_sites
 from torchmend.analysis.gating import already_gated
-from torchmend.analysis.source import Context, SourceFile
+from torchmend.analysis.names import def_named, module_files
+from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.lint.defaults import by_default
 from torchmend.lint.gates import compile_gated, setting
 
@@ -164,6 +165,57 @@ def _built_when(src: SourceFile, call: cst.Call, found: Callee) -> str | None:
     return None
 
 
+def forward_replaced(found: Callee, ctx: Context) -> str | None:
+    """`@use_experts_implementation class Experts(nn.Module)`: a class decorator whose def assigns the class's
+    `forward` (`cls.forward = ...`) may run another implementation than the one the class defines, chosen by a
+    setting lint cannot read; the decorator's name, or None."""
+    owner = found.owner
+    if owner is None or found.fn.name.value != "forward":
+        return None
+    for dec in owner.decorators:
+        target = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+        defs = [(hit.src, hit.fn) for hit in candidate_callees(found.src, target, ctx)]
+        if not defs and isinstance(target, cst.Name):
+            defs = _reexported(found.src, target.value, ctx)
+        if any(
+            m.matches(t.target, m.Attribute(attr=m.Name("forward")))
+            for dsrc, fn in defs
+            for a in dsrc.nodes_in(fn, cst.Assign)
+            for t in a.targets
+        ):
+            return " ".join(found.src.code(target).split())
+    return None
+
+
+def _reexported(src: SourceFile, name: str, ctx: Context) -> list[tuple[SourceFile, cst.FunctionDef]]:
+    """The def `from pkg import name` reaches through a package `__init__` that re-exports it under
+    `if TYPE_CHECKING:` (a lazily imported package: transformers' `integrations`)."""
+    found = []
+    for imp in src.nodes_in(src.module, cst.ImportFrom):
+        if isinstance(imp.names, cst.ImportStar) or not any(
+            isinstance(a.name, cst.Name) and a.name.value == name for a in imp.names
+        ):
+            continue
+        for path in module_files(src, ctx, imp):
+            try:
+                init = ctx.file(path)
+            except SourceError:
+                continue
+            for inner in init.nodes_in(init.module, cst.ImportFrom):
+                if isinstance(inner.names, cst.ImportStar) or not any(
+                    isinstance(a.name, cst.Name) and a.name.value == name for a in inner.names
+                ):
+                    continue
+                for other in module_files(init, ctx, inner):
+                    try:
+                        hit = def_named(ctx.file(other), name, None)
+                    except SourceError:
+                        continue
+                    if hit is not None:
+                        found.append(hit)
+    return found
+
+
 def _builds(src: SourceFile, value: cst.BaseExpression, name: str) -> bool:
     return isinstance(value, cst.Call) and src.code(value.func).rsplit(".", 1)[-1] == name
 
@@ -213,6 +265,8 @@ def compiled_region(src: SourceFile, ctx: Context) -> Region:
                 test = setting(here.src, call)
                 when = here.setting or (" ".join(here.src.code(test).split()) if test is not None else None)
                 when = when or _built_when(here.src, call, found)
+                replaced = forward_replaced(found, ctx)
+                when = when or (f"@{replaced} keeps this forward" if replaced else None)
                 reached = Reached(found.fn, found.src, here.site, here.site_src, here.root, found.bound, when)
                 region.functions.append(reached)
                 queue.append(reached)
