@@ -43,7 +43,7 @@ CORPUS_RESULT = ROOT / "benchmarks" / "results" / "lint-corpus.json"
 TORCH = "2.13"
 # The rules lint looks for (torchmend/lint/checks.py, optimizers.py); the others only a run can show.
 STATIC = {"TM101", "TM102", "TM103", "TM104", "TM105", "TM108", "TM109", "TM110", "TM111", "TM201", "TM202", "TM203"}
-STATIC |= {"TM206", "TM208", "TM209"}
+STATIC |= {"TM199", "TM206", "TM208", "TM209"}
 
 Key = tuple[str, str, int]
 # confidence -> [TP, FP] of lint's findings, for the fixtures and scenarios ("cases") and the corpus

@@ -106,3 +106,17 @@ def test_data_dependent_operators_and_what_each_release_breaks_on():
     on_213 = {("TM105", 35), ("TM111", 35), ("TM111", 36), ("TM111", 52), ("TM111", 54)}
     assert _judged((2, 13)) == on_213 == _judged((2, 15))
     assert _judged((2, 11)) == on_213 | {("TM103", 37), ("TM199", 38), ("TM105", 39)}
+
+
+def test_an_input_the_caller_passes_through_and_a_row_of_nonzero_compared():
+    """What `scan --backend aot_eager` reports on 2.13 (TM111 at nonzero(), TM103 at `if e == self.count:`); the
+    length check that runs only when the caller gives no padding mask (it passes forward's optional
+    `attention_mask` through) is possible, not likely."""
+    root = ROOT / "fixtures/lint/optional_inputs"
+    found = lint_paths([root], root, cache=False).findings
+    assert sorted((f.rule, f.line, f.confidence) for f in found) == [
+        ("TM103", 32, "likely"),
+        ("TM108", 16, "possible"),
+        ("TM111", 29, "likely"),
+    ]
+    assert "when `padding_mask is None` holds" in next(f.reason for f in found if f.rule == "TM108")

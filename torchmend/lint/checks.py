@@ -76,6 +76,57 @@ def check(r: Reached) -> Iterator[Hit]:
             return
 
 
+def _absent_input(r: Reached, node: cst.CSTNode) -> cst.BaseExpression | None:
+    """The test under which `node` runs only when an optional input is absent, where every call that runs the
+    def passes that input through from its caller's own optional input (`get_masks(..., padding_mask=
+    attention_mask)` with `attention_mask=None` in forward): code under `else:` of `if padding_mask is not None:`
+    (or under `if padding_mask is None:` that does not fill it in) runs only for callers that give no mask."""
+    if not r.via:
+        return None
+    for anc in r.src.ancestors(node):
+        if anc is r.fn:
+            return None
+        if not isinstance(anc, cst.If):
+            continue
+        test = anc.test
+        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name)):
+            continue
+        comp = test.comparisons[0]
+        if not m.matches(comp.comparator, m.Name("None")):
+            continue
+        name = test.left.value
+        in_body = any(a is anc.body for a in r.src.ancestors(node))
+        none_side = in_body if isinstance(comp.operator, cst.Is) else (not in_body and anc.orelse is not None)
+        if isinstance(comp.operator, cst.Is) and _assigns(r.src, anc.body, name):
+            continue  # `if x is None: x = default`: most calls run it
+        if none_side and all(_forwarded(src, call, r.fn, name) for src, call in r.via):
+            return cst.parse_expression(f"{name} is None")
+    return None
+
+
+def _assigns(src: SourceFile, block: cst.CSTNode, name: str) -> bool:
+    return any(m.matches(t.target, m.Name(name)) for a in src.nodes_in(block, cst.Assign) for t in a.targets)
+
+
+def _forwarded(src: SourceFile, call: cst.Call, fn: cst.FunctionDef, name: str) -> bool:
+    """Whether `call` passes `fn`'s parameter `name` its caller's own optional input (a parameter that defaults to
+    None), by keyword or by position."""
+    params = [p.name.value for p in fn.params.params]
+    if params and params[0] in ("self", "cls") and isinstance(call.func, cst.Attribute):
+        params = params[1:]
+    value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+    if value is None:
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        index = params.index(name) if name in params else -1
+        value = positional[index] if 0 <= index < len(positional) else None
+    if not isinstance(value, cst.Name):
+        return False
+    refs = src.referents(value)
+    return bool(refs) and all(
+        isinstance(ref, cst.Param) and isinstance(ref.default, cst.Name) and ref.default.value == "None" for ref in refs
+    )
+
+
 def _in_loop(r: Reached, node: cst.CSTNode) -> bool:
     for anc in r.src.ancestors(node):
         if anc is r.fn:
@@ -89,6 +140,8 @@ def _judged(r: Reached, hit: Hit) -> Hit:
     if hit.rule in ("TM103", "TM104") and r.src.enclosing(hit.node, cst.Assert) is not None:
         hit = replace(hit, rule="TM108")  # `assert t.max().item() <= n`: an assert's break, as scan files it
     test = setting(r.src, hit.node)
+    if test is None:
+        test = _absent_input(r, hit.node)
     if hit.confidence == POSSIBLE or (test is None and r.setting is None):
         return hit
     when = _short(r.src, test) if test is not None else r.setting
@@ -270,10 +323,49 @@ def _branch(src: SourceFile, stmt: cst.CSTNode, test: cst.BaseExpression, keywor
     v = values(src)
     if any(is_compiling(src, c) for c in src.nodes_in(test, cst.Call)):
         return
-    if v.is_tensor(test) or _flag_of_tensor(src, test):
+    if v.is_tensor(test) or _flag_of_tensor(src, test) or _compares_a_row(src, test):
         yield Hit("TM103", stmt, LIKELY, f"`{keyword} {_short(src, test)}:` branches on a tensor's value")
     elif not v.is_python(test) and _tensor_test(src, test):
         yield Hit("TM103", stmt, POSSIBLE, f"`{keyword} {_short(src, test)}:` may branch on a tensor's value")
+
+
+def _compares_a_row(src: SourceFile, test: cst.BaseExpression) -> bool:
+    """`if idx == self.num_experts:` where `idx` walks the rows of a tensor (`for idx in mask.nonzero():`, then
+    `idx = idx[0]`): a comparison of a tensor element, a jump on the data (GB0170 on 2.11, and on 2.13-2.15 where
+    dynamo then skips the loop's frame)."""
+    if not isinstance(test, cst.Comparison):
+        return False
+    operands = [test.left, *(c.comparator for c in test.comparisons)]
+    return any(isinstance(x, cst.Name) and row_of_tensor(src, x) for x in operands)
+
+
+def row_of_tensor(src: SourceFile, name: cst.Name, seen: frozenset[int] = frozenset()) -> bool:
+    """A name bound by `for name in <tensor>:`, or to an element of such a name (`name = name[0]`), everywhere."""
+    refs = [r for r in src.referents(name) if id(r) not in seen]
+    if not refs:
+        return bool(seen)
+    seen = seen | {id(r) for r in refs}
+    v = values(src)
+    for ref in refs:
+        loop = src.parents.get(ref)
+        if isinstance(loop, cst.For) and loop.target is ref:
+            if not (v.is_tensor(loop.iter) or _rows_of(src, loop.iter)):
+                return False
+            continue
+        value = src.assigned_value(ref)
+        if not (isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name)):
+            return False
+        if not row_of_tensor(src, value.value, seen):
+            return False
+    return True
+
+
+def _rows_of(src: SourceFile, expr: cst.BaseExpression) -> bool:
+    """`mask.nonzero()`, or a name every assignment of which is an operator of data-dependent output."""
+    if isinstance(expr, cst.Call):
+        return dynamic_call(src, expr) is not None
+    found = assigned_values(src, expr) if isinstance(expr, cst.Name) else []
+    return bool(found) and all(isinstance(x, cst.Call) and dynamic_call(src, x) is not None for x in found)
 
 
 def _flag_of_tensor(src: SourceFile, test: cst.BaseExpression) -> bool:

@@ -44,6 +44,7 @@ class Reached:
     entry: Reached | None = None
     bound: bool = False  # a method reached through its instance: its first parameter is the object
     setting: str | None = None  # reached only under a test of a setting (`self.config.mask_time_prob > 0`)
+    via: list[tuple[SourceFile, cst.Call]] = field(default_factory=list)  # the calls of the region that run it
 
     @property
     def root(self) -> Reached:
@@ -245,8 +246,10 @@ def compiled_region(src: SourceFile, ctx: Context) -> Region:
     region = Region()
     queue = _entries(src, ctx, region)
     seen: set[int] = set()
+    reached: dict[int, Reached] = {}
     for r in queue:
         seen.add(id(r.fn))
+        reached.setdefault(id(r.fn), r)
     region.functions.extend(queue)
     while queue and len(region.functions) < MAX_FUNCTIONS:
         here = queue.pop(0)
@@ -260,6 +263,8 @@ def compiled_region(src: SourceFile, ctx: Context) -> Region:
                     region.disabled.append(DisabledCall(here.src, call, found, here))
                     continue
                 if id(found.fn) in seen:
+                    if id(found.fn) in reached:
+                        reached[id(found.fn)].via.append((here.src, call))
                     continue
                 seen.add(id(found.fn))
                 test = setting(here.src, call)
@@ -267,7 +272,10 @@ def compiled_region(src: SourceFile, ctx: Context) -> Region:
                 when = when or _built_when(here.src, call, found)
                 replaced = forward_replaced(found, ctx)
                 when = when or (f"@{replaced} keeps this forward" if replaced else None)
-                reached = Reached(found.fn, found.src, here.site, here.site_src, here.root, found.bound, when)
-                region.functions.append(reached)
-                queue.append(reached)
+                hit = Reached(
+                    found.fn, found.src, here.site, here.site_src, here.root, found.bound, when, [(here.src, call)]
+                )
+                reached[id(found.fn)] = hit
+                region.functions.append(hit)
+                queue.append(hit)
     return region
