@@ -77,10 +77,10 @@ def check(r: Reached) -> Iterator[Hit]:
 
 
 def _absent_input(r: Reached, node: cst.CSTNode) -> cst.BaseExpression | None:
-    """The test under which `node` runs only when an optional input is absent, where every call that runs the
-    def passes that input through from its caller's own optional input (`get_masks(..., padding_mask=
-    attention_mask)` with `attention_mask=None` in forward): code under `else:` of `if padding_mask is not None:`
-    (or under `if padding_mask is None:` that does not fill it in) runs only for callers that give no mask."""
+    """The test under which `node` runs only when a parameter is None, where every call that runs the def passes
+    it a value (`get_masks(..., padding_mask=attention_mask)`, with `attention_mask=None` in forward: the end user's
+    optional input): code under `else:` of `if padding_mask is not None:`, or under `if padding_mask is None:` that
+    does not fill it in, runs only for callers whose value is None."""
     if not r.via:
         return None
     for anc in r.src.ancestors(node):
@@ -99,7 +99,7 @@ def _absent_input(r: Reached, node: cst.CSTNode) -> cst.BaseExpression | None:
         none_side = in_body if isinstance(comp.operator, cst.Is) else (not in_body and anc.orelse is not None)
         if isinstance(comp.operator, cst.Is) and _assigns(r.src, anc.body, name):
             continue  # `if x is None: x = default`: most calls run it
-        if none_side and all(_forwarded(src, call, r.fn, name) for src, call in r.via):
+        if none_side and all(_passed(src, call, r.fn, name) for src, call in r.via):
             return cst.parse_expression(f"{name} is None")
     return None
 
@@ -108,9 +108,10 @@ def _assigns(src: SourceFile, block: cst.CSTNode, name: str) -> bool:
     return any(m.matches(t.target, m.Name(name)) for a in src.nodes_in(block, cst.Assign) for t in a.targets)
 
 
-def _forwarded(src: SourceFile, call: cst.Call, fn: cst.FunctionDef, name: str) -> bool:
-    """Whether `call` passes `fn`'s parameter `name` its caller's own optional input (a parameter that defaults to
-    None), by keyword or by position."""
+def _passed(src: SourceFile, call: cst.Call, fn: cst.FunctionDef, name: str) -> bool:
+    """Whether `call` gives `fn`'s parameter `name` a value other than a literal None (by keyword or by position):
+    its caller's own optional input (None only when the end user gives none), or any other expression (None only
+    by accident: `get_interface(self.config._attn_implementation, ...)`)."""
     params = [p.name.value for p in fn.params.params]
     if params and params[0] in ("self", "cls") and isinstance(call.func, cst.Attribute):
         params = params[1:]
@@ -119,12 +120,7 @@ def _forwarded(src: SourceFile, call: cst.Call, fn: cst.FunctionDef, name: str) 
         positional = [a.value for a in call.args if a.keyword is None and not a.star]
         index = params.index(name) if name in params else -1
         value = positional[index] if 0 <= index < len(positional) else None
-    if not isinstance(value, cst.Name):
-        return False
-    refs = src.referents(value)
-    return bool(refs) and all(
-        isinstance(ref, cst.Param) and isinstance(ref.default, cst.Name) and ref.default.value == "None" for ref in refs
-    )
+    return value is not None and not m.matches(value, m.Name("None"))
 
 
 def _in_loop(r: Reached, node: cst.CSTNode) -> bool:
