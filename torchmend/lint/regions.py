@@ -161,9 +161,36 @@ def _built_when(src: SourceFile, call: cst.Call, found: Callee) -> str | None:
                     return " ".join(src.code(value.test).split())
         elif _builds(src, value, mine):
             test = setting(src, value)
+            if test is not None and by_default(src, test) is None and _per_instance(src, test):
+                continue  # `if not self.is_sparse:` of a flag the parent gives each layer: both classes are built
             if test is not None:
                 return " ".join(src.code(test).split())
     return None
+
+
+def _per_instance(src: SourceFile, test: cst.BaseExpression) -> bool:
+    """A test in `__init__` of what the code building the module passes it, not of a configuration: every name it
+    reads is a parameter of that `__init__` other than a config (`is_sparse`, `layer_idx`), directly or through
+    the attribute `__init__` stores it in (`self.is_sparse = is_sparse`). A parent that builds one per layer gives
+    each its own value (Switch Transformers' `is_sparse` from the layer index), so both arms are built."""
+    fn = src.enclosing(test, cst.FunctionDef)
+    if not isinstance(fn, cst.FunctionDef) or fn.name.value != "__init__":
+        return False
+    params = {p.name.value for p in fn.params.params} - {"self", "config"}
+    read: list[str] = []
+    for node in src.nodes_in(test, (cst.Attribute, cst.Name)):
+        if isinstance(node, cst.Attribute) and m.matches(node.value, m.Name("self")):
+            stored = self_attr_values(src, node)
+            if not stored or not all(isinstance(v, cst.Name) and v.value in params for v in stored):
+                return False
+            read.append(node.attr.value)
+        elif isinstance(node, cst.Name) and not isinstance(src.parents.get(node), cst.Attribute):
+            if node.value in ("True", "False", "None"):
+                continue
+            if node.value not in params:
+                return False
+            read.append(node.value)
+    return bool(read)
 
 
 def forward_replaced(found: Callee, ctx: Context) -> str | None:
