@@ -1,18 +1,22 @@
-"""scan, fix and lint say the same about the same finding (issue 30 item 2): one rule per cause, one one-time /
-recurring judgement, one wording of the counts. No run of its own: the scans are the session's cached ones
-(conftest.scan_json, the same keys test_scan_fixtures uses); lint and fix's proposals run in-process."""
+"""scan, fix, lint and verify say the same about the same finding (issue 30 item 2): one rule per cause, one
+one-time / recurring judgement, one wording of the counts. No run of its own: the scans are the session's cached
+ones (conftest.scan_json, the same keys test_scan_fixtures uses); lint and fix's proposals run in-process, and
+verify's judgement of a run is made on the cached scan's own events (verify analyses each of its runs with the
+same `analyse` as scan: verify/runs.from_outcome)."""
 
 from __future__ import annotations
 
 import io
 
 import pytest
-from conftest import SCAN_FIXTURES, scan_json
+from conftest import SCAN_FIXTURES, scan_events, scan_json
 from rich.console import Console
 
 from torchmend import rules
 from torchmend.lint import lint_paths
 from torchmend.model import EndedBy, Finding, Summary
+from torchmend.profiler.runner import RunOutcome
+from torchmend.verify.runs import ArmRun, from_outcome
 
 FIXTURES = sorted(p.name for p in SCAN_FIXTURES.iterdir() if (p / "expected.json").exists())
 
@@ -59,3 +63,40 @@ def test_scan_fix_and_lint_word_the_counts_alike() -> None:
     assert phrase in console.file.getvalue()  # type: ignore[attr-defined]
     linted = lint_paths([folder], folder, cache=False).findings
     assert _plain(counts_text(linted)) == "4 findings: 3 to fix, 1 one-time, 0 informational"  # TM250: a run's
+
+
+def _verify_arm(name: str) -> tuple[dict, ArmRun]:
+    """The cached scan of a fixture, and the same run as verify's before-arm sees it."""
+    script = SCAN_FIXTURES / name / "train.py"
+    report = scan_json(script).json
+    ended_by = EndedBy(report["summary"]["ended_by"])
+    outcome = RunOutcome(scan_events(script), ended_by, 0, report["summary"]["wall_seconds"], "")
+    return report, from_outcome("before", 0, outcome, SCAN_FIXTURES / name)
+
+
+def _judgement(f: Finding) -> tuple:
+    return (f.rule, f.path, f.line, f.count, f.severity, f.pattern == "once")
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_verify_judges_a_run_as_scan_does(name: str) -> None:
+    """Each finding of the run: the same rule, count and one-time / recurring judgement in verify as in scan."""
+    report, arm = _verify_arm(name)
+    scanned = sorted(_judgement(Finding.from_json(f)) for f in report["findings"])
+    assert sorted(_judgement(f) for f in arm.findings) == scanned
+
+
+def test_verify_counts_what_scan_counts_to_fix() -> None:
+    """The bundled example: verify's "findings to fix" row is the number scan's counts phrase calls "to fix"."""
+    from torchmend.cli.fixview import verification_view
+    from torchmend.cli.render import counts_text
+    from torchmend.verify.compare import judge
+
+    report, arm = _verify_arm("several")
+    phrase = _plain(counts_text(arm.findings))
+    assert phrase == "5 findings: 4 to fix, 1 one-time, 0 informational"
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(verification_view(judge([arm], [arm])))
+    row = next(line for line in console.file.getvalue().splitlines() if "findings to fix" in line)  # type: ignore[attr-defined]
+    cells = [c.strip() for c in row.split("│") if c.strip()]
+    assert cells[:3] == ["findings to fix", "4", "4"], row

@@ -40,6 +40,7 @@ EXPECTED = {
     "lightning_style": [("TM209", "train.py", 34), ("TM102", "train.py", 43), ("TM102", "train.py", 44)],
     "logger_in_forward": [("TM102", "train.py", 16)],
     "module_counter": [("TM201", "train.py", 13)],
+    "moe_dispatch": [("TM111", "train.py", 17), ("TM111", "train.py", 19)],  # nonzero(), torch.where(mask)
     "own_optimizer": [("TM203", "train.py", 43)],
     "own_optimizer_train_step": [("TM203", "train.py", 51)],
     "print_in_forward": [("TM101", "train.py", 14)],

@@ -87,3 +87,36 @@ def test_possible_findings_are_shown_only_when_asked(tmp_path: Path):
     assert [(f["rule"], f["confidence"]) for f in json.loads(shown.output)["findings"]] == [("TM101", "possible")]
     table = runner.invoke(app, ["lint", str(tmp_path)], env={**env, "COLUMNS": "200"})
     assert "1 possible finding not shown" in table.output and "--show-possible" in table.output
+
+
+def _judged(version: tuple[int, ...]) -> set[tuple[str, int]]:
+    from torchmend.lint.analyse import Recording, lint_entry
+
+    root = (ROOT / "fixtures/lint/data_dependent").resolve()
+    ctx = Recording(str(root), lambda p: Path(p).read_text(), whole_files=True, torch_version=version)
+    found = lint_entry(ctx, root / "train.py", str(root))
+    assert all(f.confidence == "likely" for f in found)
+    return {(f.rule, f.line) for f in found}
+
+
+def test_data_dependent_operators_and_what_each_release_breaks_on():
+    """The lines `scan --backend aot_eager` reports on torch 2.13 (TM111 at the masked read, the masked update,
+    bincount/nonzero and torch.where; TM105 at the masked_scatter called on a masked read); on 2.11 also the
+    buffer and the submodule cast in forward and `copy.copy` (the zoo's 2.11 scans: TM103, TM199, TM105)."""
+    on_213 = {("TM105", 35), ("TM111", 35), ("TM111", 36), ("TM111", 52), ("TM111", 54)}
+    assert _judged((2, 13)) == on_213 == _judged((2, 15))
+    assert _judged((2, 11)) == on_213 | {("TM103", 37), ("TM199", 38), ("TM105", 39)}
+
+
+def test_an_input_the_caller_passes_through_and_a_row_of_nonzero_compared():
+    """What `scan --backend aot_eager` reports on 2.13 (TM111 at nonzero(), TM103 at `if e == self.count:`); the
+    length check that runs only when the caller gives no padding mask (it passes forward's optional
+    `attention_mask` through) is possible, not likely."""
+    root = ROOT / "fixtures/lint/optional_inputs"
+    found = lint_paths([root], root, cache=False).findings
+    assert sorted((f.rule, f.line, f.confidence) for f in found) == [
+        ("TM103", 32, "likely"),
+        ("TM108", 16, "possible"),
+        ("TM111", 29, "likely"),
+    ]
+    assert "when `padding_mask is None` holds" in next(f.reason for f in found if f.rule == "TM108")

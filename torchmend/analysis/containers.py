@@ -88,6 +88,8 @@ def _elements(src: SourceFile, expr: cst.BaseExpression, depth: int = 0) -> list
         return [e.value for e in expr.elements if isinstance(e, cst.Element)]
     if isinstance(expr, cst.ListComp):
         return [expr.elt]
+    if isinstance(expr, cst.Subscript) and all(isinstance(s.slice, cst.Slice) for s in expr.slice):
+        return _elements(src, expr.value, depth + 1)  # `self.layers[: config.num_hidden_layers]`: the same modules
     return []
 
 

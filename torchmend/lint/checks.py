@@ -27,7 +27,9 @@ from torchmend.analysis.dynamo_config import reordered
 from torchmend.analysis.gating import already_gated
 from torchmend.analysis.loggers import logging_call
 from torchmend.analysis.source import SourceFile
+from torchmend.lint.dynamic import dynamic_call, masked_read, skipped_method
 from torchmend.lint.gates import compile_gated, is_compiling, setting
+from torchmend.lint.module_state import built_in_forward, skipped_call, state_cast
 from torchmend.lint.regions import Reached
 from torchmend.model import Confidence
 
@@ -74,6 +76,53 @@ def check(r: Reached) -> Iterator[Hit]:
             return
 
 
+def _absent_input(r: Reached, node: cst.CSTNode) -> cst.BaseExpression | None:
+    """The test under which `node` runs only when a parameter is None, where every call that runs the def passes
+    it a value (`get_masks(..., padding_mask=attention_mask)`, with `attention_mask=None` in forward: the end user's
+    optional input): code under `else:` of `if padding_mask is not None:`, or under `if padding_mask is None:` that
+    does not fill it in, runs only for callers whose value is None."""
+    if not r.via:
+        return None
+    for anc in r.src.ancestors(node):
+        if anc is r.fn:
+            return None
+        if not isinstance(anc, cst.If):
+            continue
+        test = anc.test
+        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name)):
+            continue
+        comp = test.comparisons[0]
+        if not m.matches(comp.comparator, m.Name("None")):
+            continue
+        name = test.left.value
+        in_body = any(a is anc.body for a in r.src.ancestors(node))
+        none_side = in_body if isinstance(comp.operator, cst.Is) else (not in_body and anc.orelse is not None)
+        if isinstance(comp.operator, cst.Is) and _assigns(r.src, anc.body, name):
+            continue  # `if x is None: x = default`: most calls run it
+        if none_side and all(_passed(src, call, r.fn, name) for src, call in r.via):
+            return cst.parse_expression(f"{name} is None")
+    return None
+
+
+def _assigns(src: SourceFile, block: cst.CSTNode, name: str) -> bool:
+    return any(m.matches(t.target, m.Name(name)) for a in src.nodes_in(block, cst.Assign) for t in a.targets)
+
+
+def _passed(src: SourceFile, call: cst.Call, fn: cst.FunctionDef, name: str) -> bool:
+    """Whether `call` gives `fn`'s parameter `name` a value other than a literal None (by keyword or by position):
+    its caller's own optional input (None only when the end user gives none), or any other expression (None only
+    by accident: `get_interface(self.config._attn_implementation, ...)`)."""
+    params = [p.name.value for p in fn.params.params]
+    if params and params[0] in ("self", "cls") and isinstance(call.func, cst.Attribute):
+        params = params[1:]
+    value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+    if value is None:
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        index = params.index(name) if name in params else -1
+        value = positional[index] if 0 <= index < len(positional) else None
+    return value is not None and not m.matches(value, m.Name("None"))
+
+
 def _in_loop(r: Reached, node: cst.CSTNode) -> bool:
     for anc in r.src.ancestors(node):
         if anc is r.fn:
@@ -87,6 +136,8 @@ def _judged(r: Reached, hit: Hit) -> Hit:
     if hit.rule in ("TM103", "TM104") and r.src.enclosing(hit.node, cst.Assert) is not None:
         hit = replace(hit, rule="TM108")  # `assert t.max().item() <= n`: an assert's break, as scan files it
     test = setting(r.src, hit.node)
+    if test is None:
+        test = _absent_input(r, hit.node)
     if hit.confidence == POSSIBLE or (test is None and r.setting is None):
         return hit
     when = _short(r.src, test) if test is not None else r.setting
@@ -104,6 +155,8 @@ def _hits(r: Reached) -> Iterator[Hit]:
             if already_gated(src, node):
                 continue
             yield from _call(src, r, node)
+        elif isinstance(node, cst.Subscript) and masked_read(src, node):
+            yield Hit("TM111", node, LIKELY, f"`{_short(src, node)}` reads a tensor through a boolean mask")
         elif isinstance(node, (cst.If, cst.While)):
             yield from _branch(src, node, node.test, "while" if isinstance(node, cst.While) else "if")
         elif isinstance(node, cst.Assert):
@@ -116,6 +169,9 @@ def _hits(r: Reached) -> Iterator[Hit]:
         elif isinstance(node, cst.Assign) and _sets_requires_grad(src, node):
             yield Hit("TM109", node, LIKELY, "`requires_grad = True` set on a tensor in compiled code")
         elif me is not None and isinstance(node, (cst.AugAssign, cst.Assign)):
+            cast = state_cast(src, node, me) if isinstance(node, cst.Assign) else None
+            if cast is not None:
+                yield Hit(cast[0], node, LIKELY, cast[1])
             yield from _self_write(src, r, node, me)
             if isinstance(node, cst.Assign):
                 test = _setting_written(src, node, me)
@@ -172,11 +228,26 @@ def _call(src: SourceFile, r: Reached, call: cst.Call) -> Iterator[Hit]:
         what = f"`{_short(src, func)}(...)` logs through the training framework (its code breaks the graph)"
         yield Hit("TM102", call, LIKELY, what)
         return
+    dynamic = dynamic_call(src, call)
+    if dynamic is not None:  # scan's TM111 (GB0036, GB0033: `.tolist()` too)
+        yield Hit("TM111", call, LIKELY, dynamic)
+        return
+    for why in skipped_method(src, call):
+        yield Hit("TM105", call, LIKELY, why)
+    skipped = skipped_call(src, call)
+    if skipped is not None:
+        yield Hit("TM105", call, LIKELY, skipped)
+        return
+    built = built_in_forward(src, call)
+    if built is not None:
+        yield Hit("TM199", call, LIKELY, built)
+        return
     if isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist") and not call.args:
         receiver = func.value
-        if v.is_tensor(receiver) or v.maybe_tensor(receiver):
-            sure = LIKELY if v.is_tensor(receiver) or func.attr.value == "item" else POSSIBLE
-            yield Hit("TM104", call, sure, f"`{_short(src, call)}` turns a tensor into a Python number")
+        if func.attr.value == "tolist" and v.maybe_tensor(receiver):  # as likely as `.item()` of one
+            yield Hit("TM111", call, LIKELY, f"`{_short(src, call)}` reads a tensor into Python numbers")
+        elif v.is_tensor(receiver) or v.maybe_tensor(receiver):
+            yield Hit("TM104", call, LIKELY, f"`{_short(src, call)}` turns a tensor into a Python number")
         return
     builtin = builtin_or_math(src, func)
     if builtin in ("float", "int", "bool") and len(call.args) == 1 and not call.args[0].star:
@@ -248,10 +319,49 @@ def _branch(src: SourceFile, stmt: cst.CSTNode, test: cst.BaseExpression, keywor
     v = values(src)
     if any(is_compiling(src, c) for c in src.nodes_in(test, cst.Call)):
         return
-    if v.is_tensor(test) or _flag_of_tensor(src, test):
+    if v.is_tensor(test) or _flag_of_tensor(src, test) or _compares_a_row(src, test):
         yield Hit("TM103", stmt, LIKELY, f"`{keyword} {_short(src, test)}:` branches on a tensor's value")
     elif not v.is_python(test) and _tensor_test(src, test):
         yield Hit("TM103", stmt, POSSIBLE, f"`{keyword} {_short(src, test)}:` may branch on a tensor's value")
+
+
+def _compares_a_row(src: SourceFile, test: cst.BaseExpression) -> bool:
+    """`if idx == self.num_experts:` where `idx` walks the rows of a tensor (`for idx in mask.nonzero():`, then
+    `idx = idx[0]`): a comparison of a tensor element, a jump on the data (GB0170 on 2.11, and on 2.13-2.15 where
+    dynamo then skips the loop's frame)."""
+    if not isinstance(test, cst.Comparison):
+        return False
+    operands = [test.left, *(c.comparator for c in test.comparisons)]
+    return any(isinstance(x, cst.Name) and row_of_tensor(src, x) for x in operands)
+
+
+def row_of_tensor(src: SourceFile, name: cst.Name, seen: frozenset[int] = frozenset()) -> bool:
+    """A name bound by `for name in <tensor>:`, or to an element of such a name (`name = name[0]`), everywhere."""
+    refs = [r for r in src.referents(name) if id(r) not in seen]
+    if not refs:
+        return bool(seen)
+    seen = seen | {id(r) for r in refs}
+    v = values(src)
+    for ref in refs:
+        loop = src.parents.get(ref)
+        if isinstance(loop, cst.For) and loop.target is ref:
+            if not (v.is_tensor(loop.iter) or _rows_of(src, loop.iter)):
+                return False
+            continue
+        value = src.assigned_value(ref)
+        if not (isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name)):
+            return False
+        if not row_of_tensor(src, value.value, seen):
+            return False
+    return True
+
+
+def _rows_of(src: SourceFile, expr: cst.BaseExpression) -> bool:
+    """`mask.nonzero()`, or a name every assignment of which is an operator of data-dependent output."""
+    if isinstance(expr, cst.Call):
+        return dynamic_call(src, expr) is not None
+    found = assigned_values(src, expr) if isinstance(expr, cst.Name) else []
+    return bool(found) and all(isinstance(x, cst.Call) and dynamic_call(src, x) is not None for x in found)
 
 
 def _flag_of_tensor(src: SourceFile, test: cst.BaseExpression) -> bool:

@@ -89,10 +89,18 @@ def _setting_test(src: SourceFile, test: cst.BaseExpression) -> bool:
     return (
         bool(attrs or predicates)
         and set(attrs) != {"training"}
-        and not any(builtin_or_math(src, c.func) is None and c not in predicates for c in calls)
+        and not any(builtin_or_math(src, c.func) is None and c not in predicates and not _str_test(c) for c in calls)
         and not src.nodes_in(test, cst.Subscript)
         and values(src).kind(test) is not Kind.TENSOR
     )
+
+
+_STR_TESTS = ("startswith", "endswith", "isdigit", "isalpha", "lower", "upper", "strip", "removeprefix")
+
+
+def _str_test(call: cst.Call) -> bool:
+    """`name.startswith("paged|")`: a string method that reads a setting's text."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in _STR_TESTS
 
 
 def _predicate(src: SourceFile, call: cst.Call) -> bool:

@@ -23,7 +23,8 @@ from torchmend.analysis.calls import Callee
 from torchmend.analysis.containers import container_forwards, loop_element_callee
 from torchmend.analysis.entry import compile_sites
 from torchmend.analysis.gating import already_gated
-from torchmend.analysis.source import Context, SourceFile
+from torchmend.analysis.names import def_named, module_files
+from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.lint.defaults import by_default
 from torchmend.lint.gates import compile_gated, setting
 
@@ -43,6 +44,7 @@ class Reached:
     entry: Reached | None = None
     bound: bool = False  # a method reached through its instance: its first parameter is the object
     setting: str | None = None  # reached only under a test of a setting (`self.config.mask_time_prob > 0`)
+    via: list[tuple[SourceFile, cst.Call]] = field(default_factory=list)  # the calls of the region that run it
 
     @property
     def root(self) -> Reached:
@@ -159,9 +161,87 @@ def _built_when(src: SourceFile, call: cst.Call, found: Callee) -> str | None:
                     return " ".join(src.code(value.test).split())
         elif _builds(src, value, mine):
             test = setting(src, value)
+            if test is not None and by_default(src, test) is None and _per_instance(src, test):
+                continue  # `if not self.is_sparse:` of a flag the parent gives each layer: both classes are built
             if test is not None:
                 return " ".join(src.code(test).split())
     return None
+
+
+def _per_instance(src: SourceFile, test: cst.BaseExpression) -> bool:
+    """A test in `__init__` of what the code building the module passes it, not of a configuration: every name it
+    reads is a parameter of that `__init__` other than a config (`is_sparse`, `layer_idx`), directly or through
+    the attribute `__init__` stores it in (`self.is_sparse = is_sparse`). A parent that builds one per layer gives
+    each its own value (Switch Transformers' `is_sparse` from the layer index), so both arms are built."""
+    fn = src.enclosing(test, cst.FunctionDef)
+    if not isinstance(fn, cst.FunctionDef) or fn.name.value != "__init__":
+        return False
+    params = {p.name.value for p in fn.params.params} - {"self", "config"}
+    read: list[str] = []
+    for node in src.nodes_in(test, (cst.Attribute, cst.Name)):
+        if isinstance(node, cst.Attribute) and m.matches(node.value, m.Name("self")):
+            stored = self_attr_values(src, node)
+            if not stored or not all(isinstance(v, cst.Name) and v.value in params for v in stored):
+                return False
+            read.append(node.attr.value)
+        elif isinstance(node, cst.Name) and not isinstance(src.parents.get(node), cst.Attribute):
+            if node.value in ("True", "False", "None"):
+                continue
+            if node.value not in params:
+                return False
+            read.append(node.value)
+    return bool(read)
+
+
+def forward_replaced(found: Callee, ctx: Context) -> str | None:
+    """`@use_experts_implementation class Experts(nn.Module)`: a class decorator whose def assigns the class's
+    `forward` (`cls.forward = ...`) may run another implementation than the one the class defines, chosen by a
+    setting lint cannot read; the decorator's name, or None."""
+    owner = found.owner
+    if owner is None or found.fn.name.value != "forward":
+        return None
+    for dec in owner.decorators:
+        target = dec.decorator.func if isinstance(dec.decorator, cst.Call) else dec.decorator
+        defs = [(hit.src, hit.fn) for hit in candidate_callees(found.src, target, ctx)]
+        if not defs and isinstance(target, cst.Name):
+            defs = _reexported(found.src, target.value, ctx)
+        if any(
+            m.matches(t.target, m.Attribute(attr=m.Name("forward")))
+            for dsrc, fn in defs
+            for a in dsrc.nodes_in(fn, cst.Assign)
+            for t in a.targets
+        ):
+            return " ".join(found.src.code(target).split())
+    return None
+
+
+def _reexported(src: SourceFile, name: str, ctx: Context) -> list[tuple[SourceFile, cst.FunctionDef]]:
+    """The def `from pkg import name` reaches through a package `__init__` that re-exports it under
+    `if TYPE_CHECKING:` (a lazily imported package: transformers' `integrations`)."""
+    found = []
+    for imp in src.nodes_in(src.module, cst.ImportFrom):
+        if isinstance(imp.names, cst.ImportStar) or not any(
+            isinstance(a.name, cst.Name) and a.name.value == name for a in imp.names
+        ):
+            continue
+        for path in module_files(src, ctx, imp):
+            try:
+                init = ctx.file(path)
+            except SourceError:
+                continue
+            for inner in init.nodes_in(init.module, cst.ImportFrom):
+                if isinstance(inner.names, cst.ImportStar) or not any(
+                    isinstance(a.name, cst.Name) and a.name.value == name for a in inner.names
+                ):
+                    continue
+                for other in module_files(init, ctx, inner):
+                    try:
+                        hit = def_named(ctx.file(other), name, None)
+                    except SourceError:
+                        continue
+                    if hit is not None:
+                        found.append(hit)
+    return found
 
 
 def _builds(src: SourceFile, value: cst.BaseExpression, name: str) -> bool:
@@ -193,8 +273,10 @@ def compiled_region(src: SourceFile, ctx: Context) -> Region:
     region = Region()
     queue = _entries(src, ctx, region)
     seen: set[int] = set()
+    reached: dict[int, Reached] = {}
     for r in queue:
         seen.add(id(r.fn))
+        reached.setdefault(id(r.fn), r)
     region.functions.extend(queue)
     while queue and len(region.functions) < MAX_FUNCTIONS:
         here = queue.pop(0)
@@ -208,12 +290,19 @@ def compiled_region(src: SourceFile, ctx: Context) -> Region:
                     region.disabled.append(DisabledCall(here.src, call, found, here))
                     continue
                 if id(found.fn) in seen:
+                    if id(found.fn) in reached:
+                        reached[id(found.fn)].via.append((here.src, call))
                     continue
                 seen.add(id(found.fn))
                 test = setting(here.src, call)
                 when = here.setting or (" ".join(here.src.code(test).split()) if test is not None else None)
                 when = when or _built_when(here.src, call, found)
-                reached = Reached(found.fn, found.src, here.site, here.site_src, here.root, found.bound, when)
-                region.functions.append(reached)
-                queue.append(reached)
+                replaced = forward_replaced(found, ctx)
+                when = when or (f"@{replaced} keeps this forward" if replaced else None)
+                hit = Reached(
+                    found.fn, found.src, here.site, here.site_src, here.root, found.bound, when, [(here.src, call)]
+                )
+                reached[id(found.fn)] = hit
+                region.functions.append(hit)
+                queue.append(hit)
     return region
