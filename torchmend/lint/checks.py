@@ -6,7 +6,7 @@ source does not pin down (a parameter that may be a tensor)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import cast
 
 import libcst as cst
@@ -29,24 +29,13 @@ from torchmend.analysis.loggers import logging_call
 from torchmend.analysis.source import SourceFile
 from torchmend.lint.dynamic import dynamic_call, masked_read, skipped_method
 from torchmend.lint.gates import compile_gated, is_compiling, setting
+from torchmend.lint.hits import LIKELY, POSSIBLE, Hit, short
 from torchmend.lint.module_state import built_in_forward, skipped_call, state_cast
 from torchmend.lint.regions import Reached
-from torchmend.model import Confidence
+from torchmend.lint.self_writes import self_write, setting_written
 
-LIKELY, POSSIBLE = Confidence.LIKELY, Confidence.POSSIBLE
 _HOST_RANDOM = ("numpy.random.", "random.")
 _SCALAR_CONSTRUCTORS = {"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"}
-
-
-@dataclass(frozen=True)
-class Hit:
-    rule: str
-    node: cst.CSTNode  # where: its first line is the finding's line
-    confidence: Confidence
-    what: str  # what lint saw, for the reason
-    variable: str | None = None
-    call_site: tuple[SourceFile, cst.CSTNode] | None = None  # the call that passes the value in (TM202)
-    once: bool = False  # a recompile that happens once (scan's "one-time": torch then compiles the value dynamic)
 
 
 def nodes_in_body(fn: cst.FunctionDef) -> list[cst.CSTNode]:
@@ -140,7 +129,7 @@ def _judged(r: Reached, hit: Hit) -> Hit:
         test = _absent_input(r, hit.node)
     if hit.confidence == POSSIBLE or (test is None and r.setting is None):
         return hit
-    when = _short(r.src, test) if test is not None else r.setting
+    when = short(r.src, test) if test is not None else r.setting
     return replace(hit, confidence=POSSIBLE, what=f"{hit.what}, when `{when}` holds")
 
 
@@ -156,29 +145,29 @@ def _hits(r: Reached) -> Iterator[Hit]:
                 continue
             yield from _call(src, r, node)
         elif isinstance(node, cst.Subscript) and masked_read(src, node):
-            yield Hit("TM111", node, LIKELY, f"`{_short(src, node)}` reads a tensor through a boolean mask")
+            yield Hit("TM111", node, LIKELY, f"`{short(src, node)}` reads a tensor through a boolean mask")
         elif isinstance(node, (cst.If, cst.While)):
             yield from _branch(src, node, node.test, "while" if isinstance(node, cst.While) else "if")
         elif isinstance(node, cst.Assert):
             if async_assert(src, node):
                 continue
             if values(src).is_tensor(node.test):
-                yield Hit("TM108", node, LIKELY, f"`assert` on a tensor: `{_short(src, node.test)}`")
+                yield Hit("TM108", node, LIKELY, f"`assert` on a tensor: `{short(src, node.test)}`")
             elif _tensor_test(src, node.test):
-                yield Hit("TM108", node, POSSIBLE, f"`assert` on what may be a tensor: `{_short(src, node.test)}`")
+                yield Hit("TM108", node, POSSIBLE, f"`assert` on what may be a tensor: `{short(src, node.test)}`")
         elif isinstance(node, cst.Assign) and _sets_requires_grad(src, node):
             yield Hit("TM109", node, LIKELY, "`requires_grad = True` set on a tensor in compiled code")
         elif me is not None and isinstance(node, (cst.AugAssign, cst.Assign)):
             cast = state_cast(src, node, me) if isinstance(node, cst.Assign) else None
             if cast is not None:
                 yield Hit(cast[0], node, LIKELY, cast[1])
-            yield from _self_write(src, r, node, me)
+            yield from self_write(src, r, node, me)
             if isinstance(node, cst.Assign):
-                test = _setting_written(src, node, me)
+                test = setting_written(src, node, me)
                 if test is not None and id(test[0]) not in settings:
                     settings.add(id(test[0]))
                     variable = src.code(test[1])
-                    what = f"`{variable}` is a setting written in compiled code (`{_short(src, node)}`)"
+                    what = f"`{variable}` is a setting written in compiled code (`{short(src, node)}`)"
                     yield Hit("TM209", test[0], LIKELY, what, variable, once=True)
 
 
@@ -204,11 +193,6 @@ def async_assert(src: SourceFile, node: cst.Assert) -> bool:
     return node.msg is None or isinstance(node.msg, (cst.SimpleString, cst.ConcatenatedString))
 
 
-def _short(src: SourceFile, node: cst.CSTNode, width: int = 60) -> str:
-    code = " ".join(src.code(node).split())
-    return code if len(code) <= width else code[: width - 1] + "…"
-
-
 def _call(src: SourceFile, r: Reached, call: cst.Call) -> Iterator[Hit]:
     v = values(src)
     func = call.func
@@ -217,15 +201,15 @@ def _call(src: SourceFile, r: Reached, call: cst.Call) -> Iterator[Hit]:
             yield Hit("TM101", call, LIKELY, "`print(...)` in compiled code")
         return
     if any(q.startswith(_HOST_RANDOM) for q in src.qualified_names(func)):
-        yield Hit("TM110", call, LIKELY, f"`{_short(src, func)}(...)` draws from NumPy's or Python's generator")
+        yield Hit("TM110", call, LIKELY, f"`{short(src, func)}(...)` draws from NumPy's or Python's generator")
         return
     if logging_call(src, call):
         if reordered(src, call, r.site_src):
             return
-        yield Hit("TM102", call, LIKELY, f"logging call `{_short(src, func)}(...)` in compiled code")
+        yield Hit("TM102", call, LIKELY, f"logging call `{short(src, func)}(...)` in compiled code")
         return
     if _framework_log(src, r, call):
-        what = f"`{_short(src, func)}(...)` logs through the training framework (its code breaks the graph)"
+        what = f"`{short(src, func)}(...)` logs through the training framework (its code breaks the graph)"
         yield Hit("TM102", call, LIKELY, what)
         return
     dynamic = dynamic_call(src, call)
@@ -245,23 +229,23 @@ def _call(src: SourceFile, r: Reached, call: cst.Call) -> Iterator[Hit]:
     if isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist") and not call.args:
         receiver = func.value
         if func.attr.value == "tolist" and v.maybe_tensor(receiver):  # as likely as `.item()` of one
-            yield Hit("TM111", call, LIKELY, f"`{_short(src, call)}` reads a tensor into Python numbers")
+            yield Hit("TM111", call, LIKELY, f"`{short(src, call)}` reads a tensor into Python numbers")
         elif v.is_tensor(receiver) or v.maybe_tensor(receiver):
-            yield Hit("TM104", call, LIKELY, f"`{_short(src, call)}` turns a tensor into a Python number")
+            yield Hit("TM104", call, LIKELY, f"`{short(src, call)}` turns a tensor into a Python number")
         return
     builtin = builtin_or_math(src, func)
     if builtin in ("float", "int", "bool") and len(call.args) == 1 and not call.args[0].star:
         arg = call.args[0].value
         if v.is_tensor(arg) and not _parameter(src, arg):
-            yield Hit("TM104", call, LIKELY, f"`{_short(src, call)}` turns a tensor into a Python number")
+            yield Hit("TM104", call, LIKELY, f"`{short(src, call)}` turns a tensor into a Python number")
         elif v.is_tensor(arg):  # a parameter used as a tensor here may still be given a number
-            yield Hit("TM104", call, POSSIBLE, f"`{_short(src, call)}` may turn a tensor into a Python number")
+            yield Hit("TM104", call, POSSIBLE, f"`{short(src, call)}` may turn a tensor into a Python number")
         elif v.kind(arg) is Kind.UNKNOWN and v.maybe_tensor(arg):
-            yield Hit("TM104", call, POSSIBLE, f"`{_short(src, call)}` may turn a tensor into a Python number")
+            yield Hit("TM104", call, POSSIBLE, f"`{short(src, call)}` may turn a tensor into a Python number")
         return
     grad = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "requires_grad"), None)
     if grad is not None and not m.matches(grad, m.Name("False")) and is_torch(src, func):
-        yield Hit("TM109", call, LIKELY, f"`{_short(src, call)}` makes a tensor that requires grad in compiled code")
+        yield Hit("TM109", call, LIKELY, f"`{short(src, call)}` makes a tensor that requires grad in compiled code")
         return
     if src.qualified_names(func) & _SCALAR_CONSTRUCTORS and call.args and call.args[0].keyword is None:
         yield from _scalar_tensor(src, r, call, call.args[0].value)
@@ -298,7 +282,7 @@ def _scalar_tensor(src: SourceFile, r: Reached, call: cst.Call, arg: cst.BaseExp
     v = values(src)
     if isinstance(arg, (cst.Integer, cst.Float)) or v.is_tensor(arg) or v.maybe_tensor(arg):
         return
-    what = f"`{_short(src, call)}` makes a tensor of a Python number inside compiled code: dynamo still guards on it"
+    what = f"`{short(src, call)}` makes a tensor of a Python number inside compiled code: dynamo still guards on it"
     if isinstance(arg, cst.Attribute) and isinstance(arg.value, cst.Name) and arg.value.value == self_name(src, r.fn):
         kinds = {v.kind(x) for x in self_attr_values(src, arg)}
         if kinds & NUMBERS:
@@ -320,9 +304,9 @@ def _branch(src: SourceFile, stmt: cst.CSTNode, test: cst.BaseExpression, keywor
     if any(is_compiling(src, c) for c in src.nodes_in(test, cst.Call)):
         return
     if v.is_tensor(test) or _flag_of_tensor(src, test) or _compares_a_row(src, test):
-        yield Hit("TM103", stmt, LIKELY, f"`{keyword} {_short(src, test)}:` branches on a tensor's value")
+        yield Hit("TM103", stmt, LIKELY, f"`{keyword} {short(src, test)}:` branches on a tensor's value")
     elif not v.is_python(test) and _tensor_test(src, test):
-        yield Hit("TM103", stmt, POSSIBLE, f"`{keyword} {_short(src, test)}:` may branch on a tensor's value")
+        yield Hit("TM103", stmt, POSSIBLE, f"`{keyword} {short(src, test)}:` may branch on a tensor's value")
 
 
 def _compares_a_row(src: SourceFile, test: cst.BaseExpression) -> bool:
@@ -429,93 +413,3 @@ def _reduced(expr: cst.BaseExpression) -> bool:
             )
         ),
     )
-
-
-def _self_write(src: SourceFile, r: Reached, node: cst.AugAssign | cst.Assign, me: str) -> Iterator[Hit]:
-    """TM201 (a number attribute of the module changed in forward) and TM208 (a tensor cached on it)."""
-    targets = [node.target] if isinstance(node, cst.AugAssign) else [t.target for t in node.targets]
-    for target in targets:
-        if not m.matches(target, m.Attribute(value=m.Name(me))):
-            continue
-        assert isinstance(target, cst.Attribute)
-        v = values(src)
-        variable = f"{me}.{target.attr.value}"
-        if isinstance(node, cst.AugAssign) or _reads(src, node.value, me, target.attr.value):
-            kinds = {v.kind(x) for x in self_attr_values(src, target)}
-            value = node.value
-            if kinds & {Kind.INT, Kind.FLOAT} and not v.is_tensor(value) and not v.maybe_tensor(value):
-                reset = _reset_in(src, target, node)
-                what = f"`{_short(src, node)}` changes a number attribute in compiled code"
-                if reset is not None:  # `self.pooling_mult = 1` in the method forward calls first: per call
-                    what += f" (`{reset}()` sets it back to a constant: it may be the same on every call)"
-                yield Hit("TM201", node, LIKELY if reset is None else POSSIBLE, what, variable)
-            continue
-        if isinstance(node, cst.Assign) and v.is_tensor(node.value):
-            cache = _cache_test(src, node, me, target.attr.value)
-            if cache is not None:
-                yield Hit(
-                    "TM208",
-                    cache,
-                    LIKELY,
-                    f"`{variable}` is a tensor cached on the module and rebuilt in compiled code",
-                    variable,
-                )
-
-
-def _setting_written(src: SourceFile, node: cst.Assign, me: str) -> tuple[cst.If, cst.Attribute] | None:
-    """`self.config.problem_type = "regression"` under `if self.config.problem_type is None:`: a setting (a string,
-    a flag, None) of the module or its config that forward writes once, and the `if` that reads it (where the
-    guard that then fails is: scan files the recompile there)."""
-    if len(node.targets) != 1 or not _literal_setting(node.value):
-        return None
-    target = node.targets[0].target
-    if not isinstance(target, cst.Attribute) or not _rooted_at(target, me):
-        return None
-    code = src.code(target)
-    for anc in src.ancestors(node):
-        if isinstance(anc, cst.FunctionDef):
-            return None
-        if isinstance(anc, cst.If) and any(src.code(a) == code for a in src.nodes_in(anc.test, cst.Attribute)):
-            return anc, target
-    return None
-
-
-def _literal_setting(value: cst.BaseExpression) -> bool:
-    if isinstance(value, (cst.SimpleString, cst.ConcatenatedString)):
-        return True
-    return isinstance(value, cst.Name) and value.value in ("True", "False", "None")
-
-
-def _rooted_at(expr: cst.Attribute, me: str) -> bool:
-    value = expr.value
-    while isinstance(value, cst.Attribute):
-        value = value.value
-    return isinstance(value, cst.Name) and value.value == me
-
-
-def _reset_in(src: SourceFile, target: cst.Attribute, node: cst.CSTNode) -> str | None:
-    """The method other than `__init__` that assigns the attribute a constant (a counter reset on every call), if
-    one does."""
-    for value in self_attr_values(src, target):
-        fn = src.enclosing(value, cst.FunctionDef)
-        if value is node or not isinstance(fn, cst.FunctionDef) or fn.name.value == "__init__":
-            continue
-        if isinstance(value, (cst.Integer, cst.Float)) and isinstance(src.parents.get(value), cst.Assign):
-            return fn.name.value
-    return None
-
-
-def _reads(src: SourceFile, expr: cst.CSTNode, me: str, attr: str) -> bool:
-    return any(
-        m.matches(a, m.Attribute(value=m.Name(me), attr=m.Name(attr))) for a in src.nodes_in(expr, cst.Attribute)
-    )
-
-
-def _cache_test(src: SourceFile, assign: cst.Assign, me: str, attr: str) -> cst.If | None:
-    """The `if self.x is None or ...:` that guards rebuilding the cached tensor, in the same def."""
-    for anc in src.ancestors(assign):
-        if isinstance(anc, cst.FunctionDef):
-            return None
-        if isinstance(anc, cst.If) and _reads(src, anc.test, me, attr):
-            return anc
-    return None
