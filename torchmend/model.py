@@ -139,6 +139,11 @@ class Finding:
     # `torchmend lint`'s static findings: "likely" (the source shows it) or "possible" (it depends on values the
     # source does not show). None for scan's, which a run observed.
     confidence: str | None = None
+    # Graph breaks: how many of `count` were recorded by a frame that reached the line through calls it inlined (the
+    # break bubbled up: dynamo breaks that frame at its outermost call, then compiles each callee as a frame of its
+    # own, and each records the same break again). With `count` above it, `torch._dynamo.config.nested_graph_breaks`
+    # is the remedy that keeps the outer frames compiling (codemods/fixes/compile_config/nested.py).
+    nested: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
