@@ -404,8 +404,8 @@ class NestedGraphBreaks(Codemod):
         model = torch.compile(model)
 
         The break itself stays (the helper still runs eagerly); the frames above it keep compiling around it
-        (measured on a fixture three frames deep, torch 2.13: 3 breaks, 5 frames, 3 graphs before; 1, 2 and 2
-        after). Not proposed where the file sets the switch already, where the finding's own rule has a fix
+        (fixtures/scan/nested_disabled_helper, three frames deep, torch 2.13, aot_eager: 3 breaks, 6 frames,
+        5 graphs before; 1, 2 and 2 after, losses equal). Not proposed where the file sets the switch already, where the finding's own rule has a fix
         (unless verification refused it), or where the break was recorded once.
 
     Fix safety:
