@@ -374,8 +374,8 @@ class NestedGraphBreaks(Codemod):
 
     What it does:
         A graph break inside a call that the compiled function inlined (a layer of a layer of the model calling a
-        `torch.compiler.disable`d helper, a `print`, an unsupported builtin) that the scan saw recorded more than
-        once, at least once by a frame that reached it through that call (the finding's `nested`). When no
+        `torch.compiler.disable`d helper, a `print`, an unsupported builtin) that the scan saw recorded again by a
+        frame it bubbled up through: at more than one depth of inlined calls (the finding's `nested`). When no
         source fix of the finding's own rule removes the break (a call to a disabled function, TM105; a
         data-dependent branch or an operator with no rewrite; TM199), or when verification refused the one
         that does, `torchmend fix` sets `torch._dynamo.config.nested_graph_breaks = True` on the line before
@@ -406,7 +406,8 @@ class NestedGraphBreaks(Codemod):
         The break itself stays (the helper still runs eagerly); the frames above it keep compiling around it
         (fixtures/scan/nested_disabled_helper, three frames deep, torch 2.13, aot_eager: 3 breaks, 6 frames,
         5 graphs before; 1, 2 and 2 after, losses equal). Not proposed where the file sets the switch already, where the finding's own rule has a fix
-        (unless verification refused it), or where the break was recorded once.
+        (unless verification refused it), or where every record found the break at the same depth (a frame
+        compiled again, not a break bubbling up).
 
     Fix safety:
         Safe: no code changes, the same operations run in the same order; only where graphs begin and end moves.
@@ -451,7 +452,7 @@ class NestedGraphBreaks(Codemod):
         ),
     )
     VALID = (
-        # recorded by its own frame alone: nothing bubbled up
+        # recorded at one depth only: nothing bubbled up
         Valid(
             """
             import torch
@@ -461,7 +462,7 @@ class NestedGraphBreaks(Codemod):
                 return h + 0.0 * h.mean()
 
             def step(h):
-                return jitter(h).relu()  # tm: TM105 gb_id=GB0098 count=1
+                return jitter(h).relu()  # tm: TM105 gb_id=GB0098 count=3 nested=0
 
             fast = torch.compile(step)
             """,

@@ -29,9 +29,9 @@ NOTE = (
 
 
 def nested(finding: Finding) -> bool:
-    """The trigger: a graph break recorded more than once, at least once by a frame that reached it through a call
-    it inlined (`Finding.nested`): the same break, counted again in each frame it bubbled up through."""
-    return finding.kind == Kind.GRAPH_BREAK and finding.nested > 0 and finding.count > 1
+    """The trigger: a graph break recorded again by a frame it bubbled up through (`Finding.nested`: the records
+    found it at more than one depth of inlined calls), not merely compiled again."""
+    return finding.kind == Kind.GRAPH_BREAK and finding.nested > 0
 
 
 def propose_nested(finding: Finding, ctx: Context) -> Result:
