@@ -367,7 +367,7 @@ def _verify(
     from torchmend.cli.running import stop_on_signals
     from torchmend.cli.verify import show_run
 
-    done = None
+    done, kept = None, False
     rounds = pipeline.verify_rounds(
         scan, fixes, project, settings, backend=backend, repeat=repeat, on_run=show_run, follow_up=follow_up
     )
@@ -411,12 +411,15 @@ def _verify(
                     if r.fallback is not None:
                         out.print(Text(f"  ↻ trying its next candidate instead: {r.fallback.why}", style="yellow"))
                 if all(r.found_by == "a follow-up round" for r in event.refused):
-                    out.print("[dim]Keeping the verified round before it.[/]")
+                    out.print("[dim]Keeping the verified round before it; its verdict:[/]")
+                    kept = True
                 else:
                     out.print("[dim]Verifying the other changes again without the refused ones.[/]")
             else:
                 done = event
     assert done is not None
+    if kept:  # what is written is the round before the follow-up: its verdict, last (as the corpus driver reads it)
+        out.print(verification_view(done.verification))
     if done.outcome == pipeline.REFUSED:
         fail(ExitCode.VERIFY_FAILED, "verification refused these changes; nothing was written")
     if done.outcome == pipeline.STILL_UNHELPFUL:

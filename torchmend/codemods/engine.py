@@ -163,9 +163,10 @@ class Session:
         why_not = own.reason + (f"; {own.advice}" if own.advice else "")
         return replace(extra[0], fallbacks=tuple(extra[1:]), alternative=f"for the break itself: {why_not}")
 
-    def last_resorts_for(self, findings: Iterable[Finding]) -> list[Proposal]:
+    def last_resorts_for(self, findings: Iterable[Finding], tried: Iterable[Proposal] = ()) -> list[Proposal]:
         """The safe last-resort proposals (registry.last_resorts) for findings a patched run showed, merged, leaving
-        out what is accepted already: the changes a second verification round may add (pipeline/rounds.py)."""
+        out what is accepted already and what makes the same edit as a change `tried` (refused on the way): the
+        changes a second verification round may add (pipeline/rounds.py)."""
         found: list[Result] = []
         for f in findings:
             for cm in last_resorts():
@@ -176,7 +177,7 @@ class Session:
                     continue
                 if isinstance(r, Proposal) and r.safety == "safe":
                     found.append(r)
-        accepted = {(p.path, apply(self.ctx.file(p.path), [p])) for p in self.accepted}
+        accepted = {(p.path, apply(self.ctx.file(p.path), [p])) for p in (*self.accepted, *tried)}
         merged = [r for r in self._merge(found) if isinstance(r, Proposal)]
         return [p for p in merged if (p.path, apply(self.ctx.file(p.path), [p])) not in accepted]
 

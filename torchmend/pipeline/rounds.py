@@ -300,7 +300,11 @@ def verify_rounds(
         yield Round(number, v, tuple(effects))
         useless = tuple(e.proposal for e in effects if not e.helped)
         if not useless:
-            added = _follow_ups(session, a_runs[0].findings, changes) if follow_up and number < MAX_ROUNDS else []
+            added = (
+                _follow_ups(session, a_runs[0].findings, changes, [r.proposal for r in tried])
+                if follow_up and number < MAX_ROUNDS
+                else []
+            )
             if added:
                 followed, good = tuple(added), v
                 yield FollowUp(followed)
@@ -319,16 +323,19 @@ def verify_rounds(
     yield Verified(STILL_UNHELPFUL if session.accepted else NONE_HELPED, tuple(session.accepted), v, tuple(tried))
 
 
-def _follow_ups(session: Session, after: Sequence[Finding], changes: dict[str, tuple[str, str]]) -> list[Proposal]:
+def _follow_ups(
+    session: Session, after: Sequence[Finding], changes: dict[str, tuple[str, str]], tried: Sequence[Proposal]
+) -> list[Proposal]:
     """The safe last resorts the patched run's findings ask for, each finding at its line in the original file (the
-    session proposes against the original sources), accepted into the session; none on a conflict."""
+    session proposes against the original sources), accepted into the session; none on a conflict, none that makes
+    the edit of a change refused on the way (`tried`)."""
     from torchmend.codemods.engine import Conflict
     from torchmend.verify.attribution import new_to_old
 
     maps = {path: new_to_old(old, new) for path, (old, new) in changes.items()}
     back = [replace(f, line=maps[f.path].get(f.line, f.line)) if f.path in maps else f for f in after]
     added = []
-    for p in session.last_resorts_for(back):
+    for p in session.last_resorts_for(back, tried):
         try:
             session.accept(p)
         except Conflict:
