@@ -139,6 +139,12 @@ class Finding:
     # `torchmend lint`'s static findings: "likely" (the source shows it) or "possible" (it depends on values the
     # source does not show). None for scan's, which a run observed.
     confidence: str | None = None
+    # Graph breaks: how many times a frame the break bubbled up through recorded it again. Dynamo breaks the frame it
+    # compiles at the outermost call on the way to the break, then compiles each callee as a frame of its own, which
+    # records the same break one call shallower: the number of different depths the records found it at, less one
+    # (a break recompiled at one depth is not nested). Above 0, `torch._dynamo.config.nested_graph_breaks` is the
+    # remedy that keeps the outer frames compiling (codemods/fixes/compile_config/nested.py).
+    nested: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -133,7 +133,7 @@ def fix(
         _list_changes(format, before, fixes, project_.root)
     if not _decide(fixes, interactive, settings, ui, diff):
         return
-    verified = _verified(before, fixes, project_, settings, repeat, no_verify)
+    verified = _verified(before, fixes, project_, settings, repeat, no_verify, follow_up=not interactive)
     if verified is not None:
         _write(before, fixes, project_, settings, verified, ship, (repeat, seed), quiet=quiet, asked=interactive)
 
@@ -269,10 +269,11 @@ def _decide(fixes: Fixes, interactive: bool, settings: Settings, ui: Console, di
 
 
 def _verified(
-    before: Scan, fixes: Fixes, project: Project, settings: Settings, repeat: int, no_verify: bool
+    before: Scan, fixes: Fixes, project: Project, settings: Settings, repeat: int, no_verify: bool, follow_up: bool
 ) -> tuple[Verification | None, list[tuple[Proposal, str, str]]] | None:
     """Verify the accepted changes (unless the findings came from a trace, or --no-verify): the last verdict and the
-    changes refused on the way; None when no change helped (nothing is written)."""
+    changes refused on the way; None when no change helped (nothing is written). `follow_up`: nobody was asked
+    about each change (--yes), so a verified round may add a safe last resort its patched run asks for."""
     if before.spec is None:
         out.print(
             "[yellow]not verified: the findings came from a trace, and nothing was run. Check the changes "
@@ -286,7 +287,7 @@ def _verified(
     backend = settings.verify_backend or settings.backend
     used = f"the {backend} backend" if backend else "the script's own backend"
     out.print(f"[dim]verifying: before and after on {used}[/]")
-    verification, tried = _verify(before, fixes, project, settings, backend, repeat)
+    verification, tried = _verify(before, fixes, project, settings, backend, repeat, follow_up)
     if not fixes.changes():
         out.print("No change helped; nothing written.")
         return None
@@ -351,7 +352,13 @@ def _write(
 
 
 def _verify(
-    scan: Scan, fixes: Fixes, project: Project, settings: Settings, backend: str | None, repeat: int
+    scan: Scan,
+    fixes: Fixes,
+    project: Project,
+    settings: Settings,
+    backend: str | None,
+    repeat: int,
+    follow_up: bool = False,
 ) -> tuple[Verification, list[tuple[Proposal, str, str]]]:
     """Render pipeline.verify_rounds; exit with VERIFY_FAILED when it refuses. Returns the last verdict
     (the session keeps the changes left to write) and the changes refused on the way (how found, why)."""
@@ -360,18 +367,31 @@ def _verify(
     from torchmend.cli.running import stop_on_signals
     from torchmend.cli.verify import show_run
 
-    done = None
-    rounds = pipeline.verify_rounds(scan, fixes, project, settings, backend=backend, repeat=repeat, on_run=show_run)
+    done, kept = None, False
+    rounds = pipeline.verify_rounds(
+        scan, fixes, project, settings, backend=backend, repeat=repeat, on_run=show_run, follow_up=follow_up
+    )
     with stop_on_signals("the verification runs were stopped; nothing was written"):
         for event in rounds:
             if isinstance(event, pipeline.Round):
                 out.print(verification_view(event.verification))
                 for e in event.effects:
                     what = findings_at(e.removed or e.remaining)
-                    if e.helped:
+                    if e.reduced and not e.removed:
+                        fewer = ", ".join(f"{f.count} → {n}" for f, n in e.reduced)
+                        what = findings_at(tuple(f for f, _ in e.reduced))
+                        out.print(
+                            Text(f"  ✓ {e.proposal.rule} change: {what} recorded fewer times ({fewer})", style="green")
+                        )
+                    elif e.helped:
                         out.print(Text(f"  ✓ {e.proposal.rule} change removed {what}", style="green"))
                     else:
                         out.print(Text(f"  ✗ {e.proposal.rule} change did not remove {what}: not written", style="red"))
+            elif isinstance(event, pipeline.FollowUp):
+                for p in event.added:
+                    what = findings_at(p.findings)
+                    out.print(Text(f"  + the patched run still shows {what}: adding {p.why}", style="yellow"))
+                out.print("[dim]Verifying again with the follow-up change.[/]")
             elif isinstance(event, pipeline.Retry):
                 out.print("[dim]Verifying again without the changes that did not help.[/]")
             elif isinstance(event, pipeline.Probe):
@@ -390,10 +410,16 @@ def _verify(
                     )
                     if r.fallback is not None:
                         out.print(Text(f"  ↻ trying its next candidate instead: {r.fallback.why}", style="yellow"))
-                out.print("[dim]Verifying the other changes again without the refused ones.[/]")
+                if all(r.found_by == "a follow-up round" for r in event.refused):
+                    out.print("[dim]Keeping the verified round before it; its verdict:[/]")
+                    kept = True
+                else:
+                    out.print("[dim]Verifying the other changes again without the refused ones.[/]")
             else:
                 done = event
     assert done is not None
+    if kept:  # what is written is the round before the follow-up: its verdict, last (as the corpus driver reads it)
+        out.print(verification_view(done.verification))
     if done.outcome == pipeline.REFUSED:
         fail(ExitCode.VERIFY_FAILED, "verification refused these changes; nothing was written")
     if done.outcome == pipeline.STILL_UNHELPFUL:

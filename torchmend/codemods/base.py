@@ -69,6 +69,9 @@ class Proposal:
     # Proposal on the same parsed file; the engine checks they compile, the verify rounds substitute them).
     fallbacks: tuple[Proposal, ...] = ()
     shape: str = ""  # the form of the edit, named for the table of known PyTorch hazards (profiler/hazards.py)
+    # The change makes its findings recorded fewer times instead of removing them (a setting that keeps the calling
+    # frames compiling around a nested break): verification counts it as helping when their counts fall.
+    reduces: bool = False
 
     def __post_init__(self) -> None:
         if self.safety not in SAFETIES:
@@ -168,6 +171,9 @@ class Codemod:
     name: ClassVar[str] = ""
     # The rules whose codemods this one may hand a finding to (`Delegate`), resolved by the engine.
     delegates_to: ClassVar[tuple[str, ...]] = ()
+    # Asked for any finding its own rule's codemod leaves unfixed, and made the last fallback of a source fix: a fix
+    # that is no rule's own (compile_config/nested.py). Listed by registry.last_resorts(), not by rule.
+    last_resort: ClassVar[bool] = False
     # Inline examples, checked by tests/unit/test_codemod_examples.py. Sources mark findings with comments
     # (see examples.py): INVALID sources become their expected text; VALID sources propose nothing. The docs
     # (docs/rules/) render them, so every example shown is a tested one.

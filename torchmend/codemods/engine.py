@@ -21,7 +21,7 @@ from libcst.codemod.visitors import AddImportsVisitor
 from torchmend import rules
 from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.codemods.base import Codemod, Delegate, NoFix, Proposal, Refuse, Result
-from torchmend.codemods.registry import codemod_for, codemod_for_finding
+from torchmend.codemods.registry import codemod_for, codemod_for_finding, last_resorts
 from torchmend.model import Finding, Where
 
 log = logging.getLogger("torchmend")
@@ -141,6 +141,53 @@ class Session:
         return self._merge(results)
 
     def _propose_one(self, f: Finding, select: list[str] | None, ignore: list[str] | None) -> Result:
+        """The finding's own codemod's answer, then the last resorts (registry.last_resorts): the first of theirs
+        that applies stands in for a NoFix (whose reason becomes its alternative), and all of them become the last
+        fallbacks of a source fix (tried only when verification refuses it)."""
+        own = self._propose_own(f, select, ignore)
+        if isinstance(own, NoFix) and own.skipped:
+            return own
+        extra: list[Proposal] = []
+        for cm in last_resorts():
+            try:
+                r = self._checked(f, ask(cm, f, self.ctx))
+            except Exception:  # a bug or an unreadable file costs the last resort, never the finding's own answer
+                log.debug("internal error in %s on %s:%s", cm.name, f.file, f.line, exc_info=True)
+                continue
+            if isinstance(r, Proposal):
+                extra.append(r)
+        if not extra:
+            return own
+        if isinstance(own, Proposal):
+            return replace(own, fallbacks=own.fallbacks + tuple(extra))
+        why_not = own.reason + (f"; {own.advice}" if own.advice else "")
+        return replace(extra[0], fallbacks=tuple(extra[1:]), alternative=f"for the break itself: {why_not}")
+
+    def last_resorts_for(self, findings: Iterable[Finding], tried: Iterable[Proposal] = ()) -> list[Proposal]:
+        """The safe last-resort proposals (registry.last_resorts) for findings a patched run showed, merged, leaving
+        out what is accepted already and what makes the same edit as a change `tried` (refused on the way): the
+        changes a second verification round may add (pipeline/rounds.py)."""
+        found: list[Result] = []
+        for f in findings:
+            for cm in last_resorts():
+                try:
+                    r = self._checked(f, ask(cm, f, self.ctx))
+                except Exception:
+                    log.debug("internal error in %s on %s:%s", cm.name, f.file, f.line, exc_info=True)
+                    continue
+                if isinstance(r, Proposal) and r.safety == "safe":
+                    found.append(r)
+        accepted = {(p.path, apply(self.ctx.file(p.path), [p])) for p in (*self.accepted, *tried)}
+        merged = [r for r in self._merge(found) if isinstance(r, Proposal)]
+        return [p for p in merged if (p.path, apply(self.ctx.file(p.path), [p])) not in accepted]
+
+    def _checked(self, f: Finding, result: Result) -> Result:
+        """A last resort's proposal, when it edits the project and still compiles."""
+        if isinstance(result, Proposal) and (not self.ctx.in_project(result.path) or self._check(result)):
+            return NoFix(f, "no last-resort fix that edits the project and compiles", skipped=True)
+        return result
+
+    def _propose_own(self, f: Finding, select: list[str] | None, ignore: list[str] | None) -> Result:
         rule = rules.BY_CODE.get(f.rule)
         if rule is None or rule.informational:
             return NoFix(f, "informational: nothing to change in your code", skipped=True)

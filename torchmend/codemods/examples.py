@@ -86,8 +86,9 @@ def findings_from_markers(path: str, text: str, root: str) -> list[Finding]:
             )
         else:
             base.update(file=rel, line=i, function=_function_at(lines, i), path=path, where=Where.PROJECT)
-        if "count" in fields:
-            fields["count"] = int(fields["count"])
+        for number in ("count", "nested"):
+            if number in fields:
+                fields[number] = int(fields[number])
         base.update(fields)
         if "where" in fields:
             fields["where"] = Where(fields["where"])

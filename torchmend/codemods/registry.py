@@ -25,7 +25,7 @@ def codemods() -> tuple[Codemod, ...]:
                 issubclass(cls, Codemod)
                 and cls is not Codemod
                 and cls.__module__ == module.__name__
-                and (cls.rules or cls.gb_ids)
+                and (cls.rules or cls.gb_ids or cls.last_resort)
             ):
                 found.append(cls())
     return tuple(found)
@@ -52,6 +52,12 @@ def by_cause() -> dict[str, Codemod]:
 @lru_cache(maxsize=1)
 def by_gb_id() -> dict[str, Codemod]:
     return {gb: cm for cm in codemods() for gb in cm.gb_ids}
+
+
+@lru_cache(maxsize=1)
+def last_resorts() -> tuple[Codemod, ...]:
+    """The codemods asked when a finding's own has no fix (Codemod.last_resort), in the order they are asked."""
+    return tuple(cm for cm in codemods() if cm.last_resort)
 
 
 def codemod_for(code: str) -> Codemod | None:

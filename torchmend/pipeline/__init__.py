@@ -34,6 +34,7 @@ from torchmend.pipeline.events import (
     VERIFIED,
     Dropped,
     Event,
+    FollowUp,
     Probe,
     Refusal,
     Retry,
@@ -49,6 +50,7 @@ from torchmend.versions import installed_torch  # the API's name for it: docs/ap
 __all__ = [
     "Dropped",
     "Event",
+    "FollowUp",
     "Fixes",
     "MAX_PROBES",
     "MAX_ROUNDS",

@@ -29,6 +29,16 @@ class Retry:
 
 
 @dataclass(frozen=True)
+class FollowUp:
+    """After a verified round, the patched run's own findings asked for a safe last resort the original's did not get
+    (a break the changes left or made, recorded again in each frame it bubbled up through: the disabled helper of
+    the host-random fix): these changes are added and everything is verified again. Refused, or not helping, they
+    are withdrawn and the round before stands."""
+
+    added: tuple[Proposal, ...]
+
+
+@dataclass(frozen=True)
 class Probe:
     """While looking for the change a refusal is due to: `changes` alone, verified (the after-arm only)."""
 
@@ -75,4 +85,4 @@ class Verified:
         return self.outcome == VERIFIED
 
 
-Event = Union[Round, Retry, Probe, Dropped, Verified]
+Event = Union[Round, Retry, Probe, Dropped, FollowUp, Verified]

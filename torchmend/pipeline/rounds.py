@@ -19,6 +19,7 @@ from torchmend.pipeline.events import (
     VERIFIED,
     Dropped,
     Event,
+    FollowUp,
     Probe,
     Refusal,
     Retry,
@@ -32,6 +33,7 @@ from torchmend.settings import Settings
 if TYPE_CHECKING:  # heavy (libcst, the runner) or annotations only: imported by the stage that needs it
     from torchmend.codemods.base import Proposal
     from torchmend.codemods.engine import Session
+    from torchmend.model import Finding
     from torchmend.pipeline.fixes import Fixes
     from torchmend.pipeline.scans import Scan
     from torchmend.profiler.runner import RunSpec
@@ -209,6 +211,7 @@ def verify_rounds(
     rtol: float | None = None,
     atol: float | None = None,
     on_run: Callable[[RunStarted], None] | None = None,
+    follow_up: bool = False,
 ) -> Iterator[Event]:
     """Run the original and the patched sources (served from memory: nothing is written) and judge, round by
     round. A refusal costs only the changes it is due to (found by the failing line, else by bisection):
@@ -217,7 +220,10 @@ def verify_rounds(
     withdrawn and the rest verified again, once. Yields a Round per round (Probes while bisecting, Dropped after
     a refusal, Retry before the retry) and a Verified last. `backend` overrides the script's own for these runs
     (None keeps it); the scan is reused as the first before-run when it ran cold on the same backend. `rtol` and
-    `atol` default to the settings' tolerance (None: the project's configuration's)."""
+    `atol` default to the settings' tolerance (None: the project's configuration's). With `follow_up` (fix --yes:
+    nobody is asked), a verified round whose patched run shows a finding a safe last resort fixes (a nested break
+    the changes left or made) adds that change and verifies once more (FollowUp); refused or not helping, it is
+    withdrawn and the verified round stands."""
     from torchmend.codemods.engine import Conflict
     from torchmend.verify.attribution import attribute
     from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
@@ -239,9 +245,25 @@ def verify_rounds(
     versions = {"torch": scan.summary.torch_version or ""}
     tried: list[Refusal] = []
     retried = False
+    followed: tuple[Proposal, ...] = ()  # the follow-up changes under verification
+    good: Verification | None = None  # the verdict of the round before them
     for number in range(1, MAX_ROUNDS + 1):
         changes = session.changed()
         v, _, a_runs = judge.verify(session, list(session.accepted), versions)
+        if followed and good is not None:  # the follow-up round: kept only if it verifies and helps
+            effects = attribute(list(session.accepted), a_runs[0].findings, changes)
+            yield Round(number, v, () if v.verdict == REFUSED_VERDICT else tuple(effects))
+            helped = all(e.helped for e in effects if e.proposal in followed)
+            if v.verdict != REFUSED_VERDICT and helped:
+                yield Verified(VERIFIED, tuple(session.accepted), v, tuple(tried))
+                return
+            reasons = tuple(v.reasons) if v.verdict == REFUSED_VERDICT else ("it did not make its findings fewer",)
+            for p in followed:
+                session.withdraw(p)
+            tried += [Refusal(p, "a follow-up round", reasons) for p in followed]
+            yield Dropped(tuple(tried[-len(followed) :]))
+            yield Verified(VERIFIED, tuple(session.accepted), good, tuple(tried))
+            return
         if v.verdict == REFUSED_VERDICT:
             yield Round(number, v, ())
             probes: list[Probe] = []
@@ -278,6 +300,15 @@ def verify_rounds(
         yield Round(number, v, tuple(effects))
         useless = tuple(e.proposal for e in effects if not e.helped)
         if not useless:
+            added = (
+                _follow_ups(session, a_runs[0].findings, changes, [r.proposal for r in tried])
+                if follow_up and number < MAX_ROUNDS
+                else []
+            )
+            if added:
+                followed, good = tuple(added), v
+                yield FollowUp(followed)
+                continue
             yield Verified(VERIFIED, tuple(session.accepted), v, tuple(tried))
             return
         for p in useless:
@@ -290,6 +321,27 @@ def verify_rounds(
         yield Verified(REFUSED, tuple(session.accepted), v, tuple(tried))
         return
     yield Verified(STILL_UNHELPFUL if session.accepted else NONE_HELPED, tuple(session.accepted), v, tuple(tried))
+
+
+def _follow_ups(
+    session: Session, after: Sequence[Finding], changes: dict[str, tuple[str, str]], tried: Sequence[Proposal]
+) -> list[Proposal]:
+    """The safe last resorts the patched run's findings ask for, each finding at its line in the original file (the
+    session proposes against the original sources), accepted into the session; none on a conflict, none that makes
+    the edit of a change refused on the way (`tried`)."""
+    from torchmend.codemods.engine import Conflict
+    from torchmend.verify.attribution import new_to_old
+
+    maps = {path: new_to_old(old, new) for path, (old, new) in changes.items()}
+    back = [replace(f, line=maps[f.path].get(f.line, f.line)) if f.path in maps else f for f in after]
+    added = []
+    for p in session.last_resorts_for(back, tried):
+        try:
+            session.accept(p)
+        except Conflict:
+            continue
+        added.append(p)
+    return added
 
 
 def _no_less_safe(fallback: Proposal, p: Proposal) -> bool:

@@ -198,6 +198,8 @@ class _Run:
         group = self.groups.setdefault(key, Group(seen))
         group.count += 1
         group.frames[frame_id] += 1
+        if isinstance(seen, BreakSeen):
+            group.depths.add(seen.gb.inlined)
 
     def add_break(self, gb: GraphBreak, cid: str) -> int:
         gb, generated = out_of_generated_break(gb)  # `<string>` (exec-made code) has no line to show or edit

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Union
 
 from torchmend import rules
@@ -81,6 +81,7 @@ class Group:
     first: Seen
     count: int = 0
     frames: Counter[str] = field(default_factory=Counter)  # compiled frame id -> how often
+    depths: set[int] = field(default_factory=set)  # graph breaks: how many calls deep each record found it
 
 
 def finding_of(
@@ -90,7 +91,9 @@ def finding_of(
     seen = grp.first
     loc = places.location(Frame(path, line, seen.site.function, seen.site.code))
     if isinstance(seen, BreakSeen):
-        return _break_finding(places, code, loc, seen, grp.count, breaks_at)
+        return replace(
+            _break_finding(places, code, loc, seen, grp.count, breaks_at), nested=max(len(grp.depths) - 1, 0)
+        )
     # A compiled frame of generated code (a dataclass's `__init__` compiled on its own) has no file to read.
     compiled = places.location(seen.compiled) if seen.compiled and not is_generated(seen.compiled.file) else None
     if isinstance(seen, EagerSeen):

@@ -65,6 +65,11 @@ class GraphBreak:
     docs_url: str | None
     user_stack: tuple[Frame, ...] = field(default=())
     context: str = ""  # PyTorch's "Developer debug context", e.g. `raised exception TypeError("...")`
+    # How many calls deep the break was, inside the compiled frame: dynamo raised it while inlining that many calls
+    # (its traceback passes through `InliningInstructionTranslator.inline_call_` once per call, on 2.11 to 2.15).
+    # Without `torch._dynamo.config.nested_graph_breaks` the frame breaks at its outermost call and each callee
+    # is compiled as a frame of its own, which records the same break again.
+    inlined: int = 0
 
     @property
     def function(self) -> str:
@@ -101,10 +106,12 @@ def parse_graph_break(text: str) -> GraphBreak | None:
         docs_url=url.group(1) if url else None,
         user_stack=tuple(stack),
         context=next((ln.split(":", 1)[1].strip() for ln in lines if ln.strip().startswith(_CONTEXT)), ""),
+        inlined=sum(1 for ln in lines if _INLINE_RE.match(ln)),
     )
 
 
 _CONTEXT = "Developer debug context:"
+_INLINE_RE = re.compile(r'^\s*File ".*[/\\]_dynamo[/\\]symbolic_convert\.py", line \d+, in inline_call_\s*$')
 
 
 @dataclass(frozen=True)

@@ -39,24 +39,30 @@ def new_to_old(before: str, after: str) -> dict[int, int]:
 class ChangeEffect:
     proposal: Proposal
     removed: tuple[Finding, ...]  # targeted findings gone after the patch
-    remaining: tuple[Finding, ...]  # targeted findings still there
+    remaining: tuple[Finding, ...]  # targeted findings still there (as often as before, for a `reduces` change)
+    # A change that `reduces` (Proposal.reduces): targeted findings still there, recorded fewer times than before
+    reduced: tuple[tuple[Finding, int], ...] = ()  # (the finding before, its count after)
 
     @property
     def helped(self) -> bool:
-        return bool(self.removed)
+        return bool(self.removed or self.reduced)
 
 
 def attribute(
     proposals: list[Proposal], after: list[Finding], changes: dict[str, tuple[str, str]]
 ) -> list[ChangeEffect]:
     maps = {path: new_to_old(old, new) for path, (old, new) in changes.items()}
-    seen = set()
+    seen: dict[tuple[str, str, int], int] = {}
     for f in after:
         line = maps[f.path].get(f.line, f.line) if f.path in maps else f.line
-        seen.add((f.rule, f.path, line))
+        key = (f.rule, f.path, line)
+        seen[key] = seen.get(key, 0) + f.count
     effects = []
     for p in proposals:
-        removed = tuple(f for f in p.findings if (f.rule, f.path, f.line) not in seen)
-        remaining = tuple(f for f in p.findings if (f.rule, f.path, f.line) in seen)
-        effects.append(ChangeEffect(p, removed, remaining))
+        keys = [(f, (f.rule, f.path, f.line)) for f in p.findings]
+        removed = tuple(f for f, k in keys if k not in seen)
+        reduced = tuple((f, seen[k]) for f, k in keys if p.reduces and k in seen and seen[k] < f.count)
+        fewer = {id(f) for f, _ in reduced}
+        remaining = tuple(f for f, k in keys if k in seen and id(f) not in fewer)
+        effects.append(ChangeEffect(p, removed, remaining, reduced))
     return effects

@@ -1,0 +1,30 @@
+"""End to end: a host-random helper called three layers deep (fixtures/nested_graph_breaks/host_random). Round one
+verifies TM110's fix (the helper run eagerly under torch.compiler.disable); its patched run shows the break that fix
+leaves at the helper's call, recorded by each of the three frames it bubbles through, and the follow-up round adds
+`torch._dynamo.config.nested_graph_breaks = True`, verified by the count falling and the numbers matching."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, torch_minor, torchmend
+
+FIXTURE = ROOT / "fixtures" / "nested_graph_breaks" / "host_random" / "train.py"
+
+
+@pytest.mark.skipif(torch_minor() in ("2.11", "2.12"), reason="the setting is offered from torch 2.13")
+def test_the_break_a_fix_leaves_gets_the_setting_in_a_follow_up_round(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    shutil.copy(FIXTURE, script)
+    fixed = torchmend(
+        "fix", "--yes", "--unsafe-fixes", "--backend", "aot_eager", "--steps", "3", str(script), cwd=tmp_path
+    )
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    out = " ".join(fixed.stdout.split())
+    assert "adding let the frames that call into the break keep compiling" in out
+    assert "TM105 at train.py:15 recorded fewer times (3 → 1)" in out
+    text = script.read_text()
+    assert "@torch.compiler.disable\ndef span_mask" in text
+    assert "    torch._dynamo.config.nested_graph_breaks = True\n    step = torch.compile(model)" in text
