@@ -73,13 +73,13 @@ def test_a_break_three_frames_deep_is_recorded_by_each_frame_it_bubbles_through(
 
 def test_offered_only_on_the_releases_read() -> None:
     api = "_dynamo.config.nested_graph_breaks"
-    assert [available(api, v) for v in ((2, 11), (2, 12), (2, 13), (2, 15), (2, 16), None)] == [
-        False, False, True, True, True, True,
+    assert [available(api, v) for v in ((2, 10), (2, 11), (2, 12), (2, 13), (2, 15), (2, 16), None)] == [
+        False, True, True, True, True, True, True,
     ]  # fmt: skip
     assert not available("_dynamo.config.no_such_setting", (2, 13))
     ended = (Spelling("x.y", "x.y", (2, 13), until=(2, 15)),)
     assert [available("x.y", v, ended) for v in ((2, 13), (2, 14), (2, 15), None)] == [True, True, False, False]
-    assert not proposals(fix_text(NESTED, torch_version=(2, 11))[1])
+    assert not proposals(fix_text(NESTED, torch_version=(2, 10))[1])
     text, results = fix_text(NESTED, torch_version=(2, 13))
     (p,) = proposals(results)
     assert "torch._dynamo.config.nested_graph_breaks = True\nmodel = torch.compile" in text

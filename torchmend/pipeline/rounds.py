@@ -4,7 +4,7 @@ line, else by bisection), their fallbacks tried in their place."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -224,7 +224,6 @@ def verify_rounds(
     nobody is asked), a verified round whose patched run shows a finding a safe last resort fixes (a nested break
     the changes left or made) adds that change and verifies once more (FollowUp); refused or not helping, it is
     withdrawn and the verified round stands."""
-    from torchmend.codemods.engine import Conflict
     from torchmend.verify.attribution import attribute
     from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
     from torchmend.verify.runs import from_outcome
@@ -251,49 +250,12 @@ def verify_rounds(
         changes = session.changed()
         v, _, a_runs = judge.verify(session, list(session.accepted), versions)
         if followed and good is not None:  # the follow-up round: kept only if it verifies and helps
-            effects = attribute(list(session.accepted), a_runs[0].findings, changes)
-            yield Round(number, v, () if v.verdict == REFUSED_VERDICT else tuple(effects))
-            helped = all(e.helped for e in effects if e.proposal in followed)
-            if v.verdict != REFUSED_VERDICT and helped:
-                yield Verified(VERIFIED, tuple(session.accepted), v, tuple(tried))
-                return
-            reasons = tuple(v.reasons) if v.verdict == REFUSED_VERDICT else ("it did not make its findings fewer",)
-            for p in followed:
-                session.withdraw(p)
-            tried += [Refusal(p, "a follow-up round", reasons) for p in followed]
-            yield Dropped(tuple(tried[-len(followed) :]))
-            yield Verified(VERIFIED, tuple(session.accepted), good, tuple(tried))
+            yield from _follow_up_verdict(number, v, a_runs[0].findings, session, changes, followed, good, tried)
             return
         if v.verdict == REFUSED_VERDICT:
             yield Round(number, v, ())
-            probes: list[Probe] = []
-            culprits, found_by, why = _culprits(judge, session, v, versions, probes)
-            yield from probes
-            # Culprits with a next candidate are swapped for it first and the others kept: changes refused only
-            # together may verify once one of them takes another form. Without candidates, the culprits go.
-            swappable = [p for p in culprits if any(_no_less_safe(fb, p) for fb in p.fallbacks)]
-            if swappable:
-                culprits = swappable
-            elif len(culprits) == len(session.accepted):
-                tried += [Refusal(p, found_by, tuple(why.reasons)) for p in culprits]
-                yield Verified(REFUSED, tuple(session.accepted), v, tuple(tried))
-                return
-            refused = []
-            for p in culprits:
-                session.withdraw(p)
-                fallback = next((fb for fb in p.fallbacks if _no_less_safe(fb, p)), None)
-                if fallback is not None:
-                    rest = tuple(fb for fb in p.fallbacks if fb is not fallback)
-                    fallback = replace(fallback, findings=p.findings, fallbacks=rest)
-                    try:
-                        session.accept(fallback)
-                    except Conflict:
-                        fallback = None
-                refused.append(Refusal(p, found_by, tuple(why.reasons), fallback))
-            tried += refused
-            yield Dropped(tuple(refused))
-            if not session.accepted:
-                yield Verified(REFUSED, (), v, tuple(tried))
+            ended = yield from _after_refusal(judge, session, v, versions, tried)
+            if ended:
                 return
             continue
         effects = attribute(list(session.accepted), a_runs[0].findings, changes)
@@ -321,6 +283,74 @@ def verify_rounds(
         yield Verified(REFUSED, tuple(session.accepted), v, tuple(tried))
         return
     yield Verified(STILL_UNHELPFUL if session.accepted else NONE_HELPED, tuple(session.accepted), v, tuple(tried))
+
+
+def _follow_up_verdict(
+    number: int,
+    v: Verification,
+    after: Sequence[Finding],
+    session: Session,
+    changes: dict[str, tuple[str, str]],
+    followed: tuple[Proposal, ...],
+    good: Verification,
+    tried: list[Refusal],
+) -> Iterator[Event]:
+    """The follow-up round's Round and the Verified that ends the rounds: with the follow-up changes when they
+    verify and help, else without them (Dropped), on the verdict of the round before them."""
+    from torchmend.verify.attribution import attribute
+    from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
+
+    effects = attribute(list(session.accepted), list(after), changes)
+    yield Round(number, v, () if v.verdict == REFUSED_VERDICT else tuple(effects))
+    helped = all(e.helped for e in effects if e.proposal in followed)
+    if v.verdict != REFUSED_VERDICT and helped:
+        yield Verified(VERIFIED, tuple(session.accepted), v, tuple(tried))
+        return
+    reasons = tuple(v.reasons) if v.verdict == REFUSED_VERDICT else ("it did not make its findings fewer",)
+    for p in followed:
+        session.withdraw(p)
+    tried += [Refusal(p, "a follow-up round", reasons) for p in followed]
+    yield Dropped(tuple(tried[-len(followed) :]))
+    yield Verified(VERIFIED, tuple(session.accepted), good, tuple(tried))
+
+
+def _after_refusal(
+    judge: _Judge, session: Session, v: Verification, versions: dict[str, str], tried: list[Refusal]
+) -> Generator[Event, None, bool]:
+    """A refused round: find the culprits (Probes), swap them for their next candidates or withdraw them
+    (Dropped). Returns True when the rounds end here (a Verified was yielded: nothing is left to verify)."""
+    from torchmend.codemods.engine import Conflict
+
+    probes: list[Probe] = []
+    culprits, found_by, why = _culprits(judge, session, v, versions, probes)
+    yield from probes
+    # Culprits with a next candidate are swapped for it first and the others kept: changes refused only
+    # together may verify once one of them takes another form. Without candidates, the culprits go.
+    swappable = [p for p in culprits if any(_no_less_safe(fb, p) for fb in p.fallbacks)]
+    if swappable:
+        culprits = swappable
+    elif len(culprits) == len(session.accepted):
+        tried += [Refusal(p, found_by, tuple(why.reasons)) for p in culprits]
+        yield Verified(REFUSED, tuple(session.accepted), v, tuple(tried))
+        return True
+    refused = []
+    for p in culprits:
+        session.withdraw(p)
+        fallback = next((fb for fb in p.fallbacks if _no_less_safe(fb, p)), None)
+        if fallback is not None:
+            rest = tuple(fb for fb in p.fallbacks if fb is not fallback)
+            fallback = replace(fallback, findings=p.findings, fallbacks=rest)
+            try:
+                session.accept(fallback)
+            except Conflict:
+                fallback = None
+        refused.append(Refusal(p, found_by, tuple(why.reasons), fallback))
+    tried += refused
+    yield Dropped(tuple(refused))
+    if not session.accepted:
+        yield Verified(REFUSED, (), v, tuple(tried))
+        return True
+    return False
 
 
 def _follow_ups(
