@@ -274,6 +274,12 @@ def _verified(
     """Verify the accepted changes (unless the findings came from a trace, or --no-verify): the last verdict and the
     changes refused on the way; None when no change helped (nothing is written). `follow_up`: nobody was asked
     about each change (--yes), so a verified round may add a safe last resort its patched run asks for."""
+    if before.spec is None or no_verify:  # a change only a run can judge is not written unjudged
+        for p in fixes.withdraw_unjudged():
+            out.print(f"[yellow]not written: {p.rule} at {fixes.where(p)}, {p.why}: only a run can judge it[/]")
+        if not fixes.changes():
+            out.print("Nothing left to write.")
+            return None
     if before.spec is None:
         out.print(
             "[yellow]not verified: the findings came from a trace, and nothing was run. Check the changes "

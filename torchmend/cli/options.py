@@ -185,7 +185,13 @@ Check = Annotated[
 Quiet = Annotated[
     bool, typer.Option("--quiet", "-q", help="With --yes: one line per written change instead of its diff.")
 ]
-NoVerify = Annotated[bool, typer.Option("--no-verify", help="Write without verifying the changes first.")]
+NoVerify = Annotated[
+    bool,
+    typer.Option(
+        "--no-verify",
+        help="Write without verifying the changes first (a change only a run can judge, such as nested_graph_breaks, is left out).",
+    ),
+]
 VerifyBackend = Annotated[
     Optional[str],
     typer.Option(

@@ -41,6 +41,15 @@ class Fixes:
 
         return f"{self.session.display(p.path)}:{span(self.session.ctx.file(p.path), p)[0]}"
 
+    def withdraw_unjudged(self) -> list[Proposal]:
+        """Take back the accepted changes only a run can judge (`Proposal.reduces`: a last resort whose break
+        stays and is recorded fewer times), for a write nobody verifies (--no-verify, findings from a trace).
+        Returns them."""
+        unjudged = [p for p in self.session.accepted if p.reduces]
+        for p in unjudged:
+            self.session.withdraw(p)
+        return unjudged
+
     def changes(self) -> dict[str, tuple[str, str]]:
         """path -> (text now, text with the accepted changes) for every file they change."""
         return self.session.changed()
