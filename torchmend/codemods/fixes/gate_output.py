@@ -25,6 +25,7 @@ What each release reorders (measured with aot_eager on 2.13.0, 2.14.1 and 2.15.0
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from typing import cast
 
@@ -204,24 +205,28 @@ def _holds_call(ctx: Context, path: str, line: int, is_target) -> bool:
 
 def _library_reorder(finding: Finding, ctx: Context) -> Result | None:
     """A print inside a library's code (read, never edited): reordered from the user's script."""
-    try:
-        src = ctx.file(finding.path)
-    except SourceError:
-        return None
-    stmt = src.statement_at(finding.line)
-    calls = [n for n in src.nodes_in(stmt, cst.Call) if reorder_member(src, n)] if stmt is not None else []
-    return _reorder(finding, ctx, src, calls[0], "print") if calls else None
+    return _at_library_call(finding, ctx, reorder_member, lambda src, call: _reorder(finding, ctx, src, call, "print"))
 
 
 def _library_logger(finding: Finding, ctx: Context) -> Result | None:
     """A library's logger call (read, never edited): kept or made a no-op in compiled code from the user's script."""
+    return _at_library_call(finding, ctx, logging_call, lambda src, call: library_logger(finding, ctx, src, call))
+
+
+def _at_library_call(
+    finding: Finding,
+    ctx: Context,
+    is_call: Callable[[SourceFile, cst.Call], object],
+    fix: Callable[[SourceFile, cst.Call], Result | None],
+) -> Result | None:
+    """`fix` for the first call on the finding's library line that `is_call` picks; None when none (or unreadable)."""
     try:
         src = ctx.file(finding.path)
     except SourceError:
         return None
     stmt = src.statement_at(finding.line)
-    calls = [n for n in src.nodes_in(stmt, cst.Call) if logging_call(src, n)] if stmt is not None else []
-    return library_logger(finding, ctx, src, calls[0]) if calls else None
+    calls = [n for n in src.nodes_in(stmt, cst.Call) if is_call(src, n)] if stmt is not None else []
+    return fix(src, calls[0]) if calls else None
 
 
 class GatePrint(Codemod):
