@@ -53,7 +53,9 @@ _BOOL_BUILTINS = {"bool", "isinstance", "issubclass", "hasattr", "callable", "al
 _INT_MATH = {"floor", "ceil", "trunc", "factorial", "gcd", "lcm", "isqrt", "comb", "perm"}
 _BOOL_MATH = {"isfinite", "isinf", "isnan", "isclose"}
 _RICH = (cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
-_NOT_VALUES = (
+# Expressions that are never a real number: text, containers, comprehensions, lambdas (what torch.tensor() would
+# refuse or turn into more than one number).
+NOT_NUMBERS = (
     cst.BaseString,
     cst.List,
     cst.Tuple,
@@ -64,8 +66,8 @@ _NOT_VALUES = (
     cst.SetComp,
     cst.GeneratorExp,
     cst.Lambda,
-    cst.Imaginary,
 )
+_NOT_VALUES = (*NOT_NUMBERS, cst.Imaginary)
 
 
 def _same(kinds: Iterable[Kind]) -> Kind:

@@ -12,6 +12,7 @@ from libcst.metadata import Assignment, BaseAssignment, FunctionScope, GlobalSco
 
 from torchmend.analysis import builtin_or_math
 from torchmend.analysis.source import SourceFile
+from torchmend.analysis.values import NOT_NUMBERS
 
 
 def how_bound(src: SourceFile, b: Assignment) -> str:
@@ -117,18 +118,6 @@ def as_float(value: cst.BaseExpression) -> cst.BaseExpression:
 
 def number_like(value: cst.BaseExpression) -> bool:
     """Not something torch.tensor() would refuse or turn into more than a number."""
-    return not isinstance(
-        value,
-        (
-            cst.BaseString,
-            cst.List,
-            cst.Tuple,
-            cst.Dict,
-            cst.Set,
-            cst.ListComp,
-            cst.DictComp,
-            cst.SetComp,
-            cst.GeneratorExp,
-            cst.Lambda,
-        ),
-    ) and not m.matches(value, m.Name("None") | m.Name("True") | m.Name("False"))
+    return not isinstance(value, NOT_NUMBERS) and not m.matches(
+        value, m.Name("None") | m.Name("True") | m.Name("False")
+    )
