@@ -247,7 +247,7 @@ def last_resort_page(cm: Codemod) -> str:
     sections = cm.doc_sections()
     safety = first_sentence(sections.get("Fix safety", ""))
     out = [
-        f"# `{cm.name}`: a last resort for any graph break",
+        f"# `{cm.name}`: a last resort for any rule",
         "",
         f"fix: `{cm.name}` ({safety[:1].lower()}{safety[1:]}) · asked when a finding's own rule has no fix, and tried "
         "after a source fix verification refused · [all rules](README.md)",

@@ -1,0 +1,30 @@
+"""End to end: a normalizing flow whose ActNorm layer initializes itself from the first batch
+(fixtures/first_call/actnorm). The flag it flips makes the second call recompile once; the finding's own rule has no
+fix for a bool, so the last resort runs the first call eagerly (`torch.compiler.set_stance("eager_then_compile")`),
+verified by the recompile being gone and the losses matching."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, torch_minor, torchmend
+
+FIXTURE = ROOT / "fixtures" / "first_call" / "actnorm" / "train.py"
+
+
+@pytest.mark.skipif(torch_minor() in ("2.11", "2.12"), reason="the stance is offered from torch 2.13")
+def test_state_the_first_call_sets_is_settled_eagerly(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    shutil.copy(FIXTURE, script)
+    fixed = torchmend(
+        "fix", "--yes", "--unsafe-fixes", "--backend", "aot_eager", "--steps", "3", str(script), cwd=tmp_path
+    )
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    out = " ".join(fixed.stdout.split())
+    assert "TM201 change removed TM201 at train.py:15" in out
+    assert "numerics match" in out
+    assert (
+        '    torch.compiler.set_stance("eager_then_compile")\n    compiled = torch.compile(model)' in script.read_text()
+    )
