@@ -8,13 +8,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
-from conftest import ROOT, torch_minor, torchmend
+from conftest import ROOT, torchmend
 
 FIXTURE = ROOT / "fixtures" / "first_call" / "actnorm" / "train.py"
 
 
-@pytest.mark.skipif(torch_minor() in ("2.11", "2.12"), reason="the stance is offered from torch 2.13")
 def test_state_the_first_call_sets_is_settled_eagerly(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     shutil.copy(FIXTURE, script)

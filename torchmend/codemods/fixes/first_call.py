@@ -21,7 +21,8 @@ WHY = (
 )
 NOTE = (
     "the stance holds for every compiled function in the process: each one's first call runs eagerly (and is not "
-    "compiled), so the state it sets is settled before dynamo guards on it; with inductor, random numbers drawn in "
+    "compiled), so the state it sets is settled before dynamo guards on it; code resumed after a graph break compiles "
+    "on its own second call, one call later than before; with inductor, random numbers drawn in "
     "that first call come from eager's generator instead of inductor's (a changed random stream): verification "
     "re-runs the script and keeps it only if the recompile is gone and the numbers match"
 )
