@@ -84,8 +84,10 @@ class FakeArms:
         fail_round: int | None = None,
         fails_with: frozenset[str] = frozenset(),
         named: bool = False,
+        elsewhere: int = 0,
     ) -> None:
         self.root = root
+        self.elsewhere = elsewhere  # findings the patched run shows at lines no change targets (a layer recompiled)
         self.useless = useless
         self.fail_round = fail_round
         self.fails_with = fails_with  # the patched run fails when every one of these prints is gated
@@ -124,6 +126,7 @@ class FakeArms:
             error = f'RuntimeError: boom\n\nfrom user code:\n   File "{self.root / "train.py"}", line {at}, in step\n    x\n'
         useless = self.useless[min(number, len(self.useless)) - 1]
         left = [f for f in left if f.reason.split()[1] in useless]
+        left += [_finding(self.root, f"elsewhere{i}", 2 + i) for i in range(self.elsewhere)]
         return [_run("before", original)], [_run("after", left, failed=failed, error=error)]
 
 
@@ -202,6 +205,21 @@ def test_no_change_helped(monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes
     assert [type(e) for e in events] == [pipeline.Round, pipeline.Verified]
     assert events[-1].outcome == pipeline.NONE_HELPED and events[-1].accepted == ()
     assert fixes.changes() == {}  # nothing left to write
+
+
+def test_findings_gone_but_as_many_new_ones_elsewhere_is_no_help(
+    monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes
+) -> None:
+    """Every targeted finding went, and as many came at other lines (PyTorch's eager_then_compile stance on a flow
+    whose layers share one forward: 1 recompile before, 1 after, at another line): the verdict is no change, so
+    no change is kept, though each one's own finding is gone."""
+    arms = FakeArms(Path(fixes.session.ctx.project_root), [set()], elsewhere=3)
+    events = _rounds(monkeypatch, fixes, arms)
+    assert all(e.helped for e in events[0].effects)
+    assert events[0].verification.verdict == "no_change"
+    done = events[-1]
+    assert done.outcome == pipeline.NONE_HELPED and done.accepted == ()
+    assert fixes.changes() == {}
 
 
 def test_still_unhelpful_after_the_second_round(monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes) -> None:
@@ -359,12 +377,13 @@ def test_a_strict_change_beside_a_random_stream_one_keeps_the_strict_gate(
     session.accept(replace(two, safety=RANDOM_STREAM))  # made a random-stream change here
     arms = FakeArms(root, [set()], fails_with=frozenset({"one"}))  # gating "one" breaks the patched run
     in_distribution: list[set[str]] = []
+    original = [f for p in session.accepted for f in p.findings]
 
     def seeded_runs(before, after, root, seeds, reuse=None, on_run=None):
         in_distribution.append(_gated(after.overlay[0][1]))
 
         def arm(name: str, i: int) -> ArmRun:
-            run = _run(name, [])
+            run = _run(name, original if name == "before" else [])  # the seeds' runs show the prints, then none
             end = {"losses": [1.0 + i / 100, 0.5 + i / 100, 0.25 + i / 100], "params": None, "error": ""}
             return replace(run, outcome=replace(run.outcome, end=end))
 
@@ -378,3 +397,21 @@ def test_a_strict_change_beside_a_random_stream_one_keeps_the_strict_gate(
     assert sorted(p.findings[0].line for p in done.accepted) == [8, 10]  # "one" refused, "two" and "three" kept
     assert in_distribution and all("one" not in gated for gated in in_distribution)
     assert {p.findings[0].line for r in done.tried for p in [r.proposal]} == {6}
+
+
+def test_a_follow_up_helps_only_with_fewer_problems_than_the_round_it_follows() -> None:
+    """The follow-up round is judged against the verified round before it, not only against the original: a finding
+    gone by its line while another comes elsewhere is not fewer."""
+    from torchmend.verify.compare import NO_CHANGE, Metric, Stat, Verification
+
+    def after(breaks: int, recompiles: int) -> Verification:
+        counts = [
+            Metric("graph_breaks", Stat.of([9]), Stat.of([breaks])),
+            Metric("recompiles", Stat.of([3]), Stat.of([recompiles])),
+        ]
+        return Verification(1, counts, [], None, NO_CHANGE)
+
+    good = after(2, 1)
+    assert rounds._fewer(after(2, 0), good)
+    assert not rounds._fewer(after(2, 1), good)  # as many as before the follow-up
+    assert not rounds._fewer(after(1, 2), good)  # one fewer break, one more recompile

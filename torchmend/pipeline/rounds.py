@@ -225,6 +225,7 @@ def verify_rounds(
     the changes left or made) adds that change and verifies once more (FollowUp); refused or not helping, it is
     withdrawn and the verified round stands."""
     from torchmend.verify.attribution import attribute
+    from torchmend.verify.compare import NO_CHANGE
     from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
     from torchmend.verify.runs import from_outcome
 
@@ -261,6 +262,10 @@ def verify_rounds(
         effects = attribute(list(session.accepted), a_runs[0].findings, changes)
         yield Round(number, v, tuple(effects))
         useless = tuple(e.proposal for e in effects if not e.helped)
+        if v.verdict == NO_CHANGE and not useless:
+            # Each targeted finding went, but as many came elsewhere (a layer's code compiled again for the next
+            # layer): together they fixed nothing, so none of them is kept.
+            useless = tuple(session.accepted)
         if not useless:
             added = (
                 _follow_ups(session, a_runs[0].findings, changes, [r.proposal for r in tried])
@@ -302,7 +307,8 @@ def _follow_up_verdict(
 
     effects = attribute(list(session.accepted), list(after), changes)
     yield Round(number, v, () if v.verdict == REFUSED_VERDICT else tuple(effects))
-    helped = all(e.helped for e in effects if e.proposal in followed)
+    # Helping is judged against the round they follow: its findings gone, and none of the counts more than before.
+    helped = all(e.helped for e in effects if e.proposal in followed) and _fewer(v, good)
     if v.verdict != REFUSED_VERDICT and helped:
         yield Verified(VERIFIED, tuple(session.accepted), v, tuple(tried))
         return
@@ -372,6 +378,12 @@ def _follow_ups(
             continue
         added.append(p)
     return added
+
+
+def _fewer(v: Verification, good: Verification) -> bool:
+    """Whether the patched runs of `v` show fewer problems than those of `good` (the round before) and no more of any."""
+    now, then = v.problems_after(), good.problems_after()
+    return all(now[k] <= then.get(k, now[k]) for k in now) and any(now[k] < then.get(k, now[k]) for k in now)
 
 
 def _no_less_safe(fallback: Proposal, p: Proposal) -> bool:

@@ -33,6 +33,8 @@ class Verdict(StrEnum):
 IMPROVED, NO_CHANGE, REFUSED = Verdict.IMPROVED, Verdict.NO_CHANGE, Verdict.REFUSED
 SLOWER_RATIO = 1.10
 COUNTS = ("frames_compiled", "graphs", "graph_breaks", "recompiles", "recompile_limit_hits")
+# The counts a patch must make fewer (none of them more) to be an improvement.
+PROBLEMS = ("graph_breaks", "recompiles", "recompile_limit_hits", "findings_to_fix")
 TIMES = ("compile_seconds", "first_step_s", "steady_step_s", "wall_seconds")
 LABELS = {
     "frames_compiled": "frames compiled",
@@ -95,6 +97,10 @@ class Verification:
     @property
     def ok(self) -> bool:
         return self.verdict == IMPROVED
+
+    def problems_after(self) -> dict[str, float]:
+        """The patched runs' median of each count the verdict judges improvement by (PROBLEMS)."""
+        return {m.name: m.after.median or 0 for m in self.counts if m.name in PROBLEMS}
 
     def numerics_text(self) -> str:
         """The numerics line: what compare() found, or, when the patched run failed, that it could not compare
@@ -207,8 +213,7 @@ def judge(
     if reasons:
         verdict = REFUSED
     else:
-        problems = ("graph_breaks", "recompiles", "recompile_limit_hits", "findings_to_fix")
-        fewer = any(median(m, "after") < median(m, "before") for m in counts if m.name in problems)
+        fewer = any(median(m, "after") < median(m, "before") for m in counts if m.name in PROBLEMS)
         verdict = IMPROVED if fewer else NO_CHANGE
         if not fewer:
             reasons.append(
