@@ -99,7 +99,7 @@ class Location:
     traced: bool = False
 
 
-_LOCATIONS = ("user_frame", "call_site", "compiled_function")
+_LOCATIONS = ("user_frame", "call_site", "compiled_function", "entry")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,6 +130,10 @@ class Finding:
     cause: str | None = None
     user_frame: Location | None = None  # for findings outside the project: the user's frame that reached it
     call_site: Location | None = None  # recompiles: where the compiled function was called from
+    # Recompiles: the line of your code, outside compiled code, that the run entered compiled code from on the way
+    # (the training loop's `model(x)`, where call_site may be a layer's call inside a model that broke). None: the
+    # run did not show it (a trace, a frame entered from a library).
+    entry: Location | None = None
     compiled_function: Location | None = None
     ranks: dict[int, int] | None = None  # multi-rank runs: how often on each rank that saw it
     divergent: bool = False  # not on every rank alike: the other ranks wait for this one at the next collective

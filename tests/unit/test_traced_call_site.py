@@ -43,6 +43,18 @@ def test_the_call_site_says_whether_it_ran_inside_compiled_code(tmp_path: Path, 
     assert (f.call_site.line, f.call_site.traced) == (27, traced)
 
 
+@pytest.mark.parametrize("traced", [True, False])
+def test_the_entry_is_the_innermost_caller_outside_compiled_code(tmp_path: Path, traced: bool) -> None:
+    """Finding.entry, where the run entered compiled code from the user's code: the loop's line when `encode` ran
+    inside the compiled call, else `encode`'s own line (the eager-first-call fix resets the stance after it)."""
+    model = str(tmp_path / "model.py")
+    (tmp_path / "model.py").write_text(MODEL)
+    (f,) = analyse(_events(model, traced), tmp_path)[0]
+    assert f.entry is not None and not f.entry.traced
+    assert f.entry.line == (40 if traced else 27)
+    assert Finding.from_json(f.to_json()).entry == f.entry
+
+
 def test_old_findings_without_the_field_read_back() -> None:
     """JSON written before the field existed (no `traced`) reads back as not traced."""
     data = {"file": "a.py", "line": 3, "function": "f", "path": "/p/a.py", "code": ""}

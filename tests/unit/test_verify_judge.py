@@ -18,11 +18,12 @@ def _run(
     steady: float = 0.01,
     losses=(1.0, 0.9, 0.8),
     ended_by: str = "finished",
+    compiled: bool = True,
 ) -> ArmRun:
     summary = Summary(
-        frames_compiled=1,
-        compiles=1 + recompiles,
-        graphs=1 + breaks,
+        frames_compiled=1 if compiled else 0,
+        compiles=(1 + recompiles) if compiled else 0,
+        graphs=(1 + breaks) if compiled else 0,
         graph_breaks=breaks,
         recompiles=recompiles,
         recompile_limit_hits=0,
@@ -47,6 +48,12 @@ def test_fewer_breaks_same_numbers_is_improved() -> None:
 def test_nothing_fixed_is_no_change() -> None:
     v = judge([_run("before", breaks=1)], [_run("after", breaks=1)])
     assert v.verdict == NO_CHANGE and "fixes nothing" in v.reasons[0]
+
+
+def test_a_patched_run_that_compiled_nothing_is_refused() -> None:
+    """No breaks and no recompiles because nothing compiled (a compiler stance left on force_eager) is no fix."""
+    v = judge([_run("before", breaks=2, recompiles=1)], [_run("after", compiled=False)])
+    assert v.verdict == REFUSED and "compiled nothing: 3 graphs before, none after" in v.reasons[0]
 
 
 def test_more_recompiles_or_other_losses_or_a_crash_is_refused() -> None:

@@ -219,6 +219,16 @@ class _Run:
     def call_site(self, cid_or_frame: str) -> Location | None:
         return _call_site(self.places, self.starts, self.callers, self.traced_callers, cid_or_frame)
 
+    def entry(self, cid_or_frame: str) -> Location | None:
+        """Finding.entry: the innermost project frame of the live stack that ran outside compiled code."""
+        cid = (
+            cid_or_frame
+            if cid_or_frame in self.callers
+            else next((c for c in self.callers if c.split("/")[0] == cid_or_frame), "")
+        )
+        traced = self.traced_callers.get(cid, set())
+        return self.places.innermost_user([f for f in self.callers.get(cid, []) if (f.file, f.line) not in traced])
+
     # --- the events, one kind at a time ---------------------------------------------------------------
 
     def read(self) -> None:
@@ -305,7 +315,8 @@ class _Run:
             cached = self.cached_sites
             site_frame = cached.setdefault(attr, site_frame) if g.site else cached.get(attr, site_frame)
         path = self.places.absolute(site_frame.file)
-        seen = RecompileSeen(g, site_frame, self.places.where(path), call_site, compiled, generated)
+        where = self.places.where(path)
+        seen = RecompileSeen(g, site_frame, where, call_site, compiled, generated, self.entry(cid))
         self.add((code, path, site_frame.line), seen, frame_id)
 
     def limit(self, ev: dict[str, Any], compiled: Frame | None, call_site: Location | None) -> None:
@@ -317,7 +328,8 @@ class _Run:
         if site is None:
             return
         path = self.places.absolute(site.file)
-        seen = LimitSeen(g, site, self.places.where(path), call_site, compiled, ev.get("fail_reason") or "")
+        fail = ev.get("fail_reason") or ""
+        seen = LimitSeen(g, site, self.places.where(path), call_site, compiled, fail, self.entry(frame_id))
         self.add(("TM250", path, site.line), seen, frame_id)
 
     def eager(

@@ -46,6 +46,7 @@ class RecompileSeen:
     call_site: Location | None
     compiled: Frame | None
     generated: Frame | None
+    entry: Location | None = None  # Finding.entry
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class LimitSeen:
     call_site: Location | None
     compiled: Frame | None
     fail: str  # the compile's fail reason (it names the limit)
+    entry: Location | None = None  # Finding.entry
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,7 @@ def _guard_finding(
         user_frame=user_frame,
         call_site=seen.call_site,
         compiled_function=compiled,
+        entry=seen.entry,
     )
     if isinstance(seen, LimitSeen):
         limit = re.search(r"\(currently set to (\d+)\)", seen.fail)

@@ -195,6 +195,11 @@ def judge(
     ]
     for m in worse:
         reasons.append(f"more {m.label}: {median(m, 'before'):g} before, {median(m, 'after'):g} after")
+    graphs = next((m for m in counts if m.name == "graphs"), None)
+    if graphs is not None and median(graphs, "before") > 0 and median(graphs, "after") == 0 and failure is None:
+        # no breaks and no recompiles because nothing compiled: a change that switched compiling off (a compiler
+        # stance never set back, a disable around the model) is no fix
+        reasons.append(f"the patched run compiled nothing: {median(graphs, 'before'):g} graphs before, none after")
     steady = next(m for m in times if m.name == "steady_step_s")
     if steady.ratio is not None and steady.ratio > SLOWER_RATIO:
         if len(before) >= 2 and len(after) >= 2 and (steady.after.low or 0) > (steady.before.high or 0):

@@ -53,7 +53,7 @@ def propose_first_call(finding: Finding, ctx: Context) -> Result:
         release = ".".join(map(str, ctx.torch_version or ()))
         return NoFix(finding, f"torch {release} is not a release `torch.compiler.set_stance` was read on", skipped=True)
     advice = f'call torch.compiler.set_stance("{EAGER}") before the first call and set_stance("{DEFAULT}") after it'
-    call = finding.call_site
+    call = finding.entry or finding.call_site  # the loop's call, not a layer's call inside a model that broke
     if call is None or call.traced or not ctx.in_project(call.path):
         return NoFix(finding, "the run saw no call into the compiled code from your own code", advice, skipped=True)
     site = compile_site_for(finding, ctx)
@@ -97,8 +97,9 @@ class EagerFirstCall(Codemod):
         grown on the first call, an attention implementation switched on the first short input. When the
         finding's own rule has no fix for it, `torchmend fix` puts `torch.compiler.set_stance("force_eager")` on
         the line before the script's `torch.compile(...)` / `model.compile()` call and
-        `torch.compiler.set_stance("default")` after the statement that calls the compiled model (the call site
-        the run recorded, in the same script): the first call runs eagerly, every later one compiled. Offered on
+        `torch.compiler.set_stance("default")` after the statement that calls the compiled model (the line where
+        the run entered compiled code from your code, recorded with the recompile, in the same script): the first
+        call runs eagerly, every later one compiled. Offered on
         the torch releases whose source was read (`analysis/torch_api.py`). Not offered for a guard on the
         arguments (a recompile of one layer's code for another layer), which a first eager call does not change,
         nor where the call is in another file than the compile or inside compiled code.
