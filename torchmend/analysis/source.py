@@ -53,6 +53,7 @@ class SourceFile:
         self.text = text
         self.torch_version = torch_version
         self._nodes_cache: dict[tuple[cst.CSTNode, Any], list[Any]] = {}
+        self._statements: dict[int, cst.BaseStatement] | None = None  # statement_at's index
         self._window = window(text, focus) if is_large(text) and not whole else None
         try:
             parsed = cst.parse_module(self._window.text if self._window else text)
@@ -85,17 +86,21 @@ class SourceFile:
     def statement_at(self, line: int) -> cst.BaseStatement | None:
         """The innermost statement whose span covers `line`: a simple statement line, or a compound
         statement whose header covers it (`if x:` over several lines included)."""
-        best: cst.BaseStatement | None = None
-        best_depth = -1
+        if self._statements is None:  # built once: codemods ask for many lines of one file
+            self._statements = self._statements_by_line()
+        return self._statements.get(line)
+
+    def _statements_by_line(self) -> dict[int, cst.BaseStatement]:
+        """Each line to the innermost statement covering it (the first found where two are equally deep)."""
+        best: dict[int, tuple[int, cst.BaseStatement]] = {}
         for node, rng in self.positions.items():
             if not isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
                 continue
-            if not rng.start.line <= line <= self._header_end(node, rng):
-                continue
             depth = sum(1 for _ in self.ancestors(node))
-            if depth > best_depth:
-                best, best_depth = node, depth
-        return best
+            for line in range(rng.start.line, self._header_end(node, rng) + 1):
+                if line not in best or depth > best[line][0]:
+                    best[line] = (depth, node)
+        return {line: node for line, (_, node) in best.items()}
 
     def _header_end(self, node: cst.BaseStatement, rng: CodeRange) -> int:
         if isinstance(node, cst.Match):  # no body of its own: the header ends before the first case
@@ -228,23 +233,34 @@ class Context:
 
     def __post_init__(self) -> None:
         self._files: dict[str, SourceFile] = {}
+        self._texts: dict[str, str] = {}  # read, not parsed (text_of)
         self._focus: dict[str, set[int]] = {}
 
     def focus(self, findings: Iterable[Finding]) -> None:
         """The lines these findings point at, per file: in a large file, the part libcst parses (window.py).
         Call before the files are read."""
         for f in findings:
-            for loc in (f, f.user_frame, f.call_site, f.compiled_function):
+            for loc in (f, f.user_frame, f.call_site, f.compiled_function, f.entry):
                 if loc is not None and loc.path:
                     self._focus.setdefault(os.path.realpath(loc.path), set()).add(loc.line)
+
+    def text_of(self, path: str) -> str:
+        """A file's text without parsing it (a cheap look before the parse: does it compile anything?)."""
+        path = os.path.realpath(path)
+        if path in self._files:
+            return self._files[path].text
+        if path not in self._texts:
+            try:
+                self._texts[path] = self.read(path)
+            except OSError as e:
+                raise SourceError(f"cannot read {path}: {e.strerror or e}") from e
+        return self._texts[path]
 
     def file(self, path: str) -> SourceFile:
         path = os.path.realpath(path)
         if path not in self._files:
-            try:
-                text = self.read(path)
-            except OSError as e:
-                raise SourceError(f"cannot read {path}: {e.strerror or e}") from e
+            text = self.text_of(path)
+            self._texts.pop(path, None)
             self._files[path] = SourceFile(
                 path, text, self._focus.get(path, ()), whole=self.whole_files, torch_version=self.torch_version
             )

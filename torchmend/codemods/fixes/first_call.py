@@ -23,7 +23,8 @@ from torchmend.model import Finding, Kind, Pattern
 API = "compiler.set_stance"
 EAGER, DEFAULT = "force_eager", "default"
 WHY = (
-    "run the model's first call eagerly, where it sets its state once, and compile from the second call on: "
+    "run the first call of the compiled code eagerly, where it sets its state once, and compile from the second "
+    "call on: "
     f'`torch.compiler.set_stance("{EAGER}")` before compiling, `set_stance("{DEFAULT}")` after the call'
 )
 NOTE = (
