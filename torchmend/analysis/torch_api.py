@@ -53,8 +53,8 @@ SPELLINGS: tuple[Spelling, ...] = (
     # a break bubbling out of nested calls (compile_config/nested.py). Read and measured on 2.13, 2.14 and 2.15; on
     # 2.11 the H100 machine's wheel has it too (`hasattr`, default False, 2026-11-27): verification judges each run
     Spelling("_dynamo.config.nested_graph_breaks", "_dynamo.config.nested_graph_breaks", V2_11),
-    # the "eager_then_compile" stance (codemods/fixes/first_call.py): read in 2.13's, 2.14's and 2.15's eval_frame.py;
-    # on 2.11 the H100 machine's wheel has it and it removed the ActNorm fixture's recompile (2026-11-27)
+    # the "force_eager" and "default" stances around a first call (codemods/fixes/first_call.py): read in 2.13's,
+    # 2.14's and 2.15's torch/compiler; on 2.11 the H100 machine's wheel has set_stance too (2026-11-27)
     Spelling("compiler.set_stance", "compiler.set_stance", V2_11),
 )
 

@@ -24,8 +24,7 @@ API = "compiler.set_stance"
 EAGER, DEFAULT = "force_eager", "default"
 WHY = (
     "run the first call of the compiled code eagerly, where it sets its state once, and compile from the second "
-    "call on: "
-    f'`torch.compiler.set_stance("{EAGER}")` before compiling, `set_stance("{DEFAULT}")` after the call'
+    f'call on: `torch.compiler.set_stance("{EAGER}")` before compiling, `set_stance("{DEFAULT}")` after the call'
 )
 NOTE = (
     "until the first call returns, every compiled function in the process runs eagerly (and is not compiled), so "
@@ -100,10 +99,10 @@ class EagerFirstCall(Codemod):
         the line before the script's `torch.compile(...)` / `model.compile()` call and
         `torch.compiler.set_stance("default")` after the statement that calls the compiled model (the line where
         the run entered compiled code from your code, recorded with the recompile, in the same script): the first
-        call runs eagerly, every later one compiled. Offered on
-        the torch releases whose source was read (`analysis/torch_api.py`). Not offered for a guard on the
-        arguments (a recompile of one layer's code for another layer), which a first eager call does not change,
-        nor where the call is in another file than the compile or inside compiled code.
+        call runs eagerly, every later one compiled. Offered on the torch releases whose source was read
+        (`analysis/torch_api.py`). Not offered for a guard on the arguments (a recompile of one layer's code for
+        another layer), which a first eager call does not change, nor where the call is in another file than the
+        compile or inside compiled code.
 
     Why is this bad:
         Dynamo compiles the first call with the state as it finds it, traces the code that changes it (often
