@@ -144,6 +144,20 @@ def observed(findings: list[dict[str, Any]], fixture_dir: Path) -> list[dict[str
     return sorted(out, key=lambda d: json.dumps(d, sort_keys=True))
 
 
+def fix_a_copy(fixture: Path, where: Path) -> tuple[Path, str]:
+    """`fix --yes --unsafe-fixes` (aot_eager, 3 steps) on a copy of a fixture script in `where`: the copy, and fix's
+    output with its line wrapping undone. Asserts that fix exited 0."""
+    import shutil
+
+    script = where / fixture.name
+    shutil.copy(fixture, script)
+    fixed = torchmend(
+        "fix", "--yes", "--unsafe-fixes", "--backend", "aot_eager", "--steps", "3", str(script), cwd=where
+    )
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    return script, " ".join(fixed.stdout.split())
+
+
 def torch_minor() -> str:
     import torch
 

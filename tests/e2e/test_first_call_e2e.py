@@ -5,22 +5,15 @@ compile call, `set_stance("default")` after the call), verified by the recompile
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-from conftest import ROOT, torchmend
+from conftest import ROOT, fix_a_copy
 
 FIXTURE = ROOT / "fixtures" / "first_call" / "actnorm" / "train.py"
 
 
 def test_state_the_first_call_sets_is_settled_eagerly(tmp_path: Path) -> None:
-    script = tmp_path / "train.py"
-    shutil.copy(FIXTURE, script)
-    fixed = torchmend(
-        "fix", "--yes", "--unsafe-fixes", "--backend", "aot_eager", "--steps", "3", str(script), cwd=tmp_path
-    )
-    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    out = " ".join(fixed.stdout.split())
+    script, out = fix_a_copy(FIXTURE, tmp_path)
     assert "TM201 change removed TM201 at train.py:15" in out
     assert "numerics match" in out
     text = script.read_text()

@@ -5,24 +5,17 @@ leaves at the helper's call, recorded by each of the three frames it bubbles thr
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, torch_minor, torchmend
+from conftest import ROOT, fix_a_copy, torch_minor
 
 FIXTURE = ROOT / "fixtures" / "nested_graph_breaks" / "host_random" / "train.py"
 
 
 @pytest.mark.skipif(torch_minor() in ("2.11", "2.12"), reason="the setting is offered from torch 2.13")
 def test_the_break_a_fix_leaves_gets_the_setting_in_a_follow_up_round(tmp_path: Path) -> None:
-    script = tmp_path / "train.py"
-    shutil.copy(FIXTURE, script)
-    fixed = torchmend(
-        "fix", "--yes", "--unsafe-fixes", "--backend", "aot_eager", "--steps", "3", str(script), cwd=tmp_path
-    )
-    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    out = " ".join(fixed.stdout.split())
+    script, out = fix_a_copy(FIXTURE, tmp_path)
     assert "adding let the frames that call into the break keep compiling" in out
     assert "TM105 at train.py:15 recorded fewer times (3 → 1)" in out
     text = script.read_text()

@@ -221,11 +221,7 @@ class _Run:
 
     def entry(self, cid_or_frame: str) -> Location | None:
         """Finding.entry: the innermost project frame of the live stack that ran outside compiled code."""
-        cid = (
-            cid_or_frame
-            if cid_or_frame in self.callers
-            else next((c for c in self.callers if c.split("/")[0] == cid_or_frame), "")
-        )
+        cid = _with_callers(self.callers, cid_or_frame)
         traced = self.traced_callers.get(cid, set())
         return self.places.innermost_user([f for f in self.callers.get(cid, []) if (f.file, f.line) not in traced])
 
@@ -394,6 +390,13 @@ def step_stats(times: list[float]) -> tuple[float | None, float | None]:
     return round(times[0], 4), (round(median, 5) if median is not None else None)
 
 
+def _with_callers(callers: dict[str, list[Frame]], cid_or_frame: str) -> str:
+    """The compile id whose live callers were recorded: `cid_or_frame` itself, or for a frame id any compile of it."""
+    if cid_or_frame in callers:
+        return cid_or_frame
+    return next((c for c in callers if c.split("/")[0] == cid_or_frame), "")
+
+
 def _call_site(
     places: Places,
     starts: dict[str, list[Frame]],
@@ -406,7 +409,7 @@ def _call_site(
     stack = starts.get(cid_or_frame)
     if stack is None:  # a frame id: any compile of that frame will do
         stack = next((s for c, s in starts.items() if c.split("/")[0] == cid_or_frame), None)
-    cid = cid_or_frame if cid_or_frame in callers else next((c for c in callers if c.split("/")[0] == cid_or_frame), "")
+    cid = _with_callers(callers, cid_or_frame)
     live = callers.get(cid)
     if live:
         # A resume function is called from the original function's own frame: skip those frames, so the
