@@ -186,6 +186,11 @@ class Summary:
     torch_version: str | None
     first_step_s: float | None = None  # from the script's start to the end of its first optimizer step
     steady_step_s: float | None = None  # median step time over the second half of the steps
+    last_step_s: float | None = None  # from the script's start to the end of its last optimizer step
+    # Compiled coverage, from the trace's graph_op_count: each compiled code object counted once, by the largest graph
+    # it compiled (a recompile of the same code adds nothing), and the largest graph of the run.
+    ops_compiled: int = 0
+    largest_graph_ops: int = 0
     ranks: int | None = None  # multi-rank runs: how many ranks reported; the counts above are their sums
     per_rank: tuple[dict[str, Any], ...] = ()  # multi-rank runs: each rank's own summary, with "rank"
 

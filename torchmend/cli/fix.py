@@ -83,7 +83,7 @@ def fix(
     quiet: o.Quiet = False,
     no_verify: o.NoVerify = False,
     verify_backend: o.VerifyBackend = None,
-    repeat: o.Repeat = 1,
+    repeat: o.JudgeRepeat = None,
     seed: o.Seed = 0,
     rtol: o.Rtol = None,
     atol: o.Atol = None,
@@ -133,6 +133,7 @@ def fix(
         _list_changes(format, before, fixes, project_.root)
     if not _decide(fixes, interactive, settings, ui, diff):
         return
+    repeat = repeat or (1 if settings.verify_backend else 3)  # timed runs on the script's own backend; 1 on a named one
     verified = _verified(before, fixes, project_, settings, repeat, no_verify, follow_up=not interactive)
     if verified is not None:
         _write(before, fixes, project_, settings, verified, ship, (repeat, seed), quiet=quiet, asked=interactive)
@@ -289,13 +290,12 @@ def _verified(
     if no_verify:
         out.print("[yellow]--no-verify: writing without re-running the patched script.[/]")
         return None, []
-    # the scan's backend verifies too, unless told otherwise: a patch that verifies on aot_eager is judged on aot_eager
-    backend = settings.verify_backend or settings.backend
-    used = f"the {backend} backend" if backend else "the script's own backend"
-    out.print(f"[dim]verifying: before and after on {used}[/]")
-    verification, tried = _verify(before, fixes, project, settings, backend, repeat, follow_up)
+    # The script's own backend judges, unless told otherwise; the scan's backend, when it is another, screens first.
+    judge = settings.verify_backend
+    screen = settings.backend if settings.backend != judge else None
+    verification, tried = _verify(before, fixes, project, settings, (screen, judge), repeat, follow_up)
     if not fixes.changes():
-        out.print("No change helped; nothing written.")
+        out.print("Nothing written: no change verified (see the reasons above).")
         return None
     return verification, tried
 
@@ -330,7 +330,7 @@ def _write(
             spec.args,
             steps=settings.steps,
             timeout=settings.timeout,
-            backend=settings.verify_backend or settings.backend,
+            backend=settings.verify_backend,
             seed=seed,
             repeat=repeat,
             launcher=spec.launcher,
@@ -362,72 +362,38 @@ def _verify(
     fixes: Fixes,
     project: Project,
     settings: Settings,
-    backend: str | None,
+    backends: tuple[str | None, str | None],
     repeat: int,
     follow_up: bool = False,
 ) -> tuple[Verification, list[tuple[Proposal, str, str]]]:
-    """Render pipeline.verify_rounds; exit with VERIFY_FAILED when it refuses. Returns the last verdict
-    (the session keeps the changes left to write) and the changes refused on the way (how found, why)."""
+    """Render pipeline.verify_rounds (screening on `backends[0]` when given, judging on `backends[1]`, None: the
+    script's own); exit with VERIFY_FAILED when it refuses. Returns the last verdict (the session keeps the changes
+    left to write) and the changes refused on the way (how found, why)."""
     from torchmend import pipeline
-    from torchmend.cli.fixview import findings_at, verification_view
+    from torchmend.cli.fixview import verification_view
+    from torchmend.cli.roundsview import event_view
     from torchmend.cli.running import stop_on_signals
     from torchmend.cli.verify import show_run
 
-    done, kept = None, False
+    screen, judge = backends
+    done = None
     rounds = pipeline.verify_rounds(
-        scan, fixes, project, settings, backend=backend, repeat=repeat, on_run=show_run, follow_up=follow_up
-    )
+        scan, fixes, project, settings, backend=judge, screen=screen, repeat=repeat, on_run=show_run,
+        follow_up=follow_up,
+    )  # fmt: skip
     with stop_on_signals("the verification runs were stopped; nothing was written"):
         for event in rounds:
-            if isinstance(event, pipeline.Round):
-                out.print(verification_view(event.verification))
-                for e in event.effects:
-                    what = findings_at(e.removed or e.remaining)
-                    if e.reduced and not e.removed:
-                        fewer = ", ".join(f"{f.count} → {n}" for f, n in e.reduced)
-                        what = findings_at(tuple(f for f, _ in e.reduced))
-                        out.print(
-                            Text(f"  ✓ {e.proposal.rule} change: {what} recorded fewer times ({fewer})", style="green")
-                        )
-                    elif e.helped:
-                        out.print(Text(f"  ✓ {e.proposal.rule} change removed {what}", style="green"))
-                    else:
-                        out.print(Text(f"  ✗ {e.proposal.rule} change did not remove {what}: not written", style="red"))
-            elif isinstance(event, pipeline.FollowUp):
-                for p in event.added:
-                    what = findings_at(p.findings)
-                    out.print(Text(f"  + the patched run still shows {what}: adding {p.why}", style="yellow"))
-                out.print("[dim]Verifying again with the follow-up change.[/]")
-            elif isinstance(event, pipeline.Retry):
-                out.print("[dim]Verifying again without the changes that did not help.[/]")
-            elif isinstance(event, pipeline.Probe):
-                which = ", ".join(f"{p.rule} at {fixes.where(p)}" for p in event.changes)
-                out.print(Text(f"  probe: {which} alone: {event.verification.verdict.replace('_', ' ')}", style="dim"))
-            elif isinstance(event, pipeline.Dropped):
-                said: tuple[str, ...] = ()
-                for r in event.refused:
-                    why = "the same reasons" if r.reasons == said else "; ".join(r.reasons)
-                    said = r.reasons
-                    out.print(
-                        Text(
-                            f"  ✗ {r.proposal.rule} change at {fixes.where(r.proposal)} refused ({r.found_by}): {why}",
-                            style="red",
-                        )
-                    )
-                    if r.fallback is not None:
-                        out.print(Text(f"  ↻ trying its next candidate instead: {r.fallback.why}", style="yellow"))
-                if all(r.found_by == "a follow-up round" for r in event.refused):
-                    out.print("[dim]Keeping the verified round before it; its verdict:[/]")
-                    kept = True
-                else:
-                    out.print("[dim]Verifying the other changes again without the refused ones.[/]")
-            else:
+            if isinstance(event, pipeline.Verified):
                 done = event
+            else:
+                out.print(event_view(event, fixes.where))
     assert done is not None
-    if kept:  # what is written is the round before the follow-up: its verdict, last (as the corpus driver reads it)
+    if (
+        done.kept_earlier
+    ):  # what is written is the round before the follow-up: its verdict, last (as the corpus reads it)
         out.print(verification_view(done.verification))
     if done.outcome == pipeline.REFUSED:
         fail(ExitCode.VERIFY_FAILED, "verification refused these changes; nothing was written")
     if done.outcome == pipeline.STILL_UNHELPFUL:
         fail(ExitCode.VERIFY_FAILED, "a change still did not help after a second round; nothing was written")
-    return done.verification, [(r.proposal, r.found_by, "; ".join(r.reasons)) for r in done.tried]
+    return done.verification, [(r.proposal, r.found_by, "; ".join(map(str, r.reasons))) for r in done.tried]

@@ -124,8 +124,14 @@ def verification_view(v: Verification) -> Group:
     elif v.distribution is not None:
         style = "green" if v.distribution.equivalent else "bold red"
         parts.append(Text(f"numerics, in distribution: {v.distribution.describe()}", style=style))
-    verdict_style = {"improved": "bold green", "no_change": "bold yellow", "refused": "bold red"}[v.verdict]
-    parts.append(Text(f"verdict: {v.verdict.replace('_', ' ')}", style=verdict_style))
+    parts.append(Text(v.speed_text(), style="dim" if v.speed is None else "cyan"))
+    verdict_style = {
+        "improved": "bold green",
+        "no_speed_change": "bold green",
+        "no_change": "bold yellow",
+        "refused": "bold red",
+    }[v.verdict]
+    parts.append(Text(f"verdict: {v.word}", style=verdict_style))
     parts += [Text(f"  {r}", style="red" if v.verdict == "refused" else "yellow") for r in v.reasons]
     parts += [Text(f"  note: {n}", style="dim") for n in v.notes]
     return Group(*parts)

@@ -69,7 +69,8 @@ Backend = Annotated[
     typer.Option(
         help="Override the backend of every torch.compile call, e.g. "
         "aot_eager for fast detection on a CPU (plain `eager` misses "
-        "float-to-tensor recompiles). Default: the script's own."
+        "float-to-tensor recompiles). Default: the script's own. In fix it also screens the changes (one run "
+        "per arm) before the script's own backend judges them (see --verify-backend)."
     ),
 ]
 Project = Annotated[
@@ -195,9 +196,11 @@ NoVerify = Annotated[
 VerifyBackend = Annotated[
     Optional[str],
     typer.Option(
-        help="Backend for the verification runs. Default: --backend (or `backend` in pyproject.toml), else "
-        "the script's own (inductor unless it says otherwise), which is what timings should use; aot_eager is "
-        "fast on a CPU."
+        help="Backend that judges the changes (timed runs whose verdict decides what is written). Default: the "
+        "script's own (inductor unless its compile call says otherwise). With --backend too, the changes are "
+        "screened on --backend first (one run per arm) and judged here. Naming a backend other than the script's "
+        "own (aot_eager to keep it quick on a CPU) says so in the verdict, and no global compiler setting is "
+        "written on its word."
     ),
 ]
 
@@ -222,6 +225,18 @@ CheckFormatOption = Annotated[
 
 # ------------------------------------------------------------------------------------------------ verifying
 
+JudgeRepeat = Annotated[
+    Optional[int],
+    typer.Option(
+        "--repeat",
+        min=1,
+        max=50,
+        help="Runs per arm in the judging stage, interleaved (A B A B ...): medians with min–max, and the noise band "
+        "speed is judged against. Default: 3 on the script's own backend, 1 on a --verify-backend you name (then "
+        "speed is not measured). Screening always runs once per arm.",
+        show_default=False,
+    ),
+]
 Repeat = Annotated[
     int,
     typer.Option(

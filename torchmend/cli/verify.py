@@ -37,9 +37,9 @@ def show_run(run: RunStarted) -> None:
 
 
 def exit_code(v: Verification) -> int:
-    from torchmend.verify.compare import IMPROVED, NO_CHANGE
+    from torchmend.verify.compare import IMPROVED, NEUTRAL, NO_CHANGE
 
-    return {IMPROVED: 0, NO_CHANGE: int(ExitCode.NO_EFFECT)}.get(v.verdict, int(ExitCode.VERIFY_FAILED))
+    return {IMPROVED: 0, NEUTRAL: 0, NO_CHANGE: int(ExitCode.NO_EFFECT)}.get(v.verdict, int(ExitCode.VERIFY_FAILED))
 
 
 @app.command(short_help="Run the original and a patched script side by side: counts, times, numerics.")

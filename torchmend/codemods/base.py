@@ -72,6 +72,9 @@ class Proposal:
     # The change makes its findings recorded fewer times instead of removing them (a setting that keeps the calling
     # frames compiling around a nested break): verification counts it as helping when their counts fall.
     reduces: bool = False
+    # The change is a global compiler setting (a dynamo config line, a compiler stance) rather than a local source
+    # edit: it is written only when the script's own backend measured it faster (pipeline/rounds.py).
+    global_setting: bool = False
 
     def __post_init__(self) -> None:
         if self.safety not in SAFETIES:

@@ -27,6 +27,14 @@ class RunStarted:
     total: int
 
 
+@dataclass(frozen=True)
+class _How:
+    """How the runs of one comparison are judged: timed or not, and the backend they used ("": the script's own)."""
+
+    timed: bool
+    backend: str
+
+
 def verify(
     before: RunSpec,
     after: RunSpec,
@@ -38,12 +46,14 @@ def verify(
     on_run: Callable[[RunStarted], None] | None = None,
     reference: bool = False,
     eager: dict[str, ArmRun] | None = None,
+    timed: bool = True,
 ) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
     """Run both arms `repeat` times, interleaved, and judge: (verdict, before-runs, after-runs).
     `reuse_before` stands in for the first before-runs (runs already made with the same spec). With `reference`,
     numbers that differ get the eager reference (verify/reference.py): both scripts run once more without
     compiling; the original's compiled-vs-eager spread is the noise band the numbers are judged within, and a
-    refusal says whose difference it is. `eager` keeps the original's eager run between calls ("before")."""
+    refusal says whose difference it is. `eager` keeps the original's eager run between calls ("before"). `timed`:
+    these runs judge speed (verify/speed.py); a screening stage's do not."""
     from torchmend.verify.compare import judge
     from torchmend.verify.runs import run_arms
 
@@ -56,11 +66,13 @@ def verify(
             on_run(RunStarted(arm, i, next(count), total))
 
     b, a = run_arms(before, after, root, repeat, started, reuse_before)
-    v = judge(b, a, rtol, atol, root)
+    how = _How(timed, before.backend or "")
+    v = judge(b, a, rtol, atol, root, timed=how.timed, backend=how.backend)
     n = v.numerics
     if not reference or v.failure is not None or n is None or n.equal or not n.compared:
         return v, b, a
-    return _with_reference(v, before, after, b, a, root, rtol, atol, on_run, {} if eager is None else eager), b, a
+    eager = {} if eager is None else eager
+    return _with_reference(v, before, after, b, a, root, rtol, atol, on_run, eager, how), b, a
 
 
 def _with_reference(
@@ -74,10 +86,12 @@ def _with_reference(
     atol: float,
     on_run: Callable[[RunStarted], None] | None,
     eager: dict[str, ArmRun],
+    how: _How,
 ) -> Verification:
     """The verdict again with the eager reference: equal within the noise band, or refused with whose it is."""
     from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
     from torchmend.verify.compare import judge, restored_verdict
+    from torchmend.verify.reasons import Reason
     from torchmend.verify.reference import EAGER_COMPILE, reference, spread, tolerance
     from torchmend.verify.runs import run_one
 
@@ -89,11 +103,11 @@ def _with_reference(
     if "before" not in eager:
         eager["before"] = one(before, "before (eager)")
     ref = reference(b[0], eager["before"], a[0], one(after, "after (eager)"), rtol, atol)
-    restored = restored_verdict(ref, b, a, root)
+    restored = restored_verdict(ref, b, a, root, timed=how.timed, backend=how.backend)
     if restored is not None:
         return restored
     if ref.band is not None and ref.band > rtol:
-        banded = judge(b, a, tolerance(rtol, ref.band), atol, root)
+        banded = judge(b, a, tolerance(rtol, ref.band), atol, root, timed=how.timed, backend=how.backend)
         if banded.numerics is not None and banded.numerics.equal:
             own = ref.compiled
             same = (
@@ -103,9 +117,9 @@ def _with_reference(
                 if spread(own) == 0
                 else f"; the patched compiled run differs from its eager run by {spread(own):.2g} relative"
             )
-            banded.notes.insert(0, f"numerics equal within the noise band ({ref.band_text()}{same})")
+            banded = banded.noted(f"numerics equal within the noise band ({ref.band_text()}{same})", first=True)
             return replace(banded, reference=ref)
-    v.notes.append(ref.band_text())
+    v = v.noted(ref.band_text())
     if v.verdict == REFUSED_VERDICT:
-        v.reasons.append(ref.describe())
+        v = v.refused(Reason(ref.kind, ref.describe()))
     return replace(v, reference=ref)

@@ -1,15 +1,54 @@
-"""What verify_rounds() yields: a Round per round, Probes while bisecting, Dropped after a refusal, a Retry before
-the retry, and a Verified last."""
+"""What verify_rounds() yields: a Stage as each stage begins (screening, judging), ProxyFailed when the screening
+backend fails the original, a Round per round, Probes while bisecting, Dropped after a refusal, a Retry before the
+retry, and a Verified last."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
+from torchmend.model import StrEnum
+
 if TYPE_CHECKING:  # heavy (libcst, the runner): imported by the stage that needs it
     from torchmend.codemods.base import Proposal
     from torchmend.verify.attribution import ChangeEffect
     from torchmend.verify.compare import Verification
+    from torchmend.verify.reasons import Reason
+
+
+class FoundBy(StrEnum):
+    """How a refused change was singled out (a member is its words)."""
+
+    FAILING_LINE = "the failure names its line"
+    ONLY_CHANGE = "the only change"
+    BISECTION = "bisection"
+    TOGETHER = "refused only together"
+    FOLLOW_UP = "a follow-up round"
+    GLOBAL_RULE = "a global compiler setting"  # withheld: not confirmed, or not measured faster
+
+
+class StageKind(StrEnum):
+    SCREEN = "screen"  # one run per arm on a quick backend: counts, coverage, numerics; no timing
+    JUDGE = "judge"  # the runs whose verdict is written: the script's own backend (or the one named), timed
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A verification stage begins: which backend its runs use (None: the script's own) and runs per arm."""
+
+    kind: StageKind
+    backend: str | None
+    repeat: int
+
+
+@dataclass(frozen=True)
+class ProxyFailed:
+    """The screening backend failed the original script where the script's own (or eager) runs: PyTorch's failure,
+    not the user's. Screening goes on with `instead`."""
+
+    backend: str
+    exception: str
+    instead: str
 
 
 @dataclass(frozen=True)
@@ -51,8 +90,8 @@ class Refusal:
     """A change verification refused, how it was singled out, and why (what its verdict said)."""
 
     proposal: Proposal
-    found_by: str  # how: "the failure names its line" | "the only change" | "bisection" | "refused only together"
-    reasons: tuple[str, ...]
+    found_by: FoundBy
+    reasons: tuple[Reason, ...]
     fallback: Proposal | None = None  # the next candidate for its findings, tried in its place
 
 
@@ -62,6 +101,7 @@ class Dropped:
     verified again."""
 
     refused: tuple[Refusal, ...]
+    again: bool = True  # whether changes are left to verify again
 
 
 VERIFIED, REFUSED, NONE_HELPED, STILL_UNHELPFUL = "verified", "refused", "none_helped", "still_unhelpful"
@@ -79,10 +119,12 @@ class Verified:
     accepted: tuple[Proposal, ...]  # what is left accepted in the session
     verification: Verification  # the last round's
     tried: tuple[Refusal, ...] = ()
+    # the verdict is that of the round before a follow-up round that was dropped (printed again last)
+    kept_earlier: bool = False
 
     @property
     def ok(self) -> bool:
         return self.outcome == VERIFIED
 
 
-Event = Union[Round, Retry, Probe, Dropped, FollowUp, Verified]
+Event = Union[Stage, ProxyFailed, Round, Retry, Probe, Dropped, FollowUp, Verified]

@@ -1,5 +1,8 @@
-"""verify_rounds(): the verification rounds, a refusal costing only the changes it is due to (found by the failing
-line, else by bisection), their fallbacks tried in their place."""
+"""verify_rounds(): the verification stages and their rounds. A screening stage (a quick backend, one run per arm)
+may go first; the judging stage (the script's own backend, several timed runs per arm) decides what is written. In
+each, a refusal costs only the changes it is due to (found by the failing line, else by bisection) and their
+fallbacks are tried in their place. A global compiler setting is written only when the script's own backend measured
+the run faster."""
 
 from __future__ import annotations
 
@@ -20,15 +23,20 @@ from torchmend.pipeline.events import (
     Dropped,
     Event,
     FollowUp,
+    FoundBy,
     Probe,
+    ProxyFailed,
     Refusal,
     Retry,
     Round,
+    Stage,
+    StageKind,
     Verified,
 )
 from torchmend.pipeline.inputs import settings_for
 from torchmend.project import Project
 from torchmend.settings import Settings
+from torchmend.verify.reasons import Reason, ReasonKind
 
 if TYPE_CHECKING:  # heavy (libcst, the runner) or annotations only: imported by the stage that needs it
     from torchmend.codemods.base import Proposal
@@ -55,9 +63,10 @@ class _Judge:
         atol: float,
         on_run: Callable[[RunStarted], None] | None,
         reuse: tuple[ArmRun, ...],
+        timed: bool = True,
     ) -> None:
         self.before, self.root, self.repeat, self.rtol, self.atol = before, root, repeat, rtol, atol
-        self.on_run, self.reuse = on_run, reuse
+        self.on_run, self.reuse, self.timed = on_run, reuse, timed
         self.eager: dict[str, ArmRun] = {}  # the original's eager run, made once
 
     def verify(
@@ -70,6 +79,7 @@ class _Judge:
         from torchmend.profiler.hazards import hazards_for
         from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
         from torchmend.verify.failure import caused_by
+        from torchmend.verify.reasons import ReasonKind
         from torchmend.verify.reference import COMPILER, KNOWN_DIVERGENCES, RESTORED
 
         after = replace(self.before, overlay=_overlay(session, proposals))
@@ -86,30 +96,35 @@ class _Judge:
                 if v.reference is not None and v.reference.whose == RESTORED:  # checked against the eager run
                     restored = [f"the other changes, verified alone first: {v.notes[0]}"]
             dv, b_runs, a_runs = self._in_distribution(after)
-            dv.notes[:0] = restored
-            return dv, b_runs, a_runs
+            return dv.noted(*restored, first=True), b_runs, a_runs
         v, b_runs, a_runs = verify(
-            self.before, after, self.root, self.repeat, self.rtol, self.atol, self.reuse, self.on_run, True, self.eager
-        )
+            self.before, after, self.root, self.repeat, self.rtol, self.atol, self.reuse, self.on_run, True, self.eager,
+            self.timed,
+        )  # fmt: skip
         self.reuse = tuple(b_runs)
+
+        def explained(kind: ReasonKind, cause: str) -> Verification:
+            return replace(v, reasons=tuple(r.with_cause(cause) if r.kind == kind else r for r in v.reasons))
+
         why = caused_by(v.failure, {p.shape for p in proposals}) if v.failure is not None else ""
         if why:
-            v.reasons[:] = [r + f"; {why}" if r.startswith("the patched script failed") else r for r in v.reasons]
+            v = explained(ReasonKind.CRASH, why)
         if v.reference is not None and v.reference.whose == COMPILER:
             known = {h.name: h for p in proposals for h in hazards_for(p.shape, versions)}
-            hazards = "".join(f"; a known PyTorch hazard: {h.describe()}" for h in known.values())
-            v.reasons[:] = [r + hazards if r.startswith("the compiler mis-compiled") else r for r in v.reasons]
+            v = explained(
+                ReasonKind.MISCOMPILE, "; ".join(f"a known PyTorch hazard: {h.describe()}" for h in known.values())
+            )
         if v.reference is not None and v.reference.whose == RESTORED:
             causes = dict.fromkeys(KNOWN_DIVERGENCES[p.shape] for p in proposals if p.shape in KNOWN_DIVERGENCES)
-            said = v.reference.describe()
-            v.notes[:] = [v.reference.describe("; ".join(causes)) if n == said else n for n in v.notes]
+            said = v.reference.describe()  # restored_verdict's first note: said again with the known causes
+            v = replace(v, notes=tuple(v.reference.describe("; ".join(causes)) if n == said else n for n in v.notes))
         return v, b_runs, a_runs
 
     def _in_distribution(self, after: RunSpec) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
         """A change of the random stream among these: each arm once per seed, the counts judged on the first
         seed's runs, the numbers as distributions (verify/stochastic.py) instead of bit for bit."""
-        from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
         from torchmend.verify.compare import judge
+        from torchmend.verify.reasons import Reason, ReasonKind
         from torchmend.verify.stochastic import compare_distributions, failed_seeds, seeded_runs, seeds_for
 
         seeds = seeds_for(self.before)
@@ -123,17 +138,18 @@ class _Judge:
         reuse = self.reuse[0] if self.reuse and self.before.seed is not None else None
         b, a = seeded_runs(self.before, after, self.root, seeds, reuse, started)
         self.reuse = (b[0],)
-        # counts and failures; the numbers are judged below. A huge finite tolerance, not inf: inf * 0 is nan, which
-        # would refuse a parameter whose magnitude is 0 (measured on SeamlessM4TModel).
-        v = judge(b[:1], a[:1], 1e300, 1e300, self.root)
+        # counts and failures of the first seed, the times of every seed; the numbers are judged below. A huge finite
+        # tolerance, not inf: inf * 0 is nan, which would refuse a parameter whose magnitude is 0 (SeamlessM4TModel).
+        v = judge(
+            b[:1], a[:1], 1e300, 1e300, self.root, timing=(b, a), timed=self.timed, backend=self.before.backend or ""
+        )
         dist = compare_distributions(seeds, [r.end for r in b], [r.end for r in a])
         failed = failed_seeds(seeds, b, a, self.root)
         if failed:  # a run without losses is its failure, named with its seed (a LayerDrop path that crashes)
             dist = replace(dist, problem=failed)
-        v.numerics, v.distribution = None, dist
+        v = replace(v, numerics=None, distribution=dist)
         if not dist.equivalent and v.failure is None:
-            v.reasons.append(dist.describe())
-            v.verdict = REFUSED_VERDICT
+            v = v.refused(Reason(ReasonKind.DISTRIBUTION, dist.describe()))
         return v, b[:1], a[:1]
 
 
@@ -170,7 +186,7 @@ def _by_line(session: Session, proposals: Sequence[Proposal], failure: RunFailur
 
 def _culprits(
     judge: _Judge, session: Session, v: Verification, versions: dict[str, str], probes: list[Probe]
-) -> tuple[list[Proposal], str, Verification]:
+) -> tuple[list[Proposal], FoundBy, Verification]:
     """The accepted changes a refusal is due to, how they were found, and the verdict that refused them: the
     change whose lines the failure names; the only change; else a bisection over the changes, each half verified
     alone (MAX_PROBES runs at most); a refusal no half shows alone is the whole set's."""
@@ -179,9 +195,9 @@ def _culprits(
     accepted = list(session.accepted)
     named = _by_line(session, accepted, v.failure)
     if named:
-        return named, "the failure names its line", v
+        return named, FoundBy.FAILING_LINE, v
     if len(accepted) == 1:
-        return accepted, "the only change", v
+        return accepted, FoundBy.ONLY_CHANGE, v
     suspects, verdict = accepted, v
     while len(suspects) > 1 and len(probes) < MAX_PROBES:
         half = len(suspects) // 2
@@ -197,7 +213,7 @@ def _culprits(
         if found is None:
             break  # neither half is refused alone (or the probes are spent): the changes fail together
         suspects, verdict = found
-    return suspects, ("bisection" if len(suspects) < len(accepted) else "refused only together"), verdict
+    return suspects, (FoundBy.BISECTION if len(suspects) < len(accepted) else FoundBy.TOGETHER), verdict
 
 
 def verify_rounds(
@@ -207,26 +223,28 @@ def verify_rounds(
     settings: Settings | None = None,
     *,
     backend: str | None = None,
+    screen: str | None = None,
     repeat: int = 1,
     rtol: float | None = None,
     atol: float | None = None,
     on_run: Callable[[RunStarted], None] | None = None,
     follow_up: bool = False,
 ) -> Iterator[Event]:
-    """Run the original and the patched sources (served from memory: nothing is written) and judge, round by
-    round. A refusal costs only the changes it is due to (found by the failing line, else by bisection):
-    they are withdrawn, their next candidate fix (`Proposal.fallbacks`) takes their place, and the rest is
-    verified again. A change whose targeted findings are all still there after the patch did not help: it is
-    withdrawn and the rest verified again, once. Yields a Round per round (Probes while bisecting, Dropped after
-    a refusal, Retry before the retry) and a Verified last. `backend` overrides the script's own for these runs
-    (None keeps it); the scan is reused as the first before-run when it ran cold on the same backend. `rtol` and
-    `atol` default to the settings' tolerance (None: the project's configuration's). With `follow_up` (fix --yes:
-    nobody is asked), a verified round whose patched run shows a finding a safe last resort fixes (a nested break
-    the changes left or made) adds that change and verifies once more (FollowUp); refused or not helping, it is
-    withdrawn and the verified round stands."""
-    from torchmend.verify.attribution import attribute
-    from torchmend.verify.compare import NO_CHANGE
-    from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
+    """Run the original and the patched sources (served from memory: nothing is written) and judge, stage by stage
+    and round by round. With `screen` (a quick backend, e.g. aot_eager, other than `backend`), a screening stage
+    goes first: one run per arm, counts, coverage and numerics, no timing; what it verifies goes on to the judging
+    stage, `repeat` timed runs per arm on `backend` (None: the script's own), whose verdict decides what is written.
+    When the screening backend fails the original where eager runs (PyTorch's failure, not the user's), screening
+    goes on with eager (ProxyFailed). In each stage a refusal costs only the changes it is due to (found by the
+    failing line, else by bisection): they are withdrawn, their next candidate fix (`Proposal.fallbacks`) takes their
+    place, and the rest is verified again; a change whose targeted findings are all still there did not help: it is
+    withdrawn and the rest verified again, once. A global compiler setting (`Proposal.global_setting`) is kept only
+    when the judging stage ran on the script's own backend and measured a gain (verdict improved); otherwise it is
+    withdrawn (Dropped) and the rest judged again. Yields Stage as each stage begins, Rounds (Probes while
+    bisecting, Dropped after a refusal, Retry before the retry) and one Verified last. The scan is reused as the
+    first before-run of the stage whose backend it ran on, when it ran cold. `rtol` and `atol` default to the
+    settings' tolerance. With `follow_up` (fix --yes: nobody is asked), a verified round whose patched run shows a
+    finding a safe last resort fixes adds that change and verifies once more (FollowUp), in the first stage."""
     from torchmend.verify.runs import from_outcome
 
     if scan.spec is None:
@@ -237,13 +255,121 @@ def verify_rounds(
     rtol = tolerance.rtol if rtol is None else rtol
     atol = tolerance.atol if atol is None else atol
     session = fixes.session
-    before = replace(scan.spec, backend=backend, overlay=())
-    reuse: tuple[ArmRun, ...] = (
-        (from_outcome("before", 0, scan.outcome, root),) if scan.cold and backend == scan.spec.backend else ()
-    )
-    judge = _Judge(before, root, repeat, rtol, atol, on_run, reuse)
     versions = {"torch": scan.summary.torch_version or ""}
     tried: list[Refusal] = []
+
+    def reused(stage_backend: str | None) -> tuple[ArmRun, ...]:
+        cold = scan.cold and scan.spec is not None and stage_backend == scan.spec.backend
+        return (from_outcome("before", 0, scan.outcome, root),) if cold else ()
+
+    if screen is not None and screen != backend:
+        spec = replace(scan.spec, backend=screen, overlay=())
+        reuse = reused(screen)
+        if reuse and reuse[0].failed:
+            proxy = yield from _proxy_failed(spec, reuse[0], root, on_run)
+            if proxy is not None:
+                spec, reuse = proxy
+        yield Stage(StageKind.SCREEN, spec.backend, 1)
+        screening = _Judge(spec, root, 1, rtol, atol, on_run, reuse, timed=False)
+        screened = yield from _rounds(screening, session, versions, tried, follow_up)
+        if not screened.ok:
+            yield screened
+            return
+        follow_up = False  # the judging stage judges what screening kept
+    yield Stage(StageKind.JUDGE, backend, repeat)
+    judging = _Judge(replace(scan.spec, backend=backend, overlay=()), root, repeat, rtol, atol, on_run, reused(backend))
+    done = yield from _rounds(judging, session, versions, tried, follow_up)
+    if screen is not None and screen != backend and ReasonKind.ORIGINAL_FAILED in done.verification.kinds():
+        # The original does not run on the judging backend here (no compiler for it, a PyTorch failure): what
+        # screening verified stands for the local changes, said as such; a global setting is not confirmed.
+        own = backend or "the script's own backend"
+        yield from _withhold_globals(session, tried, _not_confirmed(own))
+        reason = next(r for r in done.verification.reasons if r.kind == ReasonKind.ORIGINAL_FAILED)
+        v = screened.verification.noted(f"verified on {screen} only; not on {own}, where {reason.text}")
+        yield Verified(VERIFIED if session.accepted else NONE_HELPED, tuple(session.accepted), v, tuple(tried))
+        return
+    if done.ok and any(p.global_setting for p in session.accepted):
+        from torchmend.verify.compare import IMPROVED
+
+        v = done.verification
+        if backend is not None or v.verdict != IMPROVED:  # a named backend is not the script's own: unconfirmed
+            yield from _withhold_globals(session, tried, _not_confirmed(backend) if backend else _no_gain(v))
+            if not session.accepted:
+                yield Verified(NONE_HELPED, (), v, tuple(tried))
+                return
+            done = yield from _rounds(judging, session, versions, tried, False)
+    if backend is not None:  # judged on a backend the user named: say it is not the script's own
+        device = f" ({done.verification.device})" if done.verification.device else ""
+        only = f"verified on {backend} only; not on the script's own backend{device}"
+        done = replace(done, verification=done.verification.noted(only, first=True))
+    yield done
+
+
+def _not_confirmed(backend: str) -> Reason:
+    return Reason(
+        ReasonKind.NOT_CONFIRMED,
+        f"a global compiler setting is written only when the script's own backend measures the run faster; these "
+        f"runs used {backend}",
+    )
+
+
+def _no_gain(v: Verification) -> Reason:
+    return Reason(
+        ReasonKind.NO_GAIN,
+        f"a global compiler setting is written only when measured faster, and it was not: {v.speed_text()}",
+    )
+
+
+def _withhold_globals(session: Session, tried: list[Refusal], reason: Reason) -> Iterator[Event]:
+    """Withdraw the accepted global compiler settings, each refused for `reason` (Dropped), when there are any; a
+    local fallback of one (no less safe than it) takes its place, to be judged in its turn."""
+    from torchmend.codemods.engine import Conflict
+
+    withheld = [p for p in session.accepted if p.global_setting]
+    if not withheld:
+        return
+    refused = []
+    for p in withheld:
+        session.withdraw(p)
+        local = next((fb for fb in p.fallbacks if not fb.global_setting and _no_less_safe(fb, p)), None)
+        if local is not None:
+            local = replace(local, findings=p.findings, fallbacks=())
+            try:
+                session.accept(local)
+            except Conflict:
+                local = None
+        refused.append(Refusal(p, FoundBy.GLOBAL_RULE, (reason,), local))
+    tried += refused
+    yield Dropped(tuple(refused), again=bool(session.accepted))
+
+
+def _proxy_failed(
+    spec: RunSpec, scanned: ArmRun, root: Path, on_run: Callable[[RunStarted], None] | None
+) -> Generator[Event, None, tuple[RunSpec, tuple[ArmRun, ...]] | None]:
+    """The original failed on the screening backend: run it once with eager. When eager runs it to its end, the
+    screening backend's failure is PyTorch's, not the user's (ProxyFailed): screening goes on with eager, that run as
+    its first before-run. None when eager fails too (the script's own failure, judged as such)."""
+    from torchmend.verify.compare import failure_line
+    from torchmend.verify.runs import run_one
+
+    eager = replace(spec, backend="eager")
+    if on_run is not None:
+        on_run(RunStarted("before (eager backend)", 0, 1, 1))
+    run = run_one(eager, root, "before")
+    if run.failed:
+        return None
+    yield ProxyFailed(spec.backend or "", failure_line(scanned.outcome), "eager")
+    return eager, (run,)
+
+
+def _rounds(
+    judge: _Judge, session: Session, versions: dict[str, str], tried: list[Refusal], follow_up: bool
+) -> Generator[Event, None, Verified]:
+    """One stage's rounds on `judge`'s runs: yields Round, Probe, Dropped, Retry, FollowUp; returns the Verified."""
+    from torchmend.verify.attribution import attribute
+    from torchmend.verify.compare import NO_CHANGE
+    from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
+
     retried = False
     followed: tuple[Proposal, ...] = ()  # the follow-up changes under verification
     good: Verification | None = None  # the verdict of the round before them
@@ -251,13 +377,14 @@ def verify_rounds(
         changes = session.changed()
         v, _, a_runs = judge.verify(session, list(session.accepted), versions)
         if followed and good is not None:  # the follow-up round: kept only if it verifies and helps
-            yield from _follow_up_verdict(number, v, a_runs[0].findings, session, changes, followed, good, tried)
-            return
+            return (
+                yield from _follow_up_verdict(number, v, a_runs[0].findings, session, changes, followed, good, tried)
+            )
         if v.verdict == REFUSED_VERDICT:
             yield Round(number, v, ())
             ended = yield from _after_refusal(judge, session, v, versions, tried)
-            if ended:
-                return
+            if ended is not None:
+                return ended
             continue
         effects = attribute(list(session.accepted), a_runs[0].findings, changes)
         yield Round(number, v, tuple(effects))
@@ -276,8 +403,7 @@ def verify_rounds(
                 followed, good = tuple(added), v
                 yield FollowUp(followed)
                 continue
-            yield Verified(VERIFIED, tuple(session.accepted), v, tuple(tried))
-            return
+            return Verified(VERIFIED, tuple(session.accepted), v, tuple(tried))
         for p in useless:
             session.withdraw(p)
         if not session.accepted or retried:
@@ -285,9 +411,8 @@ def verify_rounds(
         retried = True
         yield Retry(useless)
     else:
-        yield Verified(REFUSED, tuple(session.accepted), v, tuple(tried))
-        return
-    yield Verified(STILL_UNHELPFUL if session.accepted else NONE_HELPED, tuple(session.accepted), v, tuple(tried))
+        return Verified(REFUSED, tuple(session.accepted), v, tuple(tried))
+    return Verified(STILL_UNHELPFUL if session.accepted else NONE_HELPED, tuple(session.accepted), v, tuple(tried))
 
 
 def _follow_up_verdict(
@@ -299,9 +424,9 @@ def _follow_up_verdict(
     followed: tuple[Proposal, ...],
     good: Verification,
     tried: list[Refusal],
-) -> Iterator[Event]:
-    """The follow-up round's Round and the Verified that ends the rounds: with the follow-up changes when they
-    verify and help, else without them (Dropped), on the verdict of the round before them."""
+) -> Generator[Event, None, Verified]:
+    """The follow-up round's Round, and the Verified that ends the rounds (returned): with the follow-up changes
+    when they verify and help, else without them (Dropped), on the verdict of the round before them."""
     from torchmend.verify.attribution import attribute
     from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
 
@@ -310,21 +435,24 @@ def _follow_up_verdict(
     # Helping is judged against the round they follow: its findings gone, and none of the counts more than before.
     helped = all(e.helped for e in effects if e.proposal in followed) and _fewer(v, good)
     if v.verdict != REFUSED_VERDICT and helped:
-        yield Verified(VERIFIED, tuple(session.accepted), v, tuple(tried))
-        return
-    reasons = tuple(v.reasons) if v.verdict == REFUSED_VERDICT else ("it did not make its findings fewer",)
+        return Verified(VERIFIED, tuple(session.accepted), v, tuple(tried))
+    reasons = (
+        tuple(v.reasons)
+        if v.verdict == REFUSED_VERDICT
+        else (Reason(ReasonKind.NOT_HELPING, "it did not make its findings fewer"),)
+    )
     for p in followed:
         session.withdraw(p)
-    tried += [Refusal(p, "a follow-up round", reasons) for p in followed]
+    tried += [Refusal(p, FoundBy.FOLLOW_UP, reasons) for p in followed]
     yield Dropped(tuple(tried[-len(followed) :]))
-    yield Verified(VERIFIED, tuple(session.accepted), good, tuple(tried))
+    return Verified(VERIFIED, tuple(session.accepted), good, tuple(tried), kept_earlier=True)
 
 
 def _after_refusal(
     judge: _Judge, session: Session, v: Verification, versions: dict[str, str], tried: list[Refusal]
-) -> Generator[Event, None, bool]:
+) -> Generator[Event, None, Verified | None]:
     """A refused round: find the culprits (Probes), swap them for their next candidates or withdraw them
-    (Dropped). Returns True when the rounds end here (a Verified was yielded: nothing is left to verify)."""
+    (Dropped). Returns the Verified when the rounds end here (nothing is left to verify), else None."""
     from torchmend.codemods.engine import Conflict
 
     probes: list[Probe] = []
@@ -337,8 +465,7 @@ def _after_refusal(
         culprits = swappable
     elif len(culprits) == len(session.accepted):
         tried += [Refusal(p, found_by, tuple(why.reasons)) for p in culprits]
-        yield Verified(REFUSED, tuple(session.accepted), v, tuple(tried))
-        return True
+        return Verified(REFUSED, tuple(session.accepted), v, tuple(tried))
     refused = []
     for p in culprits:
         session.withdraw(p)
@@ -352,11 +479,10 @@ def _after_refusal(
                 fallback = None
         refused.append(Refusal(p, found_by, tuple(why.reasons), fallback))
     tried += refused
-    yield Dropped(tuple(refused))
+    yield Dropped(tuple(refused), again=bool(session.accepted))
     if not session.accepted:
-        yield Verified(REFUSED, (), v, tuple(tried))
-        return True
-    return False
+        return Verified(REFUSED, (), v, tuple(tried))
+    return None
 
 
 def _follow_ups(

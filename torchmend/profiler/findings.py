@@ -187,6 +187,7 @@ class _Run:
         self.compiles = self.graphs = self.breaks = self.recompiles = self.limit_hits = self.steps = 0
         self.compile_s = 0.0
         self.frames: set[str] = set()
+        self.frame_ops: dict[str, int] = {}  # frame id -> the ops of the largest graph it compiled (coverage)
         self.limited_frames: set[str] = set()
         self.failure: Finding | None = None  # TM107: compiling broke the script itself; TM112: dynamo crashed in it
         self.cached_sites: dict[str, Frame] = {}  # TM208: cached tensor attribute -> the line its `is None` guard names
@@ -287,8 +288,10 @@ class _Run:
         self.compiles += 1
         self.frames.add(frame_id)
         self.compile_s += ev.get("entire_frame_compile_time_s") or 0.0
-        if (ev.get("graph_op_count") or 0) > 0:
+        ops = ev.get("graph_op_count") or 0
+        if ops > 0:
             self.graphs += 1
+            self.frame_ops[frame_id] = max(self.frame_ops.get(frame_id, 0), ops)
         if ev.get("recompile_reason"):
             self.recompiles += 1
             self.recompile(ev["recompile_reason"], cid, frame_id)
@@ -362,6 +365,7 @@ class _Run:
         findings = mark_wrapper_breaks(findings, self.start.get("torch"), self.torch_version)
         findings += [self.failure] if self.failure else []
         first_step, steady_step = step_stats(self.step_times)
+        last_step = round(self.step_times[-1], 4) if self.step_times else None
         summary = Summary(
             frames_compiled=len(self.frames),
             compiles=self.compiles,
@@ -376,6 +380,9 @@ class _Run:
             torch_version=self.start.get("torch"),
             first_step_s=first_step,
             steady_step_s=steady_step,
+            last_step_s=last_step,
+            ops_compiled=sum(self.frame_ops.values()),
+            largest_graph_ops=max(self.frame_ops.values(), default=0),
         )
         return findings, summary
 

@@ -59,6 +59,9 @@ def merge_ranks(per_rank: dict[int, tuple[list[Finding], Summary]]) -> tuple[lis
         torch_version=first.torch_version,
         first_step_s=first.first_step_s,
         steady_step_s=first.steady_step_s,
+        last_step_s=first.last_step_s,
+        ops_compiled=total("ops_compiled"),
+        largest_graph_ops=max(s.largest_graph_ops for s in summaries),
         ranks=len(ranks),
         per_rank=tuple({"rank": r, **s.to_json()} for r, s in zip(ranks, summaries)),
     )

@@ -33,6 +33,7 @@ from torchmend.profiler.events import (
     EventTail,
     read_events,
 )
+from torchmend.profiler.workdir import Unrestored, run_folders, snapshot
 
 _POLL_S = 0.1
 _TERM_GRACE_S = 3.0
@@ -108,6 +109,10 @@ class RunOutcome:
     # Processes the script started outside its process group (setsid): those stopped, those that could not be
     stopped: tuple[str, ...] = ()
     left_running: tuple[str, ...] = ()
+    # What the run left in its folders (its working folder, the script's) that could not be put back as it was
+    # before the run: a file over the copy caps that it changed, one that could not be written back
+    # (profiler/workdir.py; `describe()` words each). Empty normally.
+    not_restored: tuple[Unrestored, ...] = ()
 
     def __post_init__(self) -> None:
         self.ended_by = EndedBy(self.ended_by)  # a word read from the END record: one of the set, or a ValueError
@@ -370,7 +375,11 @@ def run(
 ) -> RunOutcome:
     """Run the script in a child process and return what it showed. Blocks until the run ends. Ctrl-C,
     SIGTERM or SIGHUP (raised as KeyboardInterrupt or interrupts.Stopped) stop the child's process group and
-    remove the run's folder, and are raised on."""
+    remove the run's folder, and are raised on.
+
+    The folders the run may write to (its working folder, the script's) are put back as they were once the child
+    and everything it started have ended, however the run ended (profiler/workdir.py): every run starts from the
+    files as they were, and what could not be put back is `RunOutcome.not_restored`."""
     workdir = Path(tempfile.mkdtemp(prefix="torchmend-run-"))
     events_path = workdir / "events.jsonl"
     log_path = workdir / "output.log"
@@ -404,12 +413,15 @@ def run(
     tails: dict[Path, EventTail] = {}
     workers: set[int] = set()
     timed_out = False
-    t0 = time.monotonic()
+    cwd = spec.cwd or Path.cwd()
     try:
-        with log_path.open("wb") as log:
+        folders = snapshot(run_folders(cwd, script), exclude=(workdir,))
+        t0 = time.monotonic()
+        # Leaving `folders` puts them back: after the leftovers are stopped, before the run's own files are read.
+        with folders, log_path.open("wb") as log:
             proc = subprocess.Popen(
                 spec.command(),
-                cwd=str(spec.cwd or Path.cwd()),
+                cwd=str(cwd),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -452,7 +464,9 @@ def run(
                 detail = f"the disk holding {workdir} is full (No space left on device)"
         else:  # gone without a word: a signal, the OOM killer, os._exit, an END that could not be written
             ended_by, detail = ended_without_end(proc.returncode, disk_full(workdir, tail), workdir)
-        outcome = RunOutcome(events, EndedBy(ended_by), proc.returncode, wall, tail, end, detail, stopped, left_running)
+        outcome = RunOutcome(
+            events, EndedBy(ended_by), proc.returncode, wall, tail, end, detail, stopped, left_running, folders.left
+        )
         if keep_dir is not None:
             keep_dir.mkdir(parents=True, exist_ok=True)
             for src in (*workdir.glob("events*.jsonl"), log_path):

@@ -1,14 +1,15 @@
-"""The verdict on a patch: what the counts, the times and the numerics of the two arms show.
+"""The verdict on a patch: what the counts, the compiled coverage, the times and the numerics of the two arms show.
 
-Counts (graphs, breaks, recompiles, limit hits) are deterministic for a seeded run; times are not, so
-each is the median over the repeats with its min-max, and "slower" needs more than noise: with at least
-two repeats per arm, the ranges must not overlap and the medians differ by more than SLOWER_RATIO.
+Counts (graphs, breaks, recompiles, limit hits, ops compiled) are deterministic for a seeded run; times are not, so
+each is the median over the repeats with its min-max, judged against a measured noise band (verify/speed.py). A
+patch is refused when it fails, changes the numbers, compiles less (COVERAGE_FLOOR of the ops compiled, in total and
+in the largest graph) or is slower beyond the band. "Improved" needs a measured gain; fewer breaks and recompiles
+with no measured gain is NEUTRAL, said as such. Every reason is a typed value (verify/reasons.py).
 """
 
 from __future__ import annotations
 
-import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,51 +18,70 @@ from torchmend.profiler.failures import exception_summary
 from torchmend.profiler.runner import RunOutcome
 from torchmend.verify.failure import RunFailure, failure_of
 from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
+from torchmend.verify.reasons import Reason, ReasonKind
 from torchmend.verify.reference import RESTORED, Reference
 from torchmend.verify.runs import ArmRun
+from torchmend.verify.speed import ONE_RUN_LIMIT, START_TIMES, TRAINING_TIMES, Speed, Stat, call
 from torchmend.verify.stochastic import Distribution
+
+__all__ = ["Metric", "Reason", "ReasonKind", "Stat", "Verdict", "Verification", "judge"]
 
 
 class Verdict(StrEnum):
     """What verification concluded (a member is its word, as the JSON report writes it)."""
 
-    IMPROVED = "improved"
-    NO_CHANGE = "no_change"
+    IMPROVED = "improved"  # a measured gain: faster beyond the band, or faster to start
+    NEUTRAL = "no_speed_change"  # fewer problems, not slower, no measured gain
+    NO_CHANGE = "no_change"  # no problem fewer and no gain: nothing to write
     REFUSED = "refused"
 
 
-IMPROVED, NO_CHANGE, REFUSED = Verdict.IMPROVED, Verdict.NO_CHANGE, Verdict.REFUSED
-SLOWER_RATIO = 1.10
-COUNTS = ("frames_compiled", "graphs", "graph_breaks", "recompiles", "recompile_limit_hits")
-# The counts a patch must make fewer (none of them more) to be an improvement.
+IMPROVED, NEUTRAL, NO_CHANGE, REFUSED = Verdict.IMPROVED, Verdict.NEUTRAL, Verdict.NO_CHANGE, Verdict.REFUSED
+WORDS = {
+    IMPROVED: "improved",
+    NEUTRAL: "no measured speed change",
+    NO_CHANGE: "no change",
+    REFUSED: "refused",
+}
+COVERAGE_FLOOR = 0.95
+COUNTS = (
+    "frames_compiled",
+    "graphs",
+    "graph_breaks",
+    "recompiles",
+    "recompile_limit_hits",
+    "ops_compiled",
+    "largest_graph_ops",
+)
+# The counts a patch must make fewer (none of them more) to fix anything.
 PROBLEMS = ("graph_breaks", "recompiles", "recompile_limit_hits", "findings_to_fix")
-TIMES = ("compile_seconds", "first_step_s", "steady_step_s", "wall_seconds")
+COVERAGE = ("ops_compiled", "largest_graph_ops")
+JUDGED = (*TRAINING_TIMES, *START_TIMES)  # each judged against its band (verify/speed.py)
+TIMES = ("compile_seconds", "first_step_s", "steady_step_s", "last_step_s", "wall_seconds")
 LABELS = {
     "frames_compiled": "frames compiled",
     "graphs": "graphs",
     "graph_breaks": "graph breaks",
     "recompiles": "recompiles",
     "recompile_limit_hits": "recompile-limit hits",
+    "ops_compiled": "ops compiled",
+    "largest_graph_ops": "ops in the largest graph",
     "findings_to_fix": "findings to fix",
     "compile_seconds": "compile seconds",
     "first_step_s": "first step (s)",
     "steady_step_s": "steady step (s, median)",
+    "last_step_s": "to the last step (s)",
     "wall_seconds": "wall seconds",
 }
 
 
-@dataclass(frozen=True)
-class Stat:
-    median: float | None
-    low: float | None
-    high: float | None
-
-    @classmethod
-    def of(cls, values: list[float | None]) -> Stat:
-        vals = [v for v in values if v is not None]
-        if not vals:
-            return cls(None, None, None)
-        return cls(statistics.median(vals), min(vals), max(vals))
+# The judged times in the speed line.
+SHORT = {
+    "steady_step_s": "steady step",
+    "last_step_s": "to the last step",
+    "compile_seconds": "compile",
+    "first_step_s": "first step",
+}
 
 
 @dataclass(frozen=True)
@@ -80,23 +100,40 @@ class Metric:
         return LABELS.get(self.name, self.name)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Verification:
     repeat: int
-    counts: list[Metric]
-    times: list[Metric]
+    counts: tuple[Metric, ...]
+    times: tuple[Metric, ...]
     numerics: Comparison | None
     verdict: Verdict
-    reasons: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    reasons: tuple[Reason, ...] = ()
+    notes: tuple[str, ...] = ()
     failure: RunFailure | None = None  # how the patched run failed or stopped early (None: it ran to its end)
     reference: Reference | None = None  # the eager reference, when the numbers differed and it was run
     # the seeds compared as distributions (verify/stochastic.py), for changes of the random stream; numerics is None
     distribution: Distribution | None = None
+    speed: Speed | None = None  # the times judged against their band (None: not judged, a screening run)
+    backend: str = ""  # the backend the runs used ("": the script's own)
+    device: str = ""  # cpu | cuda, as the runs reported
 
     @property
     def ok(self) -> bool:
-        return self.verdict == IMPROVED
+        return self.verdict in (IMPROVED, NEUTRAL)
+
+    @property
+    def word(self) -> str:
+        return WORDS[self.verdict]
+
+    def kinds(self) -> set[ReasonKind]:
+        return {r.kind for r in self.reasons}
+
+    def refused(self, *reasons: Reason) -> Verification:
+        """This verification refused, for these reasons besides its own."""
+        return replace(self, verdict=REFUSED, reasons=(*self.reasons, *reasons))
+
+    def noted(self, *notes: str, first: bool = False) -> Verification:
+        return replace(self, notes=(*notes, *self.notes) if first else (*self.notes, *notes))
 
     def problems_after(self) -> dict[str, float]:
         """The patched runs' median of each count the verdict judges improvement by (PROBLEMS)."""
@@ -108,11 +145,7 @@ class Verification:
         if self.numerics is None:
             return ""
         n = self.numerics
-        if (
-            self.failure is None
-            and n.losses_before < n.losses_after
-            and any("original run failed" in r for r in self.reasons)
-        ):
+        if self.failure is None and n.losses_before < n.losses_after and ReasonKind.ORIGINAL_FAILED in self.kinds():
             return f"not compared past step {n.losses_before}: the original run failed there (see the verdict)"
         if self.failure is not None and n.losses_after < n.losses_before:
             prefix = "equal" if n.first_divergence is None or n.first_divergence.after is None else "not equal"
@@ -122,6 +155,28 @@ class Verification:
         if self.reference is not None and self.reference.whose == RESTORED:  # restored_verdict's comparison
             return f"against the original eager run, {n.describe()}"
         return n.describe()
+
+    def speed_text(self) -> str:
+        """What the times add up to, in one line a reader can check against the table: the lead word, where the
+        runs ran, and each judged time's after/before ratio with its band."""
+        own = "the script's own backend"
+        where = f"on {self.backend or own}" + (f" ({self.device})" if self.device else "")
+        if self.speed is None:
+            return f"speed not judged: runs {where} screen changes, they do not time them"
+        if not self.speed.measured:
+            slower = self.speed.slower
+            if slower:
+                said = ", ".join(c.describe(SHORT[c.name]) for c in slower)
+                return f"slower {where}: {said} with one run per arm (beyond {ONE_RUN_LIMIT:g}×, noise or not)"
+            return f"speed not measured {where}: one run per arm measures no noise band (--repeat 3 or more does)"
+        if self.speed.slower:
+            lead = "slower"
+        elif self.speed.gain is not None:
+            lead = "faster" if self.speed.gain.name in TRAINING_TIMES else "faster to start"
+        else:
+            lead = "no measured speed change"
+        calls = ", ".join(c.describe(SHORT[c.name]) for c in self.speed.calls if c.ratio is not None)
+        return f"{lead} {where}: {calls}"
 
     def metric(self, name: str) -> Metric:
         return next(m for m in (*self.counts, *self.times) if m.name == name)
@@ -133,10 +188,14 @@ class Verification:
         return {
             "repeat": self.repeat,
             "verdict": self.verdict,
-            "reasons": self.reasons,
-            "notes": self.notes,
+            "backend": self.backend or None,
+            "device": self.device or None,
+            "reasons": [r.text for r in self.reasons],
+            "reason_kinds": [r.kind for r in self.reasons],
+            "notes": list(self.notes),
             "counts": [metric(m) for m in self.counts],
             "times": [metric(m) for m in self.times],
+            "speed": [asdict(c) for c in self.speed.calls] if self.speed else None,
             "numerics": self.numerics.to_json() if self.numerics else None,
             "failure": self.failure.to_json() if self.failure else None,
             "reference": self.reference.to_json() if self.reference else None,
@@ -150,9 +209,28 @@ def _fix_count(run: ArmRun) -> int:
     return sum(f.severity == "fix" for f in run.findings)
 
 
+def _device(runs: list[ArmRun]) -> str:
+    ends = [r.end for r in runs if r.end]
+    if not ends:
+        return ""
+    return "cuda" if any(e.get("cuda_device") for e in ends) else "cpu"
+
+
 def judge(
-    before: list[ArmRun], after: list[ArmRun], rtol: float = RTOL, atol: float = ATOL, root: Path | None = None
+    before: list[ArmRun],
+    after: list[ArmRun],
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    root: Path | None = None,
+    *,
+    timed: bool = True,
+    backend: str = "",
+    timing: tuple[list[ArmRun], list[ArmRun]] | None = None,
 ) -> Verification:
+    """The verdict on `after` against `before`. `timed`: these runs judge speed (the judging stage); a screening
+    stage (False) judges counts, coverage and numerics only. `backend`: the backend the runs used, for the words
+    ("": the script's own). `timing`: other runs to take the times from (a change of the random stream: every seed's
+    runs time it, the first seed's judge the rest)."""
     counts = [
         Metric(n, Stat.of([getattr(r.summary, n) for r in before]), Stat.of([getattr(r.summary, n) for r in after]))
         for n in COUNTS
@@ -160,11 +238,12 @@ def judge(
     counts.append(
         Metric("findings_to_fix", Stat.of([_fix_count(r) for r in before]), Stat.of([_fix_count(r) for r in after]))
     )
+    tb, ta = timing or (before, after)
     times = [
-        Metric(n, Stat.of([getattr(r.summary, n) for r in before]), Stat.of([getattr(r.summary, n) for r in after]))
+        Metric(n, Stat.of([getattr(r.summary, n) for r in tb]), Stat.of([getattr(r.summary, n) for r in ta]))
         for n in TIMES
     ]
-    reasons: list[str] = []
+    reasons: list[Reason] = []
     notes: list[str] = []
     numerics = compare(before[0].end, after[0].end, rtol, atol) if before and after else None
     failure = _failure(before, after, root, reasons, notes)
@@ -176,10 +255,13 @@ def judge(
         # that differ: the patched run's failure is a reason already; the original's is said here.
         if original is not None and failure is None and (only_shorter or not before[0].end.get("losses")):
             reasons.append(
-                f"the original run failed ({original.describe()}): the patched run cannot be judged against it"
+                Reason(
+                    ReasonKind.ORIGINAL_FAILED,
+                    f"the original run failed ({original.describe()}): the patched run cannot be judged against it",
+                )
             )
         elif (failure is None and original is None) or not only_shorter:
-            reasons.append(f"numerics differ: {numerics.describe()}")
+            reasons.append(Reason(ReasonKind.NUMERICS, f"numerics differ: {numerics.describe()}"))
     if numerics is not None and numerics.equal and not numerics.compared:
         notes.append(numerics.describe())
     elif numerics is not None and numerics.params_equal is None:
@@ -188,48 +270,86 @@ def judge(
     def median(m: Metric, side: str) -> float:
         return getattr(m, side).median or 0
 
-    # More frames or graphs alone is more code compiled (a function the backend gave up on now compiles, TM106):
+    # More frames, graphs or ops alone is more code compiled (a function the backend gave up on now compiles, TM106):
     # breaks and recompiles, which make graphs, are judged on their own.
     worse = [
-        m for m in counts if median(m, "after") > median(m, "before") and m.name not in ("frames_compiled", "graphs")
+        m
+        for m in counts
+        if median(m, "after") > median(m, "before") and m.name not in ("frames_compiled", "graphs", *COVERAGE)
     ]
     for m in worse:
-        reasons.append(f"more {m.label}: {median(m, 'before'):g} before, {median(m, 'after'):g} after")
-    graphs = next((m for m in counts if m.name == "graphs"), None)
-    if graphs is not None and median(graphs, "before") > 0 and median(graphs, "after") == 0 and failure is None:
-        # no breaks and no recompiles because nothing compiled: a change that switched compiling off (a compiler
-        # stance never set back, a disable around the model) is no fix
-        reasons.append(f"the patched run compiled nothing: {median(graphs, 'before'):g} graphs before, none after")
-    steady = next(m for m in times if m.name == "steady_step_s")
-    if steady.ratio is not None and steady.ratio > SLOWER_RATIO:
-        if len(before) >= 2 and len(after) >= 2 and (steady.after.low or 0) > (steady.before.high or 0):
+        reasons.append(
+            Reason(
+                ReasonKind.MORE_FINDINGS,
+                f"more {m.label}: {median(m, 'before'):g} before, {median(m, 'after'):g} after",
+            )
+        )
+    if failure is None:
+        reasons += _coverage(counts)
+    speed = Speed(tuple(call(m.name, m.before, m.after) for m in times if m.name in JUDGED)) if timed else None
+    if speed is not None and failure is None:
+        for c in speed.slower:
+            how = f"band ±{c.band * 100:.0f}%" if c.band is not None else f"one run per arm, beyond {ONE_RUN_LIMIT:g}×"
             reasons.append(
-                f"slower beyond noise: steady step {steady.ratio:.2f}× the original "
-                f"(ranges {steady.before.low:.4g}-{steady.before.high:.4g} s vs "
-                f"{steady.after.low:.4g}-{steady.after.high:.4g} s)"
+                Reason(ReasonKind.SLOWER, f"slower: {SHORT[c.name]} {c.ratio:.2f}× the original ({how})")
             )
-        elif len(before) < 2 or len(after) < 2:
-            notes.append(
-                f"steady step {steady.ratio:.2f}× the original; with one run per arm that is within "
-                "noise (use --repeat 3 or more to judge speed)"
-            )
-        else:
-            notes.append(f"steady step {steady.ratio:.2f}× the original, but the runs' ranges overlap: within noise")
+    device = _device(after) or _device(before)
     if reasons:
         verdict = REFUSED
     else:
         fewer = any(median(m, "after") < median(m, "before") for m in counts if m.name in PROBLEMS)
-        verdict = IMPROVED if fewer else NO_CHANGE
-        if not fewer:
+        gain = speed.gain if speed is not None else None
+        verdict = IMPROVED if gain is not None else NEUTRAL if fewer else NO_CHANGE
+        if verdict == NO_CHANGE:
             reasons.append(
-                "the patch fixes nothing: graph breaks, recompiles, limit hits and findings are "
-                "the same before and after"
+                Reason(
+                    ReasonKind.FIXES_NOTHING,
+                    "the patch fixes nothing: graph breaks, recompiles, limit hits and findings are the same before "
+                    "and after, and no time is measured faster",
+                )
             )
-    return Verification(len(after), counts, times, numerics, verdict, reasons, notes, failure)
+    return Verification(
+        len(after), tuple(counts), tuple(times), numerics, verdict, tuple(reasons), tuple(notes), failure,
+        speed=speed, backend=backend, device=device,
+    )  # fmt: skip
+
+
+def _coverage(counts: list[Metric]) -> list[Reason]:
+    """A patched run that compiles less: the ops in compiled graphs, in total or in the largest graph, below
+    COVERAGE_FLOOR of the original's (nothing compiled at all is the extreme of it). One general rule: a change that
+    keeps the model out of compiled code (a disable around it, a stance never set back) is no fix."""
+    by = {m.name: m for m in counts}
+    graphs = by["graphs"]
+    if (graphs.before.median or 0) > 0 and (graphs.after.median or 0) == 0:
+        return [
+            Reason(
+                ReasonKind.COVERAGE,
+                f"the patched run compiled nothing: {graphs.before.median:g} graphs before, none after",
+            )
+        ]
+    out = []
+    for name in COVERAGE:
+        m = by[name]
+        b, a = m.before.median or 0, m.after.median or 0
+        if b > 0 and a < COVERAGE_FLOOR * b:
+            out.append(
+                Reason(
+                    ReasonKind.COVERAGE,
+                    f"compiles less: {m.label} {b:g} before, {a:g} after ({a / b:.2f} of the original; a change may "
+                    f"keep no less than {COVERAGE_FLOOR:g})",
+                )
+            )
+    return out
 
 
 def restored_verdict(
-    ref: Reference, before: list[ArmRun], after: list[ArmRun], root: Path | None = None
+    ref: Reference,
+    before: list[ArmRun],
+    after: list[ArmRun],
+    root: Path | None = None,
+    *,
+    timed: bool = True,
+    backend: str = "",
 ) -> Verification | None:
     """The verdict when the eager reference found the eager program restored (reference.RESTORED): the patched
     compiled run computes what the original computes eagerly, and what the patch computes eagerly; the original
@@ -238,14 +358,12 @@ def restored_verdict(
     None for any other reference: the gate stays as it was."""
     if ref.whose != RESTORED:
         return None
-    v = judge(before, after, 1e300, 1e300, root)
-    v.notes.insert(0, ref.describe())
-    v.numerics, v.reference = ref.restored, ref
-    return v
+    v = judge(before, after, 1e300, 1e300, root, timed=timed, backend=backend)
+    return replace(v, numerics=ref.restored, reference=ref, notes=(ref.describe(), *v.notes))
 
 
 def _failure(
-    before: list[ArmRun], after: list[ArmRun], root: Path | None, reasons: list[str], notes: list[str]
+    before: list[ArmRun], after: list[ArmRun], root: Path | None, reasons: list[Reason], notes: list[str]
 ) -> RunFailure | None:
     """Every way the patched arm can fail or stop early, named with its exception and line: it failed where
     the original did not; both failed, differently; it ran out of time where the original finished."""
@@ -261,18 +379,27 @@ def _failure(
     if failure.ended_by == "timeout":
         if not any(r.outcome.ended_by == "timeout" for r in before):
             reasons.append(
-                f"the patched script ran out of its time budget where the original did not ({failure.describe()}; "
-                f"the original recorded {went_further})"
+                Reason(
+                    ReasonKind.TIMEOUT,
+                    f"the patched script ran out of its time budget where the original did not "
+                    f"({failure.describe()}; the original recorded {went_further})",
+                )
             )
         return failure
     if original is None:
         reasons.append(
-            f"the patched script failed ({failure.ended_by}) where the original did not: {failure.describe()}"
+            Reason(
+                ReasonKind.CRASH,
+                f"the patched script failed ({failure.ended_by}) where the original did not: {failure.describe()}",
+            )
         )
     elif original.same_as != failure.same_as:
         reasons.append(
-            f"the patched script failed differently from the original: {failure.describe()} "
-            f"(the original: {original.describe()})"
+            Reason(
+                ReasonKind.CRASH,
+                f"the patched script failed differently from the original: {failure.describe()} "
+                f"(the original: {original.describe()})",
+            )
         )
     else:
         notes.append(f"both scripts failed the same way: {failure.describe()}")

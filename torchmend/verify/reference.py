@@ -27,6 +27,7 @@ from typing import Any
 
 from torchmend.model import StrEnum
 from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
+from torchmend.verify.reasons import ReasonKind
 from torchmend.verify.runs import ArmRun
 
 EAGER_COMPILE = (("eager", True),)  # RunSpec.compile for a run without torch.compile (collector.override_compile)
@@ -107,6 +108,13 @@ class Reference:
         return (
             f"noise band: the original's own compiled run differs from its eager run by {self.band:.2g} relative; "
             f"the gate allows max(rtol {self.rtol:g}, band) = {max(self.rtol, self.band):.2g}"
+        )
+
+    @property
+    def kind(self) -> ReasonKind:
+        """The kind of reason this reference gives a refusal: measured math change, measured miscompile, or none."""
+        return {REWRITE: ReasonKind.MATH_CHANGED, COMPILER: ReasonKind.MISCOMPILE}.get(
+            self.whose, ReasonKind.UNEXPLAINED
         )
 
     def describe(self, cause: str = "") -> str:

@@ -32,7 +32,7 @@ def rows(v: Verification) -> list[tuple[str, str, str, str]]:
 def markdown(v: Verification, command: str = "") -> str:
     runs = "1 run per arm" if v.repeat == 1 else f"{v.repeat} runs per arm, interleaved; medians, min–max in brackets"
     lines = [
-        f"**Verification: {v.verdict.replace('_', ' ')}** ({runs})",
+        f"**Verification: {v.word}** ({runs})",
         "",
         "| | before | after | after/before |",
         "|---|---|---|---|",
@@ -43,6 +43,7 @@ def markdown(v: Verification, command: str = "") -> str:
         lines.append(f"Numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics_text()}.")
     elif v.distribution is not None:
         lines.append(f"Numerics, in distribution (the random stream changed): {v.distribution.describe()}.")
+    lines.append(f"Speed: {v.speed_text()}.")
     lines += [f"- {r}" for r in v.reasons] + [f"- note: {n}" for n in v.notes]
     if command:
         lines += ["", "Reproduce:", "", "```", command, "```"]

@@ -62,7 +62,7 @@ def verification(v: Verification) -> str:
     numerics, as one run-level workflow command."""
     from torchmend.verify.report import rows
 
-    lines = [*v.reasons, *(f"{label}: {before} → {after}" for label, before, after, _ in rows(v))]
+    lines = [*map(str, v.reasons), v.speed_text(), *(f"{label}: {before} → {after}" for label, before, after, _ in rows(v))]
     if v.numerics is not None:
         lines.append(f"numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics_text()}")
     lines += [f"note: {n}" for n in v.notes]
@@ -72,5 +72,5 @@ def verification(v: Verification) -> str:
 def verdict_command(verdict: str, lines: Sequence[str]) -> str:
     """`torchmend verify`'s verdict as one workflow command (a run-level annotation, no file): improved → notice,
     no_change → warning, refused → error."""
-    name = {"improved": "notice", "no_change": "warning"}.get(verdict, "error")
+    name = {"improved": "notice", "no_speed_change": "notice", "no_change": "warning"}.get(verdict, "error")
     return command(name, "\n".join(lines), title=f"torchmend verify: {verdict.replace('_', ' ')}") + "\n"

@@ -84,6 +84,7 @@ def propose_first_call(finding: Finding, ctx: Context) -> Result:
         insert_after={stmt: [stance(DEFAULT)]},
         imports=imports,
         note=NOTE,
+        global_setting=True,
     )
 
 

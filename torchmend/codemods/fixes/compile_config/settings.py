@@ -47,6 +47,7 @@ def setting(
         insert_before={site.statement: [stmt]},
         imports=imports,
         note=note,
+        global_setting=True,
     )
 
 
@@ -73,4 +74,5 @@ def add_member(
         imports=imports,
         note=note,
         alternative=alternative,
+        global_setting=True,
     )
