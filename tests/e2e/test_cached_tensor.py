@@ -19,7 +19,7 @@ from torchmend.profiler.events import END
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
 from torchmend.sources import read_source
 from torchmend.verify.attribution import attribute
-from torchmend.verify.compare import IMPROVED, judge
+from torchmend.verify.compare import NEUTRAL, judge
 from torchmend.verify.runs import from_outcome
 
 # fixture -> (the line of the cache's `if`, the first line it becomes, whether the library mask check breaks before)
@@ -83,6 +83,6 @@ def test_cached_tensor_scan_fix_verify(name: str) -> None:
     assert all(e.helped for e in attribute(accepted, after.findings, changes))
 
     verdict = judge([before], [after])
-    assert verdict.verdict == IMPROVED, verdict.reasons
+    assert verdict.verdict == NEUTRAL, verdict.reasons
     assert verdict.numerics is not None and verdict.numerics.equal, verdict.numerics
     assert verdict.numerics.steps_compared > 0

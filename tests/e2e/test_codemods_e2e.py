@@ -15,7 +15,7 @@ from torchmend.profiler.events import END
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
 from torchmend.sources import read_source
 from torchmend.verify.attribution import attribute
-from torchmend.verify.compare import IMPROVED, judge
+from torchmend.verify.compare import NEUTRAL, judge
 from torchmend.verify.runs import from_outcome
 
 # fixture -> the rules whose findings get a proposal (and must be gone after the rewrite)
@@ -64,6 +64,6 @@ def test_rewrite_removes_what_it_targets(name: str) -> None:
     assert all(e.helped for e in attribute(accepted, after.findings, changes))
 
     verdict = judge([before], [after])
-    assert verdict.verdict == IMPROVED, verdict.reasons
+    assert verdict.verdict == NEUTRAL, verdict.reasons
     assert verdict.numerics is not None and verdict.numerics.equal, verdict.numerics
     assert verdict.numerics.steps_compared > 0

@@ -58,7 +58,7 @@ def test_the_verdict_names_the_wrapped_error(project: tuple[Path, ArmRun]) -> No
     assert "TORCHDYNAMO_VERBOSE" in after.outcome.end["error"]  # what torch 2.13 appends to the message
     v = judge([before], [after], root=root)
     assert v.verdict == REFUSED
-    said = next(r for r in v.reasons if r.startswith("the patched script failed"))
+    said = next(r.text for r in v.reasons if r.text.startswith("the patched script failed"))
     assert "TORCHDYNAMO_VERBOSE" not in said and "from user code" not in said
     assert "RuntimeError(" in said and ("size mismatch" in said or "must have same" in said), said
 
@@ -70,7 +70,7 @@ def test_a_call_dynamo_forbids_is_named_with_its_line(project: tuple[Path, ArmRu
     assert v.verdict == REFUSED
     line = MARKED.splitlines().index("    torch._dynamo.maybe_mark_dynamic(x, 0)") + 1
     assert v.failure is not None and (v.failure.display, v.failure.line) == ("train.py", line)
-    said = v.reasons[0]
+    said = v.reasons[0].text
     assert "Attempt to trace forbidden callable" in said and f"train.py:{line}" in said, said
-    assert not any("recorded 2 and 0 losses" in r for r in v.reasons)
+    assert not any("recorded 2 and 0 losses" in r.text for r in v.reasons)
     assert v.numerics_text().startswith("not compared past step 0"), v.numerics_text()

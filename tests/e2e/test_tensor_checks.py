@@ -211,7 +211,7 @@ def test_fixture_fix_verifies_and_explains_what_it_leaves():
     from torchmend.profiler.events import END
     from torchmend.profiler.runner import RunOutcome, RunSpec
     from torchmend.sources import read_source
-    from torchmend.verify.compare import IMPROVED
+    from torchmend.verify.compare import NEUTRAL
     from torchmend.verify.reference import RESTORED
     from torchmend.verify.runs import from_outcome
 
@@ -244,7 +244,7 @@ def test_fixture_fix_verifies_and_explains_what_it_leaves():
     verdict, _, a_runs = verify(spec, replace(spec, overlay=overlay), ROOT, reuse_before=(before,), reference=True)
     left = sorted(f.rule for f in a_runs[0].findings if f.where == "project")  # lines below the rewrites moved
     assert left == ["TM103", "TM105"]  # the LayerDrop skip; one break at the call of the helper that runs eagerly
-    assert verdict.verdict == IMPROVED, verdict.reasons
+    assert verdict.verdict == NEUTRAL, verdict.reasons
     assert verdict.reference is not None and verdict.reference.whose == RESTORED, verdict.notes
     assert verdict.numerics is not None and verdict.numerics.equal and verdict.numerics.max_rel_diff == 0.0
     assert verdict.notes[0].startswith("the patched compiled run equals the original eager run (4 losses")

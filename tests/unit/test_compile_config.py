@@ -217,7 +217,7 @@ def test_a_function_that_now_compiles_is_not_refused_for_its_extra_graph() -> No
     graph more, no more breaks, one finding fewer. That is the fix working, not a regression."""
     from torchmend.model import Summary
     from torchmend.profiler.runner import RunOutcome
-    from torchmend.verify.compare import IMPROVED, judge
+    from torchmend.verify.compare import NEUTRAL, judge
     from torchmend.verify.runs import ArmRun
 
     def run(arm: str, graphs: int, findings: int) -> ArmRun:
@@ -239,4 +239,4 @@ def test_a_function_that_now_compiles_is_not_refused_for_its_extra_graph() -> No
         return ArmRun(arm, 0, fs, summary, RunOutcome([], "steps", 0, 5.0, "", end))
 
     v = judge([run("before", 6, 6)], [run("after", 7, 5)])
-    assert v.verdict == IMPROVED, v.reasons
+    assert v.verdict == NEUTRAL, v.reasons

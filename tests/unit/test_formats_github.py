@@ -131,6 +131,7 @@ def test_verify_format_github_says_verdict_reasons_and_counts():
     assert (name, props["title"]) == ("notice", "torchmend verify: improved")
     assert message.splitlines() == [
         "removed 9 graph breaks",
+        "speed not judged: runs on the script's own backend screen changes, they do not time them",
         "graph breaks: 9 → 0",
         "recompiles: 8 → 1",
         "note: one run per arm",

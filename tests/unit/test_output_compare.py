@@ -7,7 +7,7 @@ import math
 
 from torchmend.model import Summary
 from torchmend.profiler.runner import RunOutcome
-from torchmend.verify.compare import IMPROVED, REFUSED, judge
+from torchmend.verify.compare import NEUTRAL, REFUSED, judge
 from torchmend.verify.numerics import RTOL, compare
 from torchmend.verify.runs import ArmRun
 
@@ -124,9 +124,9 @@ def _arm(arm: str, outputs: list[dict], recompiles: int) -> ArmRun:
 
 def test_judge_on_a_sampling_script():
     fixed = judge([_arm("before", _calls(10), recompiles=1)], [_arm("after", _calls(10), recompiles=0)])
-    assert fixed.verdict == IMPROVED and not fixed.reasons
+    assert fixed.verdict == NEUTRAL and not fixed.reasons
     assert fixed.numerics.describe().startswith("numerics match (10 outputs of compiled functions")
     wrong = _calls(10, **{"4": _fp(total=4.0, scale=1.01)})
     refused = judge([_arm("before", _calls(10), recompiles=1)], [_arm("after", wrong, recompiles=0)])
     assert refused.verdict == REFUSED
-    assert "numerics differ: outputs of compiled functions diverge at call 4 (next_logits)" in refused.reasons[0]
+    assert "numerics differ: outputs of compiled functions diverge at call 4 (next_logits)" in refused.reasons[0].text

@@ -158,7 +158,9 @@ def _rounds(
     started: list[pipeline.RunStarted] = []
     events = list(pipeline.verify_rounds(_scan(root, cold), fixes, root, backend=backend, on_run=started.append))
     assert all(s.total in (1, 2) for s in started)
-    return events
+    # one stage, the judging one, on the backend asked for (no screening backend was given)
+    assert events[0] == pipeline.Stage(pipeline.StageKind.JUDGE, backend, 1)
+    return events[1:]
 
 
 def _gated(text: str) -> set[str]:
@@ -240,7 +242,7 @@ def test_a_refusal_no_single_change_explains_refuses_them_all(
     events = _rounds(monkeypatch, fixes, arms)
     assert [type(e) for e in events] == [pipeline.Round, pipeline.Probe, pipeline.Probe, pipeline.Verified]
     assert events[0].effects == () and events[0].verification.verdict == "refused"
-    assert "the patched script failed" in events[0].verification.reasons[0]
+    assert "the patched script failed" in events[0].verification.reasons[0].text
     assert [len(p.changes) for p in events[1:3]] == [1, 2]
     done = events[-1]
     assert done.outcome == pipeline.REFUSED and len(done.accepted) == 3
@@ -259,7 +261,7 @@ def test_the_change_a_failure_names_is_dropped_and_the_rest_verified(
         and refusal.found_by == "the failure names its line"
         and refusal.fallback is None
     )
-    assert "RuntimeError: boom at train.py:" in refusal.reasons[0]
+    assert "RuntimeError: boom at train.py:" in refusal.reasons[0].text
     assert _gated(arms.calls[1][1]) == {"one", "three"}
     done = events[-1]
     assert done.outcome == pipeline.VERIFIED and [p.findings[0].line for p in done.accepted] == [6, 10]

@@ -112,6 +112,6 @@ def test_a_patch_that_is_neither_the_compiled_nor_the_eager_numbers_is_refused(
 ) -> None:
     done = _verify(monkeypatch, tmp_path, patched=OTHER)
     assert done.outcome == pipeline.REFUSED
-    reasons = " ".join(done.verification.reasons)
+    reasons = " ".join(map(str, done.verification.reasons))
     assert "numerics differ" in reasons and "the compiler mis-compiled the rewritten code" in reasons
     assert any("no noise band" in n and "TM110" in n for n in done.verification.notes)

@@ -7,7 +7,8 @@ from torchmend.codemods.base import Proposal
 from torchmend.model import Finding, Summary
 from torchmend.profiler.runner import RunOutcome
 from torchmend.verify.attribution import attribute
-from torchmend.verify.compare import IMPROVED, NO_CHANGE, REFUSED, judge
+from torchmend.verify.compare import IMPROVED, NEUTRAL, NO_CHANGE, REFUSED, judge
+from torchmend.verify.reasons import ReasonKind
 from torchmend.verify.runs import ArmRun
 
 
@@ -19,6 +20,10 @@ def _run(
     losses=(1.0, 0.9, 0.8),
     ended_by: str = "finished",
     compiled: bool = True,
+    ops: int = 40,
+    largest: int = 30,
+    last: float | None = None,
+    compile_s: float = 1.0,
 ) -> ArmRun:
     summary = Summary(
         frames_compiled=1 if compiled else 0,
@@ -27,52 +32,85 @@ def _run(
         graph_breaks=breaks,
         recompiles=recompiles,
         recompile_limit_hits=0,
-        compile_seconds=1.0,
+        compile_seconds=compile_s,
         steps=len(losses),
         ended_by=ended_by,
         wall_seconds=5.0,
         torch_version="2.13",
         first_step_s=1.0,
         steady_step_s=steady,
+        last_step_s=last if last is not None else 1.0 + steady * len(losses),
+        ops_compiled=ops if compiled else 0,
+        largest_graph_ops=largest if compiled else 0,
     )
     end = {"ev": "end", "reason": ended_by, "losses": list(losses), "params": None}
     return ArmRun(arm, 0, [], summary, RunOutcome([], ended_by, 0, 5.0, "Traceback ...\nValueError: boom", end))
 
 
-def test_fewer_breaks_same_numbers_is_improved() -> None:
+def test_fewer_breaks_with_no_measured_gain_is_neutral_never_improved() -> None:
+    """Counts are diagnostics: fewer breaks with one run per arm (no noise band) is 'no measured speed change'."""
     v = judge([_run("before", breaks=2)], [_run("after", breaks=0)])
-    assert v.verdict == IMPROVED and not v.reasons
+    assert v.verdict == NEUTRAL and v.ok and not v.reasons
     assert v.metric("graph_breaks").ratio == 0
+    assert "speed not measured" in v.speed_text() and "one run per arm" in v.speed_text()
+
+
+def test_improved_needs_a_gain_beyond_the_measured_band() -> None:
+    before = [_run("b", breaks=2, steady=s) for s in (0.0100, 0.0102, 0.0101)]
+    faster = [_run("a", steady=s) for s in (0.0060, 0.0061, 0.0062)]
+    within = [_run("a", steady=s) for s in (0.0099, 0.0103, 0.0100)]
+    v = judge(before, faster)
+    assert v.verdict == IMPROVED and v.speed is not None and v.speed.gain is not None
+    assert v.speed_text().startswith("faster on the script's own backend")
+    w = judge(before, within)
+    assert w.verdict == NEUTRAL and w.speed_text().startswith("no measured speed change")
+    # equal steps, a compile measured shorter: faster to start
+    start = [_run("a", steady=s, compile_s=c) for s, c in ((0.0100, 0.40), (0.0102, 0.41), (0.0101, 0.39))]
+    assert judge(before, start).verdict == IMPROVED
+    # a screening run judges no speed at all, whatever the times
+    assert judge(before, faster, timed=False).verdict == NEUTRAL
+
+
+def test_compiling_less_is_refused_whatever_the_counts_say() -> None:
+    """A change that takes the model out of compiled code (a disable around it) removes breaks and still fails."""
+    v = judge([_run("before", breaks=3, ops=900, largest=460)], [_run("after", breaks=0, ops=4, largest=4)])
+    assert v.verdict == REFUSED and {r.kind for r in v.reasons} == {ReasonKind.COVERAGE}
+    assert "ops compiled 900 before, 4 after" in v.reasons[0].text
+    kept = judge([_run("before", breaks=1, ops=100, largest=60)], [_run("after", ops=96, largest=100)])
+    assert kept.verdict == NEUTRAL  # 0.96 of the ops, in one graph now: kept
 
 
 def test_nothing_fixed_is_no_change() -> None:
     v = judge([_run("before", breaks=1)], [_run("after", breaks=1)])
-    assert v.verdict == NO_CHANGE and "fixes nothing" in v.reasons[0]
+    assert v.verdict == NO_CHANGE and "fixes nothing" in v.reasons[0].text
 
 
 def test_a_patched_run_that_compiled_nothing_is_refused() -> None:
     """No breaks and no recompiles because nothing compiled (a compiler stance left on force_eager) is no fix."""
     v = judge([_run("before", breaks=2, recompiles=1)], [_run("after", compiled=False)])
-    assert v.verdict == REFUSED and "compiled nothing: 3 graphs before, none after" in v.reasons[0]
+    assert v.verdict == REFUSED and "compiled nothing: 3 graphs before, none after" in v.reasons[0].text
 
 
 def test_more_recompiles_or_other_losses_or_a_crash_is_refused() -> None:
     assert judge([_run("b", breaks=2)], [_run("a", recompiles=1)]).verdict == REFUSED
     v = judge([_run("b", breaks=1)], [_run("a", losses=(1.0, 0.95, 0.8))])
-    assert v.verdict == REFUSED and "diverge at step 1" in v.reasons[0]
+    assert v.verdict == REFUSED and "diverge at step 1" in v.reasons[0].text
     v = judge([_run("b", breaks=1)], [_run("a", losses=(1.0,), ended_by="error")])
-    assert v.verdict == REFUSED and "ValueError: boom" in v.reasons[0]
+    assert v.verdict == REFUSED and "ValueError: boom" in v.reasons[0].text
 
 
-def test_slower_only_counts_beyond_noise() -> None:
-    before = [_run("b", breaks=1, steady=s) for s in (0.010, 0.011)]
-    apart = [_run("a", steady=s) for s in (0.020, 0.021)]
-    overlapping = [_run("a", steady=s) for s in (0.009, 0.030)]
-    assert judge(before, apart).verdict == REFUSED
-    v = judge(before, overlapping)
-    assert v.verdict == IMPROVED and any("ranges overlap" in n for n in v.notes)
-    single = judge(before[:1], apart[:1])
-    assert single.verdict == IMPROVED and any("one run per arm" in n for n in single.notes)
+def test_slower_only_counts_beyond_the_band() -> None:
+    before = [_run("b", breaks=1, steady=s) for s in (0.010, 0.011, 0.0105)]
+    apart = [_run("a", steady=s) for s in (0.020, 0.021, 0.0205)]
+    noisy = [_run("a", steady=s) for s in (0.009, 0.030, 0.015)]
+    v = judge(before, apart)
+    assert v.verdict == REFUSED and ReasonKind.SLOWER in v.kinds()
+    assert any("steady step 1.95× the original (band ±" in r.text for r in v.reasons)
+    assert judge(before, noisy).verdict == NEUTRAL  # a band as wide as the arm's own noise
+    # one run per arm measures no band: within ONE_RUN_LIMIT speed is not judged; beyond it, still slower
+    assert judge(before[:1], apart[:1]).verdict == NEUTRAL
+    far = judge(before[:1], [_run("a", steady=0.05)])
+    assert far.verdict == REFUSED and "one run per arm, beyond 2×" in far.reasons[0].text
 
 
 def _finding(rule: str, line: int) -> Finding:
@@ -162,9 +200,9 @@ def test_a_failed_patched_run_is_named_with_its_line_not_its_missing_losses() ->
 
     v = judge([_run("before", breaks=1)], [_ended("after", "error", error=FORBIDDEN)], root=Path("/p"))
     assert v.verdict == REFUSED and len(v.reasons) == 1, v.reasons
-    assert "Attempt to trace forbidden callable" in v.reasons[0]
-    assert "train.py:11 (`torch._dynamo.maybe_mark_dynamic(x, 0)`)" in v.reasons[0]
-    assert "after 0 losses" in v.reasons[0] and "recorded 3 and 0" not in v.reasons[0]
+    assert "Attempt to trace forbidden callable" in v.reasons[0].text
+    assert "train.py:11 (`torch._dynamo.maybe_mark_dynamic(x, 0)`)" in v.reasons[0].text
+    assert "after 0 losses" in v.reasons[0].text and "recorded 3 and 0" not in v.reasons[0].text
     assert v.numerics_text() == "not compared past step 0: the patched run failed there (see the verdict)"
     assert v.to_json()["failure"]["line"] == 11
 
@@ -172,20 +210,20 @@ def test_a_failed_patched_run_is_named_with_its_line_not_its_missing_losses() ->
 def test_both_runs_failing_differently_or_alike() -> None:
     other = FORBIDDEN.replace("0x7fe6babf45e0", "0x7f0000000000")  # another process, another address
     same = judge([_ended("b", "error", (1.0,), FORBIDDEN)], [_ended("a", "error", (1.0,), other)])
-    assert not any("failed" in r for r in same.reasons) and "both scripts failed the same way" in same.notes[0]
+    assert not any("failed" in r.text for r in same.reasons) and "both scripts failed the same way" in same.notes[0]
     differently = judge([_ended("b", "error", (1.0,), "ValueError: boom")], [_ended("a", "error", (), FORBIDDEN)])
     assert differently.verdict == REFUSED
-    assert differently.reasons[0].startswith("the patched script failed differently from the original: Assertion")
-    assert "(the original: ValueError: boom, after 1 loss)" in differently.reasons[0]
+    assert differently.reasons[0].text.startswith("the patched script failed differently from the original: Assertion")
+    assert "(the original: ValueError: boom, after 1 loss)" in differently.reasons[0].text
 
 
 def test_a_patched_run_out_of_time_or_killed_says_so() -> None:
     slow = judge([_run("b", breaks=1)], [_ended("a", "timeout", (1.0,))])
     assert slow.verdict == REFUSED
-    assert slow.reasons[0].startswith("the patched script ran out of its time budget where the original did not")
-    assert "after 1 loss;" in slow.reasons[0] and "the original recorded 3" in slow.reasons[0]
+    assert slow.reasons[0].text.startswith("the patched script ran out of its time budget where the original did not")
+    assert "after 1 loss;" in slow.reasons[0].text and "the original recorded 3" in slow.reasons[0].text
     killed = judge([_run("b", breaks=1)], [_ended("a", "killed", (1.0, 0.9))])
-    assert "failed (killed) where the original did not: it ended by killed, after 2 losses" in killed.reasons[0]
+    assert "failed (killed) where the original did not: it ended by killed, after 2 losses" in killed.reasons[0].text
 
 
 def test_a_failure_a_change_causes_by_design_says_why() -> None:

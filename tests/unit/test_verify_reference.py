@@ -119,7 +119,7 @@ def test_restoring_the_eager_program_is_judged_with_the_fixed_tolerance_only() -
 def test_the_verdict_accepts_the_restored_eager_program_and_keeps_the_count_gate() -> None:
     from dataclasses import replace
 
-    from torchmend.verify.compare import IMPROVED, REFUSED, restored_verdict
+    from torchmend.verify.compare import NEUTRAL, REFUSED, restored_verdict
     from torchmend.verify.reference import KNOWN_DIVERGENCES
 
     def breaks(run: ArmRun, n: int) -> ArmRun:
@@ -129,13 +129,17 @@ def test_the_verdict_accepts_the_restored_eager_program_and_keeps_the_count_gate
     original_c = breaks(_drew_host_random(_run("bc", gain=1.4, losses=[1.0, 0.7, 0.65])), 6)
     ref = reference(original_c, _run("be"), _run("ac"), _run("ae"))
     v = restored_verdict(ref, [original_c], [breaks(_run("ac"), 1)])
-    assert v is not None and v.verdict == IMPROVED and not v.reasons
+    assert v is not None and v.verdict == NEUTRAL and not v.reasons
     assert v.numerics is not None and v.numerics.equal and v.numerics.max_rel_diff == 0.0  # against the eager run
     assert v.notes[0] == ref.describe() and v.reference is ref
     assert v.numerics_text().startswith("against the original eager run, numerics match (3 losses")
     # more breaks than the original: refused, restored or not
     v = restored_verdict(ref, [original_c], [breaks(_run("ac"), 7)])
-    assert v is not None and v.verdict == REFUSED and v.reasons == ["more graph breaks: 6 before, 7 after"]
+    assert (
+        v is not None
+        and v.verdict == REFUSED
+        and [r.text for r in v.reasons] == ["more graph breaks: 6 before, 7 after"]
+    )
     # anything but a restored eager program: the gate as it was (None: the caller goes on with the band)
     other = reference(original_c, _run("be"), _run("ac", gain=1.02), _run("ae"))
     assert restored_verdict(other, [original_c], [_run("ac", gain=1.02)]) is None

@@ -73,7 +73,7 @@ class Proposal:
     # frames compiling around a nested break): verification counts it as helping when their counts fall.
     reduces: bool = False
     # The change is a global compiler setting (a dynamo config line, a compiler stance) rather than a local source
-    # edit: it is written only when the script's own backend measured it faster (pipeline/rounds.py).
+    # edit: it is written only when the script's own backend measured it faster (pipeline/stages.py).
     global_setting: bool = False
 
     def __post_init__(self) -> None:

@@ -46,8 +46,8 @@ from torchmend.pipeline.events import (
     Verified,
 )
 from torchmend.pipeline.fixes import UNSAFE_OPTION, Fixes, accept_all, propose, review
-from torchmend.pipeline.rounds import verify_rounds
 from torchmend.pipeline.scans import Scan, scan, scan_events, scan_trace, select
+from torchmend.pipeline.stages import verify_rounds
 from torchmend.pipeline.writes import ProjectBusy, WriteRefused, patch_bytes, write
 from torchmend.versions import installed_torch  # the API's name for it: docs/api.md
 

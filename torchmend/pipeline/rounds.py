@@ -1,13 +1,11 @@
-"""verify_rounds(): the verification stages and their rounds. A screening stage (a quick backend, one run per arm)
-may go first; the judging stage (the script's own backend, several timed runs per arm) decides what is written. In
-each, a refusal costs only the changes it is due to (found by the failing line, else by bisection) and their
-fallbacks are tried in their place. A global compiler setting is written only when the script's own backend measured
-the run faster."""
+"""The rounds of one verification stage (pipeline/stages.py runs the stages): a refusal costs only the changes it is
+due to (found by the failing line, else by bisection), their fallbacks tried in their place; a change that did not
+help is withdrawn and the rest verified once more; a follow-up round may add a safe last resort."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,32 +23,24 @@ from torchmend.pipeline.events import (
     FollowUp,
     FoundBy,
     Probe,
-    ProxyFailed,
     Refusal,
     Retry,
     Round,
-    Stage,
-    StageKind,
     Verified,
 )
-from torchmend.pipeline.inputs import settings_for
-from torchmend.project import Project
-from torchmend.settings import Settings
 from torchmend.verify.reasons import Reason, ReasonKind
 
 if TYPE_CHECKING:  # heavy (libcst, the runner) or annotations only: imported by the stage that needs it
     from torchmend.codemods.base import Proposal
     from torchmend.codemods.engine import Session
     from torchmend.model import Finding
-    from torchmend.pipeline.fixes import Fixes
-    from torchmend.pipeline.scans import Scan
     from torchmend.profiler.runner import RunSpec
     from torchmend.verify.compare import Verification
     from torchmend.verify.failure import RunFailure
     from torchmend.verify.runs import ArmRun
 
 
-class _Judge:
+class Judge:
     """The runs of one verify_rounds(): the original's compiled runs (reused), its eager run (made once, when a
     difference in numbers first needs the eager reference), and a verdict for any set of the changes."""
 
@@ -185,7 +175,7 @@ def _by_line(session: Session, proposals: Sequence[Proposal], failure: RunFailur
 
 
 def _culprits(
-    judge: _Judge, session: Session, v: Verification, versions: dict[str, str], probes: list[Probe]
+    judge: Judge, session: Session, v: Verification, versions: dict[str, str], probes: list[Probe]
 ) -> tuple[list[Proposal], FoundBy, Verification]:
     """The accepted changes a refusal is due to, how they were found, and the verdict that refused them: the
     change whose lines the failure names; the only change; else a bisection over the changes, each half verified
@@ -216,154 +206,8 @@ def _culprits(
     return suspects, (FoundBy.BISECTION if len(suspects) < len(accepted) else FoundBy.TOGETHER), verdict
 
 
-def verify_rounds(
-    scan: Scan,
-    fixes: Fixes,
-    root: Project | Path,
-    settings: Settings | None = None,
-    *,
-    backend: str | None = None,
-    screen: str | None = None,
-    repeat: int = 1,
-    rtol: float | None = None,
-    atol: float | None = None,
-    on_run: Callable[[RunStarted], None] | None = None,
-    follow_up: bool = False,
-) -> Iterator[Event]:
-    """Run the original and the patched sources (served from memory: nothing is written) and judge, stage by stage
-    and round by round. With `screen` (a quick backend, e.g. aot_eager, other than `backend`), a screening stage
-    goes first: one run per arm, counts, coverage and numerics, no timing; what it verifies goes on to the judging
-    stage, `repeat` timed runs per arm on `backend` (None: the script's own), whose verdict decides what is written.
-    When the screening backend fails the original where eager runs (PyTorch's failure, not the user's), screening
-    goes on with eager (ProxyFailed). In each stage a refusal costs only the changes it is due to (found by the
-    failing line, else by bisection): they are withdrawn, their next candidate fix (`Proposal.fallbacks`) takes their
-    place, and the rest is verified again; a change whose targeted findings are all still there did not help: it is
-    withdrawn and the rest verified again, once. A global compiler setting (`Proposal.global_setting`) is kept only
-    when the judging stage ran on the script's own backend and measured a gain (verdict improved); otherwise it is
-    withdrawn (Dropped) and the rest judged again. Yields Stage as each stage begins, Rounds (Probes while
-    bisecting, Dropped after a refusal, Retry before the retry) and one Verified last. The scan is reused as the
-    first before-run of the stage whose backend it ran on, when it ran cold. `rtol` and `atol` default to the
-    settings' tolerance. With `follow_up` (fix --yes: nobody is asked), a verified round whose patched run shows a
-    finding a safe last resort fixes adds that change and verifies once more (FollowUp), in the first stage."""
-    from torchmend.verify.runs import from_outcome
-
-    if scan.spec is None:
-        raise ValueError("a scan from a trace ran nothing here: there is no run to compare against")
-    project = Project.of(root)
-    root = project.root
-    tolerance = settings_for(project, settings).tolerance
-    rtol = tolerance.rtol if rtol is None else rtol
-    atol = tolerance.atol if atol is None else atol
-    session = fixes.session
-    versions = {"torch": scan.summary.torch_version or ""}
-    tried: list[Refusal] = []
-
-    def reused(stage_backend: str | None) -> tuple[ArmRun, ...]:
-        cold = scan.cold and scan.spec is not None and stage_backend == scan.spec.backend
-        return (from_outcome("before", 0, scan.outcome, root),) if cold else ()
-
-    if screen is not None and screen != backend:
-        spec = replace(scan.spec, backend=screen, overlay=())
-        reuse = reused(screen)
-        if reuse and reuse[0].failed:
-            proxy = yield from _proxy_failed(spec, reuse[0], root, on_run)
-            if proxy is not None:
-                spec, reuse = proxy
-        yield Stage(StageKind.SCREEN, spec.backend, 1)
-        screening = _Judge(spec, root, 1, rtol, atol, on_run, reuse, timed=False)
-        screened = yield from _rounds(screening, session, versions, tried, follow_up)
-        if not screened.ok:
-            yield screened
-            return
-        follow_up = False  # the judging stage judges what screening kept
-    yield Stage(StageKind.JUDGE, backend, repeat)
-    judging = _Judge(replace(scan.spec, backend=backend, overlay=()), root, repeat, rtol, atol, on_run, reused(backend))
-    done = yield from _rounds(judging, session, versions, tried, follow_up)
-    if screen is not None and screen != backend and ReasonKind.ORIGINAL_FAILED in done.verification.kinds():
-        # The original does not run on the judging backend here (no compiler for it, a PyTorch failure): what
-        # screening verified stands for the local changes, said as such; a global setting is not confirmed.
-        own = backend or "the script's own backend"
-        yield from _withhold_globals(session, tried, _not_confirmed(own))
-        reason = next(r for r in done.verification.reasons if r.kind == ReasonKind.ORIGINAL_FAILED)
-        v = screened.verification.noted(f"verified on {screen} only; not on {own}, where {reason.text}")
-        yield Verified(VERIFIED if session.accepted else NONE_HELPED, tuple(session.accepted), v, tuple(tried))
-        return
-    if done.ok and any(p.global_setting for p in session.accepted):
-        from torchmend.verify.compare import IMPROVED
-
-        v = done.verification
-        if backend is not None or v.verdict != IMPROVED:  # a named backend is not the script's own: unconfirmed
-            yield from _withhold_globals(session, tried, _not_confirmed(backend) if backend else _no_gain(v))
-            if not session.accepted:
-                yield Verified(NONE_HELPED, (), v, tuple(tried))
-                return
-            done = yield from _rounds(judging, session, versions, tried, False)
-    if backend is not None:  # judged on a backend the user named: say it is not the script's own
-        device = f" ({done.verification.device})" if done.verification.device else ""
-        only = f"verified on {backend} only; not on the script's own backend{device}"
-        done = replace(done, verification=done.verification.noted(only, first=True))
-    yield done
-
-
-def _not_confirmed(backend: str) -> Reason:
-    return Reason(
-        ReasonKind.NOT_CONFIRMED,
-        f"a global compiler setting is written only when the script's own backend measures the run faster; these "
-        f"runs used {backend}",
-    )
-
-
-def _no_gain(v: Verification) -> Reason:
-    return Reason(
-        ReasonKind.NO_GAIN,
-        f"a global compiler setting is written only when measured faster, and it was not: {v.speed_text()}",
-    )
-
-
-def _withhold_globals(session: Session, tried: list[Refusal], reason: Reason) -> Iterator[Event]:
-    """Withdraw the accepted global compiler settings, each refused for `reason` (Dropped), when there are any; a
-    local fallback of one (no less safe than it) takes its place, to be judged in its turn."""
-    from torchmend.codemods.engine import Conflict
-
-    withheld = [p for p in session.accepted if p.global_setting]
-    if not withheld:
-        return
-    refused = []
-    for p in withheld:
-        session.withdraw(p)
-        local = next((fb for fb in p.fallbacks if not fb.global_setting and _no_less_safe(fb, p)), None)
-        if local is not None:
-            local = replace(local, findings=p.findings, fallbacks=())
-            try:
-                session.accept(local)
-            except Conflict:
-                local = None
-        refused.append(Refusal(p, FoundBy.GLOBAL_RULE, (reason,), local))
-    tried += refused
-    yield Dropped(tuple(refused), again=bool(session.accepted))
-
-
-def _proxy_failed(
-    spec: RunSpec, scanned: ArmRun, root: Path, on_run: Callable[[RunStarted], None] | None
-) -> Generator[Event, None, tuple[RunSpec, tuple[ArmRun, ...]] | None]:
-    """The original failed on the screening backend: run it once with eager. When eager runs it to its end, the
-    screening backend's failure is PyTorch's, not the user's (ProxyFailed): screening goes on with eager, that run as
-    its first before-run. None when eager fails too (the script's own failure, judged as such)."""
-    from torchmend.verify.compare import failure_line
-    from torchmend.verify.runs import run_one
-
-    eager = replace(spec, backend="eager")
-    if on_run is not None:
-        on_run(RunStarted("before (eager backend)", 0, 1, 1))
-    run = run_one(eager, root, "before")
-    if run.failed:
-        return None
-    yield ProxyFailed(spec.backend or "", failure_line(scanned.outcome), "eager")
-    return eager, (run,)
-
-
-def _rounds(
-    judge: _Judge, session: Session, versions: dict[str, str], tried: list[Refusal], follow_up: bool
+def rounds(
+    judge: Judge, session: Session, versions: dict[str, str], tried: list[Refusal], follow_up: bool
 ) -> Generator[Event, None, Verified]:
     """One stage's rounds on `judge`'s runs: yields Round, Probe, Dropped, Retry, FollowUp; returns the Verified."""
     from torchmend.verify.attribution import attribute
@@ -449,7 +293,7 @@ def _follow_up_verdict(
 
 
 def _after_refusal(
-    judge: _Judge, session: Session, v: Verification, versions: dict[str, str], tried: list[Refusal]
+    judge: Judge, session: Session, v: Verification, versions: dict[str, str], tried: list[Refusal]
 ) -> Generator[Event, None, Verified | None]:
     """A refused round: find the culprits (Probes), swap them for their next candidates or withdraw them
     (Dropped). Returns the Verified when the rounds end here (nothing is left to verify), else None."""
@@ -460,7 +304,7 @@ def _after_refusal(
     yield from probes
     # Culprits with a next candidate are swapped for it first and the others kept: changes refused only
     # together may verify once one of them takes another form. Without candidates, the culprits go.
-    swappable = [p for p in culprits if any(_no_less_safe(fb, p) for fb in p.fallbacks)]
+    swappable = [p for p in culprits if any(no_less_safe(fb, p) for fb in p.fallbacks)]
     if swappable:
         culprits = swappable
     elif len(culprits) == len(session.accepted):
@@ -469,7 +313,7 @@ def _after_refusal(
     refused = []
     for p in culprits:
         session.withdraw(p)
-        fallback = next((fb for fb in p.fallbacks if _no_less_safe(fb, p)), None)
+        fallback = next((fb for fb in p.fallbacks if no_less_safe(fb, p)), None)
         if fallback is not None:
             rest = tuple(fb for fb in p.fallbacks if fb is not fallback)
             fallback = replace(fallback, findings=p.findings, fallbacks=rest)
@@ -512,7 +356,7 @@ def _fewer(v: Verification, good: Verification) -> bool:
     return all(now[k] <= then.get(k, now[k]) for k in now) and any(now[k] < then.get(k, now[k]) for k in now)
 
 
-def _no_less_safe(fallback: Proposal, p: Proposal) -> bool:
+def no_less_safe(fallback: Proposal, p: Proposal) -> bool:
     """A fallback takes a refused change's place only when it is no less safe (what the user accepted covers it)."""
     from torchmend.codemods.base import SAFE
 

@@ -290,9 +290,7 @@ def judge(
     if speed is not None and failure is None:
         for c in speed.slower:
             how = f"band ±{c.band * 100:.0f}%" if c.band is not None else f"one run per arm, beyond {ONE_RUN_LIMIT:g}×"
-            reasons.append(
-                Reason(ReasonKind.SLOWER, f"slower: {SHORT[c.name]} {c.ratio:.2f}× the original ({how})")
-            )
+            reasons.append(Reason(ReasonKind.SLOWER, f"slower: {SHORT[c.name]} {c.ratio:.2f}× the original ({how})"))
     device = _device(after) or _device(before)
     if reasons:
         verdict = REFUSED

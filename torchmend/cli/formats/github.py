@@ -62,7 +62,11 @@ def verification(v: Verification) -> str:
     numerics, as one run-level workflow command."""
     from torchmend.verify.report import rows
 
-    lines = [*map(str, v.reasons), v.speed_text(), *(f"{label}: {before} → {after}" for label, before, after, _ in rows(v))]
+    lines = [
+        *map(str, v.reasons),
+        v.speed_text(),
+        *(f"{label}: {before} → {after}" for label, before, after, _ in rows(v)),
+    ]
     if v.numerics is not None:
         lines.append(f"numerics (rtol {v.numerics.rtol:g}, atol {v.numerics.atol:g}): {v.numerics_text()}")
     lines += [f"note: {n}" for n in v.notes]
