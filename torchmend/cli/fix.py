@@ -294,8 +294,7 @@ def _verified(
     judge = settings.verify_backend
     screen = settings.backend if settings.backend != judge else None
     verification, tried = _verify(before, fixes, project, settings, (screen, judge), repeat, follow_up)
-    if not fixes.changes():
-        out.print("Nothing written: no change verified (see the reasons above).")
+    if not fixes.changes():  # the outcome line said why
         return None
     return verification, tried
 
@@ -371,7 +370,7 @@ def _verify(
     left to write) and the changes refused on the way (how found, why)."""
     from torchmend import pipeline
     from torchmend.cli.fixview import verification_view
-    from torchmend.cli.roundsview import event_view
+    from torchmend.cli.roundsview import event_view, outcome_view
     from torchmend.cli.running import stop_on_signals
     from torchmend.cli.verify import show_run
 

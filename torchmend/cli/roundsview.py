@@ -10,6 +10,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from torchmend.pipeline.events import (
+    VERIFIED,
     Dropped,
     FollowUp,
     FoundBy,
@@ -19,6 +20,7 @@ from torchmend.pipeline.events import (
     Round,
     Stage,
     StageKind,
+    Verified,
 )
 
 if TYPE_CHECKING:
@@ -38,7 +40,12 @@ def _stage(event: Stage, where: Where) -> RenderableType:
     runs = f"{event.repeat} run{'s' * (event.repeat != 1)} per arm"
     if event.kind == StageKind.SCREEN:
         return Text(f"screening on {backend} ({runs}): counts, compiled coverage and numerics, not timed", style="dim")
-    timed = "interleaved and timed" if event.repeat > 1 else "no noise band: speed is not measured"
+    if not event.timed:
+        timed = "not timed: a proxy backend's times are not your training's"
+    elif event.repeat > 1:
+        timed = "interleaved and timed"
+    else:
+        timed = "no noise band: speed is not measured"
     return Text(f"judging on {backend} ({runs}, {timed}): what is written is decided here", style="dim")
 
 
@@ -107,3 +114,16 @@ def _dropped(event: Dropped, where: Where) -> RenderableType:
     elif event.again:
         lines.append(Text("Verifying the other changes again without these.", style="dim"))
     return Group(*lines)
+
+
+def outcome_view(done: Verified) -> Text:
+    """The one outcome of the verification stages, last: what is written and on what word, or why nothing is."""
+    v = done.verification
+    n = len(done.accepted)
+    own = "the script's own backend"
+    where = f"on {v.backend or own}" + (f" ({v.device})" if v.device else "")
+    only = f"; verified on {v.backend} only, not on {v.unconfirmed}" if v.unconfirmed else ""
+    if done.outcome == VERIFIED and n:
+        style = "bold green" if v.verdict == "improved" else "green"
+        return Text(f"outcome: {n} change{'s' * (n != 1)} to write, {v.word} {where}{only}", style=style)
+    return Text(f"outcome: nothing to write ({done.outcome.replace('_', ' ')}){only}", style="bold yellow")

@@ -97,6 +97,7 @@ def verify(
     from torchmend import pipeline
     from torchmend.cli.context import resolved, script_project
     from torchmend.cli.running import run_spec, stop_on_signals
+    from torchmend.verify.speed import PROXY_BACKENDS
 
     if (patch is None) == (patched_dir is None):
         fail(ExitCode.USAGE, "give exactly one of --patch FILE and --patched-dir DIR")
@@ -109,8 +110,9 @@ def verify(
     after = replace(before, overlay=tuple(texts.items()))
     with stop_on_signals("the runs were stopped"):
         v, b, _ = pipeline.verify(
-            before, after, project_, repeat, on_run=show_run, reference=True, **asdict(settings.tolerance)
-        )
+            before, after, project_, repeat, on_run=show_run, reference=True, timed=before.backend not in PROXY_BACKENDS,
+            **asdict(settings.tolerance),
+        )  # fmt: skip
     if all(r.summary.compiles == 0 for r in b):
         fail(ExitCode.NOTHING_COMPILED, "the original script compiled nothing: there is nothing to compare")
     _render(format, v, before.script, texts)

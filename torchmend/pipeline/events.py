@@ -39,6 +39,7 @@ class Stage:
     kind: StageKind
     backend: str | None
     repeat: int
+    timed: bool = False  # whether its verdict judges speed (never on a proxy backend, never while screening)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from torchmend.pipeline.rounds import Judge, no_less_safe, rounds
 from torchmend.project import Project
 from torchmend.settings import Settings
 from torchmend.verify.reasons import Reason, ReasonKind
+from torchmend.verify.speed import PROXY_BACKENDS
 
 if TYPE_CHECKING:  # heavy (libcst, the runner) or annotations only: imported by the stage that needs it
     from torchmend.codemods.engine import Session
@@ -80,7 +81,11 @@ def verify_rounds(
     versions = {"torch": scan.summary.torch_version or ""}
     tried: list[Refusal] = []
 
+    made: dict[str | None, tuple[ArmRun, ...]] = {}  # an original's cold run by backend, made before a stage
+
     def reused(stage_backend: str | None) -> tuple[ArmRun, ...]:
+        if stage_backend in made:
+            return made[stage_backend]
         cold = scan.cold and scan.spec is not None and stage_backend == scan.spec.backend
         return (from_outcome("before", 0, scan.outcome, root),) if cold else ()
 
@@ -91,6 +96,9 @@ def verify_rounds(
             proxy = yield from _proxy_failed(spec, reuse[0], root, on_run)
             if proxy is not None:
                 spec, reuse = proxy
+                made[spec.backend] = reuse
+                screen = spec.backend
+    if screen is not None and screen != backend:
         yield Stage(StageKind.SCREEN, spec.backend, 1)
         screening = Judge(spec, root, 1, rtol, atol, on_run, reuse, timed=False)
         screened = yield from rounds(screening, session, versions, tried, follow_up)
@@ -98,8 +106,10 @@ def verify_rounds(
             yield screened
             return
         follow_up = False  # the judging stage judges what screening kept
-    yield Stage(StageKind.JUDGE, backend, repeat)
-    judging = Judge(replace(scan.spec, backend=backend, overlay=()), root, repeat, rtol, atol, on_run, reused(backend))
+    timed = backend not in PROXY_BACKENDS  # a proxy's times are not the user's training's: never judged
+    yield Stage(StageKind.JUDGE, backend, repeat, timed)
+    spec = replace(scan.spec, backend=backend, overlay=())
+    judging = Judge(spec, root, repeat, rtol, atol, on_run, reused(backend), timed=timed)
     done = yield from rounds(judging, session, versions, tried, follow_up)
     if screen is not None and screen != backend and ReasonKind.ORIGINAL_FAILED in done.verification.kinds():
         # The original does not run on the judging backend here (no compiler for it, a PyTorch failure): what
@@ -122,8 +132,7 @@ def verify_rounds(
             done = yield from rounds(judging, session, versions, tried, False)
     if backend is not None:  # judged on a backend the user named: say it is not the script's own
         device = f" ({done.verification.device})" if done.verification.device else ""
-        only = f"verified on {backend} only; not on the script's own backend{device}"
-        done = replace(done, verification=done.verification.noted(only, first=True))
+        done = replace(done, verification=replace(done.verification, unconfirmed=f"the script's own backend{device}"))
     yield done
 
 

@@ -21,7 +21,7 @@ from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
 from torchmend.verify.reasons import Reason, ReasonKind
 from torchmend.verify.reference import RESTORED, Reference
 from torchmend.verify.runs import ArmRun
-from torchmend.verify.speed import ONE_RUN_LIMIT, START_TIMES, TRAINING_TIMES, Speed, Stat, call
+from torchmend.verify.speed import ONE_RUN_LIMIT, PROXY_BACKENDS, START_TIMES, TRAINING_TIMES, Speed, Stat, call
 from torchmend.verify.stochastic import Distribution
 
 __all__ = ["Metric", "Reason", "ReasonKind", "Stat", "Verdict", "Verification", "judge"]
@@ -116,6 +116,8 @@ class Verification:
     speed: Speed | None = None  # the times judged against their band (None: not judged, a screening run)
     backend: str = ""  # the backend the runs used ("": the script's own)
     device: str = ""  # cpu | cuda, as the runs reported
+    # where the verdict was not confirmed (e.g. "the script's own backend (cpu)"): it was judged on `backend` only
+    unconfirmed: str = ""
 
     @property
     def ok(self) -> bool:
@@ -161,6 +163,8 @@ class Verification:
         runs ran, and each judged time's after/before ratio with its band."""
         own = "the script's own backend"
         where = f"on {self.backend or own}" + (f" ({self.device})" if self.device else "")
+        if self.speed is None and self.backend in PROXY_BACKENDS:
+            return f"speed not judged {where}: a proxy backend's times are not your training's"
         if self.speed is None:
             return f"speed not judged: runs {where} screen changes, they do not time them"
         if not self.speed.measured:
@@ -190,6 +194,7 @@ class Verification:
             "verdict": self.verdict,
             "backend": self.backend or None,
             "device": self.device or None,
+            "unconfirmed": self.unconfirmed or None,
             "reasons": [r.text for r in self.reasons],
             "reason_kinds": [r.kind for r in self.reasons],
             "notes": list(self.notes),

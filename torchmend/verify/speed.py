@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from torchmend.model import StrEnum
 
 MIN_BAND = 0.05
+# Backends that run the captured graphs without compiling them: quick to screen with, but their times are not the
+# user's training's (aot_eager made the bundled example's compiled step 13x slower than the eager fallback it
+# replaced, where inductor made it no slower). Runs on them are never timed.
+PROXY_BACKENDS = ("eager", "aot_eager", "aot_eager_decomp_partition")
 BAND_WIDTH = 3.0  # median absolute deviations: about two standard deviations of normal noise
 ONE_RUN_LIMIT = 2.0
 # What the user's training waits for: slower in either refuses a change; faster in either is a gain.
