@@ -46,9 +46,15 @@ def _before_dashes(args: tuple[str, ...], backend: str) -> tuple[str, ...]:
 
 
 def torchmend(
-    *args: str, cwd: Path | None = None, timeout: float = 600, env: dict[str, str] | None = None
+    *args: str,
+    cwd: Path | None = None,
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+    own_backend_judges: bool = False,
 ) -> CliResult:
-    args = judged_where_screened(args)
+    """The CLI in a subprocess. `own_backend_judges`: fix's judging stage runs on the script's own backend, as for a
+    user (else judged_where_screened)."""
+    args = args if own_backend_judges else judged_where_screened(args)
     env = dict(os.environ, COLUMNS="200", NO_COLOR="1", **(env or {}))
     proc = subprocess.run(
         [sys.executable, "-m", "torchmend", *args],

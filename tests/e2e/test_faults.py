@@ -221,7 +221,7 @@ from pathlib import Path
 
 import torch
 
-here = Path(__file__).parent
+here = Path(os.environ["MARKS"])  # outside the project: every run leaves its folders as it found them
 with open(here / "runs.txt", "a") as f:
     f.write("run\\n")
 run = len((here / "runs.txt").read_text().splitlines())
@@ -269,7 +269,9 @@ def _stop_during_run(proj: Path, tmp: Path, sig: signal.Signals, *args: str, han
     """Start `torchmend ARGS` on the sleeper, wait until the run that hangs is under way, send SIG to torchmend
     only (as `kill`, `timeout` or a CI runner does; Ctrl-C at a terminal reaches torchmend alone too, the script
     running in a session of its own), and return its exit status, its stderr and the pids the script wrote."""
-    env = dict(os.environ, NO_COLOR="1", COLUMNS="200", TMPDIR=str(tmp), HANG_FROM_RUN=str(hang_from))
+    marks = proj.parent / "marks"  # what the script writes for the test (the runs' count, its pids)
+    marks.mkdir()
+    env = dict(os.environ, NO_COLOR="1", COLUMNS="200", TMPDIR=str(tmp), HANG_FROM_RUN=str(hang_from), MARKS=str(marks))
 
     def default_handlers() -> None:  # a test started from a non-interactive shell inherits SIGINT ignored
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -287,11 +289,11 @@ def _stop_during_run(proj: Path, tmp: Path, sig: signal.Signals, *args: str, han
     )
     try:
         deadline = time.monotonic() + 240
-        while not (proj / "pids").exists():
+        while not (marks / "pids").exists():
             assert p.poll() is None, p.communicate()
             assert time.monotonic() < deadline, "the script never started its loop"
             time.sleep(0.1)
-        pids = [int(x) for x in (proj / "pids").read_text().split()]
+        pids = [int(x) for x in (marks / "pids").read_text().split()]
         assert all(_alive(pid) for pid in (pids[0], pids[2]))
         p.send_signal(sig)
         out, err = p.communicate(timeout=60)
@@ -546,7 +548,7 @@ import torch
 
 sleeper = subprocess.Popen(["sleep", "600"])
 escaped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
-with open("pids", "w") as f:
+with open(os.environ["MARKS"] + "/pids", "w") as f:  # outside the project, which the run leaves as it found it
     f.write(f"{os.getpid()} {sleeper.pid} {escaped.pid}")
 
 model = torch.nn.Linear(4, 1)
@@ -571,8 +573,8 @@ def test_scan_in_the_c_locale_stops_everything_the_script_started(tmp_path: Path
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / "train.py").write_text(SPAWNER)
-    r = torchmend("scan", "train.py", "--steps", "2", cwd=proj, env=C_LOCALE)
-    pids = [int(p) for p in (proj / "pids").read_text().split()]
+    r = torchmend("scan", "train.py", "--steps", "2", cwd=proj, env={**C_LOCALE, "MARKS": str(tmp_path)})
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
     try:
         assert r.returncode == 0, r.stdout + r.stderr
         assert "Traceback" not in r.stderr and "UnicodeEncodeError" not in r.stderr

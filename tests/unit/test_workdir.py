@@ -65,6 +65,7 @@ open("new.txt", "w").write("created")
 shutil.rmtree("gone")                                    # a folder removed with its file
 os.remove("latest"); os.symlink("elsewhere", "latest")   # a link pointed elsewhere
 os.makedirs("__pycache__"); open("__pycache__/m.pyc", "w").write("")  # not looked at
+os.makedirs(".cache"); open(".cache/x", "w").write("")                 # nor is a folder named with a dot
 """
 
 
@@ -84,6 +85,7 @@ def test_a_run_is_undone_but_for_what_is_over_the_caps(tmp_path: Path) -> None:
     assert after.pop("big.bin")[1] == b"x" * 5000 + b"more"
     before.pop("big.bin")
     assert after.pop("__pycache__")[0] == "dir" and after.pop("__pycache__/m.pyc")
+    assert after.pop(".cache")[0] == "dir" and after.pop(".cache/x")
     assert after == before  # contents, links, modes, mtimes of files and folders (the top one too: below)
     assert proj.stat().st_mtime_ns == 2_000_000_000
     assert snap.restore() == left  # once; the copies are gone
@@ -169,3 +171,22 @@ def test_excluded_folders_are_not_looked_at(tmp_path: Path) -> None:
     _run(proj, "open('events/e.jsonl', 'w').write('{}')")
     assert snap.restore() == ()
     assert (proj / "events" / "e.jsonl").exists()
+
+
+def test_a_file_this_process_writes_and_the_temp_directory_itself_are_left_alone(tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    with open(proj / "fix.log", "a") as log:  # `torchmend fix train.py > fix.log`: torchmend's own output
+        log.write("scan\n")
+        log.flush()
+        snap = snapshot([proj])
+        log.write("verify\n")
+        log.flush()
+        assert snap.restore() == ()
+    assert (proj / "fix.log").read_text() == "scan\nverify\n"
+    tmp = Path(tempfile.gettempdir()).resolve()
+    shared = snapshot([tmp])  # other processes' files: not walked, not put back
+    assert [(u.path, u.why) for u in shared.unprotected] == [(tmp, Why.SHARED)]
+    left = shared.restore()
+    assert [(u.path, u.change, u.why) for u in left] == [(tmp, Change.UNKNOWN, Why.SHARED)]
+    assert "shared with other processes" in left[0].describe()

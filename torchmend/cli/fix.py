@@ -294,7 +294,8 @@ def _verified(
     judge = settings.verify_backend
     screen = settings.backend if settings.backend != judge else None
     verification, tried = _verify(before, fixes, project, settings, (screen, judge), repeat, follow_up)
-    if not fixes.changes():  # the outcome line said why
+    if not fixes.changes():
+        out.print("Nothing written: no change verified (see the reasons above).")
         return None
     return verification, tried
 
@@ -370,7 +371,7 @@ def _verify(
     left to write) and the changes refused on the way (how found, why)."""
     from torchmend import pipeline
     from torchmend.cli.fixview import verification_view
-    from torchmend.cli.roundsview import event_view, outcome_view
+    from torchmend.cli.roundsview import event_view
     from torchmend.cli.running import stop_on_signals
     from torchmend.cli.verify import show_run
 
@@ -387,10 +388,10 @@ def _verify(
             else:
                 out.print(event_view(event, fixes.where))
     assert done is not None
-    if (
-        done.kept_earlier
-    ):  # what is written is the round before the follow-up: its verdict, last (as the corpus reads it)
+    if done.kept_earlier:  # the round before a dropped follow-up is what is written: its verdict again, last
         out.print(verification_view(done.verification))
+    if done.outcome not in (pipeline.REFUSED, pipeline.STILL_UNHELPFUL):
+        out.print(outcome_view(done))
     if done.outcome == pipeline.REFUSED:
         fail(ExitCode.VERIFY_FAILED, "verification refused these changes; nothing was written")
     if done.outcome == pipeline.STILL_UNHELPFUL:

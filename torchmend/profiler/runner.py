@@ -368,22 +368,10 @@ def _deciding_end(
     return ends[min(ends, key=lambda r: -1 if r is None else r)]
 
 
-def run(
-    spec: RunSpec,
-    on_progress: Callable[[Progress], None] | None = None,
-    keep_dir: Path | None = None,
-) -> RunOutcome:
-    """Run the script in a child process and return what it showed. Blocks until the run ends. Ctrl-C,
-    SIGTERM or SIGHUP (raised as KeyboardInterrupt or interrupts.Stopped) stop the child's process group and
-    remove the run's folder, and are raised on.
-
-    The folders the run may write to (its working folder, the script's) are put back as they were once the child
-    and everything it started have ended, however the run ended (profiler/workdir.py): every run starts from the
-    files as they were, and what could not be put back is `RunOutcome.not_restored`."""
-    workdir = Path(tempfile.mkdtemp(prefix="torchmend-run-"))
+def _child_env(spec: RunSpec, workdir: Path, script: Path) -> tuple[dict[str, str], str]:
+    """The child's environment (what the bootstrap reads, in CHILD_ENV; the overlay written into the run's folder),
+    and the run's marker."""
     events_path = workdir / "events.jsonl"
-    log_path = workdir / "output.log"
-    script = spec.script.resolve()
     env = dict(os.environ)
     env.update(spec.env)
     env["PYTHONUNBUFFERED"] = "1"
@@ -409,6 +397,25 @@ def run(
             "per_rank": spec.ranked,
         }
     )
+    return env, marker
+
+
+def run(
+    spec: RunSpec,
+    on_progress: Callable[[Progress], None] | None = None,
+    keep_dir: Path | None = None,
+) -> RunOutcome:
+    """Run the script in a child process and return what it showed. Blocks until the run ends. Ctrl-C,
+    SIGTERM or SIGHUP (raised as KeyboardInterrupt or interrupts.Stopped) stop the child's process group and
+    remove the run's folder, and are raised on.
+
+    The folders the run may write to (its working folder, the script's) are put back as they were once the child
+    and everything it started have ended, however the run ended (profiler/workdir.py): every run starts from the
+    files as they were, and what could not be put back is `RunOutcome.not_restored`."""
+    workdir = Path(tempfile.mkdtemp(prefix="torchmend-run-"))
+    log_path = workdir / "output.log"
+    script = spec.script.resolve()
+    env, marker = _child_env(spec, workdir, script)
     progress = Progress()
     tails: dict[Path, EventTail] = {}
     workers: set[int] = set()

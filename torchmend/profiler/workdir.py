@@ -3,9 +3,10 @@ a verification, the eager reference runs) starts from the files as they were and
 that resumes from a checkpoint in its working folder cannot feed one arm's result into the next.
 
 What is kept: the run's working folder and the script's own folder (when it is not inside the other), walked
-without following links, leaving out what a run of a training script does not own (`.git`, `__pycache__`,
-`.venv*`, `node_modules`, `site-packages`, tools' caches, torchmend's own state and cache folders, the run's own
-folder) and, unless the folder is the working folder inside the temp directory, the system temp directory.
+without following links, leaving out what a run of a training script does not own (folders named with a leading
+dot, `__pycache__`, `node_modules`, `site-packages`, torchmend's own state and cache folders, the run's own folder,
+files this process has open) and the system temp directory unless the folder is inside it; the temp directory
+itself as the working folder is not kept at all (profiler/folderwalk.py).
 Files are copied up front within caps (one file, all files, how many files); what is over them is still looked at,
 and what the run changed there is said (`Unrestored`), not put back. Detection is by (size, mtime_ns, inode,
 mode): a file the run rewrote with the same size and mtime in the same inode is not seen.
@@ -25,13 +26,13 @@ import secrets
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from types import MappingProxyType
 
 from torchmend.interrupts import shielded
 from torchmend.model import StrEnum
+from torchmend.profiler.folderwalk import DIR, FILE, LINK, OTHER, RESTORE_TAG, Walker, key, kind, temp_dir, under
 
 MEMORY_FILE = 1 << 20  # files up to this size are kept in memory ...
 MEMORY_TOTAL = 64 << 20  # ... while the copies in memory stay under this; the others go to a temporary folder
@@ -48,23 +49,6 @@ class Caps:
 
 
 CAPS = Caps()
-
-# Names a training run does not own: version control, byte code, environments, installed packages, tools' caches.
-SKIP_NAMES = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        "__pycache__",
-        "node_modules",
-        "site-packages",
-        ".mypy_cache",
-        ".ruff_cache",
-        ".pytest_cache",
-    }
-)
-SKIP_PREFIXES = (".venv",)
-_RESTORE_TAG = ".torchmend-restore-"
 
 
 class Change(StrEnum):
@@ -85,6 +69,7 @@ class Why(StrEnum):
     NOT_LISTED = "not_listed"  # a folder beyond Caps.entries entries: not looked at
     UNREADABLE = "unreadable"  # it could not be read before the run
     NOT_EMPTY = "not_empty"  # a folder the run created still holds entries that are not looked at
+    SHARED = "shared"  # the working folder is the system temp directory, other processes' too: not kept
     FAILED = "failed"  # putting it back (or removing it) failed
 
 
@@ -117,6 +102,11 @@ class Unrestored:
             )
         if self.why == Why.UNREADABLE:
             return f"{what}, which could not be read before the run ({self.detail}) and was not restored"
+        if self.why == Why.SHARED:
+            return (
+                f"the run may have changed files in {self.path}: the system temp directory, shared with other "
+                "processes, is not kept and put back"
+            )
         if self.why == Why.NOT_EMPTY:
             return f"{what}, a folder left in place: it holds entries torchmend does not look at ({self.detail})"
         return f"{what}, and putting it back failed: {self.detail}"
@@ -136,9 +126,6 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n} bytes"
 
 
-_FILE, _LINK, _DIR, _OTHER = "file", "link", "dir", "other"
-
-
 @dataclass
 class _Entry:
     kind: str
@@ -156,54 +143,18 @@ class _Entry:
         return self.key[0]
 
 
-def _key(st: os.stat_result) -> tuple[int, int, int, int]:
-    return st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISREG(mode):
-        return _FILE
-    if stat.S_ISLNK(mode):
-        return _LINK
-    if stat.S_ISDIR(mode):
-        return _DIR
-    return _OTHER
-
-
-def _under(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
-def _own_dirs() -> tuple[str, ...]:
-    """torchmend's state folder (undo records, the project's lock) and cache folder (lint), as store.state and
-    lint.cache find them (read here from the environment: the profiler stands below both)."""
-    home = os.path.expanduser("~")
-    state = os.environ.get("TORCHMEND_STATE_DIR")
-    if not state:
-        xdg = os.environ.get("XDG_STATE_HOME", "")
-        state = os.path.join(xdg if os.path.isabs(xdg) else os.path.join(home, ".local", "state"), "torchmend")
-    cache = os.environ.get("TORCHMEND_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"), "torchmend"
-    )
-    return tuple(os.path.realpath(p) for p in (state, cache))
-
-
-def _tmp() -> str:
-    return os.path.realpath(tempfile.gettempdir())
-
-
 def run_folders(cwd: Path, script: Path) -> tuple[Path, ...]:
     """The folders a run may write to: its working folder, and the script's folder when it is not inside it (a
     folder holding the other stands for both). A script's folder inside the temp directory is left out unless it
     is the working folder (or holds it)."""
     here = Path(os.path.realpath(cwd))
     there = Path(os.path.realpath(script)).parent
-    if _under(str(there), str(here)):
+    if under(str(there), str(here)):
         return (here,)
-    tmp = _tmp()
-    if _under(str(here), str(there)) and not _under(str(there), tmp):
+    tmp = temp_dir()
+    if under(str(here), str(there)) and not under(str(there), tmp):
         return (there,)
-    if _under(str(there), tmp):
+    if under(str(there), tmp):
         return (here,)
     return here, there
 
@@ -218,70 +169,6 @@ class _Listing:
     unlisted: dict[str, bool] = field(default_factory=dict)
 
 
-class _Walker:
-    def __init__(self, exclude: Iterable[Path], caps: Caps) -> None:
-        self.tmp = _tmp()
-        self.excluded = {os.path.realpath(p) for p in exclude} | set(_own_dirs())
-        self.budget = caps.entries
-
-    def skipped(self, root: str, path: str, name: str, is_dir: bool) -> bool:
-        if name in SKIP_NAMES or name.startswith(SKIP_PREFIXES) or _RESTORE_TAG in name:
-            return True
-        if not is_dir:
-            return False
-        if path in self.excluded:
-            return True
-        # The temp directory holds other processes' folders: not walked, unless the folder is inside it (a
-        # project in a temp folder, pytest's tmp_path).
-        inside_tmp = _under(root, self.tmp) and root != self.tmp
-        return not inside_tmp and _under(path, self.tmp)
-
-    def walk(
-        self, root: str, skip_unlisted: Mapping[str, bool] = MappingProxyType({})
-    ) -> tuple[_Listing, dict[str, os.stat_result]]:
-        """Every entry under `root` (lstat, links not followed), a folder's entries all or none (a folder whose
-        entries would go over the budget is not listed)."""
-        listing = _Listing()
-        stats: dict[str, os.stat_result] = {}
-        try:
-            st = os.lstat(root)
-        except OSError:
-            return listing, stats
-        if not stat.S_ISDIR(st.st_mode):
-            return listing, stats
-        stats[""] = st
-        stack = [""]
-        while stack:
-            rel = stack.pop()
-            if rel in skip_unlisted:
-                listing.unlisted[rel] = skip_unlisted[rel]
-                continue
-            folder = os.path.join(root, rel) if rel else root
-            try:
-                with os.scandir(folder) as it:
-                    found = [(e.name, e.path) for e in it]
-            except OSError:
-                listing.unlisted[rel] = False
-                continue
-            if len(found) > self.budget:
-                listing.unlisted[rel] = True
-                continue
-            self.budget -= len(found)
-            for name, path in sorted(found):
-                try:
-                    est = os.lstat(path)
-                except OSError:
-                    continue  # gone since the listing
-                is_dir = stat.S_ISDIR(est.st_mode)
-                if self.skipped(root, path, name, is_dir):
-                    continue
-                child = f"{rel}/{name}" if rel else name
-                stats[child] = est
-                if is_dir:
-                    stack.append(child)
-        return listing, stats
-
-
 @dataclass
 class Snapshot:
     """The folders as they were; `restore()` puts them back (once) and says what it could not. As a context
@@ -292,6 +179,7 @@ class Snapshot:
     exclude: tuple[Path, ...] = ()
     caps: Caps = CAPS
     copies: Path | None = None  # the temporary folder of the larger copies
+    shared: tuple[Path, ...] = ()  # the system temp directory, when it is the working folder: not kept
     done: bool = False
     left: tuple[Unrestored, ...] = ()  # what restore() could not put back
 
@@ -308,8 +196,8 @@ class Snapshot:
         if self.done:
             return self.left
         self.done = True
-        problems: list[Unrestored] = []
-        walker = _Walker(self.exclude, self.caps)
+        problems = [Unrestored(p, Change.UNKNOWN, Why.SHARED) for p in self.shared]
+        walker = Walker(self.exclude, self.caps.entries)
         try:
             for root, before in self.folders.items():
                 try:
@@ -338,33 +226,38 @@ def snapshot(folders: Iterable[Path], exclude: Iterable[Path] = (), caps: Caps =
     excluded = tuple(exclude)
     snap = Snapshot({}, (), excluded, caps)
     try:
-        _take(snap, folders, _Walker(excluded, caps))
+        _take(snap, folders, Walker(excluded, caps.entries))
     except BaseException:  # Ctrl-C while copying: no copy outlives the snapshot
         snap.discard()
         raise
     return snap
 
 
-def _take(snap: Snapshot, folders: Iterable[Path], walker: _Walker) -> None:
+def _take(snap: Snapshot, folders: Iterable[Path], walker: Walker) -> None:
     caps = snap.caps
     unprotected: list[Unrestored] = []
     copied = total = memory = 0
     for folder in folders:
         root = os.path.realpath(folder)
-        listing, stats = walker.walk(root)
+        if root == walker.tmp:  # other processes' files: what they write meanwhile is not the run's to undo
+            snap.shared += (Path(root),)
+            unprotected.append(Unrestored(Path(root), Change.UNKNOWN, Why.SHARED))
+            continue
+        walk = walker.walk(root)
+        listing = _Listing(unlisted=walk.unlisted)
         for rel in sorted(r for r, said in listing.unlisted.items() if said):
             unprotected.append(Unrestored(Path(root, rel), Change.UNKNOWN, Why.NOT_LISTED, limit=caps.entries))
-        for rel, st in stats.items():
-            kind = _kind(st.st_mode)
-            entry = _Entry(kind, _key(st), st.st_atime_ns)
+        for rel, st in walk.stats.items():
+            what = kind(st.st_mode)
+            entry = _Entry(what, key(st), st.st_atime_ns)
             listing.entries[rel] = entry
             path = os.path.join(root, rel) if rel else root
-            if kind == _LINK:
+            if what == LINK:
                 try:
                     entry.link = os.readlink(path)
                 except OSError as e:
                     entry.why, entry.detail = Why.UNREADABLE, e.strerror or str(e)
-            elif kind == _FILE:
+            elif what == FILE:
                 if st.st_size > caps.per_file:
                     entry.why, entry.limit = Why.TOO_LARGE, caps.per_file
                 elif total + st.st_size > caps.total:
@@ -415,20 +308,21 @@ def _copy(path: str, entry: _Entry, to: Path | None) -> None:
         entry.why, entry.detail = Why.UNREADABLE, e.strerror or str(e)
         entry.data = None
         return
-    if _key(after) != _key(st):
+    if key(after) != key(st):
         entry.why, entry.detail, entry.data = Why.UNREADABLE, "it changed while it was copied", None
         return
-    entry.key, entry.atime_ns = _key(st), st.st_atime_ns
+    entry.key, entry.atime_ns = key(st), st.st_atime_ns
 
 
 def _depth(rel: str) -> int:
     return rel.count("/") + (1 if rel else 0)
 
 
-def _restore_folder(root: Path, before: _Listing, walker: _Walker, entries: int) -> list[Unrestored]:
+def _restore_folder(root: Path, before: _Listing, walker: Walker, entries: int) -> list[Unrestored]:
     top = str(root)
     problems: list[Unrestored] = []
-    now_listing, now = walker.walk(top, skip_unlisted=before.unlisted)
+    after = walker.walk(top, skip_unlisted=before.unlisted)
+    now = after.stats
     if "" not in now and "" in before.entries:  # the run removed (or replaced) the folder itself
         try:
             os.mkdir(top)
@@ -436,8 +330,8 @@ def _restore_folder(root: Path, before: _Listing, walker: _Walker, entries: int)
             return [Unrestored(root, Change.DELETED, Why.FAILED, detail=e.strerror or str(e))]
     # Folders not listed before (over the budget: what the run did there is not known), and those listed before
     # but not now (the run made so many entries that the walk ran out; their entries are not compared).
-    lost = sorted(set(now_listing.unlisted) - set(before.unlisted))
-    for rel in sorted({r for r, said in now_listing.unlisted.items() if said} | set(lost)):
+    lost = sorted(set(after.unlisted) - set(before.unlisted))
+    for rel in sorted({r for r, said in after.unlisted.items() if said} | set(lost)):
         problems.append(Unrestored(Path(top, rel), Change.UNKNOWN, Why.NOT_LISTED, limit=entries))
 
     # 1. What the run created (the walk does not enter a folder not listed before, so whatever it finds that was
@@ -456,17 +350,17 @@ def _restore_folder(root: Path, before: _Listing, walker: _Walker, entries: int)
             problems.append(Unrestored(Path(path), Change.CREATED, why, detail=detail))
     # 2. Folders the run deleted, then files it changed or deleted, shallowest first.
     for rel, entry in sorted(before.entries.items(), key=lambda kv: _depth(kv[0])):
-        if not rel or entry.kind == _OTHER or _inside(rel, lost):
+        if not rel or entry.kind == OTHER or _inside(rel, lost):
             continue
         path = os.path.join(top, rel)
         cur = now.get(rel)
-        if entry.kind == _DIR:
+        if entry.kind == DIR:
             if cur is None or not stat.S_ISDIR(cur.st_mode):
                 problem = _put_back(top, rel, entry, cur)
                 if problem:
                     problems.append(Unrestored(Path(path), Change.DELETED, Why.FAILED, detail=problem))
             continue
-        if cur is not None and _kind(cur.st_mode) == entry.kind and _key(cur) == entry.key:
+        if cur is not None and kind(cur.st_mode) == entry.kind and key(cur) == entry.key:
             continue
         change = Change.DELETED if cur is None else Change.CHANGED
         if entry.why is not None:
@@ -477,7 +371,7 @@ def _restore_folder(root: Path, before: _Listing, walker: _Walker, entries: int)
             problems.append(Unrestored(Path(path), change, Why.FAILED, entry.size, detail=problem))
     # 3. The folders' own mode and times (creating or removing an entry changes them).
     for rel, entry in sorted(before.entries.items(), key=lambda kv: _depth(kv[0]), reverse=True):
-        if entry.kind != _DIR:
+        if entry.kind != DIR:
             continue
         path = os.path.join(top, rel) if rel else top
         try:
@@ -539,18 +433,18 @@ def _put_back(top: str, rel: str, entry: _Entry, cur: os.stat_result | None) -> 
     path = os.path.join(parent, name)
     mode = stat.S_IMODE(entry.key[3])
     try:
-        if cur is not None and stat.S_ISDIR(cur.st_mode) and entry.kind != _DIR:
+        if cur is not None and stat.S_ISDIR(cur.st_mode) and entry.kind != DIR:
             os.rmdir(path)  # a folder the run put in a file's place: emptied of what it created in step 1
-        elif cur is not None and not stat.S_ISDIR(cur.st_mode) and entry.kind == _DIR:
+        elif cur is not None and not stat.S_ISDIR(cur.st_mode) and entry.kind == DIR:
             os.unlink(path)  # a file in a folder's place
-        if entry.kind == _DIR:
+        if entry.kind == DIR:
             os.mkdir(path, mode)
             return ""
     except OSError as e:
         return e.strerror or str(e)
-    tmp = os.path.join(parent, f".{name}{_RESTORE_TAG}{secrets.token_hex(4)}")
+    tmp = os.path.join(parent, f".{name}{RESTORE_TAG}{secrets.token_hex(4)}")
     try:
-        if entry.kind == _LINK:
+        if entry.kind == LINK:
             assert entry.link is not None
             os.symlink(entry.link, tmp)
         else:
