@@ -371,7 +371,7 @@ def _verify(
     left to write) and the changes refused on the way (how found, why)."""
     from torchmend import pipeline
     from torchmend.cli.fixview import verification_view
-    from torchmend.cli.roundsview import event_view
+    from torchmend.cli.roundsview import event_view, outcome_view
     from torchmend.cli.running import stop_on_signals
     from torchmend.cli.verify import show_run
 
