@@ -1,0 +1,114 @@
+"""The verify gate on real runs (real child processes, real torch): compiling less is refused whatever the counts
+say; a slower patch is refused against the measured band; a proxy backend's failure of the original is said to be
+PyTorch's and screening goes on with eager; and the two stages end to end on inductor (the one inductor run here)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, torchmend
+
+GATE = ROOT / "fixtures" / "gate"
+BRANCH = "        if out.mean() > 0:\n            out = out * 0.5\n"
+WHERE = "        out = torch.where(out.mean() > 0, out * 0.5, out)\n"
+
+
+def _copy(name: str, tmp_path: Path) -> Path:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    shutil.copy(GATE / name, proj / name)
+    return proj
+
+
+def _patched(proj: Path, name: str, *edits: tuple[str, str]) -> Path:
+    text = (proj / name).read_text()
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new)
+    patched = proj.parent / "patched"
+    patched.mkdir()
+    (patched / name).write_text(text)
+    return patched
+
+
+def test_a_patch_that_disables_the_network_is_refused_for_coverage(tmp_path: Path) -> None:
+    """Fewer breaks, fewer graphs and a shorter compile, because `body` (the network) runs eagerly now: refused."""
+    proj = _copy("disabled_body.py", tmp_path)
+    text = (proj / "disabled_body.py").read_text()
+    disable = ("    def body(self, x):", "    @torch.compiler.disable\n    def body(self, x):")
+    patched = _patched(proj, "disabled_body.py", disable, (BRANCH, WHERE))
+    r = torchmend(
+        "verify", "disabled_body.py", "--patched-dir", str(patched), "--backend", "aot_eager", "--repeat", "1",
+        "--format", "json", cwd=proj,
+    )  # fmt: skip
+    assert r.returncode == 10, r.stdout + r.stderr
+    report = r.json
+    counts = {m["name"]: (m["before"]["median"], m["after"]["median"]) for m in report["counts"]}
+    assert counts["graph_breaks"][1] < counts["graph_breaks"][0] and counts["graphs"][1] < counts["graphs"][0]
+    assert counts["ops_compiled"][1] < 0.95 * counts["ops_compiled"][0]
+    assert report["verdict"] == "refused" and set(report["reason_kinds"]) == {"coverage"}, report["reasons"]
+    assert report["speed"] is None  # aot_eager is a proxy: its times are never judged
+    assert (proj / "disabled_body.py").read_text() == text
+
+
+def test_a_slower_patch_is_refused_against_the_measured_band(tmp_path: Path) -> None:
+    """The script's own backend (a callable) is timed: 30 ms more per step is beyond any band this machine shows."""
+    proj = _copy("slow_step.py", tmp_path)
+    patched = _patched(proj, "slow_step.py", ("    opt.zero_grad()\n", "    opt.zero_grad()\n    time.sleep(0.03)\n"))
+    r = torchmend(
+        "verify", "slow_step.py", "--patched-dir", str(patched), "--repeat", "2", "--format", "json", cwd=proj
+    )
+    assert r.returncode == 10, r.stdout + r.stderr
+    report = r.json
+    assert report["verdict"] == "refused" and "slower" in report["reason_kinds"], report["reasons"]
+    steady = next(c for c in report["speed"] if c["name"] == "steady_step_s")
+    assert steady["pace"] == "slower" and steady["band"] is not None and steady["ratio"] > 1 + steady["band"]
+
+
+def test_a_proxy_backend_failing_the_original_is_pytorchs_and_eager_screens(tmp_path: Path) -> None:
+    """aot_eager cannot run the double backward of a gradient penalty; eager runs it. The change is judged on eager,
+    and the outcome says it was verified there only."""
+    proj = _copy("gradient_penalty.py", tmp_path)
+    r = torchmend(
+        "fix", "gradient_penalty.py", "--yes", "--backend", "aot_eager", "--verify-backend", "eager", cwd=proj,
+        env={"TORCHMEND_STATE_DIR": str(tmp_path / "state")},
+    )  # fmt: skip
+    out = " ".join(r.stdout.split())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (
+        "the aot_eager backend failed the original script where the eager backend runs it: that is PyTorch's "
+        "failure, not your script's (RuntimeError: torch.compile with aot_autograd does not currently support "
+        "double backward)" in out
+    )
+    assert "mis-compiled" not in out  # never a miscompile verdict that was not measured
+    assert "judging on the eager backend" in out
+    assert (
+        "outcome: 1 change to write, no measured speed change on eager (cpu); verified on eager only, not on the "
+        "script's own backend (cpu)" in out
+    )
+    assert "torch.where(h.mean() > 0" in (proj / "gradient_penalty.py").read_text()
+
+
+@pytest.mark.inductor
+def test_two_stages_on_inductor(tmp_path: Path) -> None:
+    """`fix --backend aot_eager`: screened on aot_eager, judged on the script's own backend (inductor, a C++
+    compile on this CPU) before anything is written."""
+    proj = _copy("gradient_penalty.py", tmp_path)
+    script = proj / "gradient_penalty.py"
+    # inductor cannot run the double backward either: here the critic trains without the penalty
+    penalty = "(grad,) = torch.autograd.grad(out.sum(), x, create_graph=True)\n"
+    script.write_text(script.read_text().replace(penalty, "grad = x\n"))
+    r = torchmend(
+        "fix", "gradient_penalty.py", "--yes", "--backend", "aot_eager", "--repeat", "1", "--steps", "3", cwd=proj,
+        env={"TORCHMEND_STATE_DIR": str(tmp_path / "state")}, own_backend_judges=True,
+    )  # fmt: skip
+    out = " ".join(r.stdout.split())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "screening on the aot_eager backend (1 run per arm)" in out
+    assert "judging on the script's own backend (1 run per arm, no noise band: speed is not measured)" in out
+    assert "speed not measured on the script's own backend (cpu): one run per arm measures no noise band" in out
+    assert "outcome: 1 change to write, no measured speed change on the script's own backend (cpu)" in out
+    assert "verified on" not in out  # judged where the script runs: nothing unconfirmed
+    assert "torch.where(h.mean() > 0" in script.read_text()
