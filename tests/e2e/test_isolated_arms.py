@@ -1,6 +1,7 @@
 """The arms of a verification are isolated (issue 39, item 3): a script that resumes from `ckpt.pt` in its working
-folder (fixtures/verify/resume_ckpt) cannot feed one run's checkpoint into the next. Every run starts from the
-folder as it was and leaves it so (profiler/workdir.py)."""
+folder (fixtures/verify/resume_ckpt) cannot feed one run's checkpoint into the next. Every run works in a copy of
+the working folder (profiler/sandbox.py): it starts from the files as they were, and the user's folder is never
+written."""
 
 from __future__ import annotations
 

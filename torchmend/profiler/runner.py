@@ -33,7 +33,7 @@ from torchmend.profiler.events import (
     EventTail,
     read_events,
 )
-from torchmend.profiler.workdir import Unrestored, run_folders, snapshot
+from torchmend.profiler import sandbox
 
 _POLL_S = 0.1
 _TERM_GRACE_S = 3.0
@@ -109,10 +109,9 @@ class RunOutcome:
     # Processes the script started outside its process group (setsid): those stopped, those that could not be
     stopped: tuple[str, ...] = ()
     left_running: tuple[str, ...] = ()
-    # What the run left in its folders (its working folder, the script's) that could not be put back as it was
-    # before the run: a file over the copy caps that it changed, one that could not be written back
-    # (profiler/workdir.py; `describe()` words each). Empty normally.
-    not_restored: tuple[Unrestored, ...] = ()
+    # The run worked in a copy of its working folder (profiler/sandbox.py): what was linked to the originals
+    # instead of copied (large files, what was over the caps, a VCS's or an environment's folders), relative to it.
+    linked: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.ended_by = EndedBy(self.ended_by)  # a word read from the END record: one of the set, or a ValueError
@@ -409,9 +408,8 @@ def run(
     SIGTERM or SIGHUP (raised as KeyboardInterrupt or interrupts.Stopped) stop the child's process group and
     remove the run's folder, and are raised on.
 
-    The folders the run may write to (its working folder, the script's) are put back as they were once the child
-    and everything it started have ended, however the run ended (profiler/workdir.py): every run starts from the
-    files as they were, and what could not be put back is `RunOutcome.not_restored`."""
+    The child works in a copy of the working folder (profiler/sandbox.py), removed after the run: every run starts
+    from the files as they were, and none is written to the user's folder."""
     workdir = Path(tempfile.mkdtemp(prefix="torchmend-run-"))
     log_path = workdir / "output.log"
     script = spec.script.resolve()
@@ -420,12 +418,11 @@ def run(
     tails: dict[Path, EventTail] = {}
     workers: set[int] = set()
     timed_out = False
-    cwd = spec.cwd or Path.cwd()
+    box = sandbox.make(spec.cwd or Path.cwd())
+    cwd = box.cwd if box is not None else (spec.cwd or Path.cwd())
     try:
-        folders = snapshot(run_folders(cwd, script), exclude=(workdir,))
         t0 = time.monotonic()
-        # Leaving `folders` puts them back: after the leftovers are stopped, before the run's own files are read.
-        with folders, log_path.open("wb") as log:
+        with log_path.open("wb") as log:
             proc = subprocess.Popen(
                 spec.command(),
                 cwd=str(cwd),
@@ -472,7 +469,8 @@ def run(
         else:  # gone without a word: a signal, the OOM killer, os._exit, an END that could not be written
             ended_by, detail = ended_without_end(proc.returncode, disk_full(workdir, tail), workdir)
         outcome = RunOutcome(
-            events, EndedBy(ended_by), proc.returncode, wall, tail, end, detail, stopped, left_running, folders.left
+            events, EndedBy(ended_by), proc.returncode, wall, tail, end, detail, stopped, left_running,
+            tuple(box.linked) if box is not None else (),
         )
         if keep_dir is not None:
             keep_dir.mkdir(parents=True, exist_ok=True)
@@ -482,4 +480,6 @@ def run(
     finally:
         with shielded():
             shutil.rmtree(workdir, ignore_errors=True)
+            if box is not None:
+                box.remove()
     return outcome
