@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --hel
     from torchmend.codemods.base import Proposal
     from torchmend.codemods.review import Decision
     from torchmend.pipeline import Fixes, Scan
+    from torchmend.pipeline.events import Verified as pipeline_Verified
     from torchmend.project import Project
     from torchmend.settings import Settings
     from torchmend.vcs.ship import PrOptions
@@ -83,6 +84,7 @@ def fix(
     quiet: o.Quiet = False,
     no_verify: o.NoVerify = False,
     verify_backend: o.VerifyBackend = None,
+    verdict_json: o.VerdictJson = None,
     repeat: o.JudgeRepeat = None,
     seed: o.Seed = 0,
     rtol: o.Rtol = None,
@@ -112,6 +114,8 @@ def fix(
     from torchmend.cli.running import scan_of, spec_of
 
     interactive = _mode(yes, diff, check, format, quiet, pr)
+    if verdict_json is not None:
+        _check_writable(verdict_json)
     project_, given = script_project(script, args, nproc_per_node, project)  # a bad configuration stops here
     unsafe_fixes = unsafe_fixes if unsafe is None else unsafe  # --unsafe: the older spelling
     settings = resolved(
@@ -134,7 +138,9 @@ def fix(
     if not _decide(fixes, interactive, settings, ui, diff):
         return
     repeat = repeat or (1 if settings.verify_backend else 3)  # timed runs on the script's own backend; 1 on a named one
-    verified = _verified(before, fixes, project_, settings, repeat, no_verify, follow_up=not interactive)
+    verified = _verified(
+        before, fixes, project_, settings, repeat, no_verify, follow_up=not interactive, verdict_json=verdict_json
+    )
     if verified is not None:
         _write(before, fixes, project_, settings, verified, ship, (repeat, seed), quiet=quiet, asked=interactive)
 
@@ -270,7 +276,14 @@ def _decide(fixes: Fixes, interactive: bool, settings: Settings, ui: Console, di
 
 
 def _verified(
-    before: Scan, fixes: Fixes, project: Project, settings: Settings, repeat: int, no_verify: bool, follow_up: bool
+    before: Scan,
+    fixes: Fixes,
+    project: Project,
+    settings: Settings,
+    repeat: int,
+    no_verify: bool,
+    follow_up: bool,
+    verdict_json: Path | None = None,
 ) -> tuple[Verification | None, list[tuple[Proposal, str, str]]] | None:
     """Verify the accepted changes (unless the findings came from a trace, or --no-verify): the last verdict and the
     changes refused on the way; None when no change helped (nothing is written). `follow_up`: nobody was asked
@@ -293,7 +306,7 @@ def _verified(
     # The script's own backend judges, unless told otherwise; the scan's backend, when it is another, screens first.
     judge = settings.verify_backend
     screen = settings.backend if settings.backend != judge else None
-    verification, tried = _verify(before, fixes, project, settings, (screen, judge), repeat, follow_up)
+    verification, tried = _verify(before, fixes, project, settings, (screen, judge), repeat, follow_up, verdict_json)
     if not fixes.changes():
         out.print("Nothing written: no change verified (see the reasons above).")
         return None
@@ -365,6 +378,7 @@ def _verify(
     backends: tuple[str | None, str | None],
     repeat: int,
     follow_up: bool = False,
+    verdict_json: Path | None = None,
 ) -> tuple[Verification, list[tuple[Proposal, str, str]]]:
     """Render pipeline.verify_rounds (screening on `backends[0]` when given, judging on `backends[1]`, None: the
     script's own); exit with VERIFY_FAILED when it refuses. Returns the last verdict (the session keeps the changes
@@ -388,6 +402,8 @@ def _verify(
             else:
                 out.print(event_view(event, fixes.where))
     assert done is not None
+    if verdict_json is not None:
+        _write_verdict(verdict_json, done, fixes)
     if done.kept_earlier:  # the round before a dropped follow-up is what is written: its verdict again, last
         out.print(verification_view(done.verification))
     if done.outcome not in (pipeline.REFUSED, pipeline.STILL_UNHELPFUL):
@@ -397,3 +413,38 @@ def _verify(
     if done.outcome == pipeline.STILL_UNHELPFUL:
         fail(ExitCode.VERIFY_FAILED, "a change still did not help after a second round; nothing was written")
     return done.verification, [(r.proposal, r.found_by, "; ".join(map(str, r.reasons))) for r in done.tried]
+
+
+def _check_writable(path: Path) -> None:
+    """--verdict-json's file can be written (before anything runs: no result is lost for want of a folder)."""
+    import os
+
+    folder = path.absolute().parent
+    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        fail(ExitCode.USAGE, f"--verdict-json: cannot write {path} (a folder that exists and is writable is needed)")
+
+
+def _write_verdict(path: Path, done: pipeline_Verified, fixes: Fixes) -> None:
+    """The outcome of the verification stages as JSON, written atomically (a temporary file renamed over)."""
+    import json
+    import os
+    import tempfile
+
+    def change(p: Proposal) -> dict[str, object]:
+        return {"rule": p.rule, "where": fixes.where(p), "why": p.why, "safety": p.safety, "global": p.global_setting}
+
+    doc = {
+        "outcome": done.outcome,
+        "written": [change(p) for p in done.accepted] if done.ok else [],
+        "refused": [
+            change(r.proposal)
+            | {"found_by": r.found_by, "reasons": [x.text for x in r.reasons], "kinds": [x.kind for x in r.reasons]}
+            for r in done.tried
+        ],
+        "verification": done.verification.to_json(),
+    }
+    folder = path.absolute().parent
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, path)

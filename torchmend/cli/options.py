@@ -186,6 +186,16 @@ Check = Annotated[
 Quiet = Annotated[
     bool, typer.Option("--quiet", "-q", help="With --yes: one line per written change instead of its diff.")
 ]
+VerdictJson = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--verdict-json",
+        help="Also write the verification's outcome as JSON to this file: the verdict, its typed reasons, counts, "
+        "ops compiled, times with their spread and band, the backend that judged, and each change written or "
+        "refused (and why). Written when the runs end, refused or not.",
+        show_default=False,
+    ),
+]
 NoVerify = Annotated[
     bool,
     typer.Option(

@@ -68,6 +68,7 @@ def verify_rounds(
     first before-run of the stage whose backend it ran on, when it ran cold. `rtol` and `atol` default to the
     settings' tolerance. With `follow_up` (fix --yes: nobody is asked), a verified round whose patched run shows a
     finding a safe last resort fixes adds that change and verifies once more (FollowUp), in the first stage."""
+    from torchmend.verify.failure import failure_of
     from torchmend.verify.runs import from_outcome
 
     if scan.spec is None:
@@ -109,17 +110,24 @@ def verify_rounds(
     timed = backend not in PROXY_BACKENDS  # a proxy's times are not the user's training's: never judged
     yield Stage(StageKind.JUDGE, backend, repeat, timed)
     spec = replace(scan.spec, backend=backend, overlay=())
-    judging = Judge(spec, root, repeat, rtol, atol, on_run, reused(backend), timed=timed)
+    reuse = reused(backend)
+    if screen is not None and screen != backend and not reuse:
+        # The original's first run on the judging backend goes first: when it fails there (no compiler for it, a
+        # PyTorch failure) while screening ran it, what screening verified stands for the local changes, said as
+        # such, and a global setting is not confirmed.
+        first = _original_run(spec, root, on_run)
+        failed = failure_of(first, root)
+        if failed is not None:
+            own = backend or "the script's own backend"
+            yield from _withhold_globals(session, tried, _not_confirmed(own))
+            device = " (cuda)" if first.end.get("cuda_device") else " (cpu)"
+            where = f"{own}{device}, where the original fails ({failed.describe()})"
+            v = replace(screened.verification, unconfirmed=where)
+            yield Verified(VERIFIED if session.accepted else NONE_HELPED, tuple(session.accepted), v, tuple(tried))
+            return
+        reuse = (first,)
+    judging = Judge(spec, root, repeat, rtol, atol, on_run, reuse, timed=timed)
     done = yield from rounds(judging, session, versions, tried, follow_up)
-    if screen is not None and screen != backend and ReasonKind.ORIGINAL_FAILED in done.verification.kinds():
-        # The original does not run on the judging backend here (no compiler for it, a PyTorch failure): what
-        # screening verified stands for the local changes, said as such; a global setting is not confirmed.
-        own = backend or "the script's own backend"
-        yield from _withhold_globals(session, tried, _not_confirmed(own))
-        reason = next(r for r in done.verification.reasons if r.kind == ReasonKind.ORIGINAL_FAILED)
-        v = screened.verification.noted(f"verified on {screen} only; not on {own}, where {reason.text}")
-        yield Verified(VERIFIED if session.accepted else NONE_HELPED, tuple(session.accepted), v, tuple(tried))
-        return
     if done.ok and any(p.global_setting for p in session.accepted):
         from torchmend.verify.compare import IMPROVED
 
@@ -172,6 +180,15 @@ def _withhold_globals(session: Session, tried: list[Refusal], reason: Reason) ->
         refused.append(Refusal(p, FoundBy.GLOBAL_RULE, (reason,), local))
     tried += refused
     yield Dropped(tuple(refused), again=bool(session.accepted))
+
+
+def _original_run(spec: RunSpec, root: Path, on_run: Callable[[RunStarted], None] | None) -> ArmRun:
+    """The original's first run of a stage, made before the stage's rounds (which reuse it)."""
+    from torchmend.verify.runs import run_one
+
+    if on_run is not None:
+        on_run(RunStarted("before", 0, 1, 1))
+    return run_one(spec, root, "before")
 
 
 def _proxy_failed(

@@ -23,6 +23,7 @@ from typing import Any
 
 from torchmend.interrupts import STOPPING, shielded
 from torchmend.model import EndedBy
+from torchmend.profiler import sandbox
 from torchmend.profiler.events import (
     CHILD_ENV,
     COMPILE_END,
@@ -33,7 +34,6 @@ from torchmend.profiler.events import (
     EventTail,
     read_events,
 )
-from torchmend.profiler import sandbox
 
 _POLL_S = 0.1
 _TERM_GRACE_S = 3.0
@@ -469,7 +469,15 @@ def run(
         else:  # gone without a word: a signal, the OOM killer, os._exit, an END that could not be written
             ended_by, detail = ended_without_end(proc.returncode, disk_full(workdir, tail), workdir)
         outcome = RunOutcome(
-            events, EndedBy(ended_by), proc.returncode, wall, tail, end, detail, stopped, left_running,
+            events,
+            EndedBy(ended_by),
+            proc.returncode,
+            wall,
+            tail,
+            end,
+            detail,
+            stopped,
+            left_running,
             tuple(box.linked) if box is not None else (),
         )
         if keep_dir is not None:

@@ -118,6 +118,7 @@ class Verification:
     device: str = ""  # cpu | cuda, as the runs reported
     # where the verdict was not confirmed (e.g. "the script's own backend (cpu)"): it was judged on `backend` only
     unconfirmed: str = ""
+    original_failure: RunFailure | None = None  # how the original failed in these runs (None: it ran to its end)
 
     @property
     def ok(self) -> bool:
@@ -195,6 +196,7 @@ class Verification:
             "backend": self.backend or None,
             "device": self.device or None,
             "unconfirmed": self.unconfirmed or None,
+            "original_failure": self.original_failure.to_json() if self.original_failure else None,
             "reasons": [r.text for r in self.reasons],
             "reason_kinds": [r.kind for r in self.reasons],
             "notes": list(self.notes),
@@ -313,7 +315,7 @@ def judge(
             )
     return Verification(
         len(after), tuple(counts), tuple(times), numerics, verdict, tuple(reasons), tuple(notes), failure,
-        speed=speed, backend=backend, device=device,
+        speed=speed, backend=backend, device=device, original_failure=original,
     )  # fmt: skip
 
 

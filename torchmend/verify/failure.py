@@ -43,9 +43,11 @@ class RunFailure:
         return f"{self.display or self.path}:{self.line}" + (f" (`{self.code}`)" if self.code else "")
 
     @property
-    def same_as(self) -> tuple[str, str, int]:
-        """What two failures are compared by: the exception without object addresses, and the site."""
-        return _ADDRESS.sub("", self.exception), self.path, self.line
+    def same_as(self) -> tuple[str, str, str | int]:
+        """What two failures are compared by: the exception without object addresses, and the site: its line's code
+        when the traceback shows it (a patch moves lines: the same `loss.backward()` is at 36 after it and 37
+        before), else the line number."""
+        return _ADDRESS.sub("", self.exception), self.path, self.code.strip() or self.line
 
     def describe(self) -> str:
         """e.g. "AssertionError: Attempt to trace forbidden callable ... at train.py:11 (`...`), after 0 losses"."""

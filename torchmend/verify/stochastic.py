@@ -159,7 +159,7 @@ def failed_seeds(seeds: Sequence[int], before: Sequence[ArmRun], after: Sequence
     from torchmend.verify.failure import failure_of
 
     parts = []
-    seen: dict[str, set[tuple[str, str, int]]] = {"the original": set(), "the patched script": set()}
+    seen: dict[str, set[tuple[str, str, str | int]]] = {"the original": set(), "the patched script": set()}
     for name, runs in (("the original", before), ("the patched script", after)):
         for seed, run in zip(seeds, runs, strict=False):
             failure = failure_of(run, root)
