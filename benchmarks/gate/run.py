@@ -453,6 +453,9 @@ def parse_args(argv: list[str]):
     p.add_argument("--aa-unchanged", action="store_true", help="time both arms even when the fix wrote nothing")
     p.add_argument("--phases", default="fix,time", help="fix, time, or both (default)")
     p.add_argument("--keep", action="store_true", help="keep the scratch folders")
+    p.add_argument(
+        "--refix-failed", action="store_true", help="with --resume: fix again where fix crashed or timed out"
+    )
     args = p.parse_args(argv)
     args.fix_args = extra
     return args
@@ -489,7 +492,14 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     # 1. fix, --jobs at a time
-    todo = [p for p in paths if not results.find("fix", keys[p.stem])] if "fix" in phases else []
+    def needs_fix(p: Path) -> bool:
+        done = results.find("fix", keys[p.stem])
+        if not done:
+            return True
+        # --refix-failed: again where torchmend itself failed (an internal error, a timeout), not where it refused
+        return args.refix_failed and (done[-1]["rc"] in (1, -9, -15, 137, 143) or bool(done[-1].get("timed_out")))
+
+    todo = [p for p in paths if needs_fix(p)] if "fix" in phases else []
     slowest = [0.0]
     if todo:
         with futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
