@@ -500,14 +500,15 @@ def main(argv: list[str] | None = None) -> int:
         return args.refix_failed and (done[-1]["rc"] in (1, -9, -15, 137, 143) or bool(done[-1].get("timed_out")))
 
     todo = [p for p in paths if needs_fix(p)] if "fix" in phases else []
-    slowest = [0.0]
+    # no fix starts that would end past the deadline: the slowest fix so far (any call), else two minutes
+    slowest = [max([r.get("wall_s") or 0.0 for r in results.lines if r.get("kind") == "fix"], default=0.0) or 120.0]
     if todo:
         with futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             pending = {}
             queue = list(todo)
             while queue or pending:
                 while queue and len(pending) < args.jobs and not _stop.is_set():
-                    if remaining(deadline) < max(60.0, slowest[0] * 0.5):
+                    if remaining(deadline) < slowest[0]:
                         print(f"deadline: {len(queue)} fixes not started", flush=True)
                         queue.clear()
                         break
