@@ -453,6 +453,9 @@ def parse_args(argv: list[str]):
     p.add_argument("--aa-unchanged", action="store_true", help="time both arms even when the fix wrote nothing")
     p.add_argument("--phases", default="fix,time", help="fix, time, or both (default)")
     p.add_argument("--keep", action="store_true", help="keep the scratch folders")
+    p.add_argument(
+        "--refix-failed", action="store_true", help="with --resume: fix again where fix crashed or timed out"
+    )
     args = p.parse_args(argv)
     args.fix_args = extra
     return args
@@ -489,15 +492,23 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     # 1. fix, --jobs at a time
-    todo = [p for p in paths if not results.find("fix", keys[p.stem])] if "fix" in phases else []
-    slowest = [0.0]
+    def needs_fix(p: Path) -> bool:
+        done = results.find("fix", keys[p.stem])
+        if not done:
+            return True
+        # --refix-failed: again where torchmend itself failed (an internal error, a timeout), not where it refused
+        return args.refix_failed and (done[-1]["rc"] in (1, -9, -15, 137, 143) or bool(done[-1].get("timed_out")))
+
+    todo = [p for p in paths if needs_fix(p)] if "fix" in phases else []
+    # no fix starts that would end past the deadline: the slowest fix so far (any call), else two minutes
+    slowest = [max([r.get("wall_s") or 0.0 for r in results.lines if r.get("kind") == "fix"], default=0.0) or 120.0]
     if todo:
         with futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             pending = {}
             queue = list(todo)
             while queue or pending:
                 while queue and len(pending) < args.jobs and not _stop.is_set():
-                    if remaining(deadline) < max(60.0, slowest[0] * 0.5):
+                    if remaining(deadline) < slowest[0]:
                         print(f"deadline: {len(queue)} fixes not started", flush=True)
                         queue.clear()
                         break
