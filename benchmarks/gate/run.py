@@ -219,8 +219,9 @@ def do_fix(path: Path, key: dict, meta: dict, args, work: Path, logs: Path, dead
     env = fresh_caches(base_env(args), tmp / "caches")
     env["XDG_STATE_HOME"] = str(tmp / "state")  # torchmend's undo records: out of the user's home
     env["TORCHINDUCTOR_COMPILE_THREADS"] = str(max(1, (os.cpu_count() or 1) // max(1, args.jobs)))
+    verdict = tmp / "verdict.json"  # fix's own outcome, measured by its judging stage (cold, interleaved)
     cmd = [args.python, "-m", "torchmend", "fix", str(target), "--yes", "--unsafe-fixes", "--steps", str(args.steps)]
-    cmd += list(args.fix_args) + ["--", "--steps", str(args.steps)]
+    cmd += ["--verdict-json", str(verdict), *args.fix_args, "--", "--steps", str(args.steps)]
     log = logs / f"{case}.fix.log"
     budget = min(args.fix_timeout, remaining(deadline))
     rc, wall, timed_out = run_proc(cmd, cwd=project, env=env, log=log, timeout=budget)
@@ -238,6 +239,7 @@ def do_fix(path: Path, key: dict, meta: dict, args, work: Path, logs: Path, dead
     out = log.read_text(errors="replace")
     rec = {
         "kind": "fix",
+        "verdict_json": json.loads(verdict.read_text()) if verdict.exists() else None,
         **key,
         **{k: meta.get(k) for k in ("library", "model", "planted")},
         "host": socket.gethostname(),
