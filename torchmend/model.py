@@ -187,8 +187,9 @@ class Summary:
     first_step_s: float | None = None  # from the script's start to the end of its first optimizer step
     steady_step_s: float | None = None  # median step time over the second half of the steps
     last_step_s: float | None = None  # from the script's start to the end of its last optimizer step
-    # Compiled coverage, from the trace's graph_op_count: each compiled code object counted once, by the largest graph
-    # it compiled (a recompile of the same code adds nothing), and the largest graph of the run.
+    # Compiled coverage, from the trace's graph_op_count: each compiled code object counted once, by the last graph
+    # it compiled (what the run goes on with: a recompile adds nothing, and a first call's one-time graph, an
+    # initialisation run once, does not count over the steady one), and the largest of those.
     ops_compiled: int = 0
     largest_graph_ops: int = 0
     ranks: int | None = None  # multi-rank runs: how many ranks reported; the counts above are their sums

@@ -251,7 +251,7 @@ def test_fix_with_ranks_verifies_on_both_ranks(tmp_path: Path) -> None:
         # machine, also before torchmend's changes. One retry tells that apart from a torchmend failure.
         r = fix()
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "verdict: improved" in r.stdout
+    assert "verdict: no measured speed change" in r.stdout
     assert "numerics match" in r.stdout
     text = (tmp_path / "train.py").read_text()
     assert "torch.tensor(temperature, device=x.device)" in text and "is_compiling()" in text

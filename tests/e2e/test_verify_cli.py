@@ -40,7 +40,7 @@ def test_a_patch_that_fixes_the_break(project: Path, tmp_path: Path) -> None:
     result = _verify(project, "--patch", str(patch), "--format", "json")
     assert result.returncode == 0, result.stderr
     report = result.json
-    assert report["verdict"] == "improved"
+    assert report["verdict"] == "no_speed_change"
     breaks = next(m for m in report["counts"] if m["name"] == "graph_breaks")
     assert (breaks["before"]["median"], breaks["after"]["median"]) == (1, 0)
     assert report["numerics"]["losses_equal"] and report["numerics"]["params_equal"]
@@ -88,7 +88,7 @@ def test_patched_directory_with_repeats_as_markdown(project: Path, tmp_path: Pat
         assert "- slower beyond noise" in result.stdout and "- more" not in result.stdout, result.stdout
     else:
         assert result.returncode == 0, result.stderr
-        assert "**Verification: improved** (2 runs per arm, interleaved" in result.stdout
+        assert "**Verification: no measured speed change** (2 runs per arm, interleaved" in result.stdout
     assert "| graph breaks | 1 | 0 | 0.00 |" in result.stdout
     assert "numerics match (20 losses" in result.stdout
 

@@ -36,7 +36,7 @@ def test_a_number_through_a_decorator_wrapper_is_fixed_at_the_entry(tmp_path: Pa
     )  # fmt: skip
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
-    assert "verdict: improved" in out and "numerics match" in out, out
+    assert "verdict: no measured speed change" in out and "numerics match" in out, out
     assert "removed TM202 at layers/capture.py:8" in out, out
     text = (project / "train.py").read_text()
     assert "compiled(x, 1.0 + step * 0.01, temperature=torch.tensor(2.0 - step * 0.1, device=x.device))" in text

@@ -82,7 +82,9 @@ def test_a_failed_original_is_never_numerics_that_differ() -> None:
     v = judge([_arm("before", "lost", (), end=False)], [_arm("after", "finished", (1.0, 0.9, 0.8))])
     assert v.verdict == REFUSED
     assert not any("numerics differ" in r.text for r in v.reasons), v.reasons
-    assert any("the original run failed" in r.text and "No space left on device" in r.text for r in v.reasons), v.reasons
+    assert any("the original run failed" in r.text and "No space left on device" in r.text for r in v.reasons), (
+        v.reasons
+    )
     assert "original run failed" in v.numerics_text()
     # The patched run failing is said as its failure, as before; numbers that differ still do.
     v = judge([_arm("before", "finished", (1.0, 0.9))], [_arm("after", "lost", (), end=False)])
@@ -147,4 +149,6 @@ def test_what_fix_prints_renders_in_ascii(monkeypatch: pytest.MonkeyPatch) -> No
     console.print(verification_view(judge([_arm("before", "finished", (1.0,))], [_arm("after", "finished", (1.0,))])))
     console.print(Text("  \u2713 TM101 change removed \u2026  \u21bb trying its next candidate"))
     out = raw.getvalue().decode("ascii")
-    assert p.rule in out and "verdict: no measured speed change" in out and "ok TM101 change removed ...  ~> trying" in out
+    assert (
+        p.rule in out and "verdict: no measured speed change" in out and "ok TM101 change removed ...  ~> trying" in out
+    )

@@ -53,9 +53,10 @@ def example(
     ] = None,
 ) -> None:
     """Copy the bundled example (a small trainer with several torch.compile problems at once) into a folder of its
-    own and run `torchmend fix train.py --backend aot_eager --verify-backend aot_eager --repeat 3` there: judged on
-    aot_eager, three timed runs per arm, so it takes about a minute on a CPU (on your own script, `fix` judges on the
-    script's own backend, inductor unless it says otherwise; the verdict says which backend judged). On a terminal
+    own and run `torchmend fix train.py --backend aot_eager --verify-backend aot_eager` there: judged on aot_eager,
+    a proxy that is never timed, so it takes well under a minute on a CPU (on your own script, `fix` judges on the
+    script's own backend, inductor unless it says otherwise, in three timed runs per arm; the outcome line says which
+    backend judged). On a terminal
     fix asks about each change; off a terminal it applies them all (`--yes --unsafe-fixes`) and prints each change
     it wrote with its diff. The folder is named at the end: `torchmend undo --project DIR` puts the file back.
 
@@ -88,7 +89,7 @@ def example(
     parent = ctx.parent
     assert parent is not None  # a command of the app
     fix_command = parent.command.get_command(parent, "fix")  # type: ignore[attr-defined]
-    quick = ["--backend", "aot_eager", "--verify-backend", "aot_eager", "--repeat", "3"]
+    quick = ["--backend", "aot_eager", "--verify-backend", "aot_eager"]
     argv = [str(script), *quick, *mode, *extra]
     try:
         with fix_command.make_context("fix", argv, parent=parent) as sub:

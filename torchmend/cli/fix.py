@@ -307,8 +307,7 @@ def _verified(
     judge = settings.verify_backend
     screen = settings.backend if settings.backend != judge else None
     verification, tried = _verify(before, fixes, project, settings, (screen, judge), repeat, follow_up, verdict_json)
-    if not fixes.changes():
-        out.print("Nothing written: no change verified (see the reasons above).")
+    if not fixes.changes():  # the outcome line said why
         return None
     return verification, tried
 

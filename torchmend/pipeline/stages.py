@@ -75,7 +75,11 @@ def verify_rounds(
         raise ValueError("a scan from a trace ran nothing here: there is no run to compare against")
     project = Project.of(root)
     root = project.root
-    tolerance = settings_for(project, settings).tolerance
+    resolved = settings_for(project, settings)
+    tolerance = resolved.tolerance
+    opted = frozenset({"unsafe"} if resolved.unsafe else set()) | frozenset(
+        {"random-stream"} if resolved.random_stream else set()
+    )  # the safeties the settings opt into: a global setting's local fallback of these may take its place
     rtol = tolerance.rtol if rtol is None else rtol
     atol = tolerance.atol if atol is None else atol
     session = fixes.session
@@ -119,7 +123,7 @@ def verify_rounds(
         failed = failure_of(first, root)
         if failed is not None:
             own = backend or "the script's own backend"
-            yield from _withhold_globals(session, tried, _not_confirmed(own))
+            yield from _withhold_globals(session, tried, _not_confirmed(own), opted)
             device = " (cuda)" if first.end.get("cuda_device") else " (cpu)"
             where = f"{own}{device}, where the original fails ({failed.describe()})"
             v = replace(screened.verification, unconfirmed=where)
@@ -133,7 +137,7 @@ def verify_rounds(
 
         v = done.verification
         if backend is not None or v.verdict != IMPROVED:  # a named backend is not the script's own: unconfirmed
-            yield from _withhold_globals(session, tried, _not_confirmed(backend) if backend else _no_gain(v))
+            yield from _withhold_globals(session, tried, _not_confirmed(backend) if backend else _no_gain(v), opted)
             if not session.accepted:
                 yield Verified(NONE_HELPED, (), v, tuple(tried))
                 return
@@ -159,9 +163,12 @@ def _no_gain(v: Verification) -> Reason:
     )
 
 
-def _withhold_globals(session: Session, tried: list[Refusal], reason: Reason) -> Iterator[Event]:
+def _withhold_globals(
+    session: Session, tried: list[Refusal], reason: Reason, opted: frozenset[str] = frozenset()
+) -> Iterator[Event]:
     """Withdraw the accepted global compiler settings, each refused for `reason` (Dropped), when there are any; a
-    local fallback of one (no less safe than it) takes its place, to be judged in its turn."""
+    local fallback of one takes its place, to be judged in its turn, when it is no less safe or the settings opt
+    into its safety (`opted`: --unsafe-fixes, --allow-random-stream)."""
     from torchmend.codemods.engine import Conflict
 
     withheld = [p for p in session.accepted if p.global_setting]
@@ -170,7 +177,9 @@ def _withhold_globals(session: Session, tried: list[Refusal], reason: Reason) ->
     refused = []
     for p in withheld:
         session.withdraw(p)
-        local = next((fb for fb in p.fallbacks if not fb.global_setting and no_less_safe(fb, p)), None)
+        local = next(
+            (fb for fb in p.fallbacks if not fb.global_setting and (no_less_safe(fb, p) or fb.safety in opted)), None
+        )
         if local is not None:
             local = replace(local, findings=p.findings, fallbacks=())
             try:

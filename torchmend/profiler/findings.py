@@ -187,7 +187,7 @@ class _Run:
         self.compiles = self.graphs = self.breaks = self.recompiles = self.limit_hits = self.steps = 0
         self.compile_s = 0.0
         self.frames: set[str] = set()
-        self.frame_ops: dict[str, int] = {}  # frame id -> the ops of the largest graph it compiled (coverage)
+        self.frame_ops: dict[str, int] = {}  # frame id -> the ops of the last graph it compiled (coverage)
         self.limited_frames: set[str] = set()
         self.failure: Finding | None = None  # TM107: compiling broke the script itself; TM112: dynamo crashed in it
         self.cached_sites: dict[str, Frame] = {}  # TM208: cached tensor attribute -> the line its `is None` guard names
@@ -291,7 +291,7 @@ class _Run:
         ops = ev.get("graph_op_count") or 0
         if ops > 0:
             self.graphs += 1
-            self.frame_ops[frame_id] = max(self.frame_ops.get(frame_id, 0), ops)
+            self.frame_ops[frame_id] = ops  # the latest compile of the code is what the run goes on with
         if ev.get("recompile_reason"):
             self.recompiles += 1
             self.recompile(ev["recompile_reason"], cid, frame_id)
