@@ -4,8 +4,6 @@ prints what it printed."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from conftest import torchmend
@@ -73,41 +71,45 @@ def _scan(script: Path) -> dict:
     return json.loads(out.stdout)
 
 
+NOT_CONFIRMED = (
+    "not written: a global compiler setting is written only when the script's own backend measures the run faster; "
+    "these runs used aot_eager"
+)
+
+
 def test_a_data_dependent_length_is_traced_by_the_switch_set_before_the_compile_call(tmp_path: Path) -> None:
+    """The switch removes the break in the judged run, and is a global compiler setting: judged on aot_eager (not
+    the script's own backend) it is not written, and says why."""
     script = _project(
         tmp_path,
         "        h = self.fc(x)\n        rows = torch.where(h[:, 0] > 0)[0]\n        return h.sum() + (h[rows] * 2).sum()\n",
     )
+    original = script.read_text()
     fixed = _fix(script)
+    out = " ".join(fixed.stdout.split())
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    assert "numerics match" in fixed.stdout and "verdict: no measured speed change" in fixed.stdout
-    assert "✓ TM111 change removed TM111 at train.py" in fixed.stdout
-    text = script.read_text()
-    assert (
-        "    torch._dynamo.config.capture_dynamic_output_shape_ops = True\n    compiled = torch.compile(model," in text
-    )
+    assert "numerics match" in fixed.stdout and "✓ TM111 change removed TM111 at train.py" in fixed.stdout
     assert _after(fixed, "graph breaks") == 0
+    assert NOT_CONFIRMED in out and "outcome: nothing to write" in out
+    assert script.read_text() == original
 
 
-def test_a_loss_printed_in_compiled_code_still_prints_after_the_fix(tmp_path: Path) -> None:
-    """Issue 30 item 5: the print is reordered (dynamo prints after the graph), not gated; its `.item()` becomes a
-    0-dim tensor, which prints the same text and breaks nothing."""
+def test_a_loss_printed_in_compiled_code_is_reordered_only_where_measured_faster(tmp_path: Path) -> None:
+    """Issue 30 item 5: the print is reordered (dynamo prints after the graph), not gated, and the judged run shows
+    the break gone; the reordering is a global setting, so judged on aot_eager it is not written, and its gated
+    fallback (unsafe: the output is gone under compile) is not taken without --unsafe-fixes."""
     script = _project(
         tmp_path,
         "        loss = torch.relu(self.fc(x)).pow(2).mean()\n        print(f'loss {loss.item():.4f}')\n"
         "        return loss\n",
     )
-    original = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    original = script.read_text()
     fixed = _fix(script)  # reordering is safe: no --unsafe needed
+    out = " ".join(fixed.stdout.split())
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    text = script.read_text()
-    assert "torch._dynamo.config.reorderable_logging_functions.add(print)\n    compiled = torch.compile" in text
-    assert "print(f'loss {loss.reshape(()):.4f}')" in text and "is_compiling" not in text
-    assert _after(fixed, "graph breaks") == 0
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert run.returncode == 0, run.stderr
-    lines = [line for line in run.stdout.splitlines() if line.startswith("loss ")]
-    assert len(lines) == 4 and lines == [line for line in original.stdout.splitlines() if line.startswith("loss ")]
+    assert "✓ TM101 change removed TM101" in out and _after(fixed, "graph breaks") == 0
+    assert NOT_CONFIRMED in out and "outcome: nothing to write" in out
+    assert script.read_text() == original
 
 
 def test_a_logging_function_traced_into_the_logging_module_is_gated_at_the_users_line(tmp_path: Path) -> None:
@@ -127,20 +129,20 @@ def test_a_logging_function_traced_into_the_logging_module_is_gated_at_the_users
     assert _after(fixed, "graph breaks") == 0
 
 
-def test_a_loop_over_the_experts_some_token_chose_becomes_one_graph(tmp_path: Path) -> None:
-    """fixtures/scan/moe_dispatch: the loop over nonzero()'s rows becomes a loop over range(n), the selection
-    inside it gets the switch; the re-run shows every break gone and the same losses (plain SGD: an expert
-    with no tokens gets a zero gradient instead of none, which SGD without momentum treats alike)."""
+def test_a_loop_over_the_experts_some_token_chose_needs_its_switch(tmp_path: Path) -> None:
+    """fixtures/scan/moe_dispatch: the loop over nonzero()'s rows becomes a loop over range(n), and the selection
+    inside it gets the switch; together the judged run shows both breaks gone and the same losses. The switch is a
+    global setting: judged on aot_eager it is not written, and the loop alone removes nothing, so nothing is."""
     import shutil
 
     fixture = Path(__file__).resolve().parents[2] / "fixtures" / "scan" / "moe_dispatch" / "train.py"
     script = tmp_path / "train.py"
     shutil.copy(fixture, script)
     fixed = _fix(script, "--unsafe")
+    out = " ".join(fixed.stdout.split())
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    assert "numerics match" in fixed.stdout and "verdict: no measured speed change" in fixed.stdout
-    text = script.read_text()
-    assert "for idx in range(routed.shape[0]):" in text and ".nonzero()" not in text
-    assert 'self[f"expert_{idx}"]' in text and "torch.where(routed[idx])" in text
-    assert "torch._dynamo.config.capture_dynamic_output_shape_ops = True\ncompiled = torch.compile(model)" in text
-    assert (_after(fixed, "graph breaks"), _after(fixed, "recompiles")) == (0, 0)
+    assert "✓ TM111 change removed TM111 at train.py:17" in out and "✓ TM111 change removed TM111 at train.py:19" in out
+    assert NOT_CONFIRMED in out
+    assert "✗ TM111 change did not remove TM111 at train.py:17: not written" in out
+    assert "outcome: nothing to write (none helped)" in out
+    assert script.read_text() == fixture.read_text()

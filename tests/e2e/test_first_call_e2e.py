@@ -12,10 +12,16 @@ from conftest import ROOT, fix_a_copy
 FIXTURE = ROOT / "fixtures" / "first_call" / "actnorm" / "train.py"
 
 
+NOT_CONFIRMED = (
+    "not written: a global compiler setting is written only when the script's own backend measures the run faster; "
+    "these runs used aot_eager"
+)
+
+
 def test_state_the_first_call_sets_is_settled_eagerly(tmp_path: Path) -> None:
     script, out = fix_a_copy(FIXTURE, tmp_path)
     assert "TM201 change removed TM201 at train.py:15" in out
     assert "numerics match" in out
     text = script.read_text()
-    assert '    torch.compiler.set_stance("force_eager")\n    compiled = torch.compile(model)' in text
-    assert '        loss = compiled(x).pow(2).mean()\n        torch.compiler.set_stance("default")\n' in text
+    # a compiler stance is a global setting: judged on aot_eager (not the script's own backend), it is not written
+    assert NOT_CONFIRMED in out and "set_stance" not in text

@@ -13,6 +13,12 @@ from conftest import ROOT, fix_a_copy, torch_minor
 FIXTURE = ROOT / "fixtures" / "nested_graph_breaks" / "host_random" / "train.py"
 
 
+NOT_CONFIRMED = (
+    "not written: a global compiler setting is written only when the script's own backend measures the run faster; "
+    "these runs used aot_eager"
+)
+
+
 @pytest.mark.skipif(torch_minor() in ("2.11", "2.12"), reason="the setting is offered from torch 2.13")
 def test_the_break_a_fix_leaves_gets_the_setting_in_a_follow_up_round(tmp_path: Path) -> None:
     script, out = fix_a_copy(FIXTURE, tmp_path)
@@ -20,4 +26,6 @@ def test_the_break_a_fix_leaves_gets_the_setting_in_a_follow_up_round(tmp_path: 
     assert "TM105 at train.py:15 recorded fewer times (3 → 1)" in out
     text = script.read_text()
     assert "@torch.compiler.disable\ndef span_mask" in text
-    assert "    torch._dynamo.config.nested_graph_breaks = True\n    step = torch.compile(model)" in text
+    # the setting is global: judged on aot_eager (not the script's own backend), it is not written; the disabled
+    # helper, a local change, is
+    assert NOT_CONFIRMED in out and "nested_graph_breaks" not in text

@@ -178,6 +178,13 @@ class _Run:
         self.places = Places(project_root, self.start.get("library_roots", []))
         self.torch_version = parse_version(self.start.get("torch"))  # what the break ids mean (gbids.py)
         self.known_files = _known_files(self.events)
+        # Python's own library: code compiled there (a resume function inside `logging`, after a break in a logging
+        # call) is not the model's, and its ops do not count as compiled coverage. torch's own code is the model's
+        # (nn.Sequential's forward is in torch/nn/modules/container.py).
+        roots = self.start.get("library_roots", [])
+        packages = tuple(os.path.join(r, "") for r in roots if r.endswith(("site-packages", "dist-packages")))
+        self.stdlib = tuple(os.path.join(r, "") for r in roots if r and os.path.join(r, "") not in packages)
+        self.packages = packages  # a venv's stdlib folder holds its site-packages: those are not Python's own
         self.starts: dict[str, list[Frame]] = {}  # compile id -> the Python stack when it began compiling
         self.callers: dict[str, list[Frame]] = {}  # compile id -> the live stack of callers (no torch frames)
         # compile id -> callers' lines that ran inside compiled code
@@ -291,7 +298,9 @@ class _Run:
         ops = ev.get("graph_op_count") or 0
         if ops > 0:
             self.graphs += 1
-            self.frame_ops[frame_id] = ops  # the latest compile of the code is what the run goes on with
+            code = os.path.realpath(ev.get("co_filename") or "")
+            if not code.startswith(self.stdlib) or code.startswith(self.packages):
+                self.frame_ops[frame_id] = ops  # the latest compile of the code is what the run goes on with
         if ev.get("recompile_reason"):
             self.recompiles += 1
             self.recompile(ev["recompile_reason"], cid, frame_id)
