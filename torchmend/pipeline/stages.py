@@ -5,6 +5,7 @@ original where eager runs is PyTorch's failure, and screening goes on with eager
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -69,7 +70,6 @@ def verify_rounds(
     settings' tolerance. With `follow_up` (fix --yes: nobody is asked), a verified round whose patched run shows a
     finding a safe last resort fixes adds that change and verifies once more (FollowUp), in the first stage."""
     from torchmend.verify.failure import failure_of
-    from torchmend.verify.runs import from_outcome
 
     if scan.spec is None:
         raise ValueError("a scan from a trace ran nothing here: there is no run to compare against")
@@ -77,9 +77,8 @@ def verify_rounds(
     root = project.root
     resolved = settings_for(project, settings)
     tolerance = resolved.tolerance
-    opted = frozenset({"unsafe"} if resolved.unsafe else set()) | frozenset(
-        {"random-stream"} if resolved.random_stream else set()
-    )  # the safeties the settings opt into: a global setting's local fallback of these may take its place
+    # the safeties the settings opt into: a global setting's local fallback of these may take its place
+    opted = frozenset(k for k, on in (("unsafe", resolved.unsafe), ("random-stream", resolved.random_stream)) if on)
     rtol = tolerance.rtol if rtol is None else rtol
     atol = tolerance.atol if atol is None else atol
     session = fixes.session
@@ -87,12 +86,7 @@ def verify_rounds(
     tried: list[Refusal] = []
 
     made: dict[str | None, tuple[ArmRun, ...]] = {}  # an original's cold run by backend, made before a stage
-
-    def reused(stage_backend: str | None) -> tuple[ArmRun, ...]:
-        if stage_backend in made:
-            return made[stage_backend]
-        cold = scan.cold and scan.spec is not None and stage_backend == scan.spec.backend
-        return (from_outcome("before", 0, scan.outcome, root),) if cold else ()
+    reused = functools.partial(_reused, scan, root, made)
 
     if screen is not None and screen != backend:
         spec = replace(scan.spec, backend=screen, overlay=())
@@ -146,6 +140,18 @@ def verify_rounds(
         device = f" ({done.verification.device})" if done.verification.device else ""
         done = replace(done, verification=replace(done.verification, unconfirmed=f"the script's own backend{device}"))
     yield done
+
+
+def _reused(
+    scan: Scan, root: Path, made: dict[str | None, tuple[ArmRun, ...]], backend: str | None
+) -> tuple[ArmRun, ...]:
+    """The original's cold run on `backend` a stage may start from: one made before it, else the scan's."""
+    from torchmend.verify.runs import from_outcome
+
+    if backend in made:
+        return made[backend]
+    cold = scan.cold and scan.spec is not None and backend == scan.spec.backend
+    return (from_outcome("before", 0, scan.outcome, root),) if cold else ()
 
 
 def _not_confirmed(backend: str) -> Reason:
