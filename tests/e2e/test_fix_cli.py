@@ -207,7 +207,7 @@ def test_yes_applies_safe_only_and_undo_puts_it_back(project: Path) -> None:
     # --backend verifies too (no --verify-backend): the report says so
     result = torchmend("fix", str(target), "--backend", "aot_eager", "--yes", "--unsafe", cwd=project)
     assert result.returncode == 0, result.stderr
-    assert "verifying: before and after on the aot_eager backend" in result.stdout
+    assert "judging on the aot_eager backend" in result.stdout
     assert target.read_text().count("is_compiling") == 3
     # what was written is shown, change by change, each unsafe one marked, with its diff unwrapped
     assert result.stdout.count("UNSAFE") == 3 and result.stdout.count("+++ b/train.py") == 3
