@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import time
 from dataclasses import asdict, replace
 from enum import Enum
 from pathlib import Path
@@ -30,10 +31,20 @@ class VerifyFormat(str, Enum):
     github = "github"  # one workflow command with the verdict (docs/formats.md)
 
 
+_STARTED: list[float] = []  # when this process's first verification run started
+
+
 def show_run(run: RunStarted) -> None:
-    """The progress line of one verification run (on a terminal only)."""
-    if err.is_terminal:
-        err.print(Text(f"verify: run {run.number}/{run.total} ({run.arm}, repeat {run.repeat + 1})", style="dim"))
+    """The progress line of one verification run, with the time since the first run started: on a terminal and in
+    a log alike, so that a long fix says where its minutes go."""
+    now = time.monotonic()
+    if not _STARTED:
+        _STARTED.append(now)
+    spent = round(now - _STARTED[0])
+    clock = f"{spent // 60} min {spent % 60:02d} s" if spent >= 60 else f"{spent} s"
+    err.print(
+        Text(f"verify: run {run.number}/{run.total} ({run.arm}, repeat {run.repeat + 1}), {clock} in", style="dim")
+    )
 
 
 def exit_code(v: Verification) -> int:
