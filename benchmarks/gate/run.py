@@ -57,9 +57,17 @@ _stop = threading.Event()
 # ------------------------------------------------------------------------------------------------ cases
 
 
+# Scripts named for their role, not their model (benchmarks/scenarios/<name>/broken.py): the case is the folder's name.
+GENERIC_STEMS = frozenset({"broken", "train", "main", "hand"})
+
+
+def case_name(path: Path) -> str:
+    return path.parent.name if path.stem in GENERIC_STEMS else path.stem
+
+
 def case_meta(path: Path) -> dict:
     """`# gate: key=value ...` header lines of a case: library, model, planted (comma-separated, or none)."""
-    meta: dict = {"case": path.stem}
+    meta: dict = {"case": case_name(path)}
     for line in path.read_text().splitlines()[:5]:
         if line.startswith("# gate:"):
             for m in re.finditer(r"(\w+)=(\S.*?)(?=\s+\w+=|$)", line[len("# gate:") :]):
@@ -69,10 +77,10 @@ def case_meta(path: Path) -> dict:
     return meta
 
 
-def select_cases(only: list[str] | None) -> list[Path]:
-    paths = sorted(CASES.glob("*.py"))
+def select_cases(only: list[str] | None, given: list[Path] | None = None) -> list[Path]:
+    paths = [p.resolve() for p in given] if given else sorted(CASES.glob("*.py"))
     if only:
-        paths = [p for p in paths if any(fnmatch.fnmatch(p.stem, pat) or p.stem == pat for pat in only)]
+        paths = [p for p in paths if any(fnmatch.fnmatch(case_name(p), pat) for pat in only)]
     return paths
 
 
@@ -209,7 +217,7 @@ def parse_fix_output(text: str) -> dict:
 
 
 def do_fix(path: Path, key: dict, meta: dict, args, work: Path, logs: Path, deadline: float | None) -> dict:
-    case = path.stem
+    case = case_name(path)
     tmp = Path(tempfile.mkdtemp(prefix=f"{case}-fix-", dir=work))
     project = tmp / "project"
     project.mkdir()
@@ -266,7 +274,7 @@ def do_fix(path: Path, key: dict, meta: dict, args, work: Path, logs: Path, dead
 
 
 def do_run(path: Path, source: str, arm: str, rep: int, key: dict, args, work: Path, logs: Path, deadline) -> dict:
-    case = path.stem
+    case = case_name(path)
     tmp = Path(tempfile.mkdtemp(prefix=f"{case}-{arm}{rep}-", dir=work))
     (tmp / arm).mkdir()
     script = tmp / arm / path.name
@@ -440,6 +448,12 @@ def parse_args(argv: list[str]):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", required=True, type=Path, help="the JSONL results file (appended to)")
     p.add_argument("--only", nargs="+", help="case names or fnmatch patterns (tv_*, pyg_gcn)")
+    p.add_argument(
+        "--cases",
+        nargs="+",
+        type=Path,
+        help="scripts to run instead of cases/*.py (a scenario's broken.py is named for its folder)",
+    )
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--repeat", type=int, default=3, help="timing runs per arm")
     p.add_argument("--jobs", type=int, default=4, help="fixes at once (timing is always one run at a time)")
@@ -473,20 +487,20 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="gate-"))
     work.mkdir(parents=True, exist_ok=True)
     phases = set(args.phases.split(","))
-    paths = select_cases(args.only)
+    paths = select_cases(args.only, args.cases)
     if not paths:
         print("no case matches", args.only, file=sys.stderr)
         return 2
     keys = {}
     metas = {}
     for p in paths:
-        keys[p.stem] = {
-            "case": p.stem,
+        keys[case_name(p)] = {
+            "case": case_name(p),
             "source_sha": sha(p.read_text()),
             "steps": args.steps,
             "fix_args": args.fix_args,
         }
-        metas[p.stem] = case_meta(p)
+        metas[case_name(p)] = case_meta(p)
     print(
         f"gate: {len(paths)} cases, steps {args.steps}, repeat {args.repeat}, jobs {args.jobs}, "
         f"fix args {args.fix_args or '-'}, results {args.results}",
@@ -495,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # 1. fix, --jobs at a time
     def needs_fix(p: Path) -> bool:
-        done = results.find("fix", keys[p.stem])
+        done = results.find("fix", keys[case_name(p)])
         if not done:
             return True
         # --refix-failed: again where torchmend itself failed (an internal error, a timeout), not where it refused
@@ -515,7 +529,9 @@ def main(argv: list[str] | None = None) -> int:
                         queue.clear()
                         break
                     p = queue.pop(0)
-                    pending[pool.submit(do_fix, p, keys[p.stem], metas[p.stem], args, work, logs, deadline)] = p
+                    pending[
+                        pool.submit(do_fix, p, keys[case_name(p)], metas[case_name(p)], args, work, logs, deadline)
+                    ] = p
                 if not pending:
                     break
                 done, _ = futures.wait(pending, return_when=futures.FIRST_COMPLETED)
@@ -524,15 +540,15 @@ def main(argv: list[str] | None = None) -> int:
                     try:
                         rec = f.result()
                     except Exception as e:  # a harness bug on one case must not end the others
-                        print(f"fix {p.stem}: harness error {e!r}", flush=True)
+                        print(f"fix {case_name(p)}: harness error {e!r}", flush=True)
                         continue
                     if rec["timed_out"] and remaining(deadline) <= 1:
-                        print(f"fix {p.stem}: stopped by the deadline (not recorded)", flush=True)
+                        print(f"fix {case_name(p)}: stopped by the deadline (not recorded)", flush=True)
                         continue
                     slowest[0] = max(slowest[0], rec["wall_s"])
                     results.add(rec)
                     print(
-                        f"fix {p.stem}: rc {rec['rc']} in {rec['wall_s']:.0f}s, "
+                        f"fix {case_name(p)}: rc {rec['rc']} in {rec['wall_s']:.0f}s, "
                         f"{'wrote' if rec['changed'] else 'nothing written'}; {rec['verdict'] or rec['summary']}",
                         flush=True,
                     )
@@ -542,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in paths:
             if _stop.is_set():
                 break
-            key = keys[p.stem]
+            key = keys[case_name(p)]
             if results.find("case", key, repeat=args.repeat):
                 continue
             fixes = results.find("fix", key)
@@ -573,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
                 results.add(r)
                 m = run_metrics(r)
                 print(
-                    f"  {p.stem} {arm} {rep}: rc {r['rc']} wall {r['wall_s']:.1f}s"
+                    f"  {case_name(p)} {arm} {rep}: rc {r['rc']} wall {r['wall_s']:.1f}s"
                     + (
                         f", first step {m['first_step_s']:.1f}s, steady {m['steady_s'] * 1e3:.2f} ms, "
                         f"compile {m['compile_s']:.1f}s"
@@ -583,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
             if stopped:
-                print(f"deadline: stopped in {p.stem}", flush=True)
+                print(f"deadline: stopped in {case_name(p)}", flush=True)
                 break
             runs = [r for r in results.find("run", key) if r["rep"] < args.repeat]
             latest = {(r["arm"], r["rep"]): r for r in runs}
@@ -597,9 +613,9 @@ def main(argv: list[str] | None = None) -> int:
                     "summary": summary,
                 }
             )
-            print(f"case {p.stem}: {summary['verdict']}", flush=True)
+            print(f"case {case_name(p)}: {summary['verdict']}", flush=True)
 
-    missing = [p.stem for p in paths if not results.find("case", keys[p.stem], repeat=args.repeat)]
+    missing = [case_name(p) for p in paths if not results.find("case", keys[case_name(p)], repeat=args.repeat)]
     print(
         f"{len(paths) - len(missing)} of {len(paths)} cases complete"
         + (f"; still missing: {' '.join(missing)}" if missing else "; nothing missing"),
