@@ -24,6 +24,7 @@ def _run(
     largest: int = 30,
     last: float | None = None,
     compile_s: float = 1.0,
+    first: float = 1.0,
 ) -> ArmRun:
     summary = Summary(
         frames_compiled=1 if compiled else 0,
@@ -37,7 +38,7 @@ def _run(
         ended_by=ended_by,
         wall_seconds=5.0,
         torch_version="2.13",
-        first_step_s=1.0,
+        first_step_s=first,
         steady_step_s=steady,
         last_step_s=last if last is not None else 1.0 + steady * len(losses),
         ops_compiled=ops if compiled else 0,
@@ -67,6 +68,11 @@ def test_improved_needs_a_gain_beyond_the_measured_band() -> None:
     # equal steps, a compile measured shorter: faster to start
     start = [_run("a", steady=s, compile_s=c) for s, c in ((0.0100, 0.40), (0.0102, 0.41), (0.0101, 0.39))]
     assert judge(before, start).verdict == IMPROVED
+    # the first step ending sooner while the compile takes as long (a first call run eagerly moves the compile to
+    # the second step) is no gain
+    deferred = [_run("a", steady=s, first=f) for s, f in ((0.0100, 0.14), (0.0102, 0.15), (0.0101, 0.13))]
+    moved = judge(before, deferred)
+    assert moved.verdict == NEUTRAL and moved.speed is not None and moved.speed.of("first_step_s").pace == "faster"
     # a screening run judges no speed at all, whatever the times
     assert judge(before, faster, timed=False).verdict == NEUTRAL
 
