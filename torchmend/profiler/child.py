@@ -156,25 +156,13 @@ def _leave(code: int) -> None:
     1 to 2 s of every run (freeing dynamo's and the modules' objects) and changes nothing a run reports."""
     import atexit
 
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
+    from torchmend.profiler.collector import flush_output
+
+    flush_output()
     try:
         atexit._run_exitfuncs()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        try:  # C stdio too (an extension's printf): os._exit skips its flush
-            import ctypes
-
-            ctypes.CDLL(None).fflush(None)
-        except Exception:
-            pass
+        flush_output()
         os._exit(code)
 
 

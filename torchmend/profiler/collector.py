@@ -140,12 +140,23 @@ def end_now(sink: EventSink, reason: str, **fields: Any) -> None:
         sink.emit(END, reason=reason, **fields, **memory_fields(), **numerics_fields(budget_s=1.0))
     else:
         sink.emit(END, reason=reason, **fields, **memory_fields(), **numerics_fields())
+    flush_output()
+    os._exit(0)
+
+
+def flush_output() -> None:
+    """Python's stdout and stderr, then C's stdio (an extension's printf): os._exit flushes neither."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:
             pass
-    os._exit(0)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except Exception:
+        pass
 
 
 class StepCounter:
