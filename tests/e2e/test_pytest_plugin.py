@@ -186,3 +186,145 @@ def test_plugin_in_a_pytest_run(pytester: pytest.Pytester) -> None:
     # After a warm-up (reset=False) the block's steady state compiles nothing, and passes; a recompile fails.
     assert outcomes["test_warm_steady"]["passed"] and outcomes["test_warm_steady"]["compiles"] == 0
     assert not outcomes["test_warm_recompiles"]["passed"] and outcomes["test_warm_recompiles"]["recompiles"] == 1
+
+
+EDGE_MODEL = """\
+import torch
+
+
+def shout(x):
+    print("shout")
+    return x + 1
+
+
+def whisper(x):
+    print("whisper")
+    return x * 2
+"""
+
+EDGE_TESTS = """\
+import pytest
+import torch
+
+from edge_model import shout, whisper
+
+
+@pytest.mark.torchmend
+def test_first():
+    torch.compile(shout, backend="eager")(torch.randn(3))
+
+
+@pytest.mark.torchmend
+def test_second():
+    torch.compile(whisper, backend="eager")(torch.randn(3))
+
+
+@pytest.mark.torchmend
+def test_skipped():
+    pytest.skip("no GPU here")
+
+
+@pytest.mark.torchmend(ignore=None)
+def test_ignore_none():
+    raise AssertionError("the body must not run")
+
+
+@pytest.mark.torchmend(ignore=5)
+def test_ignore_int():
+    raise AssertionError("the body must not run")
+
+
+def test_reset_word(torchmend_compile):
+    with torchmend_compile(reset="no"):
+        raise AssertionError("the block must not run")
+"""
+
+
+def test_plugin_edge_cases(pytester: pytest.Pytester) -> None:
+    """Two tests that each need a setting before their compile, a test that skips itself, and arguments of the
+    wrong type (issue 41). One subprocess; backend="eager": the print breaks in dynamo, before any backend."""
+    pytester.makepyfile(edge_model=EDGE_MODEL, test_edges=EDGE_TESTS)
+    report = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess(
+        "-p", "torchmend.plugin", "--torchmend-report-json", str(report), "--torchmend-fix-diff"
+    )
+    out = result.stdout.str()
+    result.assert_outcomes(failed=5, skipped=1)
+    data = json.loads(report.read_text())
+
+    # Each test's diff puts the setting before that test's own compile, not the file's first one.
+    added = "+    torch._dynamo.config.reorderable_logging_functions.add(print)"
+    lines = out.splitlines()
+    after = [lines[i + 1] for i, line in enumerate(lines) if line == added]
+    assert after == [
+        '     torch.compile(shout, backend="eager")(torch.randn(3))',
+        '     torch.compile(whisper, backend="eager")(torch.randn(3))',
+    ], out
+
+    # A test that skips itself is reported as skipped, in the terminal and the JSON, not as a failure.
+    assert "test_edges.py::test_skipped: SKIPPED (no GPU here): nothing checked" in out
+    assert "NOTHING COMPILED" not in out and "compiled nothing" not in out
+    assert [t["test"] for t in data["tests"]] == ["test_edges.py::test_first", "test_edges.py::test_second"]
+    assert data["skipped"] == [{"test": "test_edges.py::test_skipped", "reason": "no GPU here"}]
+
+    # Wrong types: the argument, what it takes and what it got, and no traceback; the body never runs.
+    assert (
+        "@pytest.mark.torchmend on test_edges.py::test_ignore_none: ignore must be a list of rule codes or "
+        "prefixes (['TM104', 'TM2']), not None" in out
+    )
+    assert "test_edges.py::test_ignore_int: ignore must be a list of rule codes or prefixes" in out
+    assert "not 5 (int)" in out
+    assert "torchmend_compile in test_edges.py::test_reset_word: reset must be True or False, not 'no' (str)" in out
+    assert "must not run" not in out
+    assert "TypeError" not in out and "Traceback" not in out and "verdict.py" not in out
+
+
+PLAIN_TEST = """\
+import pathlib
+
+import pytest
+
+
+@pytest.mark.torchmend
+def test_marked():
+    pathlib.Path("ran").write_text("")
+"""
+
+
+@pytest.mark.parametrize(
+    "where, error",
+    [
+        ("missing/report.json", "--torchmend-report-json missing/report.json: the folder * does not exist*"),
+        (".", "--torchmend-report-json .: is a folder; give the path of a file to write, e.g. ./report.json"),
+    ],
+)
+def test_report_json_path_is_checked_before_the_tests(pytester: pytest.Pytester, where: str, error: str) -> None:
+    pytester.makepyfile(test_plain=PLAIN_TEST)
+    result = pytester.runpytest_inprocess("-p", "torchmend.plugin", "--torchmend-report-json", where)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: torchmend: {error}"])
+    assert not (pytester.path / "ran").exists()
+
+
+def test_report_json_whose_folder_goes_during_the_run(pytester: pytest.Pytester) -> None:
+    """Checked at configure; removed by a test since: one line saying so, exit 3, no traceback."""
+    (pytester.path / "out").mkdir()
+    pytester.makepyfile(test_rm="import shutil\n\ndef test_rm():\n    shutil.rmtree('out')\n")
+    result = pytester.runpytest_inprocess("-p", "torchmend.plugin", "--torchmend-report-json", "out/r.json")
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    result.stdout.fnmatch_lines(["torchmend: --torchmend-report-json: cannot write */out/r.json: No such file*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize("folder", [".", "sub"])
+def test_invalid_config_is_a_usage_error_before_the_tests(pytester: pytest.Pytester, folder: str) -> None:
+    """[tool.torchmend] at the rootdir (pytest_configure), or beside a marked test below it (at collection)."""
+    sub = pytester.path / folder
+    sub.mkdir(exist_ok=True)
+    (sub / "pyproject.toml").write_text('[tool.torchmend]\nselct = ["TM1"]\n')
+    (sub / "test_plain.py").write_text(PLAIN_TEST)
+    result = pytester.runpytest_inprocess("-p", "torchmend.plugin")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    wrong = f"ERROR: torchmend: {sub.resolve() / 'pyproject.toml'}:2: unknown key `selct` in [tool.torchmend]; did"
+    assert wrong + " you mean `select`?" in result.stderr.lines
+    assert not (pytester.path / "ran").exists() and not (sub / "ran").exists()

@@ -240,3 +240,44 @@ def test_a_function_that_now_compiles_is_not_refused_for_its_extra_graph() -> No
 
     v = judge([run("before", 6, 6)], [run("after", 7, 5)])
     assert v.verdict == NEUTRAL, v.reasons
+
+
+TWO_TESTS = """
+import pytest
+import torch
+from model import Router
+
+
+@pytest.mark.torchmend
+def test_first():
+    torch.compile(Router(), backend="eager")(torch.randn(4))
+
+
+@pytest.mark.torchmend
+def test_second():
+    x = torch.randn(4)
+    torch.compile(Router(), backend="eager")(x)
+"""
+
+
+def test_the_compile_is_the_one_in_the_function_the_run_came_from(tmp_path: Path) -> None:
+    """A test file compiles once per test: a setting goes before the compile of the test that ran (the plugin's
+    entry, the test function from its decorator line; or a recompile's call site), not the file's first."""
+    from torchmend.model import Location
+
+    model = _write(tmp_path, "model.py", MODEL)
+    tests = _write(tmp_path, "test_models.py", TWO_TESTS)
+    ctx = Context(str(tmp_path), read_source)
+
+    def site_line(**where: Location) -> int:
+        site = compile_site_for(_finding(model, 6, "TM111", tmp_path, **where), ctx)
+        assert not isinstance(site, str), site
+        return site.src.line_of(site.statement)
+
+    def at(line: int, function: str) -> Location:
+        return Location(file="test_models.py", line=line, function=function, path=str(tests))
+
+    assert site_line(entry=at(11, "test_second")) == 14  # the decorator's line, as pytest gives it
+    assert site_line(entry=at(6, "test_first")) == 8
+    assert site_line(call_site=at(14, "test_second")) == 14
+    assert site_line() == 8  # nothing recorded: the one script that compiles, its first compile

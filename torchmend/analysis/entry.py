@@ -87,10 +87,29 @@ def _sites_in(ctx: Context, path: str) -> list[CompileSite]:
         return []
 
 
+def _nearest(sites: list[CompileSite], line: int) -> CompileSite:
+    """The first compile inside the innermost function that holds `line` (its decorators included), else the
+    file's first: in a test file each test compiles its own model, and the one that ran is the test's."""
+    src = sites[0].src
+    spans = []
+    for fn in src.nodes_in(src.module, cst.FunctionDef):
+        end = src.positions[fn].end.line
+        start = min([src.positions[d].start.line for d in fn.decorators] + [src.positions[fn].start.line])
+        if start <= line <= end:
+            spans.append((start, end))
+    if spans:
+        start, end = max(spans)  # the innermost: the latest start among those that hold the line
+        inside = [s for s in sites if start <= src.line_of(s.statement) <= end]
+        if inside:
+            return inside[0]
+    return sites[0]
+
+
 def compile_site_for(finding: Finding, ctx: Context) -> CompileSite | str:
     """The compile that reaches the finding's code, or why it cannot be told. In order: the finding's own
     file when it compiles the function the finding is in; the file of the compiled function or call site the
-    run recorded; else the one script of the project that compiles (the earliest compile in it)."""
+    run recorded (the compile in the function that holds the recorded line, else the file's first); else the one
+    script of the project that compiles (the earliest compile in it)."""
     own: list[CompileSite] = []
     if ctx.in_project(finding.path):
         own = _sites_in(ctx, finding.path)
@@ -101,11 +120,11 @@ def compile_site_for(finding: Finding, ctx: Context) -> CompileSite | str:
             for site in own:
                 if fn is not None and compiled.get(fn) is site.node:
                     return site
-    for loc in (finding.compiled_function, finding.call_site, finding.user_frame):
+    for loc in (finding.compiled_function, finding.call_site, finding.user_frame, finding.entry):
         if loc is not None and ctx.in_project(loc.path):
             sites = _sites_in(ctx, loc.path)
             if sites:
-                return sites[0]
+                return _nearest(sites, loc.line)
     by_file: dict[str, list[CompileSite]] = {}
     for path in _scripts(ctx):
         sites = _sites_in(ctx, path)

@@ -17,17 +17,22 @@ Loading the plugin imports neither torch nor libcst: only a marked test or the f
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
+from torchmend.plugin.checks import check_configs, check_report_path
+
 if TYPE_CHECKING:
+    from torchmend.model import Location
     from torchmend.plugin.verdict import Limits, Verdict
 
+_T = TypeVar("_T")
 _PROPERTY = "torchmend"  # the user_properties key a recorded verdict travels under (pytest-xdist sends it back)
+_SKIPPED = "torchmend-skipped"  # and a marked test that skipped itself: {"test", "reason"}, nothing checked
 SCHEMA = "torchmend.pytest/1"
 
 
@@ -57,30 +62,64 @@ def pytest_configure(config: pytest.Config) -> None:
         "torchmend(graph_breaks=0, recompiles=0, max_graphs=None, ignore=[]): fail when what the test compiles "
         "has more graph breaks, recompiles or graphs than these; None leaves one unchecked (docs/pytest.md)",
     )
-    config.pluginmanager.register(_Report(config), "torchmend-report")
+    report = _Report(config)
+    value = config.getoption("torchmend_report_json")
+    if value and not hasattr(config, "workerinput"):  # the controller writes it (a pytest-xdist worker does not)
+        report.json_path = check_report_path(value, config.invocation_params.dir)
+    cwd = config.invocation_params.dir
+    check_configs([config.rootpath, *(cwd / arg.split("::")[0] for arg in config.args)], report.configs_seen)
+    config.pluginmanager.register(report, "torchmend-report")
+
+
+def _checked(where: str, check: Callable[[], _T]) -> _T:
+    """The marker's or the fixture's arguments, checked by `check`: a wrong one fails the test with this line (the
+    argument, what it takes, what it was given) and no traceback, before the recorded code runs."""
+    from torchmend.plugin.verdict import LimitsError
+
+    try:
+        return check()
+    except LimitsError as e:
+        wrong = str(e)
+    pytest.fail(f"{where}: {wrong}", pytrace=False)
 
 
 def _limits(kwargs: dict[str, Any], args: tuple[Any, ...], where: str) -> Limits:
-    from torchmend.plugin.verdict import Limits, LimitsError
+    from torchmend.plugin.verdict import Limits
 
-    try:
-        return Limits.from_marker(kwargs, args)
-    except LimitsError as e:
-        wrong = str(e)
-    pytest.fail(f"{where}: {wrong}", pytrace=False)  # before the test's body runs: this line, no traceback
+    return _checked(where, lambda: Limits.from_marker(kwargs, args))
 
 
 def _config_and_root(item: pytest.Item) -> tuple[Any, Path]:
     """[tool.torchmend] as it applies to the test's file, and the project root (its project-root, else pytest's
-    rootdir): files under it are the user's, as for a scanned script."""
+    rootdir): files under it are the user's, as for a scanned script. The configuration was checked before the
+    tests ran (pytest_configure, pytest_collection_modifyitems); one changed since fails this test, without a
+    traceback."""
     from torchmend.config import ConfigError, load_config
 
     try:
         cfg = load_config(Path(str(item.path)))
     except ConfigError as e:
-        raise pytest.UsageError(f"torchmend: {e}") from None
-    root = cfg.resolve().project_root or item.config.rootpath
-    return cfg, Path(root).resolve()
+        wrong = str(e)
+    else:
+        root = cfg.resolve().project_root or item.config.rootpath
+        return cfg, Path(root).resolve()
+    pytest.fail(f"torchmend: {wrong}", pytrace=False)  # outside the except: no "During handling of" chain
+
+
+def _test_location(item: pytest.Item, root: Path) -> Location | None:
+    """Where the test function is (its first decorator or its def): a setting the fix puts before a compile call
+    goes before this test's own compile, not the first one of the file (--torchmend-fix-diff)."""
+    from torchmend.model import Location
+
+    line = item.location[1]
+    if line is None:
+        return None
+    path = Path(str(item.path)).resolve()
+    try:
+        file = path.relative_to(root).as_posix()
+    except ValueError:
+        file = str(path)
+    return Location(file=file, line=line + 1, function=item.name, path=str(path))
 
 
 @contextmanager
@@ -97,6 +136,10 @@ def _recorded(item: pytest.Item, limits: Limits, reset: bool = True) -> Iterator
     t0 = time.monotonic()
     try:
         yield
+    except pytest.skip.Exception as e:  # pytest.skip(), importorskip: nothing is checked, and the report says so
+        recording.stop()
+        item.user_properties.append((_SKIPPED, json.dumps({"test": item.nodeid, "reason": e.msg})))
+        raise
     except BaseException as e:
         events = recording.stop(error=e)
         verdict = judge(events, root, cfg, limits, item.nodeid, time.monotonic() - t0, fresh=reset)
@@ -113,7 +156,7 @@ def _recorded(item: pytest.Item, limits: Limits, reset: bool = True) -> Iterator
         if item.config.getoption("torchmend_fix_diff") and verdict.exceeded:
             import torch
 
-            diffs = fix_diffs(verdict, torch.__version__)
+            diffs = fix_diffs(verdict, torch.__version__, entry=_test_location(item, root))
             message += "\ntorchmend fix would propose (nothing was written):\n" + (diffs or "(no change)") + "\n"
         pytest.fail(message, pytrace=False)
 
@@ -149,12 +192,15 @@ class _Compile:
         """Record what the `with` block compiles and fail the test when it exceeds these limits. `reset=False`
         keeps what was compiled before the block (a warm-up), so only the block's recompiles count: vLLM's
         fail_on_recompile check."""
+        from torchmend.plugin.verdict import Limits
+
+        where = f"torchmend_compile in {self._item.nodeid}"
         limits = _limits(
             {"graph_breaks": graph_breaks, "recompiles": recompiles, "max_graphs": max_graphs, "ignore": ignore},
             (),
-            f"torchmend_compile in {self._item.nodeid}",
+            where,
         )
-        return _recorded(self._item, limits, reset=reset)
+        return _recorded(self._item, limits, reset=_checked(where, lambda: Limits.flag("reset", reset)))
 
 
 @pytest.fixture
@@ -171,27 +217,54 @@ class _Report:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.results: list[dict[str, Any]] = []
+        self.skipped: list[dict[str, Any]] = []  # marked tests that skipped themselves: nothing checked
+        self.json_path: Path | None = None  # --torchmend-report-json, checked and made absolute at configure
+        self.json_error: str | None = None
+        self.configs_seen: set[Path] = set()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """[tool.torchmend] of every file with a recorded test, checked before any test runs (a pyproject.toml
+        below the folders pytest_configure checked). Not on a pytest-xdist worker, whose usage error the controller
+        reports as its own crash: there such a test fails, saying why (_config_and_root)."""
+        if hasattr(self.config, "workerinput"):
+            return
+        used = [i for i in items if i.get_closest_marker("torchmend") or "torchmend_compile" in _fixtures(i)]
+        check_configs([Path(str(i.path)) for i in used], self.configs_seen)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
             return
-        self.results += [json.loads(str(value)) for name, value in report.user_properties if name == _PROPERTY]
+        for name, value in report.user_properties:
+            if name == _PROPERTY:
+                self.results.append(json.loads(str(value)))
+            elif name == _SKIPPED:
+                self.skipped.append(json.loads(str(value)))
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Write the JSON report (before the terminal summary, which says where it went or why it could not)."""
+        if self.json_path is None:
+            return
+        from torchmend import __version__
+
+        data = {"schema": SCHEMA, "torchmend_version": __version__, "tests": self.results, "skipped": self.skipped}
+        try:
+            self.json_path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        except OSError as e:  # checked at configure; gone or full since
+            self.json_error = f"cannot write {self.json_path}: {e.strerror or e}"
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         config = self.config
         if hasattr(config, "workerinput"):  # a pytest-xdist worker: the controller reports
             return
-        path = config.getoption("torchmend_report_json")
-        if path:
-            from torchmend import __version__
-
-            data = {"schema": SCHEMA, "torchmend_version": __version__, "tests": self.results}
-            Path(path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        path = self.json_path
         if not (config.getoption("torchmend_report") or path):
             return
         tr = terminalreporter
         tr.write_sep("=", "torchmend report")
-        if not self.results:
+        if not self.results and not self.skipped:
             tr.write_line("no test was recorded (none marked @pytest.mark.torchmend or using torchmend_compile)")
         for r in self.results:
             state = (
@@ -209,5 +282,13 @@ class _Report:
             )
             for f in r["findings"]:
                 tr.write_line(f"    {f['rule']} {f['file']}:{f['line']} ({f['count']}x) {f['title']}")
-        if path:
-            tr.write_line(f"JSON: {path}")
+        for r in self.skipped:
+            tr.write_line(f"{r['test']}: SKIPPED ({r['reason']}): nothing checked")
+        if self.json_error:
+            tr.write_line(f"torchmend: --torchmend-report-json: {self.json_error}", red=True)
+        elif path:
+            tr.write_line(f"JSON: {config.getoption('torchmend_report_json')}")
+
+
+def _fixtures(item: pytest.Item) -> list[str]:
+    return list(getattr(item, "fixturenames", ()))

@@ -17,7 +17,7 @@ from typing import Any
 
 from torchmend import rules
 from torchmend.config import Config
-from torchmend.model import Finding, Kind, Severity, Summary
+from torchmend.model import Finding, Kind, Location, Severity, Summary
 
 # The rule pages (the same address SARIF's helpUri gives: torchmend/cli/formats/sarif.py RULE_DOCS).
 RULE_DOCS = "https://github.com/torchmend/torchmend/blob/main/docs/rules/{code}.md"
@@ -26,6 +26,11 @@ _KEYS = ("graph_breaks", "recompiles", "max_graphs", "ignore")
 
 class LimitsError(ValueError):
     """The marker or fixture was given something it does not take."""
+
+
+def _shown(value: Any) -> str:
+    """A wrong value with its type, as the usage message names it: `None`, `5 (int)`, `'no' (str)`."""
+    return "None" if value is None else f"{value!r} ({type(value).__name__})"
 
 
 @dataclass(frozen=True)
@@ -51,15 +56,26 @@ class Limits:
             if key in kwargs:
                 v = kwargs[key]
                 if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-                    raise LimitsError(f"{key} must be a whole number >= 0 or None (not checked), not {v!r}")
+                    raise LimitsError(f"{key} must be a whole number >= 0 or None (not checked), not {_shown(v)}")
                 values[key] = v
         ignore = kwargs.get("ignore", ())
-        if isinstance(ignore, str) or not all(isinstance(c, str) for c in ignore):
-            raise LimitsError(f"ignore must be a list of rule codes or prefixes (['TM104', 'TM2']), not {ignore!r}")
+        # A list, tuple or set only: a string, None, a number or a generator is not a list of codes, and an empty
+        # code would be a prefix of every rule.
+        if not isinstance(ignore, (list, tuple, set, frozenset)) or not all(isinstance(c, str) and c for c in ignore):
+            raise LimitsError(
+                f"ignore must be a list of rule codes or prefixes (['TM104', 'TM2']), not {_shown(ignore)}"
+            )
         unknown_codes = [c for c in ignore if not any(r.startswith(c) for r in rules.BY_CODE)]
         if unknown_codes:
             raise LimitsError(f"ignore: {', '.join(unknown_codes)} is no rule code (`torchmend rules` lists them)")
         return cls(**values, ignore=tuple(ignore))
+
+    @staticmethod
+    def flag(name: str, value: Any) -> bool:
+        """A True/False argument (the fixture's reset), strictly: "no" or 0 is not taken for a bool."""
+        if not isinstance(value, bool):
+            raise LimitsError(f"{name} must be True or False, not {_shown(value)}")
+        return value
 
     def words(self) -> str:
         parts = [f"{k}={getattr(self, k)}" for k in ("graph_breaks", "recompiles", "max_graphs")]
@@ -210,13 +226,18 @@ def explain(v: Verdict) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def fix_diffs(v: Verdict, torch_version: str | None) -> str:
+def fix_diffs(v: Verdict, torch_version: str | None, entry: Location | None = None) -> str:
     """The codemod diff of each counted finding, each alone on the file as it is (nothing is written), or why
-    there is none."""
+    there is none. `entry`: the test function, where the recorded code was entered from when the run did not say
+    (a graph break): a setting placed before the compile call goes before the test's own compile."""
+    from dataclasses import replace
+
     from torchmend import pipeline
     from torchmend.codemods.engine import Conflict, unified_diff
 
     findings = [f for f in v.counted if f.kind in (Kind.GRAPH_BREAK, Kind.RECOMPILE, Kind.RECOMPILE_LIMIT)]
+    if entry is not None:
+        findings = [f if f.entry is not None else replace(f, entry=entry) for f in findings]
     fixes = pipeline.propose(findings, v.root, torch_version=torch_version)
     out = []
     for p in fixes.proposals:
