@@ -62,7 +62,7 @@ import torch._logging._internal as tlog
 from model import Clean, Commented, Printing, scaled
 from quiet import noisy
 
-BEFORE = (tlog.trace_log.level, tlog._init_logs)
+BEFORE = (tlog.trace_log.level, tlog.trace_log.propagate, tlog._init_logs)
 
 
 @pytest.mark.torchmend(graph_breaks=0, recompiles=0)
@@ -127,7 +127,7 @@ def test_misspelt():
 def test_zz_state_restored():
     # torch's own LazyTraceHandler removes itself at the first record without TORCH_TRACE, plugin or not
     assert not [h for h in tlog.trace_log.handlers if type(h).__name__ == "TraceHandler"]
-    assert (tlog.trace_log.level, tlog._init_logs) == BEFORE
+    assert (tlog.trace_log.level, tlog.trace_log.propagate, tlog._init_logs) == BEFORE
 """
 
 PYPROJECT = """\
@@ -277,6 +277,8 @@ def test_plugin_edge_cases(pytester: pytest.Pytester) -> None:
     assert "torchmend_compile in test_edges.py::test_reset_word: reset must be True or False, not 'no' (str)" in out
     assert "must not run" not in out
     assert "TypeError" not in out and "Traceback" not in out and "verdict.py" not in out
+    # The trace logger's DEBUG records reach the recorder only, not pytest's log capture of each failure.
+    assert "torch.__trace" not in out
 
 
 PLAIN_TEST = """\

@@ -9,7 +9,8 @@
 
 A marked test (or the fixture's block) is recorded in this process through the structured-trace collector that
 `scan` uses in its child (profiler/inprocess.py), and judged by the same analysis (plugin/verdict.py). Options:
---torchmend-report (a summary of every recorded test), --torchmend-report-json PATH, --torchmend-fix-diff.
+--torchmend-report (a summary of every recorded test), --torchmend-report-json PATH, --torchmend-fix-diff. Before any
+test runs, the report's path and [tool.torchmend] are checked (plugin/checks.py): a mistake is a pytest usage error.
 
 Loading the plugin imports neither torch nor libcst: only a marked test or the fixture does (a test keeps it so).
 """

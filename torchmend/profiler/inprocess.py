@@ -5,9 +5,9 @@ The events are the child's, made by the same pieces: the collector's TraceHandle
 logger (records.py turns each record into an event, so a test and a scan read a record alike), a START event as
 child.py writes it, and an END event for how the block ended. `findings.analyse()` takes them unchanged.
 
-What is changed while recording is put back when it stops: the trace logger's level and handlers, and
-torch._logging's `_init_logs` (wrapped, as the child wraps it, so a `set_logs()` inside the block keeps the
-handler). Dynamo is reset before (the block compiles from scratch: what it shows is its own compilation) and
+What is changed while recording is put back when it stops: the trace logger's level, its handlers (those not
+torch's are taken off while recording), its propagation, and torch._logging's `_init_logs` (wrapped, as the child
+wraps it, so a `set_logs()` inside the block keeps the handler). Dynamo is reset before (the block compiles from scratch: what it shows is its own compilation) and
 after (the next test starts from nothing it left).
 """
 
@@ -58,6 +58,8 @@ class Recording:
         self.sink = MemorySink()
         self._handler: collector.TraceHandler | None = None
         self._level = logging.NOTSET
+        self._propagate = False
+        self._detached: list[logging.Handler] = []
         self._init_logs: Any = None
         self._t0 = 0.0
 
@@ -69,6 +71,15 @@ class Recording:
         handler.converter.strings.update(_interned())
         self._level = _tlog.trace_log.level
         _tlog.trace_log.setLevel(logging.DEBUG)
+        # At DEBUG each trace record would reach every other handler: the root logger's through propagation, and
+        # those pytest's log capture puts on non-propagating loggers too (pytest 9), which showed hundreds of empty
+        # `torch.__trace` lines under each failure. Kept from both while recording, as torch's set_logs() keeps
+        # it from the root's; torch's own handlers (TORCH_TRACE's) stay.
+        self._propagate = _tlog.trace_log.propagate
+        _tlog.trace_log.propagate = False
+        self._detached = [h for h in _tlog.trace_log.handlers if not type(h).__module__.startswith("torch.")]
+        for h in self._detached:
+            _tlog.trace_log.removeHandler(h)
         _tlog.trace_log.addHandler(handler)
         self._handler = handler
         self._init_logs = _tlog._init_logs
@@ -89,6 +100,10 @@ class Recording:
         if self._handler is not None:
             _tlog.trace_log.removeHandler(self._handler)
             _tlog.trace_log.setLevel(self._level)
+            _tlog.trace_log.propagate = self._propagate
+            for h in self._detached:
+                _tlog.trace_log.addHandler(h)
+            self._detached = []
             _tlog._init_logs = self._init_logs
             self._handler = None
         if error is None:
