@@ -98,7 +98,7 @@ def tune(
 ) -> None:
     """Run SCRIPT as eager and under each torch.compile setting that matters, interleaved, with fresh compile
     caches per run; report compile seconds, first step, steady step, recompiles, graph breaks, peak memory and
-    the break-even step count of each, and recommend one.
+    the break-even step count of each, and recommend one. The script's stdin is /dev/null in every run.
 
     Examples:
 
