@@ -173,7 +173,7 @@ class Project:
         if not writes:
             return self.interrupted()
         try:
-            store.check_state_dir(self.root)
+            store.check_state_dir(self.root, create=False)  # made when a write needs it
         except store.WriteRefused as e:
             raise JournalBlocked(f"nothing was run or written: {e}") from e
         return self.roll_back_interrupted()

@@ -62,3 +62,18 @@ def test_tune_times_eager_and_a_compiled_setting_and_writes_the_report(tmp_path:
     assert "(COMPILE_LOG.svg)" in report and "torch 2." in report
     plot = ET.parse(tmp_path / "out" / "COMPILE_LOG.svg").getroot()
     assert len(plot.findall("{http://www.w3.org/2000/svg}polyline")) == 2
+
+
+def test_a_report_that_cannot_be_written_at_the_end_loses_no_result(tmp_path: Path) -> None:
+    # The path is free when tune checks it; the script itself then puts a folder there, so the write at the end fails.
+    report = tmp_path / "COMPILE_LOG.md"
+    blocking = f"import os\nos.makedirs({str(report)!r}, exist_ok=True)\n"
+    (tmp_path / "train.py").write_text(blocking + SCRIPT)
+    r = torchmend(
+        "tune", "train.py", "--backend", "eager", "--settings", "default", "--steps", "3", "--repeat", "1",
+        "--report", str(report), cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 2, said[-3000:]
+    assert f"cannot write the report {report}" in said and "the results are above" in said, said
+    assert "recommended:" in r.stdout and "default" in r.stdout  # the table came out first

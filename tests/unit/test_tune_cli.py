@@ -35,6 +35,24 @@ def test_tune_refuses_unknown_settings_and_torchrun_before_running(tmp_path: Pat
     assert r.returncode == 2 and "one process" in r.stderr
 
 
+def test_tune_refuses_a_report_path_it_cannot_write_before_running(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("raise SystemExit('must not run')\n")
+    (tmp_path / "a_file").write_text("")
+    (tmp_path / "a_folder").mkdir()
+    for report, said in [
+        ("a_file/COMPILE_LOG.md", "is not a folder"),  # a folder above it is a file
+        ("a_folder", "is a folder"),
+        ("a_file/deeper/COMPILE_LOG.md", "is not a folder"),
+    ]:
+        r = torchmend("tune", str(script), "--report", report, cwd=tmp_path)
+        said_all = " ".join(r.stderr.split())
+        assert r.returncode == 2, r.stderr
+        assert f"--report {report}" in said_all and said in said_all and "nothing was run" in said_all, said_all
+        assert "must not run" not in r.stderr and "tune: eager" not in r.stderr  # no setting ran
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "a_folder", "train.py"]  # nothing left behind
+
+
 @pytest.fixture
 def recorded_compile(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     torch = pytest.importorskip("torch")

@@ -42,7 +42,39 @@ class _Group(_HelpFlag, typer.core.TyperGroup):
 
 
 class _Command(_HelpFlag, typer.core.TyperCommand):
-    pass
+    """A command that notes the `--format` its command line asks for (cli/failure.py: a machine format gets its
+    error document on every exit), also when click refuses the command line."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from torchmend.cli import failure
+
+        given = list(args)  # click's parser consumes the list it is given
+        try:
+            rest: list[str] = super().parse_args(ctx, args)
+        except typer._click.exceptions.UsageError as e:
+            failure.want(ctx.info_name or "", _format_given(self, ctx, given))
+            failure.record(e.exit_code, e.format_message())
+            raise
+        failure.want(ctx.info_name or "", ctx.params.get("format"))
+        return rest
+
+
+def _format_given(command: Any, ctx: Any, args: list[str]) -> object:
+    """The `--format` value in a command line click refused (an unknown option, a bad value elsewhere): the line
+    parsed again by click's parser for that option alone, every other option and argument passed over, the value
+    left a string (no conversion: typer's would import pydantic); None if none."""
+    from typer._click.parser import _OptionParser
+
+    parser = _OptionParser(ctx)
+    parser.ignore_unknown_options = True
+    for param in command.params:
+        if param.name == "format":
+            param.add_to_parser(parser, ctx)
+    try:
+        opts, _, _ = parser.parse_args(list(args))
+    except typer._click.exceptions.ClickException:
+        return None
+    return opts.get("format")
 
 
 class _Typer(typer.Typer):
@@ -162,6 +194,11 @@ def degrade_streams() -> None:
 
 
 def fail(code: ExitCode, message: str, detail: str = "") -> NoReturn:
+    """End the command with `code` after saying why on stderr (`message` in rich markup, `detail` plain), noted
+    for the error document of a machine format (cli/failure.py)."""
+    from torchmend.cli import failure
+
+    failure.record(int(code), Text.from_markup(message).plain, detail)
     err.print(f"[bold red]torchmend:[/] {message}")
     if detail:
         err.print(Text(detail, style="dim"))
@@ -195,8 +232,10 @@ class GuardedStdout:
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
+        self.written = False  # whether anything reached it: an error document comes only on an empty stdout
 
     def write(self, text: str) -> int:
+        self.written = self.written or bool(text)
         try:
             return self._stream.write(text)
         except OSError as e:

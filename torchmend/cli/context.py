@@ -76,6 +76,8 @@ def check_journal(project: Project, writes: bool) -> None:
     which write nothing, named); and when this command will write, its undo records must have a place to go."""
     with project_errors():
         records = project.check_journal(writes)
+    if writes:
+        _warn_state_inside(project)
     for r in records:
         if writes:
             names = ", ".join(project.display(f) for f in r.files)
@@ -88,3 +90,16 @@ def check_journal(project: Project, writes: bool) -> None:
                 f"[yellow]warning:[/] the fix of {r.created} was interrupted while writing; `torchmend undo` "
                 "rolls it back"
             )
+
+
+def _warn_state_inside(project: Project) -> None:
+    """The undo records would be kept inside the project (a $TORCHMEND_STATE_DIR there, a relative one given from
+    inside it): git, `torchmend pr` and the project's tools see them as files of the project."""
+    from torchmend.store import state_dir
+
+    state = state_dir()
+    if state.is_relative_to(project.root.resolve()) or state.is_relative_to(project.root):
+        err.print(
+            f"[yellow]warning:[/] the undo records go inside the project, in {escape(str(state))} "
+            "($TORCHMEND_STATE_DIR): git and your tools will see them; set it to a folder outside the project"
+        )

@@ -40,7 +40,8 @@ DESCRIPTIONS = {
     ExitCode.OK: "the script ran and was profiled (with or without findings)",
     ExitCode.INTERNAL_ERROR: "internal error in torchmend (please report it); or the disk is full where torchmend "
     "itself writes (the message names it: no space left on device)",
-    ExitCode.USAGE: "usage error: bad option or argument",
+    ExitCode.USAGE: "usage error: bad option or argument (e.g. a `tune --report` path that cannot be written, "
+    "checked before anything runs)",
     ExitCode.SCRIPT_NOT_FOUND: "the script does not exist or is not a file, or a path given to lint does not exist",
     ExitCode.SCRIPT_FAILED: "the script failed before anything was compiled (syntax error, exception, non-zero exit, killed); "
     "the tail of its output is shown",

@@ -100,7 +100,8 @@ def fix(
     """Find what stops torch.compile from paying off in SCRIPT and fix it in your source: each change is
     shown as a diff with the finding behind it and its safety, and you accept or reject it (like
     `git add -p`). The accepted changes are re-run before anything is written; files are written
-    atomically and `torchmend undo` puts them back.
+    atomically and `torchmend undo` puts them back. The script's stdin is /dev/null in every run (they must
+    all see the same input).
 
     Examples:
 

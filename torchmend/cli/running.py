@@ -145,8 +145,10 @@ def stop_on_signals(what: str) -> Iterator[None]:
 
 
 def stopped(exc: BaseException, what: str) -> NoReturn:
+    from torchmend.cli import failure
     from torchmend.interrupts import describe, exit_code
 
+    failure.record(exit_code(exc), f"{describe(exc)}: {what}")
     with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
         err.print(f"[bold red]torchmend:[/] {describe(exc)}: {what}")
     raise typer.Exit(exit_code(exc))

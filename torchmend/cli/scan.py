@@ -54,7 +54,8 @@ def scan(
     keep_events: o.KeepEvents = None,
 ) -> None:
     """Run SCRIPT under torch.compile in a child process and report every graph break and recompilation
-    at your source line, deduplicated, with counts.
+    at your source line, deduplicated, with counts. The script reads torchmend's stdin when it is a pipe or a
+    file (`< answers.txt`); from a terminal, and in fix, verify and tune, it reads /dev/null.
 
     Examples:
 
@@ -69,7 +70,7 @@ def scan(
 
     project_, _ = script_project(script, args, nproc_per_node, project)  # a bad configuration stops here
     settings = resolved(project_, select=select, ignore=ignore, steps=steps, timeout=timeout, backend=backend)
-    spec = spec_of(settings, script, args, nproc_per_node, from_trace, path_map)
+    spec = spec_of(settings, script, args, nproc_per_node, from_trace, path_map, stdin=True)  # one run: it can read
     ui = out if format.for_people else err
     live = format.for_people and out.is_terminal
     result = scan_of(

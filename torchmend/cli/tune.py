@@ -98,7 +98,7 @@ def tune(
 ) -> None:
     """Run SCRIPT as eager and under each torch.compile setting that matters, interleaved, with fresh compile
     caches per run; report compile seconds, first step, steady step, recompiles, graph breaks, peak memory and
-    the break-even step count of each, and recommend one.
+    the break-even step count of each, and recommend one. The script's stdin is /dev/null in every run.
 
     Examples:
 
@@ -116,6 +116,8 @@ def tune(
     if spec.ranked:
         fail(ExitCode.USAGE, "tune runs the script as one process: give the script, not a torchrun command")
     chosen = _chosen(settings, backend)
+    if report is not None:
+        _check_report(report)  # before the runs, which take minutes: their results must have somewhere to go
     root = Project.at(spec.script.parent, project, config=False).root  # tune reads no configuration
     command = "torchmend tune " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     finished: list[TuneRun] = []
@@ -150,14 +152,14 @@ def _emit(result: Tune, report: Path | None, format: TuneFormat, show_output: bo
             err.rule(f"script output (tail): {run.setting.name}, round {run.index + 1}")
             err.print(Text(run.outcome.output_tail))
         err.rule()
-    if report is not None:
-        _write_report(result, report)
     if format is TuneFormat.json:
         from torchmend.tune.report import to_json
 
         print(json.dumps(to_json(result), indent=2))
     else:
         _print_table(result)
+    if report is not None:  # after the results are out: a report that cannot be written loses none of them
+        _write_report(result, report)
 
 
 def _run(
@@ -268,6 +270,31 @@ def _check(runs: list[TuneRun]) -> None:
         )
 
 
+def _check_report(path: Path) -> None:
+    """Exit 2 (nothing run) when the --report path cannot be written: it or its plot (.svg) is a folder, a folder
+    above it is a file, or the nearest existing folder above it takes no new file (read-only, no permission).
+    Creates nothing that stays: the folders are made when the report is written."""
+    import tempfile
+
+    for target in (path, path.with_suffix(".svg")):
+        if target.is_dir():
+            fail(ExitCode.USAGE, f"--report {path}: {target} is a folder; give a file name; nothing was run")
+    folder = path.absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        fail(ExitCode.USAGE, f"--report {path}: {folder} is not a folder; nothing was run")
+    try:
+        with tempfile.TemporaryFile(dir=folder):  # a real write: permissions, a read-only mount, root's rights
+            pass
+        for target in (path, path.with_suffix(".svg")):
+            if target.exists():
+                with open(target, "a", encoding="utf-8"):  # appends nothing: the file stays as it is
+                    pass
+    except OSError as e:
+        fail(ExitCode.USAGE, f"--report {path} cannot be written: {e.strerror or e}; nothing was run")
+
+
 def _write_report(result: Tune, path: Path) -> None:
     from torchmend.tune.plot import svg
     from torchmend.tune.report import markdown, series
@@ -281,7 +308,7 @@ def _write_report(result: Tune, path: Path) -> None:
             plot.write_text(svg(lines, title), encoding="utf-8")
         path.write_text(markdown(result, plot.name if lines else None), encoding="utf-8")
     except OSError as e:
-        fail(ExitCode.USAGE, f"cannot write the report {path}: {e}")
+        fail(ExitCode.USAGE, f"cannot write the report {path}: {e} (the results are above)")
     err.print(f"report written: {path}" + (f" (plot: {plot})" if lines else ""))
 
 

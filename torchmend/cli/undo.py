@@ -37,6 +37,17 @@ def warn_damaged(root: Path) -> None:
         err.print(f"[yellow]warning:[/] skipped the damaged undo record {path}: {why}")
 
 
+def _looked_in(root: Path) -> str:
+    """Where undo looked for the records, and which setting chose it: a fix recorded under another state folder
+    (another $TORCHMEND_STATE_DIR, or a relative one given from another folder) is not seen."""
+    import os
+
+    from torchmend.store import undo_dir
+
+    where = "$TORCHMEND_STATE_DIR" if os.environ.get("TORCHMEND_STATE_DIR") else "the default state folder"
+    return f"looked in {undo_dir(root)}, from {where}"
+
+
 @app.command(short_help="Undo the last fix of this project.")
 def undo(
     project: Annotated[
@@ -72,13 +83,13 @@ def undo(
         for r in found.complete:
             out.print(f"{r.created}  {len(r.files)} file(s)  {r.patch}")
         if not found.complete and not found.incomplete:
-            out.print(f"no fix of {root} to undo")
+            out.print(f"no fix of {root} to undo ({_looked_in(root)})")
         return
     if found.incomplete:
         roll_back_incomplete(this)
         return
     if not found.complete:
-        fail(ExitCode.NOTHING_TO_UNDO, f"no fix of {root} to undo")
+        fail(ExitCode.NOTHING_TO_UNDO, f"no fix of {root} to undo ({_looked_in(root)})")
     last = found.complete[-1]
     if undone_already(last):  # undone by an earlier undo that could not retire the record (read-only state)
         why = retire(last)

@@ -98,7 +98,7 @@ def verify(
     """Run SCRIPT as it is and with a patch, with the same seed, budget and backend, each run in its own
     process with its own inductor cache, and compare: compiled frames, graphs, graph breaks, recompiles,
     limit hits, compile seconds, first-step and steady step time, wall time; per-step losses and the final
-    parameters within tolerance.
+    parameters within tolerance. The script's stdin is /dev/null in every run.
 
     Exit 0: the patch removed breaks or recompiles and changed no numbers. 12: it changed nothing measurable.
     10: refused (numerics differ, the patched script failed, or it got worse).

@@ -61,6 +61,7 @@ class RunSpec:
     launcher: tuple[str, ...] = ()  # torchrun options (e.g. --nproc-per-node 2): run one child per rank under it
     # tune's settings for every torch.compile call: mode, dynamic, eager (no compile); see collector.override_compile
     compile: tuple[tuple[str, Any], ...] = ()
+    stdin: bool = False  # pass on torchmend's stdin if a pipe or file (not a terminal: prompts are captured)
 
     @property
     def ranked(self) -> bool:
@@ -399,6 +400,12 @@ def _child_env(spec: RunSpec, workdir: Path, script: Path) -> tuple[dict[str, st
     return env, marker
 
 
+def _passes_stdin(spec: RunSpec) -> bool:
+    with contextlib.suppress(OSError):  # OSError: no stdin at all (closed)
+        return spec.stdin and not os.isatty(0) and os.fstat(0) is not None
+    return False
+
+
 def run(
     spec: RunSpec,
     on_progress: Callable[[Progress], None] | None = None,
@@ -427,7 +434,7 @@ def run(
                 spec.command(),
                 cwd=str(cwd),
                 env=env,
-                stdin=subprocess.DEVNULL,
+                stdin=None if _passes_stdin(spec) else subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # so a timeout or a signal can stop the script's own subprocesses too

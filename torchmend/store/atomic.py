@@ -17,9 +17,11 @@ from torchmend.sources import Encoding, decode
 from torchmend.store.state import WriteRefused, project_lock
 
 STALE = "changed since it was scanned; run torchmend again on the new version"
+# What to do about a read-only file, in the options of the command that meets it (undo says its own).
+READ_ONLY = "make it writable (chmod u+w), or leave its findings out with --ignore CODE"
 
 
-def check(path: str, expected: str, after: str, project: Path, stale: str) -> Encoding:
+def check(path: str, expected: str, after: str, project: Path, stale: str, read_only: str = READ_ONLY) -> Encoding:
     real = os.path.realpath(path)
     if not real.startswith(str(project.resolve()) + os.sep):
         link = f" (a symbolic link to {real})" if real != os.path.abspath(path) else ""
@@ -38,7 +40,7 @@ def check(path: str, expected: str, after: str, project: Path, stale: str) -> En
         ) from e
     # The owner's write bit too: root may write anywhere, but a file marked read-only was marked so on purpose.
     if not os.access(path, os.W_OK) or not os.stat(real).st_mode & stat.S_IWUSR:
-        raise WriteRefused(f"{path} is read-only; make it writable (chmod u+w) or leave it out with --ignore")
+        raise WriteRefused(f"{path} is read-only; {read_only}")
     if not os.access(os.path.dirname(real), os.W_OK | os.X_OK):
         raise WriteRefused(f"cannot create a file in {os.path.dirname(real)} (needed to replace {path} atomically)")
     return encoding

@@ -70,10 +70,14 @@ def undo(record: UndoRecord, project: Path) -> str:
     record could not be retired (a read-only state folder), what could not be recorded."""
     reverse = {p: (after, before) for p, (before, after) in record.files.items()}
     stale = f"was edited after the fix; undo it by hand with the saved patch: {record.patch}"
+    read_only = (
+        "make it writable (chmod u+w) and run `torchmend undo` again (undo puts back every file of a fix or none), "
+        f"or undo the fix by hand with the saved patch: {record.patch}"
+    )
     with project_lock(project, create=False):
         if not record.path.exists():  # another undo took it while this one waited for the lock
             raise WriteRefused(f"the fix of {record.created} was undone meanwhile (by another torchmend undo)")
-        encodings = {p: check(p, after, before, project, stale) for p, (after, before) in reverse.items()}
+        encodings = {p: check(p, after, before, project, stale, read_only) for p, (after, before) in reverse.items()}
         with deferred_signals():
             replace_all({p: (encodings[p].encode(a), encodings[p].encode(b)) for p, (a, b) in reverse.items()})
             return retire(record)

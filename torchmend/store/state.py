@@ -37,13 +37,22 @@ def undo_dir(project: Path) -> Path:
     return state_dir() / "undo" / f"{project.resolve().name}-{key}"
 
 
-def check_state_dir(project: Path) -> Path:
-    """The project's undo folder, created if needed; raises WriteRefused when it cannot hold a record (checked
-    before anything is written: a write without its undo record is never made)."""
+def check_state_dir(project: Path, create: bool = True) -> Path:
+    """The project's undo folder; raises WriteRefused when it cannot hold a record (checked before anything is
+    written: a write without its undo record is never made). `create`: make the folder (a write is about to use
+    it); else, where it does not exist yet, check that the nearest folder above it takes a new file and make
+    nothing, so a command that in the end writes nothing leaves no empty folder behind."""
     folder = undo_dir(project)
+    probe_in = folder
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".probe-", dir=folder)
+        if create:
+            folder.mkdir(parents=True, exist_ok=True)
+        else:
+            while not probe_in.exists() and probe_in != probe_in.parent:
+                probe_in = probe_in.parent
+            if not probe_in.is_dir():
+                raise NotADirectoryError(20, "Not a directory", str(probe_in))
+        fd, probe = tempfile.mkstemp(prefix=".probe-", dir=probe_in)
         os.close(fd)
         os.unlink(probe)
     except OSError as e:

@@ -78,3 +78,9 @@ def verdict_command(verdict: str, lines: Sequence[str]) -> str:
     no_change → warning, refused → error."""
     name = {"improved": "notice", "no_speed_change": "notice", "no_change": "warning"}.get(verdict, "error")
     return command(name, "\n".join(lines), title=f"torchmend verify: {verdict.replace('_', ' ')}") + "\n"
+
+
+def error_command(code: int, name: str, message: str, detail: str = "") -> str:
+    """The run-level `::error` command of a command that failed: the exit code and its name in the title, the
+    message (and its detail, the script's output's tail) as the text."""
+    return command("error", f"{message}\n{detail}" if detail else message, title=f"torchmend exited {code} ({name})")

@@ -201,3 +201,27 @@ def to_sarif(
     if run_properties:
         run["properties"] = run_properties
     return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
+
+
+def error_log(
+    code: int, name: str, message: str, detail: str = "", *, tool_version: str = __version__
+) -> dict[str, Any]:
+    """The SARIF 2.1.0 log of a command that failed (exit `code`, ExitCode `name`): no results, and one invocation
+    that did not succeed, its exit code and the error as a tool execution notification (docs/formats.md)."""
+    text = f"{message}\n{detail}" if detail else message
+    invocation = {
+        "executionSuccessful": False,
+        "exitCode": code,
+        "exitCodeDescription": name,
+        "toolExecutionNotifications": [
+            {"level": "error", "message": {"text": text}, "descriptor": {"id": name}},
+        ],
+    }
+    driver = {
+        "name": "torchmend",
+        "version": tool_version,
+        "semanticVersion": tool_version,
+        "informationUri": HOMEPAGE,
+    }
+    run = {"tool": {"driver": driver}, "invocations": [invocation], "results": []}
+    return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
