@@ -11,8 +11,10 @@ from typing import Annotated, Any, NoReturn, TextIO
 import typer
 from rich.console import Console
 from rich.text import Text
+from typer import _click
 
 from torchmend import __version__
+from torchmend.cli import helppage
 from torchmend.cli.exitcodes import ExitCode
 
 
@@ -20,13 +22,31 @@ class _HelpFlag:
     """The help flag with the default a flag has, False. typer 0.29 gives its help option none, so every command
     (even `rules`, or a subcommand's --help) coerces that None through a pydantic TypeAdapter, importing pydantic:
     0.08 s more per start (`torchmend rules` 0.21 s with it, 0.13 s without: medians on a 2-core machine). A False is a
-    bool, which typer passes through without one."""
+    bool, which typer passes through without one. And the help page as cli/helppage.py lays it out."""
 
     def get_help_option(self, ctx: Any) -> Any:
         option = super().get_help_option(ctx)  # type: ignore[misc]
         if option is not None and option.default is None:
             option.default = False
         return option
+
+    context_class: type[_click.Context] = (
+        helppage.Context
+    )  # the help page is a definition list (cli/helppage.py), not typer's panels
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from typer.core import MARKUP_MODE_KEY
+
+        helppage.name_values(self)
+        ctx.ensure_object(dict)
+        if isinstance(ctx.obj, dict):
+            ctx.obj[MARKUP_MODE_KEY] = None  # typer escapes `[default: ...]` for rich markup otherwise
+        _click.Command.format_help(self, ctx, formatter)  # type: ignore[arg-type]
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        helppage.write_params(self, ctx, formatter)
+        if hasattr(self, "format_commands"):
+            self.format_commands(ctx, formatter)
 
 
 # `--help` lists the commands in the order a user meets them: try the bundled example; find, fix, take back, check,

@@ -67,7 +67,7 @@ def fix(
     args: o.ScriptArgs = None,
     steps: o.Steps = None,
     timeout: o.Timeout = None,
-    backend: o.Backend = None,
+    backend: o.FixBackend = None,
     nproc_per_node: o.NprocPerNode = None,
     from_trace: o.FixFromTrace = None,
     path_map: o.PathMap = None,
