@@ -83,8 +83,25 @@ app = _Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+
+
+def width_known() -> bool:
+    """Whether the output has a width to wrap at: $COLUMNS, or a terminal on stdin, stdout or stderr (`| cat` in a
+    terminal: rich reads its size from stdin). Piped or redirected with none, rich would assume 80 columns and break
+    lines there, mid-sentence and inside paths, which then cannot be copied: such output is not wrapped at all."""
+    if os.environ.get("COLUMNS", "").strip().isdigit():
+        return True
+    for fd in (0, 1, 2):
+        try:
+            os.get_terminal_size(fd)
+            return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+out = Console(highlight=False, soft_wrap=not width_known())
+err = Console(stderr=True, highlight=False, soft_wrap=not width_known())
 
 
 class Format(str, Enum):
