@@ -197,8 +197,7 @@ def _proposed(before: Scan, project: Project, ui: Console) -> Fixes:
     outside the project, the counts, the unused suppressions and the findings no codemod fixes."""
     from torchmend import pipeline
     from torchmend.cli.context import project_errors
-    from torchmend.cli.fixview import unfixed_view
-    from torchmend.cli.render import counts_text
+    from torchmend.cli.fixview import proposed_text, unfixed_view
     from torchmend.cli.running import warn_failed_after_compile
     from torchmend.cli.tables import laid_out
 
@@ -215,11 +214,7 @@ def _proposed(before: Scan, project: Project, ui: Console) -> Fixes:
     # A trace that does not say its torch release is fixed for the installed one (the checkout's environment).
     version = before.summary.torch_version or pipeline.installed_torch()
     fixes = pipeline.propose(before.findings, project, torch_version=version)
-    n, suppressed = len(fixes.proposals), len(before.suppressed)
-    ui.print(
-        f"{counts_text(before.findings)}; [bold]{n} change{'s' * (n != 1)} proposed[/], "
-        f"{len(fixes.unfixed)} not fixable" + (f", {suppressed} suppressed" if suppressed else "")
-    )
+    ui.print(proposed_text(before.findings, fixes.proposals, fixes.unfixed, len(before.suppressed)))
     for u in before.unused:
         ui.print(Text(f"{u.rule} {u.file}:{u.line}: {u.reason}", style="dim"))
     if fixes.unfixed:
