@@ -51,8 +51,19 @@ class Pattern(StrEnum):
     """How a recompile repeated."""
 
     ONCE = "once"
-    STORM = "storm"  # more than once
+    STORM = "storm"  # more than once (words: repeated_words)
     LIMIT = "limit"  # until the recompile limit: the function now runs eagerly
+
+
+# A recompile that repeated is called a storm from this many times on: half of torch's default recompile limit (8),
+# on its way there. Fewer (2 or 3) are said as a count: two recompiles are no storm (issue 41). The JSON's
+# `pattern` stays `storm` for any repeat.
+STORM_FROM = 4
+
+
+def repeated_words(count: int) -> str:
+    """How a repeated recompile (pattern storm) is said: `a recompile storm (6×)`, or `repeated 2×`."""
+    return f"a recompile storm ({count}×)" if count >= STORM_FROM else f"repeated {count}×"
 
 
 class EndedBy(StrEnum):

@@ -8,7 +8,7 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from torchmend.cli.tables import NO_TERMINAL_WIDTH, fitted, laid_out
-from torchmend.model import Finding, Summary, Where
+from torchmend.model import Finding, Summary, Where, repeated_words
 
 ENDED_BY = {
     "finished": "the script finished",
@@ -79,7 +79,7 @@ def _what(f: Finding) -> Text:
     if f.pattern:
         label = {
             "once": "once, on some ranks only" if f.divergent else "once (one-time, benign)",
-            "storm": f"storm ({f.count}×)",
+            "storm": repeated_words(f.count),
             "limit": "until the recompile limit",
         }
         t.append(f"  [{label[f.pattern]}]", style="magenta" if f.pattern != "once" else "dim")
