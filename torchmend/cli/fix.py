@@ -301,10 +301,10 @@ def _verified(
     # The script's own backend judges, unless told otherwise; the scan's backend, when it is another, screens first.
     judge = settings.verify_backend
     screen = settings.backend if settings.backend != judge else None
-    verification, tried = _verify(before, fixes, project, settings, (screen, judge), repeat, follow_up, verdict_json)
-    if not fixes.changes():  # the outcome line said why
+    verified = _verify(before, fixes, project, settings, (screen, judge), repeat, follow_up, verdict_json)
+    if verified is None or not fixes.changes():  # the outcome line said why
         return None
-    return verification, tried
+    return verified
 
 
 def _write(
@@ -373,10 +373,12 @@ def _verify(
     repeat: int,
     follow_up: bool = False,
     verdict_json: Path | None = None,
-) -> tuple[Verification, list[tuple[Proposal, str, str]]]:
+) -> tuple[Verification, list[tuple[Proposal, str, str]]] | None:
     """Render pipeline.verify_rounds (screening on `backends[0]` when given, judging on `backends[1]`, None: the
     script's own); exit with VERIFY_FAILED when it refuses. Returns the last verdict (the session keeps the changes
-    left to write) and the changes refused on the way (how found, why)."""
+    left to write) and the changes refused on the way (how found, why); None when no change helped, whichever
+    round found it (none helped, or one still did not after the second round): nothing is written, and fix ends
+    with OK as the outcome line says (one outcome, one exit code: issue 41)."""
     from torchmend import pipeline
     from torchmend.cli.fixview import verification_view
     from torchmend.cli.roundsview import event_view, outcome_view
@@ -400,12 +402,11 @@ def _verify(
         _write_verdict(verdict_json, done, fixes)
     if done.kept_earlier:  # the round before a dropped follow-up is what is written: its verdict again, last
         out.print(verification_view(done.verification))
-    if done.outcome not in (pipeline.REFUSED, pipeline.STILL_UNHELPFUL):
-        out.print(outcome_view(done))
     if done.outcome == pipeline.REFUSED:
         fail(ExitCode.VERIFY_FAILED, "verification refused these changes; nothing was written")
-    if done.outcome == pipeline.STILL_UNHELPFUL:
-        fail(ExitCode.VERIFY_FAILED, "a change still did not help after a second round; nothing was written")
+    out.print(outcome_view(done))
+    if not done.ok:
+        return None
     return done.verification, [(r.proposal, r.found_by, "; ".join(map(str, r.reasons))) for r in done.tried]
 
 
