@@ -204,6 +204,8 @@ class Summary:
     ops_compiled: int = 0
     largest_graph_ops: int = 0
     ranks: int | None = None  # multi-rank runs: how many ranks reported; the counts above are their sums
+    # how many optimizers stepped: each step() of each is one of `steps`, so with 2 (a GAN) steps are 2 per iteration
+    optimizers: int = 0
     per_rank: tuple[dict[str, Any], ...] = ()  # multi-rank runs: each rank's own summary, with "rank"
 
     def to_json(self) -> dict[str, Any]:

@@ -56,7 +56,11 @@ ScriptArgs = Annotated[
 ]
 Steps = Annotated[
     Optional[int],
-    typer.Option(min=1, help="Stop after N optimizer steps (counted through PyTorch's global optimizer step hook)."),
+    typer.Option(
+        min=1,
+        help="Stop after N optimizer steps, counted through PyTorch's global optimizer step hook: each step() of each "
+        "optimizer is one, so a script with two optimizers (a GAN) runs N/2 iterations; the summary says so.",
+    ),
 ]
 Timeout = Annotated[
     Optional[float],
