@@ -314,7 +314,8 @@ source; the verifying re-run (same seed and steps, before and after) is the fina
 
 Severity: graph breaks and repeated recompiles are `fix`. A recompile is labelled `once` when it happened once
 (severity `note`, unless it happened on some ranks only: see [distributed.md](../distributed.md)), `storm` when
-it repeated, `limit` when it repeated until the recompile limit. Informational rules have severity `info`.
+it repeated (said as a count, "repeated 2×", below 4 times, and as "a recompile storm" from 4 times on: half of
+torch's default recompile limit), `limit` when it repeated until the recompile limit. Informational rules have severity `info`.
 `scan --fail-on-findings` counts only severity `fix`.
 
 {rule_table("")}

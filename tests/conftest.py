@@ -55,7 +55,7 @@ def torchmend(
     """The CLI in a subprocess. `own_backend_judges`: fix's judging stage runs on the script's own backend, as for a
     user (else judged_where_screened)."""
     args = args if own_backend_judges else judged_where_screened(args)
-    env = dict(os.environ, COLUMNS="200", NO_COLOR="1", **(env or {}))
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}  # env may set COLUMNS itself
     proc = subprocess.run(
         [sys.executable, "-m", "torchmend", *args],
         cwd=cwd or _empty_cwd(),

@@ -51,8 +51,19 @@ class Pattern(StrEnum):
     """How a recompile repeated."""
 
     ONCE = "once"
-    STORM = "storm"  # more than once
+    STORM = "storm"  # more than once (words: repeated_words)
     LIMIT = "limit"  # until the recompile limit: the function now runs eagerly
+
+
+# A recompile that repeated is called a storm from this many times on: half of torch's default recompile limit (8),
+# on its way there. Fewer (2 or 3) are said as a count: two recompiles are no storm (issue 41). The JSON's
+# `pattern` stays `storm` for any repeat.
+STORM_FROM = 4
+
+
+def repeated_words(count: int) -> str:
+    """How a repeated recompile (pattern storm) is said: `a recompile storm (6×)`, or `repeated 2×`."""
+    return f"a recompile storm ({count}×)" if count >= STORM_FROM else f"repeated {count}×"
 
 
 class EndedBy(StrEnum):
@@ -193,6 +204,8 @@ class Summary:
     ops_compiled: int = 0
     largest_graph_ops: int = 0
     ranks: int | None = None  # multi-rank runs: how many ranks reported; the counts above are their sums
+    # how many optimizers stepped: each step() of each is one of `steps`, so with 2 (a GAN) steps are 2 per iteration
+    optimizers: int = 0
     per_rank: tuple[dict[str, Any], ...] = ()  # multi-rank runs: each rank's own summary, with "rank"
 
     def to_json(self) -> dict[str, Any]:

@@ -386,11 +386,12 @@ def counts(scan: dict) -> dict:
     return c
 
 
-# fix's count line: `6 findings: 6 to fix, 0 one-time, 0 informational; 1 change proposed, 5 not fixable` (issue 30:
-# scan's wording); before it, `6 findings (6 to fix): 1 change proposed, 5 not fixable`.
+# fix's count line: `6 findings: 6 to fix, 0 one-time, 0 informational; 1 change proposed for 1 of them, 5 not
+# fixable` (issue 41: parts that add up); before it `...; 1 change proposed, 5 not fixable` (issue 30: scan's
+# wording), and `6 findings (6 to fix): 1 change proposed, 5 not fixable`.
 _SUMMARY = re.compile(
     r"(\d+) findings?(?: \((\d+) to fix\)|: (\d+) to fix, \d+ one-time, \d+ informational;?):? "
-    r"(\d+) changes? proposed, (\d+) not fixable"
+    r"(\d+) changes? proposed(?: for (\d+) of them)?, (\d+) not fixable"
 )
 _VERDICT = re.compile(r"^\s*verdict: (.+?)\s*$", re.M)
 _NUMERICS = re.compile(r"^numerics \(rtol [^)]*\): (.*?)\s*$", re.M)
@@ -404,8 +405,10 @@ def parse_fix(stage: Stage) -> dict:
     text = stage.out + "\n" + stage.err
     fix: dict = {"rc": stage.rc, "seconds": stage.seconds}
     if m := _SUMMARY.search(text):
-        found, old, new, proposed, unfixable = m.groups()
+        found, old, new, proposed, covered, unfixable = m.groups()
         fix.update(findings=int(found), to_fix=int(old or new), proposed=int(proposed), not_fixable=int(unfixable))
+        if covered is not None:
+            fix["proposed_for"] = int(covered)
     verdicts = list(_VERDICT.finditer(text))
     fix["verdict"] = verdicts[-1].group(1) if verdicts else None
     fix["rounds"] = len(verdicts)

@@ -100,3 +100,26 @@ def test_verify_counts_what_scan_counts_to_fix() -> None:
     row = next(line for line in console.file.getvalue().splitlines() if "findings to fix" in line)  # type: ignore[attr-defined]
     cells = [c.strip() for c in row.split("│") if c.strip()]
     assert cells[:3] == ["findings to fix", "4", "4"], row
+
+
+def test_fix_first_line_counts_parts_that_add_up() -> None:
+    """fix's first line on the bundled example (issue 41): the one-time TM250 is fixed by the TM201 change, so 4
+    changes cover all 5 findings; the line says so, and its parts add up to the findings counted."""
+    import re
+
+    from conftest import ROOT
+
+    from torchmend import pipeline
+    from torchmend.cli.fixview import proposed_text
+
+    findings = [Finding.from_json(f) for f in scan_json(SCAN_FIXTURES / "several" / "train.py").json["findings"]]
+    fixes = pipeline.propose(findings, ROOT)
+    line = _plain(proposed_text(findings, fixes.proposals, fixes.unfixed, 0))
+    m = re.fullmatch(
+        r"(\d+) findings: .*; (\d+) changes? proposed for (\d+) of them, (\d+) not fixable(?:, (\d+) with nothing to do)?",
+        line,
+    )
+    assert m, line
+    total, _, covered, refused, rest = (int(g or 0) for g in m.groups())
+    assert covered + refused + rest == total == len(findings)
+    assert line == "5 findings: 4 to fix, 1 one-time, 0 informational; 4 changes proposed for 5 of them, 0 not fixable"

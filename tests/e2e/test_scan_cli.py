@@ -173,3 +173,28 @@ for s in [1.0, 2.0, 3.0]:
     r = torchmend("scan", str(script), "--format", "json")
     assert r.returncode == 0, r.stderr
     assert [f["rule"] for f in r.json["findings"]] == ["TM202"]
+
+
+GAN = """
+import torch
+gen, disc = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+opt_g = torch.optim.SGD(gen.parameters(), lr=0.1)
+opt_d = torch.optim.SGD(disc.parameters(), lr=0.1)
+d_loss = torch.compile(lambda x: disc(x).sum(), backend="aot_eager")
+for i in range(10_000):
+    d_loss(gen(torch.randn(2, 4)).detach()).backward()
+    opt_d.step()
+    opt_d.zero_grad()
+    (-d_loss(gen(torch.randn(2, 4)))).backward()
+    opt_g.step()
+    opt_g.zero_grad()
+"""
+
+
+def test_steps_of_two_optimizers_are_said_in_iterations(write_script):
+    """--steps counts every optimizer's step(): a GAN's 12 steps are 6 iterations, and the summary says so
+    (issue 41)."""
+    script = write_script("gan.py", GAN)
+    r = torchmend("scan", str(script), "--steps", "12", "--timeout", "120")
+    assert r.returncode == 0, r.stderr
+    assert "12 optimizer steps = 6 iterations of 2 optimizers" in " ".join(r.stdout.split()), r.stdout

@@ -55,5 +55,6 @@ def test_help_lists_the_commands_in_the_order_a_user_meets_them() -> None:
         text=True,
         env={"COLUMNS": "100", "NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
     )
-    listed = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("│ ") and line[2:3].isalpha()]
+    commands = proc.stdout.split("Commands:\n", 1)[1].splitlines()
+    listed = [line.split()[0] for line in commands if line.startswith("  ") and line[2:3].isalpha()]
     assert listed == list(COMMAND_ORDER), proc.stdout

@@ -69,6 +69,9 @@ def test_fix_output_is_read() -> None:
     shared = "6 findings: 5 to fix, 1 one-time, 0 informational; 1 change proposed, 5 not fixable\n"  # issue 30
     again = run.parse_fix(run.Stage(0, shared, "", 1.0))
     assert (again["findings"], again["to_fix"], again["proposed"], again["not_fixable"]) == (6, 5, 1, 5)
+    parts = "6 findings: 5 to fix, 1 one-time, 0 informational; 1 change proposed for 1 of them, 5 not fixable\n"
+    now = run.parse_fix(run.Stage(0, parts, "", 1.0))  # issue 41
+    assert (now["findings"], now["proposed"], now["proposed_for"], now["not_fixable"]) == (6, 1, 1, 5)
     assert fix["verdict"] == "refused" and fix["verdict_reasons"] == [
         "numerics differ: parameter 15 (32,) differs (abs: 0.51 relative)"
     ]

@@ -43,6 +43,7 @@ EXPECTED = {
     "moe_dispatch": [("TM111", "train.py", 17), ("TM111", "train.py", 19)],  # nonzero(), torch.where(mask)
     "own_optimizer": [("TM203", "train.py", 43)],
     "own_optimizer_train_step": [("TM203", "train.py", 51)],
+    "save_compiled_model": [("TM107", "train.py", 41)],  # torch.save of the compiled model (scan: the load, 42)
     "print_in_forward": [("TM101", "train.py", 14)],
     "several": [
         ("TM201", "train.py", 20),

@@ -418,3 +418,36 @@ def test_a_follow_up_helps_only_with_fewer_problems_than_the_round_it_follows() 
     assert rounds._fewer(after(2, 0), good)
     assert not rounds._fewer(after(2, 1), good)  # as many as before the follow-up
     assert not rounds._fewer(after(1, 2), good)  # one fewer break, one more recompile
+
+
+def _fix_exit(monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes, arms: FakeArms) -> tuple[int, bool]:
+    """How `torchmend fix` ends after these rounds (its verification step, cli/fix.py): the exit code, and whether
+    anything is left to write."""
+    import typer
+
+    from torchmend.cli import fix as cli_fix
+    from torchmend.project import Project
+    from torchmend.settings import Settings
+
+    monkeypatch.setattr(runs, "run_arms", arms)
+    root = Path(fixes.session.ctx.project_root)
+    try:
+        left = cli_fix._verify(_scan(root, False), fixes, Project.of(root), Settings(), (None, None), repeat=1)
+    except typer.Exit as e:
+        return e.exit_code, False
+    return 0, left is not None
+
+
+def test_nothing_written_because_nothing_helped_is_one_exit_code(
+    monkeypatch: pytest.MonkeyPatch, fixes: pipeline.Fixes, tmp_path: Path
+) -> None:
+    """No change helped in the first round (none_helped), or one still did not in the second (still_unhelpful):
+    the same outcome, nothing written, so the same exit code whichever round found it (issue 41: it was 0 or 10)."""
+    none_helped = _fix_exit(monkeypatch, fixes, FakeArms(tmp_path, [{"one", "two", "three"}]))
+    again = tmp_path / "again"
+    again.mkdir()
+    (again / "train.py").write_text(SCRIPT)
+    second = pipeline.propose([_finding(again, n, line) for n, line in PRINTS.items()], again)
+    pipeline.accept_all(second, unsafe=True)
+    still_unhelpful = _fix_exit(monkeypatch, second, FakeArms(again, [{"three"}, {"two"}]))
+    assert none_helped == still_unhelpful == (0, False)

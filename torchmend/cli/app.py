@@ -11,8 +11,10 @@ from typing import Annotated, Any, NoReturn, TextIO
 import typer
 from rich.console import Console
 from rich.text import Text
+from typer import _click
 
 from torchmend import __version__
+from torchmend.cli import helppage
 from torchmend.cli.exitcodes import ExitCode
 
 
@@ -20,13 +22,31 @@ class _HelpFlag:
     """The help flag with the default a flag has, False. typer 0.29 gives its help option none, so every command
     (even `rules`, or a subcommand's --help) coerces that None through a pydantic TypeAdapter, importing pydantic:
     0.08 s more per start (`torchmend rules` 0.21 s with it, 0.13 s without: medians on a 2-core machine). A False is a
-    bool, which typer passes through without one."""
+    bool, which typer passes through without one. And the help page as cli/helppage.py lays it out."""
 
     def get_help_option(self, ctx: Any) -> Any:
         option = super().get_help_option(ctx)  # type: ignore[misc]
         if option is not None and option.default is None:
             option.default = False
         return option
+
+    context_class: type[_click.Context] = (
+        helppage.Context
+    )  # the help page is a definition list (cli/helppage.py), not typer's panels
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from typer.core import MARKUP_MODE_KEY
+
+        helppage.name_values(self)
+        ctx.ensure_object(dict)
+        if isinstance(ctx.obj, dict):
+            ctx.obj[MARKUP_MODE_KEY] = None  # typer escapes `[default: ...]` for rich markup otherwise
+        _click.Command.format_help(self, ctx, formatter)  # type: ignore[arg-type]
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        helppage.write_params(self, ctx, formatter)
+        if hasattr(self, "format_commands"):
+            self.format_commands(ctx, formatter)
 
 
 # `--help` lists the commands in the order a user meets them: try the bundled example; find, fix, take back, check,
@@ -95,8 +115,25 @@ app = _Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+
+
+def width_known() -> bool:
+    """Whether the output has a width to wrap at: $COLUMNS, or a terminal on stdin, stdout or stderr (`| cat` in a
+    terminal: rich reads its size from stdin). Piped or redirected with none, rich would assume 80 columns and break
+    lines there, mid-sentence and inside paths, which then cannot be copied: such output is not wrapped at all."""
+    if os.environ.get("COLUMNS", "").strip().isdigit():
+        return True
+    for fd in (0, 1, 2):
+        try:
+            os.get_terminal_size(fd)
+            return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+out = Console(highlight=False, soft_wrap=not width_known())
+err = Console(stderr=True, highlight=False, soft_wrap=not width_known())
 
 
 class Format(str, Enum):

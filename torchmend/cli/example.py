@@ -38,7 +38,7 @@ def example(
         typer.Argument(
             metavar="[-- FIX_OPTIONS]",
             help="More options for `fix`, after `--` (e.g. `-- --diff --unsafe-fixes`); with any, fix runs with those "
-            "alone (no --yes --unsafe-fixes off a terminal).",
+            "alone (no `fix --yes --unsafe-fixes` off a terminal).",
             show_default=False,
         ),
     ] = None,
@@ -57,7 +57,7 @@ def example(
     a proxy that is never timed, so it takes well under a minute on a CPU (on your own script, `fix` judges on the
     script's own backend, inductor unless it says otherwise, in three timed runs per arm; the outcome line says which
     backend judged). On a terminal
-    fix asks about each change; off a terminal it applies them all (`--yes --unsafe-fixes`) and prints each change
+    fix asks about each change; off a terminal it applies them all (`fix --yes --unsafe-fixes`) and prints each change
     it wrote with its diff. The folder is named at the end: `torchmend undo --project DIR` puts the file back.
 
     Examples:

@@ -37,7 +37,9 @@ class ExitCode(IntEnum):
 
 
 DESCRIPTIONS = {
-    ExitCode.OK: "the script ran and was profiled (with or without findings)",
+    ExitCode.OK: "the script ran and was profiled (with or without findings); fix: also when it wrote nothing because "
+    "no change was left that removed its findings, whichever verification round found it (its `outcome:` line says "
+    "so)",
     ExitCode.INTERNAL_ERROR: "internal error in torchmend (please report it); or the disk is full where torchmend "
     "itself writes (the message names it: no space left on device)",
     ExitCode.USAGE: "usage error: bad option or argument (e.g. a `tune --report` path that cannot be written, "

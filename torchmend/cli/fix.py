@@ -67,7 +67,7 @@ def fix(
     args: o.ScriptArgs = None,
     steps: o.Steps = None,
     timeout: o.Timeout = None,
-    backend: o.Backend = None,
+    backend: o.FixBackend = None,
     nproc_per_node: o.NprocPerNode = None,
     from_trace: o.FixFromTrace = None,
     path_map: o.PathMap = None,
@@ -198,8 +198,7 @@ def _proposed(before: Scan, project: Project, ui: Console) -> Fixes:
     outside the project, the counts, the unused suppressions and the findings no codemod fixes."""
     from torchmend import pipeline
     from torchmend.cli.context import project_errors
-    from torchmend.cli.fixview import unfixed_view
-    from torchmend.cli.render import counts_text
+    from torchmend.cli.fixview import proposed_text, unfixed_view
     from torchmend.cli.running import warn_failed_after_compile
     from torchmend.cli.tables import laid_out
 
@@ -216,11 +215,7 @@ def _proposed(before: Scan, project: Project, ui: Console) -> Fixes:
     # A trace that does not say its torch release is fixed for the installed one (the checkout's environment).
     version = before.summary.torch_version or pipeline.installed_torch()
     fixes = pipeline.propose(before.findings, project, torch_version=version)
-    n, suppressed = len(fixes.proposals), len(before.suppressed)
-    ui.print(
-        f"{counts_text(before.findings)}; [bold]{n} change{'s' * (n != 1)} proposed[/], "
-        f"{len(fixes.unfixed)} not fixable" + (f", {suppressed} suppressed" if suppressed else "")
-    )
+    ui.print(proposed_text(before.findings, fixes.proposals, fixes.unfixed, len(before.suppressed)))
     for u in before.unused:
         ui.print(Text(f"{u.rule} {u.file}:{u.line}: {u.reason}", style="dim"))
     if fixes.unfixed:
@@ -307,10 +302,10 @@ def _verified(
     # The script's own backend judges, unless told otherwise; the scan's backend, when it is another, screens first.
     judge = settings.verify_backend
     screen = settings.backend if settings.backend != judge else None
-    verification, tried = _verify(before, fixes, project, settings, (screen, judge), repeat, follow_up, verdict_json)
-    if not fixes.changes():  # the outcome line said why
+    verified = _verify(before, fixes, project, settings, (screen, judge), repeat, follow_up, verdict_json)
+    if verified is None or not fixes.changes():  # the outcome line said why
         return None
-    return verification, tried
+    return verified
 
 
 def _write(
@@ -379,10 +374,12 @@ def _verify(
     repeat: int,
     follow_up: bool = False,
     verdict_json: Path | None = None,
-) -> tuple[Verification, list[tuple[Proposal, str, str]]]:
+) -> tuple[Verification, list[tuple[Proposal, str, str]]] | None:
     """Render pipeline.verify_rounds (screening on `backends[0]` when given, judging on `backends[1]`, None: the
     script's own); exit with VERIFY_FAILED when it refuses. Returns the last verdict (the session keeps the changes
-    left to write) and the changes refused on the way (how found, why)."""
+    left to write) and the changes refused on the way (how found, why); None when no change helped, whichever
+    round found it (none helped, or one still did not after the second round): nothing is written, and fix ends
+    with OK as the outcome line says (one outcome, one exit code: issue 41)."""
     from torchmend import pipeline
     from torchmend.cli.fixview import verification_view
     from torchmend.cli.roundsview import event_view, outcome_view
@@ -406,12 +403,11 @@ def _verify(
         _write_verdict(verdict_json, done, fixes)
     if done.kept_earlier:  # the round before a dropped follow-up is what is written: its verdict again, last
         out.print(verification_view(done.verification))
-    if done.outcome not in (pipeline.REFUSED, pipeline.STILL_UNHELPFUL):
-        out.print(outcome_view(done))
     if done.outcome == pipeline.REFUSED:
         fail(ExitCode.VERIFY_FAILED, "verification refused these changes; nothing was written")
-    if done.outcome == pipeline.STILL_UNHELPFUL:
-        fail(ExitCode.VERIFY_FAILED, "a change still did not help after a second round; nothing was written")
+    out.print(outcome_view(done))
+    if not done.ok:
+        return None
     return done.verification, [(r.proposal, r.found_by, "; ".join(map(str, r.reasons))) for r in done.tried]
 
 

@@ -89,6 +89,29 @@ def help_text() -> Text:
     return t
 
 
+def proposed_text(findings: list[Finding], proposals: list[Proposal], unfixed: list[NoFix], suppressed: int) -> str:
+    """fix's first line: the findings' counts (render.counts_text), then what becomes of those same findings, in
+    parts that add up to their number (issue 41): `4 changes proposed for 5 of them` (one change can fix two, as
+    a counter's recompiles and the recompile limit they reach), `0 not fixable`, and `2 with nothing to do`
+    (informational, or not selected) when there are any. Suppressed findings are not among them: `1 more
+    suppressed`."""
+    from torchmend.cli.render import counts_text
+
+    covered = [f for f in findings if any(f in p.findings for p in proposals)]
+    refused = [f for f in findings if f not in covered and any(f == u.finding for u in unfixed)]
+    rest = len(findings) - len(covered) - len(refused)
+    n = len(proposals)
+    text = (
+        f"{counts_text(findings)}; [bold]{n} change{'s' * (n != 1)} proposed[/] for {len(covered)} of them, "
+        f"{len(refused)} not fixable"
+    )
+    return (
+        text
+        + (f", {rest} with nothing to do" if rest else "")
+        + (f", {suppressed} more suppressed" if suppressed else "")
+    )
+
+
 def unfixed_view(items: list[NoFix], width: int = NO_TERMINAL_WIDTH) -> RenderableType:
     rows: list[list[str | Text]] = []
     for n in items:

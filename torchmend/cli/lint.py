@@ -49,7 +49,7 @@ def lint(
         bool,
         typer.Option("--fix", help="Apply the safe fixes (the codemods of `torchmend fix`), then report what remains."),
     ] = False,
-    unsafe_fixes: o.Unsafe = None,
+    unsafe_fixes: o.LintUnsafe = None,
     unsafe: o.UnsafeAlias = None,
     diff: Annotated[
         bool,
@@ -62,7 +62,7 @@ def lint(
         typer.Option(
             "--add-ignore",
             help="Write a `# torchmend: ignore[CODES]` comment on the line of every finding that remains (like "
-            "ruff --add-noqa), so that from now on only new findings are reported.",
+            "ruff's add-noqa), so that from now on only new findings are reported.",
         ),
     ] = False,
     exit_zero: Annotated[

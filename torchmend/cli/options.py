@@ -56,21 +56,31 @@ ScriptArgs = Annotated[
 ]
 Steps = Annotated[
     Optional[int],
-    typer.Option(min=1, help="Stop after N optimizer steps (counted through PyTorch's global optimizer step hook)."),
+    typer.Option(
+        min=1,
+        help="Stop after N optimizer steps, counted through PyTorch's global optimizer step hook: each step() of each "
+        "optimizer is one, so a script with two optimizers (a GAN) runs N/2 iterations; the summary says so.",
+    ),
 ]
 Timeout = Annotated[
     Optional[float],
     typer.Option(
-        min=0.1, callback=finite_seconds, help="Stop after S seconds of wall time, reporting what was seen so far."
+        min=0.1,
+        metavar="S",
+        callback=finite_seconds,
+        help="Stop after S seconds of wall time, reporting what was seen so far.",
     ),
 ]
-Backend = Annotated[
+_BACKEND_HELP = (
+    "Override the backend of every torch.compile call, e.g. aot_eager for fast detection on a CPU (plain `eager` "
+    "misses float-to-tensor recompiles). Default: the script's own."
+)
+Backend = Annotated[Optional[str], typer.Option(help=_BACKEND_HELP)]
+FixBackend = Annotated[
     Optional[str],
     typer.Option(
-        help="Override the backend of every torch.compile call, e.g. "
-        "aot_eager for fast detection on a CPU (plain `eager` misses "
-        "float-to-tensor recompiles). Default: the script's own. In fix it also screens the changes (one run "
-        "per arm) before the script's own backend judges them (see --verify-backend)."
+        help=_BACKEND_HELP + " It also screens the changes (one run per arm) before the script's own backend judges "
+        "them (see --verify-backend)."
     ),
 ]
 Project = Annotated[
@@ -109,7 +119,7 @@ NprocPerNode = Annotated[
         "--nproc-per-node",
         min=1,
         help="Launch the script with "
-        "torchrun as N ranks on this machine (--standalone) and "
+        "torchrun as N ranks on this machine (torchrun's --standalone) and "
         "collect every rank's events; findings say on which ranks "
         "they happened and flag rank-divergent ones.",
         show_default=False,
@@ -147,15 +157,18 @@ FixFromTrace = Annotated[
 # ------------------------------------------------------------------------------------- applying the changes
 
 # The one spelling of the opt-in for unsafe changes (fix, lint, `unsafe-fixes` in pyproject.toml, as in Ruff);
-# fix's older --unsafe stays as a hidden alias.
+# fix's older --unsafe stays as a hidden alias. Each command's help names the options it has (issue 41).
+_UNSAFE_HELP = (
+    ": include the unsafe changes (they can change output or numerics; each says how). Default: `unsafe-fixes` in "
+    "pyproject.toml, else no."
+)
 Unsafe = Annotated[
     Optional[bool],
-    typer.Option(
-        "--unsafe-fixes/--no-unsafe-fixes",
-        help="With --yes, --fix or --diff: include the unsafe changes (they can change output or numerics; each says "
-        "how). Default: `unsafe-fixes` in pyproject.toml, else no.",
-        show_default=False,
-    ),
+    typer.Option("--unsafe-fixes/--no-unsafe-fixes", help="With --yes or --diff" + _UNSAFE_HELP, show_default=False),
+]
+LintUnsafe = Annotated[
+    Optional[bool],
+    typer.Option("--unsafe-fixes/--no-unsafe-fixes", help="With --fix or --diff" + _UNSAFE_HELP, show_default=False),
 ]
 UnsafeAlias = Annotated[
     Optional[bool], typer.Option("--unsafe/--no-unsafe", hidden=True, help="--unsafe-fixes", show_default=False)

@@ -8,7 +8,7 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from torchmend.cli.tables import NO_TERMINAL_WIDTH, fitted, laid_out
-from torchmend.model import Finding, Summary, Where
+from torchmend.model import Finding, Summary, Where, repeated_words
 
 ENDED_BY = {
     "finished": "the script finished",
@@ -38,6 +38,18 @@ def expected_wrappers(findings: list[Finding]) -> str:
     return " and ".join(names)
 
 
+def steps_text(s: Summary) -> str:
+    """`12 optimizer steps`; with more than one optimizer stepping, what that is in iterations (--steps counts each
+    optimizer's step(): a GAN's 12 steps are 6 iterations of its two)."""
+    text = f"{s.steps} optimizer step{'s' if s.steps != 1 else ''}"
+    if s.optimizers > 1:
+        iterations, rest = divmod(s.steps, s.optimizers)
+        text += (
+            f" = {'about ' if rest else ''}{iterations} iteration{'s' * (iterations != 1)} of {s.optimizers} optimizers"
+        )
+    return text
+
+
 def summary_line(s: Summary) -> str:
     parts = [
         f"{s.frames_compiled} frame{'s' if s.frames_compiled != 1 else ''} compiled",
@@ -46,7 +58,7 @@ def summary_line(s: Summary) -> str:
         f"{s.recompiles} recompile{'s' if s.recompiles != 1 else ''}",
         f"{s.recompile_limit_hits} recompile-limit hit{'s' if s.recompile_limit_hits != 1 else ''}",
         f"{s.compile_seconds:.2f} s compiling",
-        f"{s.steps} optimizer step{'s' if s.steps != 1 else ''}",
+        steps_text(s),
     ]
     if s.ranks:
         parts.insert(0, f"{s.ranks} rank{'s' if s.ranks != 1 else ''} (counts summed over them)")
@@ -79,7 +91,7 @@ def _what(f: Finding) -> Text:
     if f.pattern:
         label = {
             "once": "once, on some ranks only" if f.divergent else "once (one-time, benign)",
-            "storm": f"storm ({f.count}×)",
+            "storm": repeated_words(f.count),
             "limit": "until the recompile limit",
         }
         t.append(f"  [{label[f.pattern]}]", style="magenta" if f.pattern != "once" else "dim")

@@ -10,6 +10,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from torchmend.pipeline.events import (
+    STILL_UNHELPFUL,
     VERIFIED,
     Dropped,
     FollowUp,
@@ -126,4 +127,7 @@ def outcome_view(done: Verified) -> Text:
     if done.outcome == VERIFIED and n:
         style = "bold green" if v.verdict == "improved" else "green"
         return Text(f"outcome: {n} change{'s' * (n != 1)} to write, {v.word} {where}{only}", style=style)
-    return Text(f"outcome: nothing to write ({done.outcome.replace('_', ' ')}){only}", style="bold yellow")
+    why = done.outcome.replace("_", " ")
+    if done.outcome == STILL_UNHELPFUL:
+        why += ": a change still removed none of its findings after a second round"
+    return Text(f"outcome: nothing to write ({why}){only}", style="bold yellow")

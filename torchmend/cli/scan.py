@@ -61,7 +61,9 @@ def scan(
 
       torchmend scan train.py --steps 50 --backend aot_eager -- --batch-size 32
 
-      torchmend scan --nproc-per-node 2 train.py      (or: torchmend scan -- torchrun --nproc-per-node 2 train.py)
+      torchmend scan --nproc-per-node 2 train.py
+
+      torchmend scan -- torchrun --nproc-per-node 2 train.py      (the same)
 
       torchmend scan --from-trace /logs/job-1234 --path-map /home/alice/proj=.
     """

@@ -8,7 +8,6 @@ under it. Output with no terminal anywhere (piped in CI, redirected to a file) i
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -23,15 +22,9 @@ LIST_INDENT = 4
 
 def output_width(console: Console) -> int:
     """The width to lay tables out at: the terminal's or $COLUMNS; 120 with no terminal at all."""
-    if console.is_terminal or os.environ.get("COLUMNS", "").strip().isdigit():
-        return console.width
-    for fd in (0, 1, 2):  # `torchmend rules | cat` in a terminal: rich reads the size from stdin
-        try:
-            os.get_terminal_size(fd)
-            return console.width
-        except (OSError, ValueError):
-            continue
-    return NO_TERMINAL_WIDTH
+    from torchmend.cli.app import width_known
+
+    return console.width if console.is_terminal or width_known() else NO_TERMINAL_WIDTH
 
 
 @contextmanager

@@ -18,6 +18,7 @@ from torchmend.lint.checks import LIKELY, Hit, check
 from torchmend.lint.findings import to_finding
 from torchmend.lint.optimizers import compiled_step, stepped
 from torchmend.lint.regions import compiled_region
+from torchmend.lint.saves import compiled_saves
 from torchmend.lint.scalars import changing_numbers
 from torchmend.lint.unparsable import unparsable
 from torchmend.model import Finding
@@ -96,6 +97,8 @@ def lint_entry(ctx: Context, path: Path, root: str) -> list[Finding]:
     for d in region.disabled:
         what = f"`{d.callee.fn.name.value}` is wrapped in torch.compiler.disable: calling it ends the graph"
         found.append(to_finding(d.src, Hit("TM105", d.call, LIKELY, what), root, d.caller))
+    if ctx.in_project(src.path):
+        found += [to_finding(src, hit, root) for hit in compiled_saves(src)]
     return found
 
 

@@ -118,8 +118,7 @@ def main() -> None:
             END,
             reason="finished" if code == 0 else "exit",
             exit_code=code,
-            steps=counter.steps,
-            step_times=counter.times,
+            **counter.fields(),
             **collector.memory_fields(),
             **collector.numerics_fields(),
         )
@@ -132,8 +131,7 @@ def main() -> None:
             reason="error",
             error=f"{type(e).__name__}: {e}",
             traceback=text,
-            steps=counter.steps,
-            step_times=counter.times,
+            **counter.fields(),
             **collector.memory_fields(),
             **collector.numerics_fields(),
         )
@@ -142,8 +140,7 @@ def main() -> None:
         END,
         reason="finished",
         exit_code=0,
-        steps=counter.steps,
-        step_times=counter.times,
+        **counter.fields(),
         **collector.memory_fields(),
         **collector.numerics_fields(),
     )

@@ -160,19 +160,27 @@ def flush_output() -> None:
 
 
 class StepCounter:
-    """Counts optimizer steps through PyTorch's global post-hook; ends the run at the budget."""
+    """Counts optimizer steps through PyTorch's global post-hook; ends the run at the budget. Every step() of every
+    optimizer is one step, so a script stepping two (a GAN's generator and discriminator) runs half as many
+    iterations as steps: `optimizers` says how many stepped, for the report to say so."""
 
     def __init__(self, sink: EventSink, budget: int | None) -> None:
         self.sink = sink
         self.budget = budget
         self.steps = 0
         self.times: list[float] = []  # seconds since the counter was installed, at the end of each step
+        self.optimizers: set[int] = set()  # id() of each optimizer that stepped (each lives as long as the run)
         self._t0 = time.monotonic()
         self._last_report = 0.0
         self._sync = False
 
+    def fields(self) -> dict[str, Any]:
+        """What an END event says of the steps."""
+        return {"steps": self.steps, "step_times": self.times, "optimizers": len(self.optimizers)}
+
     def __call__(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self.steps += 1
+        self.optimizers.add(id(optimizer))
         if _numerics is not None:
             _numerics.see_optimizer(optimizer)
         if self._sync or torch.cuda.is_initialized():
@@ -182,7 +190,7 @@ class StepCounter:
         self.times.append(round(now - self._t0, 5))
         if self.budget is not None and self.steps >= self.budget:
             self.sink.emit(STEP, steps=self.steps)
-            end_now(self.sink, "steps", steps=self.steps, step_times=self.times)
+            end_now(self.sink, "steps", **self.fields())
         if now - self._last_report > 0.25:
             self._last_report = now
             self.sink.emit(STEP, steps=self.steps)
@@ -192,7 +200,7 @@ def install_terminate_handler(sink: EventSink, counter: StepCounter) -> None:
     """The parent sends SIGTERM at the time budget: record the final step count before leaving."""
 
     def on_term(signum: int, frame: Any) -> None:
-        end_now(sink, "timeout", steps=counter.steps, step_times=counter.times)
+        end_now(sink, "timeout", **counter.fields())
 
     signal.signal(signal.SIGTERM, on_term)
 

@@ -191,7 +191,7 @@ class _Run:
         self.traced_callers: dict[str, set[tuple[str, int]]] = {}
         self.code_of_frame: dict[str, Frame] = {}  # frame id -> the compiled code object's location
         self.groups: OrderedDict[tuple[str, str, int], Group] = OrderedDict()
-        self.compiles = self.graphs = self.breaks = self.recompiles = self.limit_hits = self.steps = 0
+        self.compiles = self.graphs = self.breaks = self.recompiles = self.limit_hits = self.steps = self.optimizers = 0
         self.compile_s = 0.0
         self.frames: set[str] = set()
         self.frame_ops: dict[str, int] = {}  # frame id -> the ops of the last graph it compiled (coverage)
@@ -252,6 +252,7 @@ class _Run:
                 self.compile_end(ev, cid)
             elif kind in (END, STEP):
                 self.steps = max(self.steps, ev.get("steps") or 0)
+                self.optimizers = max(self.optimizers, ev.get("optimizers") or 0)
                 if kind == END and ev.get("step_times"):
                     self.step_times = ev["step_times"]
                 if kind == END and ev.get("reason") == "error":
@@ -384,6 +385,7 @@ class _Run:
             recompile_limit_hits=self.limit_hits,
             compile_seconds=round(self.compile_s, 3),
             steps=self.steps,
+            optimizers=self.optimizers,
             ended_by=EndedBy(ended_by),
             wall_seconds=round(wall_seconds, 2),
             torch_version=self.start.get("torch"),

@@ -54,6 +54,7 @@ def merge_ranks(per_rank: dict[int, tuple[list[Finding], Summary]]) -> tuple[lis
         recompile_limit_hits=total("recompile_limit_hits"),
         compile_seconds=max(s.compile_seconds for s in summaries),  # ranks compile side by side
         steps=max(s.steps for s in summaries),
+        optimizers=max(s.optimizers for s in summaries),
         ended_by=first.ended_by,
         wall_seconds=first.wall_seconds,
         torch_version=first.torch_version,

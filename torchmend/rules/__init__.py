@@ -203,7 +203,7 @@ RULES: tuple[Rule, ...] = (
         "TM107",
         SCRIPT_FAILURE,
         "compiled-model-saved",
-        "the script failed on a compiled model saved as if it were the plain module",
+        "a compiled model saved as if it were the plain module: its checkpoint does not load",
         advice="save model._orig_mod.state_dict() (or the uncompiled module's state_dict()), or compile in "
         "place with model.compile(), which keeps the module and its keys",
         doc="""
@@ -211,7 +211,9 @@ What it does:
     Recognises a script that torch.compile itself broke: `torch.save(model)` of a compiled model pickles
     the OptimizedModule wrapper, which `torch.load(weights_only=True)` (the default since torch 2.6)
     refuses to load; and a compiled model's `state_dict()` has every key prefixed with `_orig_mod.`, so
-    loading it into the plain module fails with unexpected keys. The finding sits at the failing line.
+    loading it into the plain module fails with unexpected keys. scan reports it at the failing line, when the run
+    loads the checkpoint back; lint reports it at the `torch.save` of a name bound to `torch.compile(...)`, or of
+    that name's `state_dict()` (a checkpoint dict holding it too), since the script that loads it is often another.
 Why is this bad:
     The run dies after training: the checkpoint cannot be loaded without trusting arbitrary pickles or
     renaming keys, and every tool that reads the checkpoint has to know about the wrapper.
@@ -222,6 +224,8 @@ Example:
 Fix:
     torch.save(model._orig_mod.state_dict(), path)   # or keep the uncompiled module and save its state_dict
     Or call model.compile() instead of model = torch.compile(model): the module stays itself, keys unchanged.
+    A checkpoint saved already loads into the plain module once the prefix is taken off its keys:
+    torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state, "_orig_mod.").
 Fix safety:
     Manual. The loader must then build the module and load_state_dict() into it.
 """,

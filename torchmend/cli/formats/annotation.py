@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchmend import sources
-from torchmend.model import Finding, Where
+from torchmend.model import STORM_FROM, Finding, Where
 
 if TYPE_CHECKING:  # libcst: imported by text_fixes() alone
     from torchmend.pipeline import Fixes
@@ -111,13 +111,15 @@ def fix_for(f: Finding, fixes: Sequence[TextFix]) -> TextFix | None:
     return next((x for x in fixes if x.fixes(f)), None)
 
 
-_PATTERN = {"once": "one-time", "storm": "a recompile storm", "limit": "until the recompile limit"}
+_PATTERN = {"once": "one-time", "limit": "until the recompile limit"}
 
 
 def message(f: Finding, where: Place, fix: TextFix | None = None) -> str:
     """The finding in words, the same in every format: what, why, how often, where else, and what fixes it."""
     parts = [f"{f.title}: {f.reason}" if f.reason else f.title]
-    seen = f"Seen {f.count}×" + (f" ({_PATTERN[f.pattern]})" if f.pattern else "")
+    storm = f.pattern == "storm" and f.count >= STORM_FROM  # two recompiles are no storm: "Seen 2×" says it
+    pattern = _PATTERN.get(f.pattern or "") or ("a recompile storm" if storm else None)
+    seen = f"Seen {f.count}×" + (f" ({pattern})" if pattern else "")
     if f.ranks:
         seen += " on ranks " + ", ".join(f"{r} ({n}×)" for r, n in sorted(f.ranks.items()))
         if f.divergent:
