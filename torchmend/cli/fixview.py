@@ -91,11 +91,14 @@ def help_text() -> Text:
 
 def proposed_text(findings: list[Finding], proposals: list[Proposal], unfixed: list[NoFix], suppressed: int) -> str:
     """fix's first line: the findings' counts (render.counts_text), then what becomes of those same findings, in
-    parts that add up to their number (issue 41): `4 changes proposed for 5 of them` (one change can fix two, as
-    a counter's recompiles and the recompile limit they reach), `0 not fixable`, and `2 with nothing to do`
-    (informational, or not selected) when there are any. Suppressed findings are not among them: `1 more
-    suppressed`."""
+    parts that add up to their number: `4 changes proposed for 5 of them` (one change can fix two, as a counter's
+    recompiles and the recompile limit they reach), `0 not fixable`, and `2 with nothing to do` (informational, or
+    not selected) when there are any; with no findings, the counts alone. Suppressed findings are not among them:
+    `1 more suppressed`."""
     from torchmend.cli.render import counts_text
+
+    if not findings:
+        return counts_text(findings) + (f"; {suppressed} suppressed" if suppressed else "")
 
     covered = [f for f in findings if any(f in p.findings for p in proposals)]
     refused = [f for f in findings if f not in covered and any(f == u.finding for u in unfixed)]
