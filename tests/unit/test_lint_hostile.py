@@ -4,8 +4,13 @@ UTF-8, or not ASCII under a C locale, is reported in every format without a trac
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from conftest import torchmend
 
 COMPILED_PRINT = "import torch\n\n@torch.compile\ndef step(x):\n    print(x)\n    return x * 2\n"
@@ -40,3 +45,52 @@ def test_deep_sums_are_checked_or_one_tm904_and_the_rest_is_linted(tmp_path: Pat
     assert found == [("TM101", "deep.py", 6), ("TM101", "ok.py", 5), ("TM904", "huge.py", 1)]
     huge = next(f for f in r.json["findings"] if f["rule"] == "TM904")
     assert "nested too deeply" in huge["reason"]
+
+
+def _lint_bytes(root: Path, tmp_path: Path, fmt: str, **env: str) -> tuple[int, bytes, str]:
+    """lint in a child with this environment; stdout as bytes (a name's raw bytes there would fail to decode)."""
+    full = dict(os.environ, COLUMNS="200", NO_COLOR="1", **_env(tmp_path), **env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchmend", "lint", "--no-cache", "--format", fmt, "."],
+        cwd=root,
+        env=full,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=120,
+    )
+    return proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace")
+
+
+C_LOCALE = {"LC_ALL": "C", "PYTHONUTF8": "0"}  # no UTF-8 mode: every non-ASCII name holds surrogates
+STRICT = {"PYTHONIOENCODING": "utf-8:strict"}  # a UTF-8 terminal, which refuses the surrogates of `bad\xff.py`
+
+
+@pytest.mark.parametrize(
+    "env,fmt",
+    [(C_LOCALE, "table"), (C_LOCALE, "json"), (C_LOCALE, "sarif"), (C_LOCALE, "github")]
+    + [(STRICT, "table"), (STRICT, "github")],
+    ids=["C-table", "C-json", "C-sarif", "C-github", "strict-table", "strict-github"],
+)
+def test_file_names_not_utf8_or_not_ascii_are_reported_in_every_format(tmp_path: Path, fmt: str, env: dict):
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / os.fsdecode(b"bad\xff.py")).write_text(COMPILED_PRINT)  # not valid UTF-8
+    (root / "модель.py").write_text(COMPILED_PRINT)  # valid UTF-8, not ASCII
+    subprocess.run(["git", "init", "-q", str(root)], check=True)  # listed by git, as a real project is
+    rc, out, err = _lint_bytes(root, tmp_path, fmt, **env)
+    assert rc == 6, err
+    assert "Traceback" not in err and "Error" not in err, err
+    text = out.decode("utf-8")  # strict: no raw byte of a name reached stdout
+    if fmt in ("table", "github"):
+        assert "bad\\xff.py" in text  # the byte that is not UTF-8, escaped
+    if fmt == "json":
+        files = sorted(f["file"] for f in json.loads(text)["findings"])
+        assert files == ["bad\\xff.py", "модель.py"]
+    if fmt == "sarif":
+        uris = sorted(
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for r in json.loads(text)["runs"][0]["results"]
+        )
+        assert uris == ["%D0%BC%D0%BE%D0%B4%D0%B5%D0%BB%D1%8C.py", "bad%FF.py"]  # the names' bytes, as on disk
+    if fmt in ("table", "github") and env is STRICT:
+        assert "модель.py" in text  # (an ASCII stream shows it as ??????.py)

@@ -52,8 +52,9 @@ def _code_key() -> str:
 class LintCache:
     def __init__(self, root: Path, project_files: Iterable[Path], enabled: bool = True) -> None:
         self.enabled = enabled
-        self.path = cache_dir() / "lint" / (hashlib.sha256(str(root).encode()).hexdigest()[:20] + ".json")
-        listing = hashlib.sha256("\n".join(map(str, project_files)).encode()).hexdigest()
+        # os.fsencode: a name that is not valid UTF-8 holds surrogates, which str.encode() refuses
+        self.path = cache_dir() / "lint" / (hashlib.sha256(os.fsencode(root)).hexdigest()[:20] + ".json")
+        listing = hashlib.sha256(b"\n".join(map(os.fsencode, project_files))).hexdigest()
         key = {"code": _code_key() if enabled else "", "files": listing}
         self._data: dict[str, Any] = {"key": key, "triage": {}, "entries": {}}
         self.hits = 0
