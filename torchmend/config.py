@@ -6,7 +6,8 @@ does. The walk stops at the top of the git work tree holding the start directory
 else at the filesystem root: a configuration outside the repository is never someone else's project's.
 
 What: the keys of KEYS, each with its type checked (`select = "TM1"` is an error, as in Ruff: a list is a list).
-An unknown key (the closest known key suggested), a wrong type, or a pyproject.toml that is not TOML raises
+An unknown key (the closest known key suggested), a wrong type, a rule code that does not exist in `select`,
+`ignore` or `per-file-ignores`, or a pyproject.toml that is not TOML raises
 ConfigError, naming the file, the key and its line (tomllib gives no positions: the lines are found in the text
 of the table). The command line overrides the file; the file overrides the defaults.
 
@@ -262,6 +263,30 @@ def _table(path: Path, data: dict[str, Any]) -> dict[str, Any] | None:
     return table
 
 
+_CODE_KEYS = ("select", "ignore", "per-file-ignores")
+
+
+def _known_codes(key: str, value: Any, where: str) -> None:
+    """Each code of select/ignore/per-file-ignores must be a rule code or the prefix of one, as on the command line:
+    a typo would select nothing, or ignore nothing, and switch a CI check off without a word."""
+    if key not in _CODE_KEYS:
+        return
+    from torchmend.rules import closest_codes, is_code_prefix
+
+    lists = value.values() if isinstance(value, dict) else [value]
+    unknown = list(dict.fromkeys(c for codes in lists for c in codes if not is_code_prefix(c)))
+    if not unknown:
+        return
+    near = sorted({n for c in unknown for n in closest_codes(c)})
+    hint = f"; did you mean {' or '.join(near)}?" if near else ""
+    shown = ", ".join(f"`{c}`" for c in unknown)
+    raise ConfigError(
+        f"{where}: `{key}` names {'a rule code that does' if len(unknown) == 1 else 'rule codes that do'} not exist: "
+        f"{shown}{hint} (a code or the prefix of one: TM1xx graph breaks, TM2xx recompiles, TM9xx notes; "
+        "`torchmend rules` lists them)"
+    )
+
+
 def load_config(start: Path) -> Config:
     """The configuration that applies to `start` (a directory, or a file: its directory), checked; Config.empty()
     when no pyproject.toml up to the work tree's top has [tool.torchmend]. Raises ConfigError."""
@@ -285,6 +310,7 @@ def load_config(start: Path) -> Config:
         if wrong is not None:
             raise ConfigError(f"{where}: `{key}` must be {wrong}, not {_shown(value)}")
         values[key] = value
+        _known_codes(key, value, where)
     if "project-root" in values:
         values["project-root"] = (path.parent / values["project-root"]).resolve()
         if not values["project-root"].is_dir():

@@ -129,6 +129,9 @@ def test_the_walk_stops_at_the_git_work_tree(tmp_path: Path, repo: Path):
         ("step = 3", "unknown key `step` in [tool.torchmend]; did you mean `steps`?"),
         ("unsafe_fixes = true", "did you mean `unsafe-fixes`?"),
         ("colour = 3", "unknown key `colour` in [tool.torchmend]; known keys: select, ignore,"),
+        ('select = ["TM1", "TM999"]', "`select` names a rule code that does not exist: `TM999`; did you mean TM199"),
+        ('ignore = ["TM1x", "TM20", "XX1"]', "`ignore` names rule codes that do not exist: `TM1x`, `XX1`"),
+        ('per-file-ignores = {"t/*.py" = ["TM101", "TM3"]}', "`per-file-ignores` names a rule code that does not"),
     ],
 )
 def test_a_wrong_key_or_type_names_the_file_key_and_line(repo: Path, line: str, message: str):
@@ -235,3 +238,16 @@ def test_every_command_exits_24_on_a_bad_config_before_running(repo: Path, comma
     r = torchmend(*command, cwd=repo)
     assert r.returncode == 24, (r.returncode, r.stdout, r.stderr)
     assert f"{repo / 'pyproject.toml'}:2: `steps` must be an integer >= 1" in " ".join(r.stderr.split())
+
+
+def test_rule_codes_and_prefixes_that_exist_are_accepted(repo: Path):
+    write(repo / "pyproject.toml", '[tool.torchmend]\nselect = ["TM", "TM1", "TM10", "TM203"]\nignore = ["TM9"]\n')
+    assert load_config(repo).get("select") == ["TM", "TM1", "TM10", "TM203"]
+
+
+def test_lint_exits_24_on_a_code_that_does_not_exist_in_per_file_ignores(repo: Path):
+    write(repo / "pyproject.toml", '[tool.torchmend]\n\n[tool.torchmend.per-file-ignores]\n"tests/*.py" = ["TM1O1"]\n')
+    write(repo / "train.py", "import torch\n\n@torch.compile\ndef f(x):\n    print(x)\n    return x\n")
+    r = torchmend("lint", ".", cwd=repo)
+    assert r.returncode == 24, (r.returncode, r.stdout, r.stderr)
+    assert "`per-file-ignores` names a rule code that does not exist: `TM1O1`" in " ".join(r.stderr.split())

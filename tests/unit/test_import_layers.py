@@ -29,7 +29,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "verify": {"codemods", "model", "profiler"},
     "tune": {"model", "profiler"},
     "settings": {"verify"},
-    "config": {"verify", "settings"},
+    "config": {"verify", "settings", "rules"},  # rules: the codes select/ignore name must exist
     # the project (root, configuration, what may be edited, the journal), then what the configuration selects
     "project": {"config", "settings", "sources", "store"},
     "suppress": {"config", "settings", "model", "sources", "rules", "store"},

@@ -7,9 +7,11 @@ TM202 only a run can see)."""
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 from typer.testing import CliRunner
 
@@ -120,3 +122,25 @@ def test_an_input_the_caller_passes_through_and_a_row_of_nonzero_compared():
         ("TM111", 29, "likely"),
     ]
     assert "when `padding_mask is None` holds" in next(f.reason for f in found if f.rule == "TM108")
+
+
+REGISTRY = ROOT / "fixtures/lint/registry"
+# What each script's compiled model reaches, in fixtures/lint/registry's models/ package
+BY_REGISTRY = {
+    # MODELS = {"informer": Informer, "autoformer": Autoformer}; MODELS[args.model](args): either may be built
+    "train_dict.py": [("TM101", "models/informer.py", 12), ("TM104", "models/autoformer.py", 14)],
+    "train_inline.py": [("TM101", "models/informer.py", 12)],  # torch.compile({"informer": Informer}[name](args))
+    # getattr(importlib.import_module("models.dlinear"), "DLinear")(args), then model.compile()
+    "train_importlib.py": [("TM103", "models/dlinear.py", 13)],
+    # self.model_dict = {"PatchTST": PatchTST} (a module); self.model_dict[name].Model(self.args).float()
+    "exp_basic.py": [("TM101", "models/PatchTST.py", 12)],
+}
+
+
+@pytest.mark.parametrize("script", sorted(BY_REGISTRY))
+def test_a_model_class_named_through_a_registry_or_importlib_is_followed(tmp_path: Path, script: str):
+    shutil.copytree(REGISTRY / "models", tmp_path / "models")
+    shutil.copy(REGISTRY / script, tmp_path / script)  # alone: no other script's compile reaches the models
+    result = lint_paths([tmp_path], tmp_path, cache=False)
+    assert not result.errors
+    assert sorted((f.rule, f.file, f.line) for f in result.findings) == sorted(BY_REGISTRY[script])

@@ -10,6 +10,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from torchmend.analysis.names import class_named, def_named, is_method, method_of, os_same, self_name
+from torchmend.analysis.registry import constructed_classes
 from torchmend.analysis.source import Context, SourceFile
 from torchmend.model import Finding
 
@@ -95,9 +96,11 @@ def instance_classes(
         )
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name):
         hit = class_named(src, expr.func.value, ctx)
-        return [hit] if hit is not None else []
+        return [hit] if hit is not None else constructed_classes(src, expr.func, ctx)  # `Model = MODELS[name]`
     if isinstance(expr, cst.Call) and m.matches(expr.func, m.Attribute(attr=m.OneOf(*map(m.Name, _RETURNS_SELF)))):
         return instance_classes(src, cast(cst.Attribute, expr.func).value, ctx, depth + 1)  # Net().to(device)
+    if isinstance(expr, cst.Call) and not _torch_call(src, expr):  # MODELS[name](args), importlib, models.x.Net()
+        return constructed_classes(src, expr.func, ctx)
     if isinstance(expr, cst.Attribute) and m.matches(expr.value, m.Name("self")):
         return _distinct([c for v in self_attr_values(src, expr) for c in instance_classes(src, v, ctx, depth + 1)])
     if isinstance(expr, cst.Name):
@@ -118,6 +121,11 @@ def instance_classes(
             ]
         )
     return []
+
+
+def _torch_call(src: SourceFile, call: cst.Call) -> bool:
+    """`torch.nn.Linear(...)`, `nn.Sequential(...)`: no project class is built (nothing to look for on disk)."""
+    return any(q == "torch" or q.startswith("torch.") for q in src.qualified_names(call.func))
 
 
 def instance_class(

@@ -28,7 +28,7 @@ class ExitCode(IntEnum):
     FORGE_UNREACHABLE = 21  # pr: the API could not be reached, or failed (network, timeout, 5xx, not JSON)
     TRACE_UNREADABLE = 22  # --from-trace: no trace logs at the path, or they record no compilation
     STDOUT_FAILED = 23  # stdout could not be written (a full disk, /dev/full): what it got is incomplete
-    CONFIG_INVALID = 24  # [tool.torchmend] in pyproject.toml: an unknown key, a wrong type, or not TOML
+    CONFIG_INVALID = 24  # [tool.torchmend] in pyproject.toml: an unknown key or rule code, a wrong type, or not TOML
     PROJECT_BUSY = 25  # fix/undo/lint --fix: another torchmend held the project's lock too long; nothing written
     HANGUP = 129  # SIGHUP (the terminal closed), handled as Ctrl-C is
     INTERRUPTED = 130  # Ctrl-C (SIGINT): the script's process group stopped, temp folders removed
@@ -80,7 +80,8 @@ DESCRIPTIONS = {
     ExitCode.STDOUT_FAILED: "stdout could not be written (e.g. a full disk, or /dev/full): the output is "
     "incomplete; what the command did to files stands (`fix --diff` writes none)",
     ExitCode.CONFIG_INVALID: "the configuration cannot be used: [tool.torchmend] in pyproject.toml has an "
-    "unknown key, a value of the wrong type, or the file is not valid TOML (the message names the file, key and "
+    "unknown key, a value of the wrong type, a rule code that does not exist in select, ignore or per-file-ignores "
+    "(a code or the prefix of one: TM1, TM203), or the file is not valid TOML (the message names the file, key and "
     "line); nothing was run",
     ExitCode.PROJECT_BUSY: "fix, undo or lint --fix wrote nothing: another torchmend was writing or undoing a fix "
     "of the same project (it holds the project's lock in the state folder) for longer than "

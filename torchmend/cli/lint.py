@@ -12,6 +12,7 @@ from rich.console import Console
 from torchmend.cli import options as o
 from torchmend.cli.app import Format, app, err, fail, out, write_stdout
 from torchmend.cli.exitcodes import ExitCode
+from torchmend.cli.printable import printable, printable_data, printable_record
 
 if TYPE_CHECKING:
     from torchmend.lint import LintResult
@@ -112,7 +113,7 @@ def lint(
     settings = resolved(project_, select=select, ignore=ignore, unsafe_fixes=unsafe_fixes)
     result, suppressed, unused = _lint(given, project_, settings, show_possible, no_cache)
     for line in result.errors:
-        err.print(f"[yellow]warning:[/] {line}")
+        err.print(f"[yellow]warning:[/] {printable(line)}")
     findings = result.findings
     if fix or diff:
         # Beside a machine-read report on stdout, what --fix says goes to stderr.
@@ -182,7 +183,7 @@ def _add_ignores(findings: list[Finding], project: Project) -> list[Finding]:
         fail(ExitCode.PROJECT_BUSY, f"nothing was written: {e}")
     except WriteRefused as e:
         fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
-    shown = ", ".join(project.display(p) for p in written)
+    shown = printable(", ".join(project.display(p) for p in written))
     out.print(
         f"[bold green]Added suppression comments for {len(findings)} finding(s)[/]"
         + (f" in {shown}" if written else "")
@@ -206,7 +207,7 @@ def _apply(
     ui = say if write else err
     for d in decisions:
         if d.outcome == CONFLICT or (d.detail and d.outcome != ACCEPTED):
-            ui.print(f"[yellow]skipped {fixes.where(d.proposal)} {d.proposal.rule}: {d.detail}[/]")
+            ui.print(printable(f"[yellow]skipped {fixes.where(d.proposal)} {d.proposal.rule}: {d.detail}[/]"))
     fixed = {id(f) for p in fixes.accepted for f in p.findings}
     remaining = [f for f in result.findings if id(f) not in fixed]
     if not write:
@@ -225,7 +226,7 @@ def _apply(
         fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
     ui.print(
         f"[bold green]Fixed {len(result.findings) - len(remaining)} finding(s)[/] in "
-        + ", ".join(fixes.session.display(p) for p in record.files)
+        + printable(", ".join(fixes.session.display(p) for p in record.files))
         + " (not verified: nothing was run; `torchmend verify SCRIPT --patch "
         + f"{record.patch}` checks it, `torchmend undo` puts the files back)."
     )
@@ -235,13 +236,14 @@ def _apply(
 def print_lint(
     console: Console, result: LintResult, findings: list[Finding], format: Format, root: Path, suppressed: int = 0
 ) -> None:
-    """All of lint's output, in one place."""
+    """All of lint's output, in one place. File names are shown printable() (a name that is not valid UTF-8 holds
+    surrogates no stream or JSON parser takes); SARIF's URIs carry their bytes, percent-encoded."""
     if format in (Format.sarif, Format.github):
         from torchmend import pipeline
         from torchmend.cli import formats
 
         proposed = pipeline.propose(findings, root, torch_version=pipeline.installed_torch())
-        text = formats.report(format, findings, root, formats.text_fixes(proposed))
+        text = printable(formats.report(format, findings, root, formats.text_fixes(proposed)))
         if console is out:
             print(text, end="")
         else:  # with --diff, stdout carries the patch
@@ -256,7 +258,7 @@ def print_lint(
             "suppressed": suppressed,
             "possible_not_shown": result.hidden,
         }
-        text = json.dumps(report, indent=2)
+        text = json.dumps(printable_data(report), indent=2)
         if console is out:
             print(text)
         else:
@@ -264,6 +266,8 @@ def print_lint(
         return
     from torchmend.cli.render import counts_text, findings_view
     from torchmend.cli.tables import laid_out
+
+    findings = [printable_record(f) for f in findings]
 
     with laid_out(console) as width:
         if findings:

@@ -15,6 +15,7 @@ from torchmend import sources
 from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.lint.cache import LintCache
 from torchmend.lint.checks import LIKELY, Hit, check
+from torchmend.lint.deep import deeply, python_refuses, too_deep
 from torchmend.lint.findings import to_finding
 from torchmend.lint.optimizers import compiled_step, stepped
 from torchmend.lint.regions import compiled_region
@@ -63,7 +64,12 @@ def analyse(
 def _chunk(
     paths: list[Path], root: Path, read: Callable[[str], str] = sources.read_source
 ) -> tuple[list[Outcome], int]:
-    """Lint these files with one Context (a callee file is parsed once for all of them)."""
+    """Lint these files with one Context (a callee file is parsed once for all of them), in a thread whose stack
+    and recursion limit hold deeply nested code (deep.py)."""
+    return deeply(_chunk_here, paths, root, read)
+
+
+def _chunk_here(paths: list[Path], root: Path, read: Callable[[str], str]) -> tuple[list[Outcome], int]:
     ctx = Recording(str(root), read, whole_files=True, torch_version=installed_torch())
     outcomes: list[Outcome] = []
     for path in paths:
@@ -73,13 +79,27 @@ def _chunk(
         except SourceError as e:
             found = [unparsable(str(path), str(root), 1, str(e))]
         except Exception as e:  # an analysis bug costs this file's findings, never the run
-            log.debug("internal error linting %s", path, exc_info=True)
-            outcomes.append(
-                (path, set(), None, f"{os.path.relpath(path, root)}: internal error: {type(e).__name__}: {e}")
-            )
-            continue
+            if too_deep(e):  # deeper than even deeply() holds: the file is one TM904, as Python's refusal is
+                found = [unparsable(str(path), str(root), 1, _TOO_DEEP, who="torchmend")]
+            else:
+                log.debug("internal error linting %s", path, exc_info=True)
+                outcomes.append((path, set(), None, f"{os.path.relpath(path, root)}: internal error: {_said(e)}"))
+                continue
         outcomes.append((path, set(ctx.touched), found, ""))
     return outcomes, ctx.parsed
+
+
+_TOO_DEEP = "it is nested too deeply for torchmend's analysis (maximum recursion depth exceeded)"
+
+
+def _said(e: BaseException) -> str:
+    """The error in one short line. Its text may be a libcst node's repr, itself too deep to build."""
+    try:
+        text = str(e)
+    except Exception:
+        text = ""
+    text = text.splitlines()[0] if text.strip() else ""
+    return f"{type(e).__name__}: {text[:200]}" if text else type(e).__name__
 
 
 def lint_entry(ctx: Context, path: Path, root: str) -> list[Finding]:
@@ -118,10 +138,22 @@ class Recording(Context):
         super().__post_init__()
         self.touched: set[str] = set()
         self.parsed = 0
+        self.refused: dict[str, tuple[int, str] | None] = {}  # python_refuses, per file
 
     def file(self, path: str) -> SourceFile:
         real = os.path.realpath(path)
         self.touched.add(real)
-        if real not in self._files:
-            self.parsed += 1
-        return super().file(path)
+        if real in self._files:
+            return self._files[real]
+        self.parsed += 1
+        if real not in self.refused:  # libcst would take hours on what Python cannot parse
+            self.refused[real] = python_refuses(self.text_of(real))
+        refused = self.refused[real]
+        if refused is not None:
+            raise SourceError(f"{path} does not parse: {refused[1]} (line {refused[0]})")
+        try:
+            return super().file(path)
+        except Exception as e:
+            if too_deep(e):
+                raise SourceError(f"{path} does not parse: {_TOO_DEEP}") from e
+            raise

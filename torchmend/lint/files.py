@@ -74,7 +74,9 @@ def _git_files(folder: Path) -> list[Path] | None:
         return None
     if done.returncode != 0:
         return None
-    names = [n for n in done.stdout.decode("utf-8", "surrogateescape").split("\0") if n.endswith(".py")]
+    # git prints the names' bytes as they are (-z): decoded as the file system's names are, so that a name not
+    # valid UTF-8, or any non-ASCII name under LC_ALL=C without UTF-8 mode, still names its file
+    names = [n for n in map(os.fsdecode, done.stdout.split(b"\0")) if n.endswith(".py")]
     return [folder / n for n in dict.fromkeys(names)]
 
 

@@ -8,6 +8,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from torchmend.lint.deep import NESTED
+
 _HINT = re.compile(rb"\bcompile\b")
 
 
@@ -27,6 +29,8 @@ def triage(data: bytes) -> Triage:
         return Triage(False, (e.lineno or 1, e.msg))
     except ValueError as e:  # null bytes
         return Triage(False, (1, str(e)))
+    except (RecursionError, MemoryError):  # nesting Python refuses too (deep.py)
+        return Triage(False, (1, NESTED))
     return Triage(_compiles(tree))
 
 

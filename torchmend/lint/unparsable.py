@@ -15,7 +15,7 @@ def display(path: str, root: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def unparsable(path: str, root: str, line: int, message: str) -> Finding:
+def unparsable(path: str, root: str, line: int, message: str, who: str = "Python") -> Finding:
     rule = rules.BY_CODE["TM904"]
     return Finding(
         rule="TM904",
@@ -26,7 +26,7 @@ def unparsable(path: str, root: str, line: int, message: str) -> Finding:
         function="<module>",
         path=path,
         where=Where.PROJECT,
-        reason=f"Python cannot parse this file: {message}; nothing in it was checked.",
+        reason=f"{who} cannot parse this file: {message}; nothing in it was checked.",
         count=1,
         severity=Severity.NOTE,
         confidence="likely",

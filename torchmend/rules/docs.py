@@ -320,8 +320,10 @@ Fix safety:
 
 TM904 = """
 What it does:
-    `torchmend lint` met a Python file it cannot parse (a syntax error, or bytes that are not text in the file's
-    encoding). The finding is at the line the parser stopped on. Lint goes on with the other files.
+    `torchmend lint` met a Python file it cannot parse (a syntax error, bytes that are not text in the file's
+    encoding, or code nested more deeply than Python's parser takes, such as a sum of 100,000 terms). The finding
+    is at the line the parser stopped on (line 1 for nesting). Lint goes on with the other files. Deep code that
+    Python does run (a 600-term sum) is checked as any other.
 
 Why is this bad:
     Nothing in that file was checked: a compiled function in it, or one that it calls, may hide graph breaks and

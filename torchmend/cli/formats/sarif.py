@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 from torchmend import __version__, rules
 from torchmend.cli.formats.annotation import Lines, Place, TextFix, fix_for, in_order, message, split_lines
+from torchmend.cli.printable import printable_data
 from torchmend.model import Finding, Kind
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -68,7 +69,9 @@ def rule_descriptor(rule: rules.Rule) -> dict[str, Any]:
 
 
 def _uri(file: str) -> str:
-    return quote(file, safe="/")
+    """A relative URI of the name's bytes (os.fsencode: a name that is not valid UTF-8 is percent-encoded as it is
+    on disk, `bad%FF.py`)."""
+    return quote(os.fsencode(file), safe="/")
 
 
 def _location(where: Place) -> dict[str, Any]:
@@ -88,7 +91,7 @@ def _fingerprint(f: Finding, where: Place, lines: Lines, seen: Counter[str]) -> 
     GitHub's primaryLocationLineHash also does); the n-th same one in a file is told apart by n."""
     text = " ".join((lines.line(where.path, where.line) or f.code).split())
     key = "\0".join((f.rule, where.file, f.function, text))
-    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]  # a name's raw bytes too
     seen[digest] += 1
     return f"{digest}:{seen[digest]}"
 
@@ -200,7 +203,8 @@ def to_sarif(
     }
     if run_properties:
         run["properties"] = run_properties
-    return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
+    # texts that quote a file name not valid UTF-8 (`compiled at bad\xff.py:2`): printable, so the log is valid JSON
+    return printable_data({"$schema": SCHEMA, "version": "2.1.0", "runs": [run]})
 
 
 def error_log(
@@ -224,4 +228,4 @@ def error_log(
         "informationUri": HOMEPAGE,
     }
     run = {"tool": {"driver": driver}, "invocations": [invocation], "results": []}
-    return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}
+    return printable_data({"$schema": SCHEMA, "version": "2.1.0", "runs": [run]})
