@@ -13,6 +13,8 @@ from conftest import ROOT, torchmend
 GATE = ROOT / "fixtures" / "gate"
 BRANCH = "        if out.mean() > 0:\n            out = out * 0.5\n"
 WHERE = "        out = torch.where(out.mean() > 0, out * 0.5, out)\n"
+CRITIC_BRANCH = "        if h.mean() > 0:\n            h = h * 0.5\n"
+PRINT = '        print("critic activation", h.norm())\n'
 
 
 def _copy(name: str, tmp_path: Path) -> Path:
@@ -97,14 +99,17 @@ def test_two_stages_on_inductor(tmp_path: Path) -> None:
     compile on this CPU) before anything is written."""
     proj = _copy("gradient_penalty.py", tmp_path)
     script = proj / "gradient_penalty.py"
-    # inductor cannot run the double backward either: here the critic trains without the penalty
+    # inductor cannot run the double backward either: here the critic trains without the penalty. And a print
+    # breaks its graph instead of the branch: the branch's torch.where computes both sides, which CPU inductor ran
+    # 1.5x to 6x slower on this tiny critic (refused beyond 2x even with one run per arm, as it should be); gating
+    # a print makes no step slower, so the outcome does not hang on the machine's load.
     penalty = "(grad,) = torch.autograd.grad(out.sum(), x, create_graph=True)\n"
-    script.write_text(script.read_text().replace(penalty, "grad = x\n"))
-    # 12 steps: the steady step is the median of the last 6, not one step that the other workers' compiles can slow
-    # 6x on a loaded 2-core machine (one run per arm still refuses beyond 2x: see verify/speed.py)
+    text = script.read_text().replace(penalty, "grad = x\n").replace(CRITIC_BRANCH, PRINT)
+    script.write_text(text)
+    # 12 steps: the steady step is the median of the last 6, not one step that a neighbour's compile slows
     r = torchmend(
-        "fix", "gradient_penalty.py", "--yes", "--backend", "aot_eager", "--repeat", "1", "--steps", "12", cwd=proj,
-        env={"TORCHMEND_STATE_DIR": str(tmp_path / "state")}, own_backend_judges=True,
+        "fix", "gradient_penalty.py", "--yes", "--unsafe-fixes", "--backend", "aot_eager", "--repeat", "1",
+        "--steps", "12", cwd=proj, env={"TORCHMEND_STATE_DIR": str(tmp_path / "state")}, own_backend_judges=True,
     )  # fmt: skip
     out = " ".join(r.stdout.split())
     assert r.returncode == 0, r.stdout + r.stderr
@@ -113,4 +118,4 @@ def test_two_stages_on_inductor(tmp_path: Path) -> None:
     assert "speed not measured on the script's own backend (cpu): one run per arm measures no noise band" in out
     assert "outcome: 1 change to write, no measured speed change on the script's own backend (cpu)" in out
     assert "verified on" not in out  # judged where the script runs: nothing unconfirmed
-    assert "torch.where(h.mean() > 0" in script.read_text()
+    assert "if not torch.compiler.is_compiling():" in script.read_text()
