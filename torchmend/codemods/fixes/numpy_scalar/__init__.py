@@ -56,8 +56,8 @@ class NumpyScalarToMath(Codemod):
 
     Fix safety:
         Safe when the result is an integer both ways: a cast to int (`.astype(int)`, `int()`), an integer NumPy
-        result (`np.maximum` of ints, `np.prod` of a shape), or a value that reaches `int()` / `math.floor()`
-        through arithmetic only. The value is the same number; `math` and NumPy compute `log`, `sqrt` and the like
+        result (`np.maximum` of ints, `np.prod` of a shape), a value that reaches `int()` / `math.floor()`
+        through arithmetic only, or the ints of an iterated `np.arange` (Python ints for np.int64s). The value is the same number; `math` and NumPy compute `log`, `sqrt` and the like
         in float64 alike. The difference is where NumPy returns no number: `math.log(0)` and `math.sqrt(-1)` raise
         ValueError (`math.exp(1000)` OverflowError) where NumPy gives -inf, nan or inf with a RuntimeWarning, and
         a cast of those to int is already a meaningless number; Python ints do not overflow where NumPy's int64
@@ -205,7 +205,7 @@ class NumpyScalarToMath(Codemod):
 def _proposal(
     finding: Finding, src: SourceFile, converter: Converter, done: dict[cst.CSTNode, Converted], refused: list[str]
 ) -> Proposal:
-    exact = all((c.np_int and c.py_int) or consumed_as_int(src, top) for top, c in done.items())
+    exact = all(c.exact or consumed_as_int(src, top) for top, c in done.items())
     first = next(iter(done))
     new = src.module.code_for_node(done[first].node)
     note = (

@@ -37,6 +37,12 @@ class Converted:
     py_int: bool  # the new expression is a Python int
     np_int: bool  # NumPy's value was an integer too (so the value, not only the number, is the same)
     math: bool  # it calls `math.`
+    iterated: bool = False  # `range(...)` for an iterated `np.arange` of ints: the same ints, one by one
+
+    @property
+    def exact(self) -> bool:
+        """The same value as NumPy's, of the same kind: an integer both ways (or the same ints iterated)."""
+        return self.np_int and (self.py_int or self.iterated)
 
 
 class Converter:
@@ -102,7 +108,7 @@ class Converter:
             return self._cast(e, e.func)
         inner = self.convert(_only_arg(self.src, e))  # int(np...)
         if inner.py_int:
-            return inner  # int(math.ceil(x)) is math.ceil(x)
+            return Converted(inner.node, True, True, inner.math)  # int(math.ceil(x)) is math.ceil(x)
         return Converted(e.with_changes(args=[cst.Arg(inner.node)]), True, True, inner.math)
 
     def _cast(self, e: cst.Call, func: cst.Attribute) -> Converted:
@@ -122,6 +128,12 @@ class Converter:
     def _numpy(self, e: cst.Call, name: str) -> Converted:
         if any(a.keyword is not None or a.star for a in e.args):
             raise Refuse(f"`{self.src.code(e)}` passes keyword or starred arguments: NumPy's own options")
+        sequences = [self.sequence(a.value) for a in e.args]
+        if (name == "prod") != any(sequences) or (name == "prod" and len(e.args) != 1):
+            raise Refuse(
+                f"`{self.src.code(e)}`: torchmend rewrites `np.prod` of a shape or a tuple, and other NumPy functions "
+                "of single numbers"
+            )
         args = [self._argument(a.value) for a in e.args]
         nodes = [a.node for a in args]
         ints = bool(args) and all(a.py_int for a in args)
@@ -154,7 +166,7 @@ class Converter:
                 f"`{self.src.code(e)}` makes an array: torchmend writes `range` only where a loop or a comprehension "
                 "iterates an `np.arange` of ints"
             )
-        return Converted(_call("range", *nodes), False, True, used_math)
+        return Converted(_call("range", *nodes), False, True, used_math, iterated=True)
 
     def _argument(self, e: cst.BaseExpression) -> Converted:
         if self.rooted(e):
@@ -164,7 +176,7 @@ class Converter:
                 f"`{self.src.code(e)}` is not known to be a Python number (a shape or a size, `len()`, a literal, a "
                 "module's number attribute, or arithmetic of those)"
             )
-        py_int = self.values.kind(e) in (Kind.INT, Kind.BOOL) or self._shape_int(e)
+        py_int = self.int_valued(e)
         inside = self.inner_tops(e)
         if not inside:
             return Converted(e, py_int, False, False)
@@ -184,11 +196,39 @@ class Converter:
             found.append(top)
         return [t for t in dict.fromkeys(found) if not any(a in found for a in self.src.ancestors(t))]
 
-    def _shape_int(self, e: cst.BaseExpression) -> bool:
-        """`x.shape[1:]`-like tuples of ints and names unpacked from a shape are ints (for math.prod, max)."""
+    def sequence(self, e: cst.BaseExpression) -> bool:
+        """A shape (`x.shape`, `x.size()`, a slice of one), a tuple, or a name bound only to those."""
+        if isinstance(e, cst.Tuple):
+            return True
+        if isinstance(e, cst.Subscript):
+            return m.matches(e.slice[0].slice, m.Slice()) and self.sequence(e.value)
         if isinstance(e, cst.Name):
-            return bool(self.bindings(e)) and all(self._unpacked_from_shape(n) for n in self.bindings(e))
-        return isinstance(e, (cst.Attribute, cst.Subscript)) and self._shape(e)
+            values = [self.src.assigned_value(n) for n in self.bindings(e)]
+            return bool(values) and all(
+                v is not None and not isinstance(v, cst.Name) and self.sequence(v) for v in values
+            )
+        return m.matches(e, m.Attribute(attr=m.Name("shape")) | m.Call(func=m.Attribute(attr=m.Name("size")), args=[]))
+
+    def int_valued(self, e: cst.BaseExpression) -> bool:
+        """An int for sure: an int literal, a size (`x.shape[1]`, `x.size(1)`, `len(...)`, `.numel()`), a name bound
+        only to ints or unpacked from a shape, and `+ - * // %` of those; a shape's slice (for `math.prod`)."""
+        if self.values.kind(e) in (Kind.INT, Kind.BOOL):
+            return True
+        if isinstance(e, cst.Name):
+            bound = self.bindings(e)
+            return bool(bound) and all(self._unpacked_from_shape(n) or self._int_bound(n) for n in bound)
+        if isinstance(e, (cst.Attribute, cst.Subscript)):
+            return self._shape(e)
+        if isinstance(e, cst.BinaryOperation):
+            ops = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)
+            return isinstance(e.operator, ops) and self.int_valued(e.left) and self.int_valued(e.right)
+        if isinstance(e, cst.UnaryOperation):
+            return not isinstance(e.operator, cst.Not) and self.int_valued(e.expression)
+        return isinstance(e, cst.Call) and builtin_or_math(self.src, e.func) in ("len", "int")
+
+    def _int_bound(self, node: cst.CSTNode) -> bool:
+        value = self.src.assigned_value(node)
+        return value is not None and not isinstance(value, cst.Name) and self.int_valued(value)
 
     # --- what is a Python number -------------------------------------------------------------------
 
