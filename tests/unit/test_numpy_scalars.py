@@ -119,3 +119,19 @@ def test_no_fix_says_why(line: str, why: str) -> None:
     text, results = fix_text(source)
     (nofix,) = unfixed(results)
     assert text == source and why in nofix.reason, nofix.reason
+
+
+def test_a_break_where_the_value_is_used_rewrites_only_the_numpy_value_behind_it() -> None:
+    """Line 3's break is at `int(n_top)`: `n_top` holds NumPy's value; `n_sample` is a Python int already (its own
+    break, at `.item()`, is line 1's finding), so the two edits do not overlap and both are made."""
+    text, found = _fixed(
+        '    n_sample = 2 * np.ceil(np.log(L)).astype("int").item()  # tm: TM114\n'
+        "    n_top = np.maximum(L // 4, 1)\n"
+        "    n_sample, n_top = min(n_sample, L), min(int(n_top), L)  # tm: TM114\n"
+        "    return x[:, :n_sample, :n_top]\n"
+    )
+    assert [p.safety for p in found] == ["safe", "safe"]
+    assert text.splitlines()[:2] == [
+        "    n_sample = 2 * math.ceil(math.log(L))  # tm: TM114",
+        "    n_top = max(L // 4, 1)",
+    ]

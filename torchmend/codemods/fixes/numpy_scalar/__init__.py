@@ -235,8 +235,9 @@ def _proposal(
 
 def _tops(src: SourceFile, converter: Converter, stmt: cst.BaseStatement, line: int) -> list[cst.BaseExpression]:
     """The outermost NumPy-rooted expressions of the statement (its header, for a compound one); where it has none
-    (the break where the value is used: `int(k)`), those of the earlier bindings of the names it reads, and of the
-    names those read, on. A binding's own break is its own finding: one edit each, never two of one node."""
+    (the break where the value is used: `int(k)`), those of the earlier bindings that give the names it reads a NumPy
+    value, and of the names those read, on. A binding whose value Python has already (`.item()`, `int()`) breaks
+    there, as a finding of its own: one edit each, never two of one node."""
     roots = _header(stmt)
     own = [t for root in roots for t in converter.inner_tops(root)]
     if own:
@@ -245,12 +246,27 @@ def _tops(src: SourceFile, converter: Converter, stmt: cst.BaseStatement, line: 
         for name in src.nodes_in(root, cst.Name):
             for bound in converter.bindings(name):
                 value = src.assigned_value(bound)
-                if value is not None and value not in roots and src.line_of(bound) < line:
+                if (
+                    value is not None
+                    and value not in roots
+                    and src.line_of(bound) < line
+                    and _numpy_value(converter, value)
+                ):
                     roots.append(value)
     tops: list[cst.BaseExpression] = []
     for root in roots:
         tops += [t for t in converter.inner_tops(root) if t not in tops]
     return tops
+
+
+def _numpy_value(converter: Converter, e: cst.BaseExpression) -> bool:
+    """NumPy's object, not a Python number: a NumPy call or `.astype` (not `.item()` or `int()` of one), or arithmetic
+    with such an operand."""
+    if isinstance(e, cst.BinaryOperation):
+        return _numpy_value(converter, e.left) or _numpy_value(converter, e.right)
+    if isinstance(e, cst.UnaryOperation):
+        return _numpy_value(converter, e.expression)
+    return converter.rooted(e) and not m.matches(e, m.Call(func=m.Attribute(attr=m.Name("item"))))
 
 
 def _header(stmt: cst.BaseStatement) -> list[cst.CSTNode]:
