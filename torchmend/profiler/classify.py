@@ -11,20 +11,30 @@ import re
 
 from torchmend.model import Where
 from torchmend.profiler.gbids import Version, rule_for_id
+from torchmend.profiler.numpy_scalars import numpy_on_numbers
 from torchmend.profiler.traceparse import GraphBreak, GuardFailure, tensor_mismatch
 
 LIBRARY = Where.LIBRARY
 
 
-def classify_break(gb: GraphBreak, where: str, source: str = "", version: Version | None = None) -> str:
+def classify_break(
+    gb: GraphBreak, where: str, source: str = "", version: Version | None = None, path: str | None = None
+) -> str:
     """`source`: the break's source line, where known (an `assert` on a tensor is a rule of its own); `version`:
-    the run's torch release (None: unknown), which says what its ids mean."""
+    the run's torch release (None: unknown), which says what its ids mean; `path`: the break's file as this machine
+    reads it (default: the break's own), whose function says where the line's names come from (TM114)."""
     code = _classify_break(gb, where, version)
     if code in ("TM103", "TM104") and re.match(r"\s*assert\b", source):
         return "TM108"
-    if code in ("TM103", "TM104", "TM111", "TM199") and _HOST_RANDOM.search(source):
+    if code in _VALUE_BREAKS and _HOST_RANDOM.search(source):
         return "TM110"
+    if code in _VALUE_BREAKS and source and numpy_on_numbers(path or gb.file, gb.line):
+        return "TM114"
     return code
+
+
+# Breaks where a value goes back to Python or decides a branch: what a NumPy call or a host draw on the line causes.
+_VALUE_BREAKS = ("TM103", "TM104", "TM111", "TM199")
 
 
 # NumPy's or Python's random generator called on the break's line (SpecAugment masks, random crops).

@@ -214,7 +214,7 @@ class _Run:
         path = self.places.absolute(gb.file)
         where = self.places.where(path)
         site = gb.user_stack[-1] if gb.user_stack and gb.user_stack[-1].line == gb.line else Frame(gb.file, gb.line, "")
-        code = classify_break(gb, where, site.code or linecache.getline(path, gb.line), self.torch_version)
+        code = classify_break(gb, where, site.code or linecache.getline(path, gb.line), self.torch_version, path)
         root = self.starts[cid][-1] if self.starts.get(cid) else None  # the compiled frame
         logged = _logging_caller(self.places, gb) if where != PROJECT and code != "TM901" else None
         if logged is not None:  # inside a logger or a framework's `self.log`: the project line that logged

@@ -94,6 +94,14 @@ RULES: tuple[Rule, ...] = (
         "instead of the whole model",
     ),
     Rule(
+        "TM114",
+        GRAPH_BREAK,
+        "numpy-on-python-numbers",
+        "NumPy arithmetic on Python numbers (shapes, lengths) inside compiled code",
+        advice="compute the number with `math` and builtins (`math.ceil(math.log(L))`, `max(a, b)`, "
+        "`math.prod(x.shape[1:])`) instead of NumPy",
+    ),
+    Rule(
         "TM199",
         GRAPH_BREAK,
         "other-graph-break",
@@ -248,6 +256,7 @@ FIXES: dict[str, str] = {
     "TM110": "eager-host-random",
     "TM111": "capture-data-dependent-op",
     "TM113": "compile-fsdp-blocks",
+    "TM114": "numpy-scalar-to-math",
     "TM201": "module-scalar-to-buffer",
     "TM202": "scalar-argument-to-tensor",
     "TM203": "tensor-learning-rate",
