@@ -187,8 +187,10 @@ def _uses(finding: Finding, src: SourceFile) -> list[CompiledUse]:
         uses = list(compiled_state_dicts(src, src.module))
         if not uses:
             raise Refuse(
-                "no compiled model's state_dict() is taken in this file: the checkpoint was saved elsewhere",
-                "fix the save where it is (`torchmend lint` reports it there), or take the prefix off here: "
+                "this file takes no state_dict() of a name bound to torch.compile(...): the checkpoint was saved "
+                "in another file, or through a function's parameter",
+                "compile in place with model.compile() where the model is compiled (`torchmend lint` reports a "
+                "save of a compiled model where it sees one), or take the prefix off here: "
                 'torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state, "_orig_mod.")',
             )
         return uses
