@@ -5,10 +5,21 @@ from __future__ import annotations
 
 from conftest import ROOT, SCAN_FIXTURES, scan_events, scan_json, torch_minor
 
+from torchmend import pipeline
+from torchmend.model import Finding
+
 
 def _one(report: dict, rule: str) -> dict:
     (f,) = [f for f in report["findings"] if f["rule"] == rule]
     return f
+
+
+def _why_not_fixed(f: dict) -> str:
+    """TM107's fix (save-plain-module) left this scan finding alone: why."""
+    fixes = pipeline.propose([Finding.from_json(f)], ROOT)
+    assert not fixes.proposals
+    (unfixed,) = fixes.unfixed
+    return unfixed.reason
 
 
 def test_a_scheduler_step_that_never_converts_is_one_finding_at_the_indexing_line():
@@ -40,6 +51,8 @@ def test_a_compiled_model_saved_whole_is_recognised_with_what_to_save_instead():
     assert "OptimizedModule" in f["reason"] and "model._orig_mod.state_dict()" in f["reason"]
     # pickling the compiled model worked as it does without torchmend's backend check (the load is what failed)
     assert "PicklingError" not in (result.json["error"] or "")
+    # weights_only=True refuses any pickled module: compiling in place would not make this load work
+    assert "refuses any pickled nn.Module, compiled or not" in _why_not_fixed(f)
 
 
 def test_a_compiled_models_state_dict_loaded_into_a_fresh_module_is_recognised():
@@ -48,6 +61,8 @@ def test_a_compiled_models_state_dict_loaded_into_a_fresh_module_is_recognised()
     f = _one(result.json, "TM107")
     assert f["line"] == 36 and f["code"] == "export_model.load_state_dict(best_state)"
     assert '"_orig_mod.net.0.weight"' in f["reason"] and "model.compile()" in f["reason"]
+    # `model = torch.compile(Regressor())`: the module has no name to compile in place or to save
+    assert _why_not_fixed(f).startswith("the uncompiled module has no name of its own")
 
 
 def test_dynamo_crashing_in_the_users_code_is_a_finding_at_their_line():

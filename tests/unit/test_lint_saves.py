@@ -46,3 +46,25 @@ def test_a_compiled_models_checkpoint_is_tm107_with_its_fix(tmp_path: Path) -> N
 
     advice = rules.BY_CODE["TM107"].advice
     assert "model._orig_mod.state_dict()" in advice and "model.compile()" in advice
+
+
+def test_lint_findings_get_the_plain_module_saved(tmp_path: Path) -> None:
+    """The fix of lint's findings (what `lint --fix --unsafe-fixes` applies): `torch.save(fast, ...)` of
+    `fast = torch.compile(plain)` saves `plain`; `model` is read as the wrapper (`model._orig_mod`), so compiling it in
+    place would break that line: no fix, with the reason."""
+    from torchmend import pipeline
+    from torchmend.codemods.engine import Session
+
+    (tmp_path / "train.py").write_text(SCRIPT)
+    found = [f for f in lint_paths([tmp_path], tmp_path, cache=False).findings if f.rule == "TM107"]
+    fixes = pipeline.propose(found, tmp_path)
+    (proposal,) = fixes.proposals
+    assert (proposal.finding.line, proposal.safety) == (17, "unsafe")
+    (unfixed,) = fixes.unfixed
+    assert (
+        unfixed.finding.line == 12 and "`model._orig_mod` (line 18) reads the wrapper's own attribute" in unfixed.reason
+    )
+    session: Session = fixes.session
+    session.accept(proposal)
+    text = session.text(str(tmp_path / "train.py"))
+    assert text == SCRIPT.replace('torch.save(fast, "fast.pt")', 'torch.save(plain, "fast.pt")')

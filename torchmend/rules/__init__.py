@@ -214,29 +214,6 @@ RULES: tuple[Rule, ...] = (
         "a compiled model saved as if it were the plain module: its checkpoint does not load",
         advice="save model._orig_mod.state_dict() (or the uncompiled module's state_dict()), or compile in "
         "place with model.compile(), which keeps the module and its keys",
-        doc="""
-What it does:
-    Recognises a script that torch.compile itself broke: `torch.save(model)` of a compiled model pickles
-    the OptimizedModule wrapper, which `torch.load(weights_only=True)` (the default since torch 2.6)
-    refuses to load; and a compiled model's `state_dict()` has every key prefixed with `_orig_mod.`, so
-    loading it into the plain module fails with unexpected keys. scan reports it at the failing line, when the run
-    loads the checkpoint back; lint reports it at the `torch.save` of a name bound to `torch.compile(...)`, or of
-    that name's `state_dict()` (a checkpoint dict holding it too), since the script that loads it is often another.
-Why is this bad:
-    The run dies after training: the checkpoint cannot be loaded without trusting arbitrary pickles or
-    renaming keys, and every tool that reads the checkpoint has to know about the wrapper.
-Example:
-    model = torch.compile(model)
-    torch.save(model, path)
-    restored = torch.load(path, weights_only=True)   # Unsupported global: OptimizedModule
-Fix:
-    torch.save(model._orig_mod.state_dict(), path)   # or keep the uncompiled module and save its state_dict
-    Or call model.compile() instead of model = torch.compile(model): the module stays itself, keys unchanged.
-    A checkpoint saved already loads into the plain module once the prefix is taken off its keys:
-    torch.nn.modules.utils.consume_prefix_in_state_dict_if_present(state, "_orig_mod.").
-Fix safety:
-    Manual. The loader must then build the module and load_state_dict() into it.
-""",
     ),
 )
 RULES = tuple(sorted(RULES, key=lambda r: r.code))  # listed by code, whatever order they were added in
@@ -251,6 +228,7 @@ FIXES: dict[str, str] = {
     "TM103": "branch-to-where",
     "TM104": "keep-scalar-tensor",
     "TM106": "capture-for-backend",
+    "TM107": "save-plain-module",
     "TM108": "assert-in-graph",
     "TM109": "gate-requires-grad",
     "TM110": "eager-host-random",
