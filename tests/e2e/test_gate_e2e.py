@@ -119,3 +119,50 @@ def test_two_stages_on_inductor(tmp_path: Path) -> None:
     assert "outcome: 1 change to write, no measured speed change on the script's own backend (cpu)" in out
     assert "verified on" not in out  # judged where the script runs: nothing unconfirmed
     assert "if not torch.compiler.is_compiling():" in script.read_text()
+
+
+OWN_PROXY = """import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if h.mean() > 0:
+            h = h * 0.5
+        return h
+
+
+torch.manual_seed(0)
+net = Net()
+compiled = torch.compile(net, backend="aot_eager")
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(6):
+    loss = compiled(torch.randn(4, 8)).pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_a_script_whose_own_backend_is_a_proxy_is_judged_untimed_in_one_run(tmp_path: Path) -> None:
+    """`torch.compile(net, backend="aot_eager")` and no --backend: the judging stage is the script's own backend, a
+    proxy, so its times are not judged and repeats would measure nothing: one run per arm, said as such."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "train.py").write_text(OWN_PROXY)
+    r = torchmend(
+        "fix", "train.py", "--yes", cwd=proj, env={"TORCHMEND_STATE_DIR": str(tmp_path / "state")},
+        own_backend_judges=True,
+    )  # fmt: skip
+    out = " ".join(r.stdout.split())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "judging on the script's own backend (1 run per arm, not timed: a proxy backend's times" in out
+    assert "speed not judged on aot_eager (cpu): a proxy backend's times are not your training's" in out
+    assert "verified on" not in out  # the script's own backend judged it
+    assert "run 1/1 (after, repeat 1)" in r.stdout + r.stderr
+    assert "torch.where(h.mean() > 0, h * 0.5, h)" in (proj / "train.py").read_text()

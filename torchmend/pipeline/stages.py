@@ -105,9 +105,13 @@ def verify_rounds(
             yield screened
             return
         follow_up = False  # the judging stage judges what screening kept
-    timed = backend not in PROXY_BACKENDS  # a proxy's times are not the user's training's: never judged
+    # A proxy's times are not the user's training's: never judged, also where the script's own compile calls ask
+    # for one (its runs then name it, which runs them as the script does); untimed, a repeat measures nothing.
+    own = _own_proxy(scan) if backend is None else None
+    timed = (backend or own) not in PROXY_BACKENDS
+    repeat = repeat if timed else 1
     yield Stage(StageKind.JUDGE, backend, repeat, timed)
-    spec = replace(scan.spec, backend=backend, overlay=())
+    spec = replace(scan.spec, backend=backend or own, overlay=())
     reuse = reused(backend)
     if screen is not None and screen != backend and not reuse:
         # The original's first run on the judging backend goes first: when it fails there (no compiler for it, a
@@ -152,6 +156,12 @@ def _reused(
         return made[backend]
     cold = scan.cold and scan.spec is not None and backend == scan.spec.backend
     return (from_outcome("before", 0, scan.outcome, root),) if cold else ()
+
+
+def _own_proxy(scan: Scan) -> str | None:
+    """The proxy backend every torch.compile call of the script asks for, if they all ask for the same one."""
+    own = scan.own_backends
+    return next(iter(own)) if len(own) == 1 and next(iter(own)) in PROXY_BACKENDS else None
 
 
 def _not_confirmed(backend: str) -> Reason:

@@ -94,6 +94,8 @@ def main() -> None:
             seed_everything(cfg["seed"])
         if cfg.get("backend") or cfg.get("compile"):
             collector.override_compile(cfg.get("backend"), sink, **cfg.get("compile", {}))
+        else:
+            collector.record_compile_calls(sink)
     except Exception as e:  # this torch lacks a hook we rely on: say so rather than run unobserved
         sink.emit(END, reason="internal_error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
         sys.exit(1)

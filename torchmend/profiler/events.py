@@ -23,7 +23,7 @@ STEP = "step"  # optimizer steps so far (throttled)
 END = "end"  # the script ended: finished | steps | error | exit
 # The detection backend failed on a graph: does the script's own backend compile it? (see collector.py)
 BACKEND_CHECK = "backend_check"
-COMPILE_CALL = "compile_call"  # a torch.compile call of the script, with what it asked for (tune)
+COMPILE_CALL = "compile_call"  # a torch.compile call of the script, with what it asked for (tune; verify's backend)
 
 CHILD_ENV = "TORCHMEND_CHILD"
 # Our step counter is wrapped in torch._dynamo.disable with this reason: the break it causes is ours, not the user's.
