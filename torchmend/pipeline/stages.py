@@ -105,13 +105,9 @@ def verify_rounds(
             yield screened
             return
         follow_up = False  # the judging stage judges what screening kept
-    # A proxy's times are not the user's training's: never judged, also where the script's own compile calls ask
-    # for one (its runs then name it, which runs them as the script does); untimed, a repeat measures nothing.
-    own = _own_proxy(scan) if backend is None else None
-    timed = (backend or own) not in PROXY_BACKENDS
-    repeat = repeat if timed else 1
+    runs_on, timed, repeat = _judging(scan, backend, repeat)
     yield Stage(StageKind.JUDGE, backend, repeat, timed)
-    spec = replace(scan.spec, backend=backend or own, overlay=())
+    spec = replace(scan.spec, backend=runs_on, overlay=())
     reuse = reused(backend)
     if screen is not None and screen != backend and not reuse:
         # The original's first run on the judging backend goes first: when it fails there (no compiler for it, a
@@ -158,10 +154,14 @@ def _reused(
     return (from_outcome("before", 0, scan.outcome, root),) if cold else ()
 
 
-def _own_proxy(scan: Scan) -> str | None:
-    """The proxy backend every torch.compile call of the script asks for, if they all ask for the same one."""
-    own = scan.own_backends
-    return next(iter(own)) if len(own) == 1 and next(iter(own)) in PROXY_BACKENDS else None
+def _judging(scan: Scan, backend: str | None, repeat: int) -> tuple[str | None, bool, int]:
+    """The judging stage's backend for its runs, whether they are timed, and runs per arm. A proxy's times are not
+    the user's training's: never judged, also where every torch.compile call of the script asks for the same proxy
+    (its runs then name it, which runs them as the script does); untimed, a repeat measures nothing."""
+    own = scan.own_backends if backend is None else frozenset()
+    proxy = next(iter(own)) if len(own) == 1 and next(iter(own)) in PROXY_BACKENDS else None
+    timed = (backend or proxy) not in PROXY_BACKENDS
+    return backend or proxy, timed, repeat if timed else 1
 
 
 def _not_confirmed(backend: str) -> Reason:
