@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from torchmend.pipeline.inputs import root_of
 from torchmend.project import Project
 from torchmend.verify.numerics import ATOL, RTOL
+from torchmend.verify.speed import own_proxy
 
 if TYPE_CHECKING:  # heavy (libcst, the runner): imported by the stage that needs it
     from torchmend.profiler.runner import RunSpec
@@ -66,7 +67,8 @@ def verify(
             on_run(RunStarted(arm, i, next(count), total))
 
     b, a = run_arms(before, after, root, repeat, started, reuse_before)
-    how = _How(timed, before.backend or "")
+    proxy = own_proxy(b[0].outcome.events) if before.backend is None and b else None
+    how = _How(timed and proxy is None, before.backend or proxy or "")
     v = judge(b, a, rtol, atol, root, timed=how.timed, backend=how.backend)
     n = v.numerics
     if not reference or v.failure is not None or n is None or n.equal or not n.compared:

@@ -66,15 +66,6 @@ class Scan:
         return self.outcome.failed
 
     @property
-    def own_backends(self) -> frozenset[str]:
-        """The backends the script's torch.compile calls asked for (a callable by its name), as the run recorded."""
-        from torchmend.profiler.events import COMPILE_CALL
-
-        return frozenset(
-            str(e.get("backend")) for e in self.outcome.events if e.get("ev") == COMPILE_CALL and e.get("backend")
-        )
-
-    @property
     def compiled(self) -> bool:
         """Whether the run compiled anything (or hit the recompile limit): otherwise there is nothing to fix."""
         return self.summary.compiles > 0 or self.summary.recompile_limit_hits > 0

@@ -29,7 +29,7 @@ from torchmend.pipeline.rounds import Judge, no_less_safe, rounds
 from torchmend.project import Project
 from torchmend.settings import Settings
 from torchmend.verify.reasons import Reason, ReasonKind
-from torchmend.verify.speed import PROXY_BACKENDS
+from torchmend.verify.speed import PROXY_BACKENDS, own_proxy
 
 if TYPE_CHECKING:  # heavy (libcst, the runner) or annotations only: imported by the stage that needs it
     from torchmend.codemods.engine import Session
@@ -158,8 +158,7 @@ def _judging(scan: Scan, backend: str | None, repeat: int) -> tuple[str | None, 
     """The judging stage's backend for its runs, whether they are timed, and runs per arm. A proxy's times are not
     the user's training's: never judged, also where every torch.compile call of the script asks for the same proxy
     (its runs then name it, which runs them as the script does); untimed, a repeat measures nothing."""
-    own = scan.own_backends if backend is None else frozenset()
-    proxy = next(iter(own)) if len(own) == 1 and next(iter(own)) in PROXY_BACKENDS else None
+    proxy = own_proxy(scan.outcome.events) if backend is None else None
     timed = (backend or proxy) not in PROXY_BACKENDS
     return backend or proxy, timed, repeat if timed else 1
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 from torchmend.model import StrEnum
 
@@ -21,6 +22,17 @@ MIN_BAND = 0.05
 # user's training's (aot_eager made the bundled example's compiled step 13x slower than the eager fallback it
 # replaced, where inductor made it no slower). Runs on them are never timed.
 PROXY_BACKENDS = ("eager", "aot_eager", "aot_eager_decomp_partition")
+
+
+def own_proxy(events: list[dict[str, Any]]) -> str | None:
+    """The proxy backend every torch.compile call of a run asked for (its `compile_call` events), when they all
+    asked for the same one: the script's own backend is then a proxy, whose times are never judged either."""
+    from torchmend.profiler.events import COMPILE_CALL
+
+    asked = {str(e.get("backend")) for e in events if e.get("ev") == COMPILE_CALL and e.get("backend")}
+    return next(iter(asked)) if len(asked) == 1 and next(iter(asked)) in PROXY_BACKENDS else None
+
+
 BAND_WIDTH = 3.0  # median absolute deviations: about two standard deviations of normal noise
 ONE_RUN_LIMIT = 2.0
 # What the user's training waits for: slower in either refuses a change; faster in either is a gain.
