@@ -100,8 +100,9 @@ def verify(
     limit hits, compile seconds, first-step and steady step time, wall time; per-step losses and the final
     parameters within tolerance. The script's stdin is /dev/null in every run.
 
-    Exit 0: the patch removed breaks or recompiles and changed no numbers. 12: it changed nothing measurable.
-    10: refused (numerics differ, the patched script failed, or it got worse).
+    Exit 0: improved (a measured gain) or no measured speed change (breaks or recompiles gone, nothing slower).
+    12: it changed nothing measurable. 10: refused (numerics differ, the patched script failed, it compiles less,
+    or it is slower beyond the measured band).
 
     Example: torchmend verify train.py --patch fix.patch --repeat 3 --steps 50
     """
