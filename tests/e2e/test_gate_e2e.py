@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, torchmend
+from conftest import ROOT, CliResult, torchmend
 
 GATE = ROOT / "fixtures" / "gate"
 BRANCH = "        if out.mean() > 0:\n            out = out * 0.5\n"
@@ -21,6 +21,22 @@ def _copy(name: str, tmp_path: Path) -> Path:
     proj = tmp_path / "proj"
     proj.mkdir()
     shutil.copy(GATE / name, proj / name)
+    return proj
+
+
+def _fixed_as_a_user(proj: Path, *args: str) -> tuple[CliResult, str]:
+    """`torchmend fix ARGS` in `proj`, judged on the script's own backend as for a user, undo records kept beside
+    the project: the result (exit 0 asserted) and its stdout on one line."""
+    state = str(proj.parent / "state")
+    r = torchmend("fix", *args, cwd=proj, env={"TORCHMEND_STATE_DIR": state}, own_backend_judges=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r, " ".join(r.stdout.split())
+
+
+def _own_proxy_project(tmp_path: Path) -> Path:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "train.py").write_text(OWN_PROXY)
     return proj
 
 
@@ -108,13 +124,10 @@ def test_two_stages_on_inductor(tmp_path: Path) -> None:
     script.write_text(text)
     # 40 steps of the script (its own default is 4): the steady step is the median of the last 20, not of two
     # steps of a few milliseconds that a neighbour's compile slows 2-6x on a loaded 2-core machine
-    r = torchmend(
-        "fix", "gradient_penalty.py", "--yes", "--unsafe-fixes", "--backend", "aot_eager", "--repeat", "1",
-        "--steps", "40", "--", "--steps", "40", cwd=proj, env={"TORCHMEND_STATE_DIR": str(tmp_path / "state")},
-        own_backend_judges=True,
+    _, out = _fixed_as_a_user(
+        proj, "gradient_penalty.py", "--yes", "--unsafe-fixes", "--backend", "aot_eager", "--repeat", "1",
+        "--steps", "40", "--", "--steps", "40",
     )  # fmt: skip
-    out = " ".join(r.stdout.split())
-    assert r.returncode == 0, r.stdout + r.stderr
     assert "screening on the aot_eager backend (1 run per arm)" in out
     assert "judging on the script's own backend (1 run per arm, no noise band: speed is not measured)" in out
     assert "speed not measured on the script's own backend (cpu): one run per arm measures no noise band" in out
@@ -154,15 +167,8 @@ for step in range(6):
 def test_a_script_whose_own_backend_is_a_proxy_is_judged_untimed_in_one_run(tmp_path: Path) -> None:
     """`torch.compile(net, backend="aot_eager")` and no --backend: the judging stage is the script's own backend, a
     proxy, so its times are not judged and repeats would measure nothing: one run per arm, said as such."""
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    (proj / "train.py").write_text(OWN_PROXY)
-    r = torchmend(
-        "fix", "train.py", "--yes", cwd=proj, env={"TORCHMEND_STATE_DIR": str(tmp_path / "state")},
-        own_backend_judges=True,
-    )  # fmt: skip
-    out = " ".join(r.stdout.split())
-    assert r.returncode == 0, r.stdout + r.stderr
+    proj = _own_proxy_project(tmp_path)
+    r, out = _fixed_as_a_user(proj, "train.py", "--yes")
     assert "judging on the script's own backend (1 run per arm, not timed: a proxy backend's times" in out
     assert "speed not judged on aot_eager (cpu): a proxy backend's times are not your training's" in out
     assert "verified on" not in out  # the script's own backend judged it
@@ -172,9 +178,7 @@ def test_a_script_whose_own_backend_is_a_proxy_is_judged_untimed_in_one_run(tmp_
 
 def test_verify_does_not_time_a_scripts_own_proxy_backend(tmp_path: Path) -> None:
     """`torchmend verify` with the script's own backend aot_eager: its runs' times are shown, never judged."""
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    (proj / "train.py").write_text(OWN_PROXY)
+    proj = _own_proxy_project(tmp_path)
     patched = _patched(proj, "train.py", (CRITIC_BRANCH, "        h = torch.where(h.mean() > 0, h * 0.5, h)\n"))
     r = torchmend("verify", "train.py", "--patched-dir", str(patched), "--repeat", "2", "--format", "json", cwd=proj)
     report = r.json
