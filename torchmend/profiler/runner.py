@@ -23,7 +23,7 @@ from typing import Any
 
 from torchmend.interrupts import STOPPING, shielded
 from torchmend.model import EndedBy
-from torchmend.profiler import sandbox
+from torchmend.profiler import forkserver, sandbox
 from torchmend.profiler.events import (
     CHILD_ENV,
     COMPILE_END,
@@ -430,15 +430,8 @@ def run(
     try:
         t0 = time.monotonic()
         with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                spec.command(),
-                cwd=str(cwd),
-                env=env,
-                stdin=None if _passes_stdin(spec) else subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # so a timeout or a signal can stop the script's own subprocesses too
-            )
+            # in a session of its own, so a timeout or a signal can stop the script's own subprocesses too
+            proc = forkserver.start(spec.command(), str(cwd), env, _passes_stdin(spec), log)
             try:
                 while not _ended(proc):
                     time.sleep(_POLL_S)

@@ -1,0 +1,92 @@
+"""The fork server (profiler/forkserver.py): runs forked from one interpreter that imported torch behave as runs of a
+fresh interpreter do, are this process's own children, and share the server while the environment stays the same.
+Real runs of a real script; the fresh-interpreter arm is the same runner with TORCHMEND_FRESH_INTERPRETER=1."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchmend.profiler import forkserver
+from torchmend.profiler.runner import RunOutcome, RunSpec, run
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the fork server is Linux's (a subreaper)")
+
+# What the script reports about the process it runs in; one line each, compared between the two ways of starting.
+SCRIPT = """\
+import os, sys
+preloaded = "torch._inductor.compile_fx" in sys.modules  # before anything of the script's own imports
+import numpy, torch
+print("argv", sys.argv[1:])
+print("cwd", os.path.basename(os.getcwd()))
+print("path0", os.path.basename(sys.path[0]))
+print("env", os.environ.get("FS_PROBE"), os.environ.get("TORCHMEND_RUN") is not None)
+print("parent", os.getppid())
+print("session", os.getsid(0) == os.getpid())
+print("name", __name__)
+print("stdin", repr(sys.stdin.read()))
+print("torch_seed", torch.initial_seed())
+print("numpy", numpy.random.randint(1 << 30))
+print("preloaded", preloaded)
+sys.exit(3)
+"""
+
+
+def _lines(outcome: RunOutcome) -> dict[str, str]:
+    return dict(line.split(" ", 1) for line in outcome.output_tail.splitlines() if " " in line)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "probe.py").write_text(SCRIPT)
+    return tmp_path / "proj"
+
+
+def _spec(project: Path, *env: tuple[str, str]) -> RunSpec:
+    return RunSpec(script=project / "probe.py", args=("--lr", "0.1"), cwd=project, env=(("FS_PROBE", "yes"), *env))
+
+
+def test_forked_runs_match_a_fresh_interpreter_and_share_one_server(project: Path) -> None:
+    forkserver.stop()
+    fresh = run(_spec(project, (forkserver.FRESH_ENV, "1")))
+    assert forkserver._server is None  # asked for a fresh interpreter: no server started
+    first = run(_spec(project))
+    server = forkserver._server
+    assert server is not None and server.ready
+    second = run(_spec(project))
+    assert forkserver._server is server  # the same environment: the same server
+
+    seen = [_lines(o) for o in (fresh, first, second)]
+    for outcome in (fresh, first, second):
+        assert (outcome.ended_by, outcome.returncode) == ("exit", 3), outcome.output_tail
+    for lines in seen:
+        assert lines["argv"] == "['--lr', '0.1']"
+        assert lines["cwd"] == "proj"  # the run's copy of the folder keeps its name
+        assert lines["path0"] == "proj"  # the script's folder first on sys.path, as `python probe.py` has it
+        assert lines["env"] == "yes True"  # the run's environment and its marker
+        assert lines["parent"] == str(os.getpid())  # this process's own child, also when forked
+        assert lines["session"] == "True"  # in a session of its own: a timeout stops its whole group
+        assert lines["name"] == "__main__"
+        assert lines["stdin"] == "''"  # /dev/null
+    for key in ("torch_seed", "numpy"):  # the generators seeded at import are drawn afresh in each fork
+        assert len({lines[key] for lines in seen}) == 3, seen
+    assert [lines["preloaded"] for lines in seen] == ["False", "True", "True"]  # the forks skipped the imports
+    assert first.start.get("pid") != server.proc.pid
+
+
+def test_another_environment_gets_another_server(project: Path) -> None:
+    run(_spec(project))
+    before = forkserver._server
+    assert before is not None
+    # not one of the variables a run sets for itself: torch may read it at import, so it needs its own server
+    changed = run(_spec(project, ("TORCH_SHOW_CPP_STACKTRACES", "1")))
+    assert _lines(changed)["preloaded"] == "True"
+    after = forkserver._server
+    assert after is not before and before.proc.poll() is not None  # the old one has left
+    # a run's own caches are read when used: the same server serves it
+    run(_spec(project, ("TORCH_SHOW_CPP_STACKTRACES", "1"), ("TORCHINDUCTOR_CACHE_DIR", str(project / "c"))))
+    assert forkserver._server is after
