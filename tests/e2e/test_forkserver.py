@@ -1,11 +1,12 @@
 """The fork server (profiler/forkserver.py): runs forked from one interpreter that imported torch behave as runs of a
 fresh interpreter do, are this process's own children, and share the server while the environment stays the same.
-Real runs of a real script; the fresh-interpreter arm is the same runner with TORCHMEND_FRESH_INTERPRETER=1."""
+Real runs of a real script; the fresh-interpreter arm is the same runner before any server was warmed."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,10 +41,12 @@ def _lines(outcome: RunOutcome) -> dict[str, str]:
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
+def project(tmp_path: Path) -> Iterator[Path]:
     (tmp_path / "proj").mkdir()
     (tmp_path / "proj" / "probe.py").write_text(SCRIPT)
-    return tmp_path / "proj"
+    forkserver.stop()
+    yield tmp_path / "proj"
+    forkserver.stop()  # the other tests of this worker start as a process that warmed nothing
 
 
 def _spec(project: Path, *env: tuple[str, str]) -> RunSpec:
@@ -51,9 +54,9 @@ def _spec(project: Path, *env: tuple[str, str]) -> RunSpec:
 
 
 def test_forked_runs_match_a_fresh_interpreter_and_share_one_server(project: Path) -> None:
-    forkserver.stop()
-    fresh = run(_spec(project, (forkserver.FRESH_ENV, "1")))
-    assert forkserver._server is None  # asked for a fresh interpreter: no server started
+    fresh = run(_spec(project))
+    assert forkserver._server is None  # nobody warmed a server: a run starts a fresh interpreter
+    forkserver.warm()  # as fix, verify and the verification API do
     first = run(_spec(project))
     server = forkserver._server
     assert server is not None and server.ready
@@ -79,6 +82,8 @@ def test_forked_runs_match_a_fresh_interpreter_and_share_one_server(project: Pat
 
 
 def test_another_environment_gets_another_server(project: Path) -> None:
+    forkserver.warm()
+    assert _lines(run(_spec(project, (forkserver.FRESH_ENV, "1"))))["preloaded"] == "False"  # asked for: fresh
     run(_spec(project))
     before = forkserver._server
     assert before is not None

@@ -126,6 +126,10 @@ def fix(
     )  # fmt: skip
     spec = spec_of(settings, script, args, nproc_per_node, from_trace, path_map, seed=seed)
     ship = _before_run(project_, given if spec else None, settings, pr, repo, api_url, token_env, diff or check)
+    if spec is not None and not (check or diff or no_verify):  # the script will run again: fork its runs
+        from torchmend.profiler.forkserver import warm
+
+        warm(spec.python)
     ui = err if diff or format is not o.CheckFormat.table else out  # with --diff or a --format, stdout carries it alone
     # The scan gets caches of its own: it stands in for verify's first before-run, which must not be served from a
     # cache that earlier runs of the script warmed.

@@ -2,9 +2,10 @@
 
 Every run used to start a fresh interpreter that imported torch, dynamo and inductor: about 5 s of a 2-core
 machine's time before the script's first line, for every run of a fix (the scan, each arm of each round, each
-probe). The fork server is started once per torchmend process, with the runs' environment, imports those, and
-forks one child per run, which then sets itself up as `python -m torchmend.profiler.child` would: its own session,
-its output to the run's log, its stdin, its folder, its environment, numpy's random state drawn afresh.
+probe). A command that runs the script more than once (fix, verify, tune) warms a server: one interpreter, started
+with the runs' environment, that imports those once and forks one process per run, which then sets itself up as
+`python -m torchmend.profiler.child` would: its own session, its output to the run's log, its stdin, its folder,
+its environment, the random generators seeded at import drawn afresh.
 
 The child is the runner's own child, as a plain subprocess is: the server forks a middle process that forks the
 run's process and exits, and this process is the children's subreaper (Linux's PR_SET_CHILD_SUBREAPER), so the
@@ -98,13 +99,19 @@ class _Server:
             start_new_session=True,  # the terminal's Ctrl-C is the runs' to get, not the server's
         )
         theirs.close()
-        try:
-            self.ready = self._ready()
-        except BaseException:  # Ctrl-C while it imports: it goes with us
-            self.close()
-            raise
+        self._ready: bool | None = None  # not known until its imports are done: asked for at the first fork
 
-    def _ready(self) -> bool:
+    @property
+    def ready(self) -> bool:
+        if self._ready is None:
+            try:
+                self._ready = self._wait()
+            except BaseException:  # Ctrl-C while it imports: it goes with us
+                self.close()
+                raise
+        return self._ready
+
+    def _wait(self) -> bool:
         self.sock.settimeout(0.2)
         deadline = time.monotonic() + _READY_S
         while time.monotonic() < deadline:  # in slices: Ctrl-C reaches us while the server imports
@@ -158,21 +165,41 @@ def key_of(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, v) for k, v in env.items() if k not in PER_RUN))
 
 
-def start(command: list[str], cwd: str, env: dict[str, str], pass_stdin: bool, log: IO[bytes]) -> Any:
-    """Start a run: a fork of the server where the command is this package's child entry and a server serves,
-    else a fresh interpreter (subprocess.Popen). The run reads this process's stdin with `pass_stdin`, else
-    /dev/null."""
+def warm(python: str = sys.executable) -> None:
+    """Start a server for this process's runs, if none serves it yet: called where a command will run the script
+    more than once (fix, verify, tune). It imports in the background; the first run forked waits for it. A process
+    that never calls this starts a fresh interpreter for each run (a scan runs once: a server would cost more)."""
     global _server
-    forkable = (
-        command[1:] == ["-m", "torchmend.profiler.child"]
+    if _server is None and os.environ.get(FRESH_ENV, "") in ("", "0") and _become_subreaper():
+        _server = _Server(python, key_of(os.environ))
+        atexit.register(stop)
+
+
+def serving(python: str, env: Mapping[str, str]) -> bool:
+    """Whether runs of this interpreter with this extra environment are forked now (the server has imported)."""
+    return (
+        _server is not None
+        and _server.python == python
+        and _server.key == key_of({**os.environ, **env})
+        and os.environ.get(FRESH_ENV, "") in ("", "0")
         and env.get(FRESH_ENV, "") in ("", "0")
-        and _become_subreaper()
+        and _server.ready
     )
-    if forkable:
+
+
+def start(command: list[str], cwd: str, env: dict[str, str], pass_stdin: bool, log: IO[bytes]) -> Any:
+    """Start a run: a fork of the server where one was warmed for this process and the command is this package's
+    child entry, else a fresh interpreter (subprocess.Popen). The run reads this process's stdin with
+    `pass_stdin`, else /dev/null."""
+    global _server
+    if (
+        _server is not None
+        and command[1:] == ["-m", "torchmend.profiler.child"]
+        and env.get(FRESH_ENV, "") in ("", "0")
+    ):
         key = key_of(env)
-        if _server is not None and (_server.key != key or _server.python != command[0]):
+        if _server.key != key or _server.python != command[0]:  # another environment: a server of its own
             stop()
-        if _server is None:
             _server = _Server(command[0], key)
             atexit.register(stop)
         if _server.ready:
@@ -181,7 +208,7 @@ def start(command: list[str], cwd: str, env: dict[str, str], pass_stdin: bool, l
             if forked is not None:
                 return forked
             _server.close()  # it cannot serve: this environment's runs start fresh interpreters from now on
-            _server.ready = False
+            _server._ready = False
     return subprocess.Popen(
         command,
         cwd=cwd,

@@ -113,6 +113,9 @@ class RunOutcome:
     # The run worked in a copy of its working folder (profiler/sandbox.py): what was linked to the originals
     # instead of copied (large files, what was over the caps, a VCS's or an environment's folders), relative to it.
     linked: tuple[str, ...] = ()
+    # Forked from the fork server (profiler/forkserver.py): torch, dynamo and inductor were imported before it began,
+    # so its first compile and first step do not include those imports; only runs started alike are timed together.
+    forked: bool = False
 
     def __post_init__(self) -> None:
         self.ended_by = EndedBy(self.ended_by)  # a word read from the END record: one of the set, or a ValueError
@@ -479,6 +482,7 @@ def run(
             stopped,
             left_running,
             tuple(box.linked) if box is not None else (),
+            isinstance(proc, forkserver.Forked),
         )
         if keep_dir is not None:
             keep_dir.mkdir(parents=True, exist_ok=True)

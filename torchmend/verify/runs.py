@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from torchmend.model import Finding, Summary
+from torchmend.profiler import forkserver
 from torchmend.profiler.findings import analyse
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
 
@@ -50,6 +51,10 @@ def run_arms(
     """Run each arm `repeat` times, interleaved. `reuse_before` stands in for the first before-runs
     (runs already made with the same spec: fix's scan, or an earlier round)."""
     runs: dict[str, list[ArmRun]] = {BEFORE: [], AFTER: []}
+    forkserver.warm(before.python)
+    # A run stands in only for runs started alike: a fresh interpreter's first compile includes inductor's imports
+    forked = forkserver.serving(before.python, dict(before.env))
+    reuse_before = tuple(r for r in reuse_before if r.outcome.forked == forked)
     scratch = Path(tempfile.mkdtemp(prefix="torchmend-verify-"))
     try:
         for i in range(repeat):
