@@ -281,3 +281,34 @@ def test_the_compile_is_the_one_in_the_function_the_run_came_from(tmp_path: Path
     assert site_line(entry=at(6, "test_first")) == 8
     assert site_line(call_site=at(14, "test_second")) == 14
     assert site_line() == 8  # nothing recorded: the one script that compiles, its first compile
+
+
+def test_an_operator_no_switch_traces_gets_its_rules_own_advice() -> None:
+    """TM111 and TM106 refused (no switch traces the operator) say what to do in the words of the rule's record
+    (rules.BY_CODE), not in a copy the codemod keeps."""
+    from torchmend import rules
+    from torchmend.codemods.examples import findings_from_markers
+
+    for rule, reason in (
+        ("TM111", "gb_id=GB0033 reason=aten.mylib_count"),
+        ("TM106", "reason=failed_with_aten.index_put"),
+    ):
+        text = f"import torch\n\ndef f(x):\n    return torch.ops.mylib.count(x)  # tm: {rule} {reason}\n\nfast = torch.compile(f)\n"
+        (result,) = Session(Context("/tm-example", lambda p, text=text: text)).propose(
+            findings_from_markers("/tm-example/example.py", text, "/tm-example")
+        )
+        assert isinstance(result, NoFix) and "no config switch traces" in result.reason, result
+        assert result.advice and result.advice == rules.BY_CODE[rule].advice, (rule, result.advice)
+
+
+def test_each_codemod_has_a_module_of_its_own() -> None:
+    """One codemod per file (docs/STYLE.md): a module of codemods/fixes/ defines at most one Codemod. The two
+    packages that still hold a pair are named here, so that no third joins them unnoticed."""
+    from torchmend.codemods.registry import codemods
+
+    modules: dict[str, list[str]] = {}
+    for cm in codemods():
+        modules.setdefault(type(cm).__module__, []).append(type(cm).__name__)
+    shared = {m: names for m, names in modules.items() if len(names) > 1}
+    assert set(shared) <= {"torchmend.codemods.fixes.module_buffer", "torchmend.codemods.fixes.tensor_scalar"}, shared
+    assert len({m for m in modules if m.startswith("torchmend.codemods.fixes.compile_config")}) == 3, modules

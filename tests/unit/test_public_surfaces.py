@@ -95,3 +95,23 @@ def test_every_declared_delegation_reaches_a_codemod() -> None:
     declared = {(cm.name, rule) for cm in codemods() for rule in cm.delegates_to}
     # TM202 and TM206 hand each other the findings dynamo names alike (an argument, a closure variable)
     assert {("scalar-argument-to-tensor", "TM206"), ("global-scalar-to-tensor", "TM202")} <= declared
+
+
+def test_the_front_ends_reach_the_engine_only_through_the_fixes_facade() -> None:
+    """The CLI and the pytest plugin use `Fixes.display()`, `.line_of()`, `.alone()` and `.where()`
+    (pipeline/fixes.py), never the session behind them nor the engine's span/apply/preview; of the engine they take
+    only its pure text function, `unified_diff`."""
+    found = []
+    for path in sorted([*(PACKAGE / "cli").rglob("*.py"), *(PACKAGE / "plugin").rglob("*.py")]):
+        rel = path.relative_to(PACKAGE.parent)
+        found += [
+            f"{rel}:{line} imports {name} from the engine"
+            for target, name, line in _imported(path)
+            if target == "torchmend.codemods.engine" and name != "unified_diff"
+        ]
+        found += [
+            f"{rel}:{node.lineno} reads .session"
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Attribute) and node.attr == "session"
+        ]
+    assert not found, "\n".join(found)

@@ -41,18 +41,15 @@ def _ask(index: int, total: int) -> str:
 
 def _interactive(fixes: Fixes) -> list[Decision]:
     from torchmend.cli.fixview import change_panel
-    from torchmend.codemods.engine import span
     from torchmend.pipeline import review
 
-    session = fixes.session
     loop = review(fixes)
     try:
         ask = next(loop)
         while True:
-            path = ask.proposal.path
-            line = span(session.ctx.file(path), ask.proposal)[0]
+            p = ask.proposal
             out.print(
-                change_panel(ask.proposal, session.display(path), line, ask.before, ask.after, ask.index, ask.total)
+                change_panel(p, fixes.display(p.path), fixes.line_of(p), ask.before, ask.after, ask.index, ask.total)
             )
             ask = loop.send(_ask(ask.index, ask.total))
     except StopIteration as done:
@@ -338,7 +335,7 @@ def _write(
     command = ""
     if spec is not None:
         command = verify_command(
-            fixes.session.display(str(spec.script)),
+            fixes.display(str(spec.script)),
             spec.args,
             steps=settings.steps,
             timeout=settings.timeout,
@@ -362,7 +359,7 @@ def _write(
     n = len(record.files)
     out.print(
         f"[bold green]Wrote {n} file{'s' * (n != 1)}[/] ({len(accepted)} change{'s' * (len(accepted) != 1)}): "
-        + ", ".join(fixes.session.display(p) for p in record.files)
+        + ", ".join(fixes.display(p) for p in record.files)
     )
     out.print(f"Undo with [bold]torchmend undo[/] (patch saved at {record.patch}).")
     if ship is not None:

@@ -226,7 +226,7 @@ def _apply(
         fail(ExitCode.WRITE_REFUSED, f"nothing was written: {e}")
     ui.print(
         f"[bold green]Fixed {len(result.findings) - len(remaining)} finding(s)[/] in "
-        + printable(", ".join(fixes.session.display(p) for p in record.files))
+        + printable(", ".join(fixes.display(p) for p in record.files))
         + " (not verified: nothing was run; `torchmend verify SCRIPT --patch "
         + f"{record.patch}` checks it, `torchmend undo` puts the files back)."
     )

@@ -1,6 +1,7 @@
 """The codemod registry: every Codemod subclass in torchmend/codemods/fixes/, keyed by the rules it fixes.
 
-Discovered by importing each module of that package, so adding a fix is adding a file.
+Discovered by importing each module of that package and of its subpackages (in the order of their dotted names, which
+is the order last resorts are asked in), so adding a fix is adding a file.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ def codemods() -> tuple[Codemod, ...]:
     from torchmend.codemods import fixes
 
     found: list[Codemod] = []
-    for info in sorted(pkgutil.iter_modules(fixes.__path__), key=lambda i: i.name):
-        module = importlib.import_module(f"{fixes.__name__}.{info.name}")
+    names = sorted(info.name for info in pkgutil.walk_packages(fixes.__path__, f"{fixes.__name__}."))
+    for name in names:
+        module = importlib.import_module(name)
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if (
                 issubclass(cls, Codemod)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from torchmend import sources
 from torchmend.model import Finding
@@ -22,10 +22,26 @@ if TYPE_CHECKING:  # heavy (libcst, the runner): imported by the stage that need
 UNSAFE_OPTION = "--unsafe-fixes"  # the one spelling of the opt-in, in what a refused unsafe change says
 
 
+class Alone(NamedTuple):
+    """One proposal's file as it is and with that proposal alone applied."""
+
+    path: str  # real and absolute
+    display: str  # relative to the project root
+    before: str
+    after: str
+
+    def diff(self) -> str:
+        """The unified diff of the change (applies with `git apply` from the project root)."""
+        from torchmend.codemods.engine import unified_diff
+
+        return unified_diff(self.display, self.before, self.after)
+
+
 @dataclass
 class Fixes:
     """The proposals for a scan's findings and the session that accepts them; what is accepted is what gets
-    verified and written (`session.accepted`)."""
+    verified and written (`session.accepted`). Callers above the pipeline (the CLI, the pytest plugin) use the
+    methods below, not the session: display(), line_of(), alone(), where()."""
 
     session: Session
     proposals: list[Proposal]  # in file and line order: the order review() asks in
@@ -35,11 +51,26 @@ class Fixes:
     def accepted(self) -> list[Proposal]:
         return list(self.session.accepted)
 
-    def where(self, p: Proposal) -> str:
-        """`path:line` of a proposal, the path relative to the project."""
+    def display(self, path: str) -> str:
+        """A path as the project shows it: relative to its root."""
+        return self.session.display(path)
+
+    def line_of(self, p: Proposal) -> int:
+        """The first line (in the file as it is) of what a proposal touches."""
         from torchmend.codemods.engine import span
 
-        return f"{self.session.display(p.path)}:{span(self.session.ctx.file(p.path), p)[0]}"
+        return span(self.session.ctx.file(p.path), p)[0]
+
+    def where(self, p: Proposal) -> str:
+        """`path:line` of a proposal, the path relative to the project."""
+        return f"{self.display(p.path)}:{self.line_of(p)}"
+
+    def alone(self, p: Proposal) -> Alone:
+        """A proposal's file as it is and with that proposal alone applied, whatever else is accepted."""
+        from torchmend.codemods.engine import apply
+
+        source = self.session.ctx.file(p.path)
+        return Alone(source.path, self.display(p.path), source.text, apply(source, [p]))
 
     def withdraw_unjudged(self) -> list[Proposal]:
         """Take back the accepted changes only a run can judge (`Proposal.reduces`: a last resort whose break

@@ -233,21 +233,15 @@ def fix_diffs(v: Verdict, torch_version: str | None, entry: Location | None = No
     from dataclasses import replace
 
     from torchmend import pipeline
-    from torchmend.codemods.engine import Conflict, unified_diff
 
     findings = [f for f in v.counted if f.kind in (Kind.GRAPH_BREAK, Kind.RECOMPILE, Kind.RECOMPILE_LIMIT)]
     if entry is not None:
         findings = [f if f.entry is not None else replace(f, entry=entry) for f in findings]
     fixes = pipeline.propose(findings, v.root, torch_version=torch_version)
     out = []
-    for p in fixes.proposals:
-        try:
-            before, after = fixes.session.preview(p)
-        except Conflict as e:
-            out.append(f"{fixes.where(p)}: {p.why} -- not shown: {e}")
-            continue
+    for p in fixes.proposals:  # nothing is accepted, so no proposal overlaps another
         what = ", ".join(sorted({f"{f.rule} at {f.file}:{f.line}" for f in p.findings}))
-        out.append(f"{what}: {p.why} ({p.safety})\n{unified_diff(fixes.session.display(p.path), before, after)}")
+        out.append(f"{what}: {p.why} ({p.safety})\n{fixes.alone(p).diff()}")
     for n in fixes.unfixed:
         out.append(
             f"{n.finding.rule} at {n.finding.file}:{n.finding.line}: no diff: {n.reason}"

@@ -84,6 +84,8 @@ RULES: tuple[Rule, ...] = (
         GRAPH_BREAK,
         "data-dependent-operator",
         "operator whose output depends on tensor data (nonzero, unique, .item() in an op)",
+        advice="wrap the operator in a custom op with a fake (meta) implementation, or move it out of the compiled "
+        "code",
     ),
     Rule(
         "TM113",

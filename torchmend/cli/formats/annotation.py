@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from torchmend import sources
 from torchmend.model import STORM_FROM, Finding, Where
 
-if TYPE_CHECKING:  # libcst: imported by text_fixes() alone
+if TYPE_CHECKING:  # only a type here: text_fixes() is handed the pipeline's Fixes
     from torchmend.pipeline import Fixes
 
 # SARIF's lines end at \r\n, \n or \r (§3.30.2), not at the other breaks str.splitlines() knows (\f, \x1c, \u2028).
@@ -96,14 +96,11 @@ class TextFix:
 
 def text_fixes(fixes: Fixes) -> list[TextFix]:
     """Every proposal of `fixes` (pipeline.propose()) as a TextFix, each applied alone to the file as it is."""
-    from torchmend.codemods.engine import apply
-
     out = []
     for p in fixes.proposals:
-        source = fixes.session.ctx.file(p.path)
-        after = apply(source, [p])
-        if after != source.text:
-            out.append(TextFix(p.findings, source.path, source.text, after, p.why, p.safety))
+        alone = fixes.alone(p)
+        if alone.after != alone.before:
+            out.append(TextFix(p.findings, alone.path, alone.before, alone.after, p.why, p.safety))
     return out
 
 

@@ -38,7 +38,7 @@ from torchmend.analysis.gating import already_gated, gate
 from torchmend.analysis.loggers import logging_call
 from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.fixes.compile_config.settings import add_member
+from torchmend.codemods.dynamo_config import add_member
 from torchmend.codemods.fixes.library_side import library_logger
 from torchmend.model import Finding, Where
 

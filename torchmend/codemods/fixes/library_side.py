@@ -23,7 +23,7 @@ from torchmend.analysis.dynamo_config import REORDER, REORDERS, has_member, logg
 from torchmend.analysis.entry import CompileSite, compile_site_for
 from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, NoFix, Proposal, Safety
-from torchmend.codemods.fixes.compile_config.settings import add_member
+from torchmend.codemods.dynamo_config import add_member
 from torchmend.model import Finding
 
 IGNORE = "ignore_logging_functions"

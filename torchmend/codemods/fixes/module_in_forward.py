@@ -14,7 +14,7 @@ from torchmend.analysis.entry import compile_site_for
 from torchmend.analysis.names import method_of
 from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
-from torchmend.codemods.fixes.compile_config.settings import setting
+from torchmend.codemods.dynamo_config import setting
 from torchmend.codemods.fixes.host_random import disabled
 from torchmend.model import Finding, Location, Where
 

@@ -7,7 +7,7 @@ import libcst as cst
 from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.codemods.fixes.branch_to_where.condition import Unfixable, hazards_of, mask_of, short, split_test
-from torchmend.codemods.fixes.compile_config import capture_scalars_in_library
+from torchmend.codemods.fixes.compile_config.capture import capture_scalars_in_library
 from torchmend.model import Finding, Where
 
 _ADVICE = (

@@ -383,7 +383,7 @@ def _dynamic_by_default(finding: Finding, ctx: Context, line: int) -> Result:
     training loop can mark it."""
     from torchmend.analysis.dynamo_config import has_switch
     from torchmend.analysis.entry import compile_site_for
-    from torchmend.codemods.fixes.compile_config.settings import setting
+    from torchmend.codemods.dynamo_config import setting
 
     if (finding.variable or "").startswith("___stack"):  # dynamo's name for a value it hands to a resumed frame
         not_passed = (

@@ -13,7 +13,7 @@ import libcst as cst
 from torchmend.analysis import is_compiled
 from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import UNSAFE, Codemod, Invalid, NoFix, Proposal, Refuse, Result, Valid
-from torchmend.codemods.fixes.compile_config import capture_scalars_in_library
+from torchmend.codemods.fixes.compile_config.capture import capture_scalars_in_library
 from torchmend.codemods.fixes.tensor_scalar.follow import CAPTURE, CONVERSIONS, STACK, Analysis, Plan
 from torchmend.model import Finding, Where
 

@@ -1,4 +1,5 @@
-"""The config lines a fix places right before the user's compile call, and whether a file already has one.
+"""The `torch._dynamo.config` lines a fix places right before the user's compile call: the one module of these edits
+(whether a file has one already is read by analysis/dynamo_config.py).
 
 `torch._dynamo.config.<option> = True` for a switch, `torch._dynamo.config.<set>.add(<function>)` for a
 member of a set such as `reorderable_logging_functions`. One line per setting: every finding that asks for
