@@ -14,9 +14,12 @@ of the table). The command line overrides the file; the file overrides the defau
 API (commands get theirs through torchmend.project.Project, which loads it):
 
     cfg = load_config(start_dir)                # ConfigError on a bad file; Config.empty() when there is none
-    settings = cfg.resolve({"steps": 5})        # settings.Settings: the command line's values over the file's
+    settings = cfg.resolve(Overrides(steps=5))  # settings.Settings: the command line's values over the file's
     cfg.get("steps", steps_from_cli)            # one key: the command line's value when given, else the file's
-    cfg.settings(cli)                           # every key, its value and where it came from (`torchmend config`)
+    cfg.settings(overrides)                     # every key, its value and where it came from (`torchmend config`)
+
+The command line's values travel as an Overrides, one field per key: a misspelt one is a TypeError (and a mypy
+error), where a keyword mapped to a key by its spelling would have been nothing, silently.
 """
 
 from __future__ import annotations
@@ -26,15 +29,15 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from torchmend.settings import Selection, Settings, Tolerance, glob_matches, relative_to
+from torchmend.settings import Selection, Settings, Tolerance, glob_matches
 from torchmend.verify.numerics import ATOL, RTOL
 
-__all__ = ["KEYS", "Config", "ConfigError", "glob_matches", "key_lines", "load_config"]
+__all__ = ["KEYS", "Config", "ConfigError", "Overrides", "glob_matches", "key_lines", "load_config"]
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -98,6 +101,11 @@ class Key:
     help: str
     option: str  # the command-line option it stands for
 
+    @property
+    def attribute(self) -> str:
+        """Its field in Overrides (`verify-backend`: verify_backend); a test checks that every key has one."""
+        return self.name.replace("-", "_")
+
 
 KEYS: dict[str, Key] = {
     k.name: k
@@ -137,6 +145,38 @@ KEYS: dict[str, Key] = {
         Key("base", _str, None, "pr and fix --pr: the branch the pull request goes into", "--base"),
     )
 }
+
+
+# -------------------------------------------------------------------------------------------- the overrides
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What the command line gives, one field per key of KEYS (None: not given), put over the file's by
+    Config.resolve, as Ruff's explicit overrides are over its configuration."""
+
+    select: Sequence[str] | None = None
+    ignore: Sequence[str] | None = None
+    per_file_ignores: dict[str, list[str]] | None = None
+    exclude: Sequence[str] | None = None
+    backend: str | None = None
+    steps: int | None = None
+    timeout: float | None = None
+    verify_backend: str | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    unsafe_fixes: bool | None = None
+    allow_random_stream: bool | None = None
+    project_root: Path | None = None
+    remote: str | None = None
+    base: str | None = None
+
+    def get(self, key: str) -> Any:
+        """The value given for a key of KEYS (None: not given)."""
+        return getattr(self, KEYS[key].attribute)
+
+
+assert {f.name for f in fields(Overrides)} == {k.attribute for k in KEYS.values()}, "one Overrides field per key"
 
 
 # ----------------------------------------------------------------------------------------------- the config
@@ -180,15 +220,15 @@ class Config:
             return f"{self.path}:{line}" if line else str(self.path)
         return "default"
 
-    def settings(self, cli: dict[str, Any] | None = None) -> list[Setting]:
-        """Every key's effective value and where it came from (`cli`: the command line's values by key)."""
-        cli = cli or {}
+    def settings(self, overrides: Overrides | None = None) -> list[Setting]:
+        """Every key's effective value and where it came from (`overrides`: the command line's values)."""
+        cli = overrides or Overrides()
         return [Setting(k, self.get(k, cli.get(k)), self.source(k, cli.get(k))) for k in KEYS]
 
-    def resolve(self, cli: dict[str, Any] | None = None) -> Settings:
-        """The settings a command runs with: each key's command-line value (`cli`, by key; None: not given) over
-        the file's over the default, merged here once for every command."""
-        cli = cli or {}
+    def resolve(self, overrides: Overrides | None = None) -> Settings:
+        """The settings a command runs with: each key's command-line value (`overrides`; None: not given) over the
+        file's over the default, merged here once for every command."""
+        cli = overrides or Overrides()
 
         def get(key: str) -> Any:
             return self.get(key, cli.get(key))
@@ -213,15 +253,6 @@ class Config:
             exclude=tuple(get("exclude")),
             exclude_base=self.directory,
         )
-
-    def ignored_codes(self, path: str | Path) -> list[str]:
-        """The code prefixes that per-file-ignores leave out in `path` (absolute, or relative to the cwd)."""
-        return self.resolve().selection.ignored_codes(path)
-
-    def excluded(self, path: str | Path) -> bool:
-        """Whether `exclude` leaves `path` out (a pattern that matches a folder leaves out what is in it)."""
-        rel = relative_to(self.directory, path)
-        return rel is not None and any(glob_matches(p, rel) for p in self.values.get("exclude", []))
 
 
 # ----------------------------------------------------------------------------------------------- finding it

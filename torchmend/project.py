@@ -6,7 +6,7 @@ What stops a command is raised as a ProjectError, whose kind says which (the CLI
 docs/exit-codes.md); nothing here prints or exits.
 
     project = Project.for_script(Path("train.py"), root=None)      # ConfigInvalid on a bad [tool.torchmend]
-    settings = project.config.resolve({"steps": 5})                 # the command line over the file
+    settings = project.config.resolve(Overrides(steps=5))           # the command line over the file
     project.check_editable(script, "the script")                   # NotPython, Unreadable, OutsideProject
     project.display(path)                                           # relative to the root
     project.check_journal(writes=True)                              # JournalBlocked, RollbackBlocked, ProjectBusy

@@ -5,12 +5,13 @@ that reads it (before anything runs: these tests start no training script)."""
 from __future__ import annotations
 
 import textwrap
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from conftest import torchmend
 
-from torchmend.config import KEYS, Config, ConfigError, glob_matches, key_lines, load_config
+from torchmend.config import KEYS, Config, ConfigError, Overrides, glob_matches, key_lines, load_config
 
 
 def write(path: Path, text: str) -> Path:
@@ -94,8 +95,25 @@ def test_command_line_over_file_over_default(repo: Path):
     assert (cfg.get("timeout"), cfg.source("timeout")) == (None, "default")
     assert (cfg.get("remote"), cfg.get("unsafe-fixes"), cfg.get("unsafe-fixes", False)) == ("origin", False, False)
     assert cfg.get("unsafe-fixes", True) is True  # --unsafe
-    settings = {s.key: s for s in cfg.settings({"backend": "eager"})}
+    settings = {s.key: s for s in cfg.settings(Overrides(backend="eager"))}
     assert settings["backend"].source == "command line" and settings["steps"].value == 20
+
+
+def test_the_command_line_overrides_are_one_typed_field_per_key(repo: Path):
+    write(repo / "pyproject.toml", '[tool.torchmend]\nverify-backend = "aot_eager"\n')
+    cfg = load_config(repo)
+    assert cfg.resolve(Overrides(verify_backend="eager")).verify_backend == "eager"
+    assert cfg.resolve().verify_backend == "aot_eager"
+    # A misspelt option is an error where it is written, not a value silently dropped (a keyword mapped to its
+    # key by spelling gave None for `verfy_backend`).
+    with pytest.raises(TypeError, match="verfy_backend"):
+        Overrides(verfy_backend="eager")  # type: ignore[call-arg]
+    assert {f.name for f in fields(Overrides)} == {k.replace("-", "_") for k in KEYS}
+    given = Overrides(**{f.name: f"v-{f.name}" for f in fields(Overrides)})  # type: ignore[arg-type]
+    assert [given.get(k) for k in KEYS] == [f"v-{k.replace('-', '_')}" for k in KEYS]
+    import torchmend.cli.context as context
+
+    assert not hasattr(context, "resolved")  # the keyword-spelling merge is gone: every command passes Overrides
 
 
 def test_the_nearest_table_wins_and_a_pyproject_without_one_is_passed_over(repo: Path):
@@ -195,12 +213,15 @@ def test_globs(pattern: str, path: str, expected: bool):
 def test_per_file_ignores_and_exclude_are_relative_to_the_pyproject(repo: Path):
     write(repo / "pyproject.toml", FULL)
     (repo / "src").mkdir()
-    cfg = load_config(repo)
-    assert cfg.ignored_codes(repo / "tests" / "test_a.py") == ["TM101"]
-    assert cfg.ignored_codes(str(repo / "pkg" / "__init__.py")) == ["TM2"]
-    assert cfg.ignored_codes(repo / "train.py") == [] and cfg.ignored_codes("/elsewhere/tests/a.py") == []
-    assert cfg.excluded(repo / "data" / "x" / "loader.py") and cfg.excluded(repo / "m" / "generated_1.py")
-    assert not cfg.excluded(repo / "train.py") and not Config.empty().excluded(repo / "data" / "x.py")
+    settings = load_config(repo).resolve()
+    selection = settings.selection
+    assert selection.ignored_codes(repo / "tests" / "test_a.py") == ["TM101"]
+    assert selection.ignored_codes(str(repo / "pkg" / "__init__.py")) == ["TM2"]
+    assert selection.ignored_codes(repo / "train.py") == [] and selection.ignored_codes("/elsewhere/tests/a.py") == []
+    assert settings.excluded(repo / "data" / "x" / "loader.py") and settings.excluded(repo / "m" / "generated_1.py")
+    assert not settings.excluded(repo / "train.py") and not Config.empty().resolve().excluded(repo / "data" / "x.py")
+    # what resolves them is Settings alone: the configuration keeps no second copy of their matching
+    assert not hasattr(Config, "ignored_codes") and not hasattr(Config, "excluded")
 
 
 # ------------------------------------------------------------------------------------------- the command line

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from torchmend import pipeline
 from torchmend.cli.exitcodes import ExitCode
-from torchmend.config import Config, load_config
+from torchmend.config import Config, Overrides, load_config
 from torchmend.project import (
     ConfigInvalid,
     JournalBlocked,
@@ -54,7 +54,7 @@ def repo(tmp_path: Path) -> Path:
 
 def test_resolve_puts_the_command_line_over_the_file_over_the_defaults(repo: Path) -> None:
     (repo / "pyproject.toml").write_text(textwrap.dedent(TABLE))
-    s = load_config(repo).resolve({"steps": 5, "ignore": ["TM2"], "atol": 0.5, "remote": None})
+    s = load_config(repo).resolve(Overrides(steps=5, ignore=["TM2"], atol=0.5, remote=None))
     assert s.selection.select == ("TM1", "TM2") and s.selection.ignore == ("TM2",)  # the command line's ignore
     assert (s.steps, s.backend, s.verify_backend, s.timeout) == (5, "aot_eager", "inductor", None)
     assert s.tolerance == Tolerance(1e-3, 0.5) and s.unsafe and not s.random_stream

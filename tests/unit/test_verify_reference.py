@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from torchmend.model import Summary
 from torchmend.profiler.runner import RunOutcome
 from torchmend.verify.reference import COMPILER, NEITHER, RESTORED, REWRITE, band_of, reference, tolerance
@@ -97,7 +99,7 @@ def test_a_patch_that_restores_the_eager_program_is_said_to_and_needs_no_band() 
     assert ref.whose == RESTORED and ref.restored is not None and ref.restored.equal
     assert ref.band is None and ref.stream  # another random stream, not noise
     assert "TM110" in ref.band_text() and "fixed tolerance 0.0001" in ref.band_text()
-    said = ref.describe("dynamo's NumPy random stream")
+    said = replace(ref, cause="dynamo's NumPy random stream").describe()
     assert said.startswith("the patched compiled run equals the original eager run (3 losses, 2 parameters")
     assert "the original compiled run differed from it (loss at step 1: 0.7 compiled, 0.9 eagerly)" in said
     assert said.endswith(": dynamo's NumPy random stream")
@@ -143,4 +145,4 @@ def test_the_verdict_accepts_the_restored_eager_program_and_keeps_the_count_gate
     # anything but a restored eager program: the gate as it was (None: the caller goes on with the band)
     other = reference(original_c, _run("be"), _run("ac", gain=1.02), _run("ae"))
     assert restored_verdict(other, [original_c], [_run("ac", gain=1.02)]) is None
-    assert "NumPy random stream" in ref.describe(KNOWN_DIVERGENCES["disable-host-random-helper"])
+    assert "NumPy random stream" in replace(ref, cause=KNOWN_DIVERGENCES["disable-host-random-helper"]).describe()

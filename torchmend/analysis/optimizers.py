@@ -167,15 +167,15 @@ def optimizer_at(src: SourceFile, stmt: cst.BaseStatement, ctx: Context | None =
         fn = src.enclosing(stmt, cst.FunctionDef)
         if isinstance(fn, cst.FunctionDef):
             candidates = _stepped_in(src, fn)
-    why = "no optimizer step or param_groups on that line"
+    reasons = []  # why each candidate is not an optimizer: the first is said
     for expr in candidates:
         call, reason = construction_of(src, expr)
         if call is not None and optimizer_class(src, call, ctx):
             return call, ""
         if call is not None:
             reason = f"`{src.code(expr)}` is built by `{src.code(call.func)}(...)`, not a torch.optim class"
-        why = why if why != "no optimizer step or param_groups on that line" else reason
-    return None, why
+        reasons.append(reason)
+    return None, reasons[0] if reasons else "no optimizer step or param_groups on that line"
 
 
 def def_near(src: SourceFile, line: int, finding: Finding) -> cst.FunctionDef | None:

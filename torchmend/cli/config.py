@@ -69,18 +69,18 @@ def show_config(
     Example: torchmend config train.py --steps 20 --format json
     """
     from torchmend.cli.tables import fitted, laid_out
-    from torchmend.config import KEYS
+    from torchmend.config import KEYS, Overrides
 
     cfg = config_for(path)
-    cli = {
-        "select": select,
-        "ignore": ignore,
-        "steps": steps,
-        "timeout": timeout,
-        "backend": backend,
-        "project-root": project.resolve() if project is not None else None,
-    }
-    settings = cfg.settings(cli)
+    given = Overrides(
+        select=select,
+        ignore=ignore,
+        steps=steps,
+        timeout=timeout,
+        backend=backend,
+        project_root=project.resolve() if project is not None else None,
+    )
+    settings = cfg.settings(given)
     if format is Format.json:
         data = {
             "schema": "torchmend.config/1",

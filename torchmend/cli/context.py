@@ -8,7 +8,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
@@ -17,7 +17,6 @@ from torchmend.cli.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from torchmend.project import Project
-    from torchmend.settings import Settings
 
 
 @contextlib.contextmanager
@@ -64,11 +63,6 @@ def script_project(
             given = given_script(script, args, nproc_per_node)
     with project_errors():
         return Project.for_script(given, root), given
-
-
-def resolved(project: Project, **cli: Any) -> Settings:
-    """The settings: each command-line value given (by its [tool.torchmend] key, `-` as `_`) over the file's."""
-    return project.config.resolve({key.replace("_", "-"): value for key, value in cli.items()})
 
 
 def check_journal(project: Project, writes: bool) -> None:

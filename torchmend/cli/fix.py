@@ -108,19 +108,20 @@ def fix(
 
       torchmend fix --from-trace /logs/job-1234 --diff > fix.patch
     """
-    from torchmend.cli.context import resolved, script_project
+    from torchmend.cli.context import script_project
     from torchmend.cli.running import scan_of, spec_of
+    from torchmend.config import Overrides
 
     interactive = _mode(yes, diff, check, format, quiet, pr)
     if verdict_json is not None:
         _check_writable(verdict_json)
     project_, given = script_project(script, args, nproc_per_node, project)  # a bad configuration stops here
     unsafe_fixes = unsafe_fixes if unsafe is None else unsafe  # --unsafe: the older spelling
-    settings = resolved(
-        project_, select=select, ignore=ignore, steps=steps, timeout=timeout, backend=backend, rtol=rtol, atol=atol,
+    settings = project_.config.resolve(Overrides(
+        select=select, ignore=ignore, steps=steps, timeout=timeout, backend=backend, rtol=rtol, atol=atol,
         verify_backend=verify_backend, unsafe_fixes=unsafe_fixes, allow_random_stream=allow_random_stream,
         remote=remote, base=base,
-    )  # fmt: skip
+    ))  # fmt: skip
     spec = spec_of(settings, script, args, nproc_per_node, from_trace, path_map, seed=seed)
     ship = _before_run(project_, given if spec else None, settings, pr, repo, api_url, token_env, diff or check)
     if spec is not None and not (check or diff or no_verify):  # the script will run again: fork its runs

@@ -126,6 +126,7 @@ def unfixed_view(items: list[NoFix], width: int = NO_TERMINAL_WIDTH) -> Renderab
 
 
 def verification_view(v: Verification) -> Group:
+    from torchmend.verify.compare import Verdict
     from torchmend.verify.report import rows
 
     runs = f"{v.repeat} run{'s' * (v.repeat != 1)} per arm, interleaved" + (
@@ -152,13 +153,13 @@ def verification_view(v: Verification) -> Group:
         parts.append(Text(f"numerics, in distribution: {v.distribution.describe()}", style=style))
     parts.append(Text(v.speed_text(), style="dim" if v.speed is None else "cyan"))
     verdict_style = {
-        "improved": "bold green",
-        "no_speed_change": "bold green",
-        "no_change": "bold yellow",
-        "refused": "bold red",
+        Verdict.IMPROVED: "bold green",
+        Verdict.NEUTRAL: "bold green",
+        Verdict.NO_CHANGE: "bold yellow",
+        Verdict.REFUSED: "bold red",
     }[v.verdict]
     parts.append(Text(f"verdict: {v.word}", style=verdict_style))
-    parts += [Text(f"  {r}", style="red" if v.verdict == "refused" else "yellow") for r in v.reasons]
+    parts += [Text(f"  {r}", style="red" if v.verdict == Verdict.REFUSED else "yellow") for r in v.reasons]
     parts += [Text(f"  note: {n}", style="dim") for n in v.notes]
     return Group(*parts)
 

@@ -103,14 +103,15 @@ def lint(
 
       torchmend lint --add-ignore     (silence what is there today; report only what is new)
     """
-    from torchmend.cli.context import project_errors, resolved
+    from torchmend.cli.context import project_errors
+    from torchmend.config import Overrides
     from torchmend.project import Project
 
     unsafe_fixes = unsafe_fixes if unsafe is None else unsafe  # --unsafe: fix's older spelling
     given = _given(paths, fix, diff, add_ignore, unsafe_fixes)
     with project_errors():  # a bad [tool.torchmend] stops here (exit 24)
         project_ = Project.for_paths(given, project)
-    settings = resolved(project_, select=select, ignore=ignore, unsafe_fixes=unsafe_fixes)
+    settings = project_.config.resolve(Overrides(select=select, ignore=ignore, unsafe_fixes=unsafe_fixes))
     result, suppressed, unused = _lint(given, project_, settings, show_possible, no_cache)
     for line in result.errors:
         err.print(f"[yellow]warning:[/] {printable(line)}")

@@ -170,14 +170,15 @@ def pr(
 
     Example: GITHUB_TOKEN=... torchmend pr --dry-run
     """
-    from torchmend.cli.context import project_errors, resolved
+    from torchmend.cli.context import project_errors
+    from torchmend.config import Overrides
     from torchmend.project import Project
     from torchmend.store import undo_records
     from torchmend.vcs.ship import PrOptions
 
     with project_errors():  # the configuration is looked for from --project, else the current directory
         found = Project.at(project or Path.cwd(), project)
-    settings = resolved(found, remote=remote, base=base)
+    settings = found.config.resolve(Overrides(remote=remote, base=base))
     root = found.root
     records = undo_records(root)
     if not records:

@@ -10,11 +10,10 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from torchmend.pipeline.events import (
-    STILL_UNHELPFUL,
-    VERIFIED,
     Dropped,
     FollowUp,
     FoundBy,
+    Outcome,
     Probe,
     ProxyFailed,
     Retry,
@@ -28,6 +27,14 @@ if TYPE_CHECKING:
     from torchmend.codemods.base import Proposal
 
 Where = Callable[["Proposal"], str]
+
+# Why nothing is written, by outcome: the words of the outcome line.
+NOTHING_WRITTEN = {
+    Outcome.VERIFIED: "verified",  # verified, yet no change is left to write
+    Outcome.REFUSED: "refused",
+    Outcome.NONE_HELPED: "none helped",
+    Outcome.STILL_UNHELPFUL: "still unhelpful: a change still removed none of its findings after a second round",
+}
 
 
 @functools.singledispatch
@@ -119,15 +126,14 @@ def _dropped(event: Dropped, where: Where) -> RenderableType:
 
 def outcome_view(done: Verified) -> Text:
     """The one outcome of the verification stages, last: what is written and on what word, or why nothing is."""
+    from torchmend.verify.compare import Verdict
+
     v = done.verification
     n = len(done.accepted)
     own = "the script's own backend"
     where = f"on {v.backend or own}" + (f" ({v.device})" if v.device else "")
     only = f"; verified on {v.backend} only, not on {v.unconfirmed}" if v.unconfirmed else ""
-    if done.outcome == VERIFIED and n:
-        style = "bold green" if v.verdict == "improved" else "green"
+    if done.outcome == Outcome.VERIFIED and n:
+        style = "bold green" if v.verdict == Verdict.IMPROVED else "green"
         return Text(f"outcome: {n} change{'s' * (n != 1)} to write, {v.word} {where}{only}", style=style)
-    why = done.outcome.replace("_", " ")
-    if done.outcome == STILL_UNHELPFUL:
-        why += ": a change still removed none of its findings after a second round"
-    return Text(f"outcome: nothing to write ({why}){only}", style="bold yellow")
+    return Text(f"outcome: nothing to write ({NOTHING_WRITTEN[done.outcome]}){only}", style="bold yellow")

@@ -67,11 +67,13 @@ def scan(
 
       torchmend scan --from-trace /logs/job-1234 --path-map /home/alice/proj=.
     """
-    from torchmend.cli.context import resolved, script_project
+    from torchmend.cli.context import script_project
     from torchmend.cli.running import scan_of, spec_of, warn_failed_after_compile
+    from torchmend.config import Overrides
 
     project_, _ = script_project(script, args, nproc_per_node, project)  # a bad configuration stops here
-    settings = resolved(project_, select=select, ignore=ignore, steps=steps, timeout=timeout, backend=backend)
+    given = Overrides(select=select, ignore=ignore, steps=steps, timeout=timeout, backend=backend)
+    settings = project_.config.resolve(given)
     spec = spec_of(settings, script, args, nproc_per_node, from_trace, path_map, stdin=True)  # one run: it can read
     ui = out if format.for_people else err
     live = format.for_people and out.is_terminal

@@ -107,15 +107,17 @@ def verify(
     Example: torchmend verify train.py --patch fix.patch --repeat 3 --steps 50
     """
     from torchmend import pipeline
-    from torchmend.cli.context import resolved, script_project
+    from torchmend.cli.context import script_project
     from torchmend.cli.running import run_spec, stop_on_signals
+    from torchmend.config import Overrides
     from torchmend.verify.speed import PROXY_BACKENDS
 
     if (patch is None) == (patched_dir is None):
         fail(ExitCode.USAGE, "give exactly one of --patch FILE and --patched-dir DIR")
     project_, _ = script_project(script, args, nproc_per_node, project)  # a bad configuration stops here
     # verify's --backend is the verification runs' backend: `verify-backend` in pyproject.toml
-    settings = resolved(project_, steps=steps, timeout=timeout, verify_backend=backend, rtol=rtol, atol=atol)
+    given = Overrides(steps=steps, timeout=timeout, verify_backend=backend, rtol=rtol, atol=atol)
+    settings = project_.config.resolve(given)
     budget = {"steps": settings.steps, "timeout": settings.timeout, "backend": settings.verify_backend, "seed": seed}
     before = run_spec(script, args, nproc_per_node, None, **budget)
     texts = _patched(patch, patched_dir, project_.root)

@@ -105,18 +105,31 @@ class Dropped:
     again: bool = True  # whether changes are left to verify again
 
 
-VERIFIED, REFUSED, NONE_HELPED, STILL_UNHELPFUL = "verified", "refused", "none_helped", "still_unhelpful"
+class Outcome(StrEnum):
+    """How the verification stages ended (a member is its word, as --verdict-json writes it)."""
+
+    VERIFIED = "verified"  # write the accepted changes
+    REFUSED = "refused"  # the verdict refused the changes
+    NONE_HELPED = "none_helped"  # every change was withdrawn
+    STILL_UNHELPFUL = "still_unhelpful"  # after the second round a change still removed none of its findings
+
+
+VERIFIED, REFUSED, NONE_HELPED, STILL_UNHELPFUL = (
+    Outcome.VERIFIED,
+    Outcome.REFUSED,
+    Outcome.NONE_HELPED,
+    Outcome.STILL_UNHELPFUL,
+)
 MAX_ROUNDS = 6  # verification rounds (refusals recovered from, and the one retry without unhelpful changes)
 MAX_PROBES = 6  # runs spent singling out the changes one refusal is due to
 
 
 @dataclass(frozen=True)
 class Verified:
-    """The last event of verify_rounds(). `outcome`: verified (write `accepted`), refused (the verdict
-    refused the changes), none_helped (every change was withdrawn), still_unhelpful (after the second
-    round a change still removed none of its findings). `tried`: every change refused on the way, and why."""
+    """The last event of verify_rounds(). `outcome`: an Outcome (verified: write `accepted`). `tried`: every
+    change refused on the way, and why."""
 
-    outcome: str
+    outcome: Outcome
     accepted: tuple[Proposal, ...]  # what is left accepted in the session
     verification: Verification  # the last round's
     tried: tuple[Refusal, ...] = ()

@@ -84,7 +84,7 @@ class Judge:
                     failure = v.failure and replace(v.failure, line=0)
                     return replace(v, failure=failure), b_runs, a_runs
                 if v.reference is not None and v.reference.whose == RESTORED:  # checked against the eager run
-                    restored = [f"the other changes, verified alone first: {v.notes[0]}"]
+                    restored = [f"the other changes, verified alone first: {v.reference.describe()}"]
             dv, b_runs, a_runs = self._in_distribution(after)
             return dv.noted(*restored, first=True), b_runs, a_runs
         v, b_runs, a_runs = verify(
@@ -104,11 +104,8 @@ class Judge:
             v = explained(
                 ReasonKind.MISCOMPILE, "; ".join(f"a known PyTorch hazard: {h.describe()}" for h in known.values())
             )
-        if v.reference is not None and v.reference.whose == RESTORED:
-            causes = dict.fromkeys(KNOWN_DIVERGENCES[p.shape] for p in proposals if p.shape in KNOWN_DIVERGENCES)
-            said = v.reference.describe()  # restored_verdict's first note: said again with the known causes
-            v = replace(v, notes=tuple(v.reference.describe("; ".join(causes)) if n == said else n for n in v.notes))
-        return v, b_runs, a_runs
+        causes = dict.fromkeys(KNOWN_DIVERGENCES[p.shape] for p in proposals if p.shape in KNOWN_DIVERGENCES)
+        return v.with_cause("; ".join(causes)), b_runs, a_runs
 
     def _in_distribution(self, after: RunSpec) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
         """A change of the random stream among these: each arm once per seed, the counts judged on the first

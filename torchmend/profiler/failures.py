@@ -247,19 +247,20 @@ def is_hint(line: str) -> bool:
     return bool(_APPENDIX.match(line))
 
 
-def exception_summary(error: str, output: str = "", traceback: str = "") -> str:
+def exception_summary(error: str, output: str = "", traceback: str = "", empty: str = "(no output)") -> str:
     """The exception a failed run ended with, in one line: its type and message with PyTorch's hints left out.
 
     `error`: the child's record of it (`Type: message`, the message as torch augmented it), or empty; `output`:
     the run's output tail, read when there is no record (the last exception line that is not a hint). A message
     that only says what dynamo was doing ("RuntimeError when making fake tensor call") gets the error it wraps
-    from its explanation; an empty one gets the user's line (from "from user code:", else the `traceback`)."""
+    from its explanation; an empty one gets the user's line (from "from user code:", else the `traceback`).
+    `empty`: what it says when there is neither record nor output."""
     lines = (error or "").strip().splitlines()
     if not lines:
         found = [ln.strip() for ln in output.strip().splitlines() if EXCEPTION_LINE.match(ln.strip())]
         found = [ln for ln in found if not is_hint(ln)]
         rest = [ln.strip() for ln in output.strip().splitlines() if ln.strip() and not is_hint(ln)]
-        return (found or rest or ["(no output)"])[-1][:MAX_SUMMARY]
+        return (found or rest or [empty])[-1][:MAX_SUMMARY]
     message: list[str] = []
     for ln in lines:
         if is_hint(ln):

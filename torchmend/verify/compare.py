@@ -139,6 +139,14 @@ class Verification:
         """This verification refused, for these reasons besides its own."""
         return replace(self, verdict=REFUSED, reasons=(*self.reasons, *reasons))
 
+    def with_cause(self, cause: str) -> Verification:
+        """A verdict of the eager program restored (restored_verdict), its reference and first note saying why the
+        original compiled run differed (`cause`, where the change that restored it is known)."""
+        if self.reference is None or self.reference.whose != RESTORED or not cause:
+            return self
+        ref = replace(self.reference, cause=cause)
+        return replace(self, reference=ref, notes=(ref.describe(), *self.notes[1:]))  # restored_verdict's note first
+
     def noted(self, *notes: str, first: bool = False) -> Verification:
         return replace(self, notes=(*notes, *self.notes) if first else (*self.notes, *notes))
 

@@ -104,11 +104,8 @@ def failure_of(run: ArmRun, root: Path | None = None, stopped_early: bool = Fals
         return None
     end = out.end or {}
     error, traceback = str(end.get("error") or ""), str(end.get("traceback") or "")
-    exception = (
-        "" if out.ended_by == "timeout" else exception_summary(error, out.output_tail if not error else "", traceback)
-    )
-    if exception == "(no output)":
-        exception = ""
+    tail = out.output_tail if not error else ""
+    exception = "" if out.ended_by == "timeout" else exception_summary(error, tail, traceback, empty="")
     if out.detail and out.ended_by in ("killed", "lost"):  # no exception record: the signal, status, full disk
         exception = out.detail
     elif out.detail:

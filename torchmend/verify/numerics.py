@@ -90,20 +90,25 @@ class Comparison:
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "compared": self.compared}
 
+    def agreed(self) -> str:
+        """What two runs that match agree on, in words: how many losses (or outputs) and parameters, and the
+        largest difference (what describe() says in parentheses, for a caller that says it in its own words)."""
+        if self.steps_compared == 0 and self.outputs_compared:
+            text = f"{self.outputs_compared} outputs of compiled functions"
+            text += f", {self.params_compared} parameters" if self.params_equal else ""
+            return text + f"; largest output difference {self.max_output_rel_diff:.2g} relative"
+        text = f"{self.steps_compared} losses"
+        text += f", {self.params_compared} parameters" if self.params_equal else f"; parameters: {self.params_note}"
+        return text + f"; largest loss difference {self.max_rel_diff:.2g} relative"
+
     def describe(self) -> str:
         if self.equal and not self.compared:
             return (
                 "numerics not compared: neither run recorded a loss, the parameters (no optimizer step "
                 "was seen) or an output of a compiled function"
             )
-        if self.equal and self.steps_compared == 0 and self.outputs_compared:
-            text = f"numerics match ({self.outputs_compared} outputs of compiled functions"
-            text += f", {self.params_compared} parameters" if self.params_equal else ""
-            return text + f"; largest output difference {self.max_output_rel_diff:.2g} relative)"
         if self.equal:
-            text = f"numerics match ({self.steps_compared} losses"
-            text += f", {self.params_compared} parameters" if self.params_equal else f"; parameters: {self.params_note}"
-            return text + f"; largest loss difference {self.max_rel_diff:.2g} relative)"
+            return f"numerics match ({self.agreed()})"
         parts = []
         d = self.first_divergence
         if d is not None and d.before is not None and d.after is not None:

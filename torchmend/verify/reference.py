@@ -92,6 +92,9 @@ class Reference:
     restored: Comparison | None = None  # original eager vs patched compiled (fixed tolerance)
     original: Comparison | None = None  # original eager vs original compiled (fixed tolerance)
     stream: bool = False  # the original's compiled run drew host random numbers through dynamo (no band then)
+    # why the original compiled run differed from its eager run, where the change that restored it is known
+    # (KNOWN_DIVERGENCES, by the change's shape: the rounds know the changes, this module does not)
+    cause: str = ""
 
     @property
     def tolerance(self) -> float:
@@ -117,15 +120,14 @@ class Reference:
             self.whose, ReasonKind.UNEXPLAINED
         )
 
-    def describe(self, cause: str = "") -> str:
-        """Whose difference it is, in words; `cause`: why the original compiled run differed from its eager run,
-        where the change that restored it is known (KNOWN_DIVERGENCES)."""
+    def describe(self) -> str:
+        """Whose difference it is, in words (with the known cause of the original's divergence, when restored)."""
         if self.whose == RESTORED:
             assert self.restored is not None and self.original is not None
             return (
-                "the patched compiled run equals the original eager run "
-                f"({self.restored.describe().removeprefix('numerics match (').removesuffix(')')}); the original "
-                f"compiled run differed from it ({_divergence(self.original)})" + (f": {cause}" if cause else "")
+                f"the patched compiled run equals the original eager run ({self.restored.agreed()}); the original "
+                f"compiled run differed from it ({_divergence(self.original)})"
+                + (f": {self.cause}" if self.cause else "")
             )
         if self.whose == REWRITE:
             assert self.rewrite is not None

@@ -241,7 +241,7 @@ class GlobalScalar(Codemod):
             if stmt is None:
                 how = how_bound(src, b)
                 owner = src.enclosing(b.node, cst.FunctionDef)
-                if how == "a parameter" and isinstance(owner, cst.FunctionDef):
+                if isinstance(b.node, cst.Param) and isinstance(owner, cst.FunctionDef):
                     star = (fn.params.star_arg, fn.params.star_kwarg)
                     if owner is fn and any(b.node is p for p in star):  # the packed `*args` itself, not a number
                         return NoFix(finding, f"`{name}` is {star_parameter([fn], name)}: {STAR_WHY}", STAR_ADVICE)
@@ -254,7 +254,7 @@ class GlobalScalar(Codemod):
                         f"pass a tensor when calling {owner.name.value}(), or pass `{name}` to the compiled "
                         "function as a tensor argument",
                     )
-                if how == "an import":
+                if isinstance(b.node, (cst.Import, cst.ImportFrom)):
                     return NoFix(
                         finding,
                         f"`{name}` is imported from another module: torchmend does not follow it there",
