@@ -38,7 +38,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "config": {"settings", "rules", "values"},  # rules: the codes select/ignore name must exist
     # the project (root, configuration, what may be edited, the journal), then what the configuration selects
     "project": {"config", "settings", "sources", "store", "values"},
-    "suppress": {"config", "settings", "model", "sources", "rules", "store", "values"},
+    "suppress": {"model", "sources", "rules", "store", "values"},
     "vcs": {"codemods", "model", "sources", "store", "verify", "rules"},
     # the Python API over the stages, then the terminal over everything
     "pipeline": {

@@ -16,6 +16,7 @@ from conftest import ROOT, SCAN_FIXTURES
 from torchmend import pipeline
 from torchmend.lint import PathNotFound, lint_paths
 from torchmend.model import Finding
+from torchmend.values import Selection
 
 # (rule, file, line) lint reports on each scan fixture; the fixtures not listed get none.
 EXPECTED = {
@@ -164,8 +165,8 @@ def test_unparsable_file_is_tm904_and_the_others_are_still_linted(tmp_path: Path
     (tmp_path / "broken.py").write_text("import torch\n\n@torch.compile\ndef f(x)\n    return x\n")
     found = _lint(tmp_path)
     assert found == [("TM101", "ok.py", 5), ("TM904", "broken.py", 4)]
-    assert _lint(tmp_path, select=["TM1"]) == [("TM101", "ok.py", 5)]
-    assert _lint(tmp_path, ignore=["TM904"]) == [("TM101", "ok.py", 5)]
+    assert _lint(tmp_path, selection=Selection.of(["TM1"])) == [("TM101", "ok.py", 5)]
+    assert _lint(tmp_path, selection=Selection.of(ignore=["TM904"])) == [("TM101", "ok.py", 5)]
 
 
 def test_a_path_that_does_not_exist_raises(tmp_path: Path):

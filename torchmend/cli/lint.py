@@ -178,7 +178,7 @@ def _add_ignores(findings: list[Finding], project: Project) -> list[Finding]:
     from torchmend.suppress import write_ignores
 
     try:
-        written = write_ignores(findings, project.root)
+        written = write_ignores(findings, project.folder)
     except ProjectBusy as e:
         fail(ExitCode.PROJECT_BUSY, f"nothing was written: {e}")
     except WriteRefused as e:

@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchmend import rules, sources
+from torchmend import sources
 from torchmend.lint.cache import LintCache
 from torchmend.lint.files import python_files
 from torchmend.lint.unparsable import unparsable
 from torchmend.model import Finding
+from torchmend.values import Selection
 
 log = logging.getLogger("torchmend")
 
@@ -55,8 +56,7 @@ def lint_paths(
     paths: Sequence[Path | str],
     root: Path | str,
     *,
-    select: list[str] | None = None,
-    ignore: list[str] | None = None,
+    selection: Selection = Selection(),
     cache: bool = True,
     read: Callable[[str], str] = sources.read_source,
     excluded: Callable[[Path], bool] | None = None,
@@ -98,7 +98,7 @@ def lint_paths(
     store.save()
 
     kept_findings = _dedupe(f for f in findings if _under(Path(f.path), given))
-    kept_findings = [f for f in kept_findings if rules.select([f.rule], select, ignore)]
+    kept_findings = [f for f in kept_findings if selection.selects(f.rule)]
     return LintResult(
         findings=sorted(kept_findings, key=lambda f: (f.file, f.line, f.rule)),
         files_checked=len(files),
