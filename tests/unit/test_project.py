@@ -25,7 +25,7 @@ from torchmend.project import (
     root_of,
 )
 from torchmend.settings import Settings
-from torchmend.values import Selection, Tolerance
+from torchmend.values import Root, Selection, Tolerance
 
 TABLE = """
 [tool.torchmend]
@@ -163,7 +163,7 @@ def test_lint_on_the_command_line_and_through_the_api_report_the_same(
     r = CliRunner().invoke(app, ["lint", str(repo), "--format", "json", "--show-possible", "--exit-zero"])
     assert r.exit_code == 0, r.output
     cli = sorted((f["rule"], f["line"]) for f in json.loads(r.stdout)["findings"])
-    result = lint_paths([repo], repo.resolve(), cache=False)
+    result = lint_paths([repo], Root(repo.resolve()), cache=False)
     kept, suppressed, unused = pipeline.select(result.findings, repo.resolve())
     assert sorted((f.rule, f.line) for f in kept + unused) == cli
     assert {f.rule for f in suppressed} == {"TM101", "TM103"} and cli  # the comment, the configured ignore

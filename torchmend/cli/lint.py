@@ -151,7 +151,7 @@ def _lint(
 
     try:
         # select/ignore are applied with the suppressions, so that what they leave out is counted as suppressed
-        result = lint_paths(given, project.root, cache=not no_cache, excluded=settings.excluded)
+        result = lint_paths(given, project.folder, cache=not no_cache, excluded=settings.excluded)
     except PathNotFound as e:
         fail(ExitCode.SCRIPT_NOT_FOUND, str(e))
     # Comments are looked for only in files that have one: tokenizing every file would cost more than the lint.

@@ -24,7 +24,7 @@ from torchmend.lint.cache import LintCache
 from torchmend.lint.files import python_files
 from torchmend.lint.unparsable import unparsable
 from torchmend.model import Finding
-from torchmend.values import Selection
+from torchmend.values import Root, Selection
 
 log = logging.getLogger("torchmend")
 
@@ -54,7 +54,7 @@ def _under(path: Path, roots: Sequence[Path]) -> bool:
 
 def lint_paths(
     paths: Sequence[Path | str],
-    root: Path | str,
+    root: Root,
     *,
     selection: Selection = Selection(),
     cache: bool = True,
@@ -65,10 +65,9 @@ def lint_paths(
     files.PathNotFound for a path that does not exist; a file that does not parse is a TM904 finding. `excluded`:
     files to leave out (the configuration's `exclude`), for the project walk and the given paths alike."""
     started = time.perf_counter()
-    root = Path(os.path.abspath(root))
     given = [Path(os.path.abspath(p)) for p in paths]
     files = python_files(given)
-    project = sorted(set(python_files([root])) | set(files)) if root.is_dir() else files
+    project = sorted(set(python_files([root.path])) | set(files)) if root.path.is_dir() else files
     if excluded is not None:  # the configuration's `exclude` globs: never read, as if they were not there
         files = [f for f in files if not excluded(f)]
         project = [f for f in project if not excluded(f)]
@@ -78,7 +77,7 @@ def lint_paths(
     for path in project:
         t = store.triage(path)
         if t.error is not None:
-            findings.append(unparsable(str(path), str(root), *t.error))
+            findings.append(unparsable(str(path), root, *t.error))
         elif t.compiles:
             compiling.append(path)
 
