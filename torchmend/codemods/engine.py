@@ -13,6 +13,7 @@ import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import libcst as cst
 from libcst.codemod import CodemodContext
@@ -23,7 +24,7 @@ from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.codemods.base import Codemod, Delegate, NoFix, Proposal, Refuse, Result
 from torchmend.codemods.registry import codemod_for, codemod_for_finding, last_resorts
 from torchmend.model import Finding, Where
-from torchmend.values import Selection
+from torchmend.values import Root, Selection
 
 log = logging.getLogger("torchmend")
 
@@ -319,4 +320,8 @@ class Session:
         return out
 
     def display(self, path: str) -> str:
-        return os.path.relpath(os.path.realpath(path), os.path.realpath(self.ctx.project_root))
+        """An edited file as the diff headers name it: where it really is, under the root's real folder (fix edits
+        no file a link puts outside the project, project.check_editable)."""
+        real = os.path.realpath(path)
+        root = Root(Path(self.ctx.project_root)).real()
+        return root.display(real) if root.contains(real) else os.path.relpath(real, root.path)
