@@ -59,7 +59,10 @@ import suite_log  # noqa: E402  (benchmarks/suite_log.py, next to this file)
 
 from torchmend.profiler.findings import analyse  # noqa: E402
 from torchmend.profiler.runner import RunSpec, run  # noqa: E402
-from torchmend.verify.numerics import RTOL, capture_of, compare  # noqa: E402
+from torchmend.values import Tolerance  # noqa: E402
+from torchmend.verify.numerics import capture_of, compare  # noqa: E402
+
+RTOL = Tolerance().rtol
 
 VARIANTS = ("eager", "compiled", "torchmend", "hand")
 REGIMES = ("overhead", "compute")
@@ -1122,7 +1125,7 @@ def build(records: list[dict[str, Any]], meta: dict[str, Any], config: dict[str,
                         cb = captures.get((regime, mode, name, b, rep)) or {}
                         if {a, b} <= ok and ca.get("losses") and cb.get("losses"):
                             c = compare(ca, cb)
-                            loose = c.equal or compare(ca, cb, rtol=LOOSE_RTOL).equal
+                            loose = c.equal or compare(ca, cb, Tolerance(rtol=LOOSE_RTOL)).equal
                             comps.setdefault(label, []).append(
                                 {"equal": c.equal, "loose": loose, "describe": c.describe()}
                             )

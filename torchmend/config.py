@@ -34,8 +34,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from torchmend.settings import Selection, Settings, Tolerance, glob_matches
-from torchmend.verify.numerics import ATOL, RTOL
+from torchmend.settings import Settings
+from torchmend.values import Selection, Tolerance, glob_matches
 
 __all__ = ["KEYS", "Config", "ConfigError", "Overrides", "glob_matches", "key_lines", "load_config"]
 
@@ -124,8 +124,12 @@ KEYS: dict[str, Key] = {
             "backend of the verification runs (fix; verify's --backend)",
             "--verify-backend",
         ),
-        Key("rtol", _number_at_least(0), RTOL, "relative tolerance for losses and final parameters", "--rtol"),
-        Key("atol", _number_at_least(0), ATOL, "absolute tolerance for losses and final parameters", "--atol"),
+        Key(
+            "rtol", _number_at_least(0), Tolerance.rtol, "relative tolerance for losses and final parameters", "--rtol"
+        ),
+        Key(
+            "atol", _number_at_least(0), Tolerance.atol, "absolute tolerance for losses and final parameters", "--atol"
+        ),
         Key("unsafe-fixes", _bool, False, "fix --yes/--diff include the unsafe changes", "--unsafe-fixes"),
         Key(
             "allow-random-stream",

@@ -8,7 +8,7 @@ docs/exit-codes.md); nothing here prints or exits.
     project = Project.for_script(Path("train.py"), root=None)      # ConfigInvalid on a bad [tool.torchmend]
     settings = project.config.resolve(Overrides(steps=5))           # the command line over the file
     project.check_editable(script, "the script")                   # NotPython, Unreadable, OutsideProject
-    project.display(path)                                           # relative to the root
+    project.display(path)                                           # relative to the root (project.folder: a Root)
     project.check_journal(writes=True)                              # JournalBlocked, RollbackBlocked, ProjectBusy
 """
 
@@ -22,6 +22,7 @@ from pathlib import Path
 from torchmend import store
 from torchmend.config import Config, ConfigError, load_config
 from torchmend.sources import NotSource, check_python
+from torchmend.values import Root
 
 
 class ProjectError(Exception):
@@ -112,14 +113,19 @@ class Project:
 
     # ------------------------------------------------------------------------------------------- paths
 
+    @property
+    def folder(self) -> Root:
+        """The root as the value the stages below the pipeline take (what is under it, how a path is shown)."""
+        return Root(self.root)
+
     def contains(self, path: str | Path) -> bool:
         """Whether `path` (absolute, as recorded) is under the root."""
-        return str(path).startswith(str(self.root) + os.sep)
+        return self.folder.contains(path)
 
     def display(self, path: str | Path) -> str:
         """A path as the project's user reads it: relative to the root when it is under it (links not followed),
-        else as it is."""
-        return os.path.relpath(path, self.root) if self.contains(path) else str(path)
+        else as it is (Root.display)."""
+        return self.folder.display(path)
 
     def link_outside(self, path: str | Path) -> Path | None:
         """Where `path` really is, when a symbolic link (of the file or of a folder on its way) puts it outside

@@ -6,8 +6,8 @@ Which lines a comment covers: its own line; and when it sits on the first or the
 spans several lines (a logical line: a call over several lines, a bracketed condition, a multi-line string),
 every line of that statement. A finding outside the project is matched at the frame of yours that reached it.
 
-apply_suppressions() splits findings into kept and suppressed (per-file-ignores and select/ignore from the
-configuration apply in the same pass) and reports each comment, or code in one, that suppressed nothing as an
+apply_suppressions() splits findings into kept and suppressed (the Selection: select/ignore and the per-file
+ignores, apply in the same pass) and reports each comment, or code in one, that suppressed nothing as an
 informational TM903 finding. add_ignores() writes comments for the findings that remain (lint --add-ignore).
 Nothing here prints or writes files except write_ignores(), through torchmend.store.
 """
@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from torchmend import rules
-from torchmend.config import Config
 from torchmend.model import Finding, Severity, Where
-from torchmend.settings import Selection
 from torchmend.sources import read_source
+from torchmend.values import Root, Selection
 
 UNUSED = "TM903"
 DIRECTIVE = re.compile(r"#\s*torchmend\s*:\s*ignore\b(?:\[([^\]]*)\])?")
@@ -94,13 +93,12 @@ def read_comments(path: str, text: str) -> SourceComments:
     return result
 
 
-def _target(f: Finding, root: Path) -> tuple[str, int] | None:
+def _target(f: Finding, root: Root) -> tuple[str, int] | None:
     """Where a comment for this finding goes: its own line in the project, else the frame of yours that reached
     it; None when neither is in the project."""
-    prefix = str(root) + os.sep
-    if f.path.startswith(prefix) and f.where == Where.PROJECT:
+    if root.contains(f.path) and f.where == Where.PROJECT:
         return f.path, f.line
-    if f.user_frame is not None and f.user_frame.path.startswith(prefix):
+    if f.user_frame is not None and root.contains(f.user_frame.path):
         return f.user_frame.path, f.user_frame.line
     return None
 
@@ -117,32 +115,23 @@ class Applied(NamedTuple):
 
 def apply_suppressions(
     findings: Iterable[Finding],
-    root: Path,
+    root: Root | Path | str,
+    selection: Selection = Selection(),
     *,
-    config: Config | None = None,
-    select: list[str] | None = None,
-    ignore: list[str] | None = None,
     files: Iterable[str] | None = None,
     hint: str | None = None,
     texts: dict[str, str] | None = None,
-    selection: Selection | None = None,
 ) -> Applied:
     """Split `findings` into kept and suppressed, and report unused suppressions as TM903 findings.
 
-    A finding is suppressed when select/ignore (the effective ones: command line over config) leave its rule out,
-    when per-file-ignores match its file, or when a suppression comment covers its line. Unused suppressions are
-    looked for in `files` (absolute paths; default: the project files the findings point at), for rules the run
+    A finding is suppressed when `selection`'s select/ignore (Settings.selection: the command line over the
+    configuration) leave its rule out, when its per-file ignores match its file, or when a suppression comment covers
+    its line. Unused suppressions are looked for in `files` (absolute paths; default: the project files the findings point at), for rules the run
     could have reported there (selected, not ignored for the file); `hint` is added to their reason (scan:
-    SCAN_HINT). `texts`: sources already read, by path (default: read from disk). `selection` (Settings.selection:
-    select, ignore and the per-file ignores resolved) stands for `config`, `select` and `ignore` together.
+    SCAN_HINT). `texts`: sources already read, by path (default: read from disk).
     """
-    root = Path(os.path.abspath(root))
-    if selection is None:
-        per_file = (config or Config.empty()).resolve().selection
-        selection = Selection(
-            None if select is None else tuple(select), tuple(ignore or ()), per_file.per_file, per_file.base
-        )
     findings = list(findings)
+    root = Root.of(root)
     targets = {id(f): _target(f, root) for f in findings}
     paths = dict.fromkeys(t[0] for t in targets.values() if t is not None)
     if files is not None:
@@ -196,7 +185,7 @@ def _comments(path: str, texts: dict[str, str] | None) -> SourceComments:
 
 def _unused(
     s: Suppression,
-    root: Path,
+    root: Root,
     source: SourceComments,
     idle: Sequence[str | None],
     unknown: Sequence[str | None],
@@ -215,7 +204,7 @@ def _unused(
         rule=UNUSED,
         kind=rule.kind,
         title=rule.title,
-        file=os.path.relpath(s.path, root) if s.path.startswith(str(root) + os.sep) else s.path,
+        file=root.display(s.path),
         line=s.line,
         function="",
         path=s.path,
@@ -230,13 +219,12 @@ def _unused(
 # ------------------------------------------------------------------------------------ writing suppressions
 
 
-def add_ignores(findings: Iterable[Finding], root: Path, texts: dict[str, str] | None = None) -> dict[str, str]:
+def add_ignores(findings: Iterable[Finding], root: Root, texts: dict[str, str] | None = None) -> dict[str, str]:
     """The new text of each project file where a `# torchmend: ignore[CODES]` comment must be added so that
     `findings` are suppressed (like `ruff --add-noqa`): on the finding's line, or the last line of its statement
     when a comment cannot end that line (inside a multi-line string, after a backslash); merged into a torchmend
     comment already there, after any other comment (`# noqa`). Findings already suppressed add nothing, so a
     second run returns {}. Files outside `root` are never included. Informational TM903 findings are skipped."""
-    root = Path(os.path.abspath(root))
     wanted: dict[str, dict[int, set[str]]] = {}
     for f in findings:
         target = _target(f, root)
@@ -287,13 +275,12 @@ def _with_codes(line: str, comment: tuple[int, str] | None, codes: set[str]) -> 
     return body.rstrip(" \t") + f"  # torchmend: ignore[{', '.join(sorted(codes))}]" + ending
 
 
-def write_ignores(findings: Iterable[Finding], root: Path) -> list[str]:
+def write_ignores(findings: Iterable[Finding], root: Root) -> list[str]:
     """Add the comments add_ignores() computes and write them atomically (torchmend.store: all files or none,
     never outside `root`); the paths written. Raises store.WriteRefused."""
     from torchmend import store
 
-    root = Path(os.path.abspath(root))
     new = add_ignores(findings, root)
     if new:
-        store.write_all({p: (read_source(p), text) for p, text in new.items()}, root)
+        store.write_all({p: (read_source(p), text) for p, text in new.items()}, root.path)
     return sorted(new)

@@ -47,6 +47,7 @@ import suite_log  # noqa: E402
 
 from torchmend.profiler.findings import analyse  # noqa: E402
 from torchmend.profiler.runner import RunSpec, run  # noqa: E402
+from torchmend.values import Tolerance  # noqa: E402
 from torchmend.verify.numerics import capture_of, compare  # noqa: E402
 
 FIXED = HERE / "fixed"
@@ -348,7 +349,7 @@ def _numerics(eager: list[dict[str, Any]], fixed: dict[str, Any]) -> str:
     """The fixed run's losses and weights against an eager run's: 'match' at rtol 1e-3, and the strict verdict."""
     if not (eager and eager[0]["ok"] and fixed["ok"] and (fixed.get("capture") or {}).get("losses")):
         return "—"
-    loose = compare(eager[0]["capture"], fixed["capture"], rtol=LOOSE)
+    loose = compare(eager[0]["capture"], fixed["capture"], Tolerance(rtol=LOOSE))
     strict = compare(eager[0]["capture"], fixed["capture"])
     if loose.equal:
         text = "match"

@@ -16,6 +16,7 @@ from torchmend import rules
 from torchmend.lint import lint_paths
 from torchmend.model import EndedBy, Finding, Summary
 from torchmend.profiler.runner import RunOutcome
+from torchmend.values import Root
 from torchmend.verify.runs import ArmRun, from_outcome
 
 FIXTURES = sorted(p.name for p in SCAN_FIXTURES.iterdir() if (p / "expected.json").exists())
@@ -36,7 +37,7 @@ def test_scan_and_lint_agree_on_rule_and_judgement(name: str) -> None:
     for f in scanned:
         if f.where == "project" and not rules.BY_CODE[f.rule].informational:
             by_line.setdefault((f.file, f.line), []).append(f)
-    linted = lint_paths([folder], folder, cache=False).findings
+    linted = lint_paths([folder], Root(folder), cache=False).findings
     for lf in linted:
         same_line = by_line.get((lf.file, lf.line), [])
         if not same_line:
@@ -61,7 +62,7 @@ def test_scan_fix_and_lint_word_the_counts_alike() -> None:
     summary = report["summary"]
     print_scan(console, findings, Summary(**{**summary, "ended_by": EndedBy(summary["ended_by"]), "per_rank": ()}))
     assert phrase in console.file.getvalue()  # type: ignore[attr-defined]
-    linted = lint_paths([folder], folder, cache=False).findings
+    linted = lint_paths([folder], Root(folder), cache=False).findings
     assert _plain(counts_text(linted)) == "4 findings: 3 to fix, 1 one-time, 0 informational"  # TM250: a run's
 
 

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
-from torchmend.verify.numerics import ATOL, RTOL, capture_of, compare
+from torchmend.values import Tolerance
+from torchmend.verify.numerics import capture_of, compare
+
+RTOL, ATOL = Tolerance().rtol, Tolerance().atol
 
 # One worker runs this whole file under pytest-xdist: its module-scoped runs are shared by its tests.
 pytestmark = pytest.mark.xdist_group("numerics")
@@ -154,7 +157,7 @@ def test_compare_tolerance():
     assert far.max_rel_diff == pytest.approx(2 * RTOL / (1 + 2 * RTOL))
     assert compare({"losses": [0.0]}, {"losses": [ATOL / 2]}).losses_equal  # atol near zero
     assert not compare({"losses": [0.0]}, {"losses": [ATOL * 2]}).losses_equal
-    assert compare({"losses": a}, {"losses": [1.0, 0.5, 0.26]}, rtol=0.1).losses_equal
+    assert compare({"losses": a}, {"losses": [1.0, 0.5, 0.26]}, Tolerance(rtol=0.1)).losses_equal
 
 
 def test_compare_float32_drift_passes_a_real_change_fails():

@@ -133,7 +133,7 @@ def test_what_fix_prints_renders_in_ascii(monkeypatch: pytest.MonkeyPatch) -> No
     assert recorded is not None  # the checkout the recording was made in: mapped onto this one
     events = pathmap.apply(events, [pathmap.Mapping(recorded.group(1), str(ROOT))])
     findings, _ = analyse(events, root, "steps")
-    fixes = pipeline.propose(findings, root, None, None, torch_version="2.13")
+    fixes = pipeline.propose(findings, root, torch_version="2.13")
     pipeline.accept_all(fixes, True)
     raw = io.BytesIO()
     stream = io.TextIOWrapper(raw, encoding="ascii", errors="strict", write_through=True)

@@ -5,6 +5,9 @@ from the source with `ast` (nothing imported), so an import hidden inside a func
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "torchmend"
@@ -17,22 +20,25 @@ MAY_IMPORT: dict[str, set[str]] = {
     "sources": set(),
     "interrupts": set(),
     "versions": set(),
+    # the values every stage takes (Tolerance, Selection, Budget, Root)
+    "values": set(),
+    # the resolved settings, made of those values
+    "settings": {"values"},
     # the stages
     "rules": {"model"},
     "store": {"sources"},
-    "profiler": {"model", "interrupts", "rules"},
+    "profiler": {"model", "interrupts", "rules", "values"},
     # what codemods and lint share (value kinds, binding, calls, names, the source window, the torch op tables, the
     # optimizer locator); codemods and lint stand side by side on it, neither imports the other
     "analysis": {"model"},
-    "codemods": {"analysis", "model", "rules"},
-    "lint": {"analysis", "model", "rules", "sources", "versions", "profiler"},
-    "verify": {"codemods", "model", "profiler"},
+    "codemods": {"analysis", "model", "rules", "values"},
+    "lint": {"analysis", "model", "rules", "sources", "versions", "profiler", "values"},
+    "verify": {"codemods", "model", "profiler", "values"},
     "tune": {"model", "profiler"},
-    "settings": {"verify"},
-    "config": {"verify", "settings", "rules"},  # rules: the codes select/ignore name must exist
+    "config": {"settings", "rules", "values"},  # rules: the codes select/ignore name must exist
     # the project (root, configuration, what may be edited, the journal), then what the configuration selects
-    "project": {"config", "settings", "sources", "store"},
-    "suppress": {"config", "settings", "model", "sources", "rules", "store"},
+    "project": {"config", "settings", "sources", "store", "values"},
+    "suppress": {"model", "sources", "rules", "store", "values"},
     "vcs": {"codemods", "model", "sources", "store", "verify", "rules"},
     # the Python API over the stages, then the terminal over everything
     "pipeline": {
@@ -47,6 +53,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "project",
         "settings",
         "suppress",
+        "values",
     },
     # the terminal: every unit below it (filled in after the table)
     "cli": set(),
@@ -111,3 +118,47 @@ def test_the_table_has_no_cycle() -> None:
         placed += ready
         for unit in ready:
             del left[unit]
+
+
+def _floors() -> dict[str, int]:
+    """Each unit's floor: one above the highest unit it may import (the floor of plain values is 0)."""
+    floors: dict[str, int] = {}
+
+    def floor(unit: str) -> int:
+        if unit not in floors:
+            floors[unit] = 1 + max((floor(u) for u in MAY_IMPORT[unit]), default=-1)
+        return floors[unit]
+
+    for unit in MAY_IMPORT:
+        floor(unit)
+    return floors
+
+
+def test_at_most_seven_floors() -> None:
+    # settings and config stand on the values (Tolerance's defaults are there, not in verify/): the stages, the
+    # pipeline, the CLI and the plugin above them make 7 floors, 0 to 6
+    floors = _floors()
+    assert max(floors.values()) + 1 <= 7, sorted(floors.items(), key=lambda kv: kv[1])
+    assert floors["values"] == 0 and floors["settings"] == 1 and floors["config"] == 2
+
+
+def test_floors_md_draws_this_table() -> None:
+    # docs/floors.md's table: each row's floor as computed here, and the units it names as MAY_IMPORT's row
+    doc = (PACKAGE.parent / "docs" / "floors.md").read_text(encoding="utf-8")
+    rows = [line.split("|")[1:4] for line in doc.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    floors, seen = _floors(), set()
+    for floor, units, may in rows:
+        named = set(re.findall(r"`(\w+)`", may))
+        for unit in re.findall(r"`(\w+)`", units):
+            seen.add(unit)
+            assert floors[unit] == int(floor), f"floors.md puts {unit} on floor {floor}, the table on {floors[unit]}"
+            if unit not in ("cli", "plugin", "__main__"):  # "every unit below it"
+                assert named == MAY_IMPORT[unit], f"floors.md: {unit} may import {sorted(MAY_IMPORT[unit])}"
+    assert seen == set(MAY_IMPORT) - {"__init__"}, f"floors.md lacks {sorted(set(MAY_IMPORT) - seen - {'__init__'})}"
+
+
+def test_the_values_import_nothing_of_torchmend() -> None:
+    # the ground floor, imported for real: nothing else of torchmend comes with it
+    code = "import sys, torchmend.values; print(sorted(m for m in sys.modules if m.startswith('torchmend')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent)
+    assert out.stdout.split() == ["['torchmend',", "'torchmend.values']"]

@@ -16,6 +16,7 @@ from conftest import ROOT, SCAN_FIXTURES
 from torchmend import pipeline
 from torchmend.lint import PathNotFound, lint_paths
 from torchmend.model import Finding
+from torchmend.values import Root, Selection
 
 # (rule, file, line) lint reports on each scan fixture; the fixtures not listed get none.
 EXPECTED = {
@@ -59,7 +60,7 @@ FIXTURES = sorted(p.name for p in SCAN_FIXTURES.iterdir() if (p / "expected.json
 
 
 def _lint(path: Path, root: Path | None = None, **kw) -> list[tuple[str, str, int]]:
-    result = lint_paths([path], root or (path if path.is_dir() else path.parent), cache=False, **kw)
+    result = lint_paths([path], Root(root or (path if path.is_dir() else path.parent)), cache=False, **kw)
     assert not result.errors
     return sorted((f.rule, f.file, f.line) for f in result.findings)
 
@@ -67,7 +68,7 @@ def _lint(path: Path, root: Path | None = None, **kw) -> list[tuple[str, str, in
 @pytest.fixture(scope="module")
 def scan_fixture_findings() -> dict[str, list[tuple[str, str, int]]]:
     """Every scan fixture linted in one run (the files are shared among processes, as a cold lint does)."""
-    result = lint_paths([SCAN_FIXTURES], SCAN_FIXTURES, cache=False)
+    result = lint_paths([SCAN_FIXTURES], Root(SCAN_FIXTURES), cache=False)
     assert not result.errors
     found: dict[str, list[tuple[str, str, int]]] = {}
     for f in result.findings:
@@ -130,7 +131,7 @@ def test_a_model_picked_by_a_flag_has_every_class_it_may_be_checked():
 
 
 def test_static_findings_say_so_and_carry_what_the_codemods_need():
-    result = lint_paths([SCAN_FIXTURES / "several"], SCAN_FIXTURES / "several", cache=False)
+    result = lint_paths([SCAN_FIXTURES / "several"], Root(SCAN_FIXTURES / "several"), cache=False)
     by_rule = {f.rule: f for f in result.findings}
     assert {f.confidence for f in result.findings} == {"likely"}
     assert all("torchmend scan SCRIPT" in f.reason and f.count == 1 for f in result.findings)
@@ -142,7 +143,7 @@ def test_static_findings_say_so_and_carry_what_the_codemods_need():
 
 
 def test_confidence_round_trips_through_json():
-    result = lint_paths([SCAN_FIXTURES / "tensor_if"], SCAN_FIXTURES / "tensor_if", cache=False)
+    result = lint_paths([SCAN_FIXTURES / "tensor_if"], Root(SCAN_FIXTURES / "tensor_if"), cache=False)
     f = result.findings[0]
     again = Finding.from_json(json.loads(json.dumps(f.to_json())))
     assert again == f and again.confidence == "likely"
@@ -164,13 +165,13 @@ def test_unparsable_file_is_tm904_and_the_others_are_still_linted(tmp_path: Path
     (tmp_path / "broken.py").write_text("import torch\n\n@torch.compile\ndef f(x)\n    return x\n")
     found = _lint(tmp_path)
     assert found == [("TM101", "ok.py", 5), ("TM904", "broken.py", 4)]
-    assert _lint(tmp_path, select=["TM1"]) == [("TM101", "ok.py", 5)]
-    assert _lint(tmp_path, ignore=["TM904"]) == [("TM101", "ok.py", 5)]
+    assert _lint(tmp_path, selection=Selection.of(["TM1"])) == [("TM101", "ok.py", 5)]
+    assert _lint(tmp_path, selection=Selection.of(ignore=["TM904"])) == [("TM101", "ok.py", 5)]
 
 
 def test_a_path_that_does_not_exist_raises(tmp_path: Path):
     with pytest.raises(PathNotFound):
-        lint_paths([tmp_path / "nope.py"], tmp_path, cache=False)
+        lint_paths([tmp_path / "nope.py"], Root(tmp_path), cache=False)
 
 
 def test_gitignored_files_and_virtualenvs_are_not_linted(tmp_path: Path):
@@ -249,15 +250,15 @@ def test_the_cache_serves_unchanged_files_and_follows_a_changed_callee(tmp_path:
     monkeypatch.setenv("TORCHMEND_CACHE_DIR", str(tmp_path / "cache"))
     shutil.copytree(SCAN_FIXTURES / "two_file", tmp_path / "proj")
     root = tmp_path / "proj"
-    first = lint_paths([root], root)
+    first = lint_paths([root], Root(root))
     assert first.files_parsed == 2 and first.cached == 0
-    second = lint_paths([root], root)
+    second = lint_paths([root], Root(root))
     assert second.files_parsed == 0 and second.cached == 1 and second.findings == first.findings
     model = root / "model.py"
     model.write_text(
         model.read_text().replace("peak = out.abs().max().item()", "peak = out.abs().max()\n        print(peak)")
     )
-    third = lint_paths([root], root)
+    third = lint_paths([root], Root(root))
     assert third.cached == 0 and "TM101" in {f.rule for f in third.findings}
 
 
@@ -265,7 +266,7 @@ def test_a_value_the_source_does_not_pin_down_is_possible(tmp_path: Path):
     (tmp_path / "train.py").write_text(
         "import torch\n\n@torch.compile\ndef f(x):\n    y = x[0] * 2\n    return y + float(x)\n"
     )
-    result = lint_paths([tmp_path], tmp_path, cache=False)
+    result = lint_paths([tmp_path], Root(tmp_path), cache=False)
     assert [(f.rule, f.line, f.confidence, f.severity) for f in result.findings] == [("TM104", 6, "possible", "note")]
 
 

@@ -16,12 +16,13 @@ from conftest import ROOT
 from typer.testing import CliRunner
 
 from torchmend.lint import lint_paths
+from torchmend.values import Root
 
 CONTAINERS = ROOT / "fixtures/lint/containers"
 
 
 def test_blocks_in_containers_and_imported_classes_are_followed():
-    result = lint_paths([CONTAINERS], CONTAINERS, cache=False)
+    result = lint_paths([CONTAINERS], Root(CONTAINERS), cache=False)
     assert not result.errors
     assert sorted((f.rule, f.file, f.line) for f in result.findings) == [
         ("TM101", "blocks.py", 17),  # Block, in nn.Sequential(Block(), Block()) and a ModuleList
@@ -96,7 +97,7 @@ def _judged(version: tuple[int, ...]) -> set[tuple[str, int]]:
 
     root = (ROOT / "fixtures/lint/data_dependent").resolve()
     ctx = Recording(str(root), lambda p: Path(p).read_text(), whole_files=True, torch_version=version)
-    found = lint_entry(ctx, root / "train.py", str(root))
+    found = lint_entry(ctx, root / "train.py", Root(root))
     assert all(f.confidence == "likely" for f in found)
     return {(f.rule, f.line) for f in found}
 
@@ -115,7 +116,7 @@ def test_an_input_the_caller_passes_through_and_a_row_of_nonzero_compared():
     length check that runs only when the caller gives no padding mask (it passes forward's optional
     `attention_mask` through) is possible, not likely."""
     root = ROOT / "fixtures/lint/optional_inputs"
-    found = lint_paths([root], root, cache=False).findings
+    found = lint_paths([root], Root(root), cache=False).findings
     assert sorted((f.rule, f.line, f.confidence) for f in found) == [
         ("TM103", 32, "likely"),
         ("TM108", 16, "possible"),
@@ -141,6 +142,6 @@ BY_REGISTRY = {
 def test_a_model_class_named_through_a_registry_or_importlib_is_followed(tmp_path: Path, script: str):
     shutil.copytree(REGISTRY / "models", tmp_path / "models")
     shutil.copy(REGISTRY / script, tmp_path / script)  # alone: no other script's compile reaches the models
-    result = lint_paths([tmp_path], tmp_path, cache=False)
+    result = lint_paths([tmp_path], Root(tmp_path), cache=False)
     assert not result.errors
     assert sorted((f.rule, f.file, f.line) for f in result.findings) == sorted(BY_REGISTRY[script])

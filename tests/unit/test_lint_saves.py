@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from torchmend.lint import lint_paths
+from torchmend.values import Root
 
 SCRIPT = """\
 import torch
@@ -36,7 +37,7 @@ main()
 
 def test_a_compiled_models_checkpoint_is_tm107_with_its_fix(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(SCRIPT)
-    found = [f for f in lint_paths([tmp_path], tmp_path, cache=False).findings if f.rule == "TM107"]
+    found = [f for f in lint_paths([tmp_path], Root(tmp_path), cache=False).findings if f.rule == "TM107"]
     assert {f.line: f.reason.split(":")[0] for f in found} == {
         12: "saves the state dict of a compiled model (`model` is torch.compile's result)",
         17: "saves the compiled model itself (`fast` is torch.compile's result)",
@@ -56,7 +57,7 @@ def test_lint_findings_get_the_plain_module_saved(tmp_path: Path) -> None:
     from torchmend.codemods.engine import Session
 
     (tmp_path / "train.py").write_text(SCRIPT)
-    found = [f for f in lint_paths([tmp_path], tmp_path, cache=False).findings if f.rule == "TM107"]
+    found = [f for f in lint_paths([tmp_path], Root(tmp_path), cache=False).findings if f.rule == "TM107"]
     fixes = pipeline.propose(found, tmp_path)
     (proposal,) = fixes.proposals
     assert (proposal.finding.line, proposal.safety) == (17, "unsafe")

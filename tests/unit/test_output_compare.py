@@ -7,9 +7,12 @@ import math
 
 from torchmend.model import Summary
 from torchmend.profiler.runner import RunOutcome
+from torchmend.values import Tolerance
 from torchmend.verify.compare import NEUTRAL, REFUSED, judge
-from torchmend.verify.numerics import RTOL, compare
+from torchmend.verify.numerics import compare
 from torchmend.verify.runs import ArmRun
+
+RTOL = Tolerance().rtol
 
 
 def _fp(total: float = 1.0, scale: float = 1.0, shape=(4, 8), dtype: str = "float32") -> dict:

@@ -24,8 +24,8 @@ from torchmend.project import (
     Unreadable,
     root_of,
 )
-from torchmend.settings import Selection, Settings, Tolerance
-from torchmend.verify.numerics import ATOL, RTOL
+from torchmend.settings import Settings
+from torchmend.values import Root, Selection, Tolerance
 
 TABLE = """
 [tool.torchmend]
@@ -65,7 +65,7 @@ def test_resolve_puts_the_command_line_over_the_file_over_the_defaults(repo: Pat
     )
     assert s.excluded(repo / "data" / "x.py") and not s.excluded(repo / "x.py")
     # no file: the defaults alone, which Settings() is too
-    assert Config.empty().resolve() == Settings() == Settings(tolerance=Tolerance(RTOL, ATOL))
+    assert Config.empty().resolve() == Settings() == Settings(tolerance=Tolerance(1e-4, 1e-6))
     assert Selection().selects("TM903") and not Selection(select=("TM1",)).selects("TM903")
     assert Selection(ignore=("TM1",)).ignoring("TM2") == Selection(ignore=("TM1", "TM2"))
 
@@ -163,7 +163,7 @@ def test_lint_on_the_command_line_and_through_the_api_report_the_same(
     r = CliRunner().invoke(app, ["lint", str(repo), "--format", "json", "--show-possible", "--exit-zero"])
     assert r.exit_code == 0, r.output
     cli = sorted((f["rule"], f["line"]) for f in json.loads(r.stdout)["findings"])
-    result = lint_paths([repo], repo.resolve(), cache=False)
+    result = lint_paths([repo], Root(repo.resolve()), cache=False)
     kept, suppressed, unused = pipeline.select(result.findings, repo.resolve())
     assert sorted((f.rule, f.line) for f in kept + unused) == cli
     assert {f.rule for f in suppressed} == {"TM101", "TM103"} and cli  # the comment, the configured ignore

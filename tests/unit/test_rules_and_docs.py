@@ -26,7 +26,11 @@ def test_rule_codes_unique_and_in_families():
 
 
 def test_select_by_prefix():
-    assert rules.select(["TM101", "TM201", "TM901"], ["TM1", "TM2"], ["TM201"]) == ["TM101"]
+    from torchmend.values import Selection
+
+    chosen = Selection.of(["TM1", "TM2"], ["TM201"])
+    assert [c for c in ["TM101", "TM201", "TM901"] if chosen.selects(c)] == ["TM101"]
+    assert Selection.of([], None).selects("TM901") and Selection().selects("TM101")  # nothing selected: every rule
 
 
 def test_codemod_docstrings_have_the_headings_in_order():

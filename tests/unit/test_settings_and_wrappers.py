@@ -19,6 +19,7 @@ from torchmend.model import Where
 from torchmend.profiler.classify import classify_guard, logging_line
 from torchmend.profiler.findings import analyse
 from torchmend.profiler.traceparse import Frame, GuardFailure
+from torchmend.values import Root
 
 
 def _guard(guard: str, variable: str, site: Frame | None = None) -> GuardFailure:
@@ -72,7 +73,7 @@ def test_a_break_inside_an_installed_logger_is_filed_at_the_line_that_logged(tmp
 def _lint(tmp_path: Path, files: dict[str, str], show: bool = True) -> set[tuple[str, int, str]]:
     for name, text in files.items():
         (tmp_path / name).write_text(textwrap.dedent(text))
-    found = lint_paths([tmp_path], tmp_path, cache=False).findings
+    found = lint_paths([tmp_path], Root(tmp_path), cache=False).findings
     return {(f.rule, f.line, f.confidence or "") for f in found}
 
 

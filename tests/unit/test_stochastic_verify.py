@@ -92,14 +92,15 @@ def test_pr_body_and_report_say_the_random_stream_changed():
 def test_the_counts_tolerance_ignores_numbers_even_of_a_zero_magnitude_probe():
     """_Judge._in_distribution judges counts with a huge finite tolerance: with inf, inf * 0 is nan and a parameter
     whose probe magnitude is 0 (as one of SeamlessM4TModel's) was refused for its numbers."""
+    from torchmend.values import Tolerance
     from torchmend.verify.numerics import compare
 
     def fp(x: float) -> dict:
         return {"sum": x, "abs": abs(x) + 1, "probe": 0.0, "probe_abs": 0.0, "shape": [32], "dtype": "float32"}
 
     b, a = {"losses": [1.0, 0.5], "params": [fp(3.0)]}, {"losses": [1.3, 0.2], "params": [fp(1.0)]}
-    assert compare(b, a, 1e300, 1e300).equal
-    assert not compare(b, a, math.inf, math.inf).equal  # why inf is not used
+    assert compare(b, a, Tolerance(1e300, 1e300)).equal
+    assert not compare(b, a, Tolerance(math.inf, math.inf)).equal  # why inf is not used
 
 
 def test_a_run_that_fails_on_a_later_seed_is_named_with_its_seed_and_exception():

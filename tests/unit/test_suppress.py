@@ -10,6 +10,7 @@ import pytest
 from torchmend.config import load_config
 from torchmend.model import Finding, Kind, Location, Severity, Where
 from torchmend.suppress import SCAN_HINT, add_ignores, apply_suppressions, read_comments, write_ignores
+from torchmend.values import Root, Selection
 
 SOURCE = """\
 import torch
@@ -82,7 +83,7 @@ def test_what_is_suppressed_and_what_is_kept(project: Path):
         finding(path, 17),  # the comment on line 16 is on a middle line: not this one
         finding(path, 19, "TM103"),
     ]
-    kept, suppressed, unused = apply_suppressions(findings, project)
+    kept, suppressed, unused = apply_suppressions(findings, Root(project))
     assert [(f.line, f.rule) for f in suppressed] == [
         (6, "TM101"),
         (9, "TM104"),
@@ -104,23 +105,25 @@ def test_unused_only_for_rules_the_run_could_report(project: Path):
     path = project / "train.py"
     # --select TM1: the TM2 on line 10 could not have been seen; --ignore TM101: line 6's neither
     selected = ["TM1", "TM903"]  # TM903 is a rule too: --select TM1 alone turns it off (below)
-    _, _, unused = apply_suppressions([finding(path, 9)], project, select=selected, ignore=["TM101"], hint=SCAN_HINT)
+    _, _, unused = apply_suppressions(
+        [finding(path, 9)], Root(project), Selection.of(selected, ["TM101"]), hint=SCAN_HINT
+    )
     assert [u.line for u in unused] == [11, 16, 21]  # the bare one, line 16's TM104, the unknown code
     assert unused[0].reason.endswith(SCAN_HINT + ".") or SCAN_HINT in unused[0].reason
     assert SCAN_HINT not in unused[2].reason  # an unknown code is no hint: it is wrong whatever ran
-    assert apply_suppressions([finding(path, 9)], project, select=["TM1"]).unused == []
+    assert apply_suppressions([finding(path, 9)], Root(project), Selection.of(["TM1"])).unused == []
     (project / "pyproject.toml").write_text('[tool.torchmend.per-file-ignores]\n"*.py" = ["TM903"]\n')
-    assert apply_suppressions([finding(path, 9)], project, config=load_config(project)).unused == []
+    assert apply_suppressions([finding(path, 9)], Root(project), load_config(project).resolve().selection).unused == []
 
 
 def test_select_ignore_and_per_file_ignores(project: Path):
     (project / "pyproject.toml").write_text('[tool.torchmend.per-file-ignores]\n"train.py" = ["TM103"]\n')
-    cfg = load_config(project)
+    per_file = load_config(project).resolve().selection
     path = project / "train.py"
     findings = [finding(path, 19, "TM103"), finding(path, 17), finding(path, 7, "TM101")]
-    kept, suppressed, _ = apply_suppressions(findings, project, config=cfg, ignore=["TM10"])
+    kept, suppressed, _ = apply_suppressions(findings, Root(project), per_file.ignoring("TM10"))
     assert kept == [] and len(suppressed) == 3
-    kept, suppressed, _ = apply_suppressions(findings, project, config=cfg)
+    kept, suppressed, _ = apply_suppressions(findings, Root(project), per_file)
     assert [f.line for f in kept] == [17, 7] and [f.line for f in suppressed] == [19]
 
 
@@ -130,7 +133,7 @@ def test_a_library_finding_is_matched_at_the_frame_that_reached_it(project: Path
         site = Path("/usr/lib/python3/site-packages/torch/optim/optimizer.py")
         return finding(site, 80, "TM901", where=Where.LIBRARY, user_frame=frame)
 
-    kept, suppressed, _ = apply_suppressions([library(12), library(6)], project)
+    kept, suppressed, _ = apply_suppressions([library(12), library(6)], Root(project))
     assert [f.user_frame.line for f in suppressed] == [12]  # the bare comment of lines 11-14
     assert [f.user_frame.line for f in kept] == [6]  # ignore[TM101] is not TM901
 
@@ -147,7 +150,7 @@ def test_add_ignores_writes_what_suppresses_the_rest_and_a_second_run_adds_nothi
     path = project / "train.py"
     findings = [finding(path, line, rule) for line, (rule, _) in EDITED.items()]
     findings += [finding(path, 10, "TM101"), finding(path, 6, "TM101"), finding(path, 12)]  # merged; already; already
-    new = add_ignores(findings, project)
+    new = add_ignores(findings, Root(project))
     assert list(new) == [str(path)]
     lines = new[str(path)].splitlines()
     for line, (_, text) in EDITED.items():
@@ -155,10 +158,10 @@ def test_add_ignores_writes_what_suppresses_the_rest_and_a_second_run_adds_nothi
     assert lines[9] == "    )  # torchmend: ignore[TM101, TM104, TM2]"  # merged into the comment there
     assert [n for n, (a, b) in enumerate(zip(SOURCE.splitlines(), lines), 1) if a != b] == [7, 10, 17, 19]
     compile(new[str(path)], str(path), "exec")
-    assert write_ignores(findings, project) == [str(path)]
+    assert write_ignores(findings, Root(project)) == [str(path)]
     assert path.read_text() == new[str(path)]
-    assert add_ignores(findings, project) == {} and write_ignores(findings, project) == []  # idempotent
-    kept, suppressed, _ = apply_suppressions(findings, project)
+    assert add_ignores(findings, Root(project)) == {} and write_ignores(findings, Root(project)) == []  # idempotent
+    kept, suppressed, _ = apply_suppressions(findings, Root(project))
     assert kept == [] and len(suppressed) == len(findings)
 
 
@@ -175,17 +178,17 @@ def test_add_ignores_where_a_comment_cannot_end_the_line(tmp_path: Path):
     )
     path = tmp_path / "m.py"
     path.write_bytes(source.encode())
-    new = add_ignores([finding(path, 2), finding(path, 4), finding(path, 6, "TM103")], tmp_path)[str(path)]
+    new = add_ignores([finding(path, 2), finding(path, 4), finding(path, 6, "TM103")], Root(tmp_path))[str(path)]
     assert new.splitlines()[2].endswith('more""" + str(x.item())  # torchmend: ignore[TM104]')  # the string's end
     assert new.splitlines()[4].endswith("x.item()  # torchmend: ignore[TM104]")  # after the backslash's line
     assert "return y  # torchmend: ignore[TM103]\r\n" in new  # the line ending kept
     compile(new, str(path), "exec")
     kept, _, _ = apply_suppressions(
-        [finding(path, 2), finding(path, 4), finding(path, 6, "TM103")], tmp_path, texts={str(path): new}
+        [finding(path, 2), finding(path, 4), finding(path, 6, "TM103")], Root(tmp_path), texts={str(path): new}
     )
     assert kept == []
 
 
 def test_add_ignores_never_outside_the_project(tmp_path: Path, project: Path):
     outside = tmp_path.parent / "elsewhere.py"
-    assert add_ignores([finding(outside, 1)], project) == {}
+    assert add_ignores([finding(outside, 1)], Root(project)) == {}

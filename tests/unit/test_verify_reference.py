@@ -6,7 +6,8 @@ from dataclasses import replace
 
 from torchmend.model import Summary
 from torchmend.profiler.runner import RunOutcome
-from torchmend.verify.reference import COMPILER, NEITHER, RESTORED, REWRITE, band_of, reference, tolerance
+from torchmend.values import Tolerance
+from torchmend.verify.reference import COMPILER, NEITHER, RESTORED, REWRITE, band_of, banded, reference
 from torchmend.verify.runs import ArmRun
 
 LOSSES = [1.0, 0.9, 0.8]
@@ -39,7 +40,9 @@ def test_the_band_is_the_originals_own_compiled_vs_eager_spread() -> None:
     assert band is not None and abs(band - 0.0012) < 1e-9  # |1.0 - 1.012| against the parameter's abs sum 10
     assert band_of(_run("c"), _run("e", losses=LOSSES[:2])) is None  # not noise: the runs went different ways
     assert band_of(_run("c"), _run("e", ended_by="error")) is None
-    assert tolerance(1e-4, band) >= band and tolerance(1e-4, None) >= 1e-4 and tolerance(1e-4, 1e-6) < 1e-3
+    fixed = Tolerance(1e-4, 1e-6)
+    assert banded(fixed, band).rtol >= band and banded(fixed, None).rtol >= 1e-4 and banded(fixed, 1e-6).rtol < 1e-3
+    assert banded(fixed, band).atol == fixed.atol
 
 
 def test_whose_difference_it_is() -> None:

@@ -152,7 +152,7 @@ def _lint(
 
     try:
         # select/ignore are applied with the suppressions, so that what they leave out is counted as suppressed
-        result = lint_paths(given, project.root, cache=not no_cache, excluded=settings.excluded)
+        result = lint_paths(given, project.folder, cache=not no_cache, excluded=settings.excluded)
     except PathNotFound as e:
         fail(ExitCode.SCRIPT_NOT_FOUND, str(e))
     # Comments are looked for only in files that have one: tokenizing every file would cost more than the lint.
@@ -179,7 +179,7 @@ def _add_ignores(findings: list[Finding], project: Project) -> list[Finding]:
     from torchmend.suppress import write_ignores
 
     try:
-        written = write_ignores(findings, project.root)
+        written = write_ignores(findings, project.folder)
     except ProjectBusy as e:
         fail(ExitCode.PROJECT_BUSY, f"nothing was written: {e}")
     except WriteRefused as e:

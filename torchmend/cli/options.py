@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from torchmend.verify.numerics import ATOL, RTOL
+from torchmend.values import Tolerance
 
 
 def finite_seconds(value: float | None) -> float | None:
@@ -280,13 +280,17 @@ Seed = Annotated[
 Rtol = Annotated[
     Optional[float],
     typer.Option(
-        min=0, help=f"Relative tolerance for losses and final parameters. Default: {RTOL}.", show_default=False
+        min=0,
+        help=f"Relative tolerance for losses and final parameters. Default: {Tolerance.rtol}.",
+        show_default=False,
     ),
 ]
 Atol = Annotated[
     Optional[float],
     typer.Option(
-        min=0, help=f"Absolute tolerance for losses and final parameters. Default: {ATOL}.", show_default=False
+        min=0,
+        help=f"Absolute tolerance for losses and final parameters. Default: {Tolerance.atol}.",
+        show_default=False,
     ),
 ]
 

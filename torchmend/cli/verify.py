@@ -7,7 +7,7 @@ import json
 import shlex
 import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -125,7 +125,7 @@ def verify(
     with stop_on_signals("the runs were stopped"):
         v, b, _ = pipeline.verify(
             before, after, project_, repeat, on_run=show_run, reference=True, timed=before.backend not in PROXY_BACKENDS,
-            **asdict(settings.tolerance),
+            tolerance=settings.tolerance,
         )  # fmt: skip
     if all(r.summary.compiles == 0 for r in b):
         fail(ExitCode.NOTHING_COMPILED, "the original script compiled nothing: there is nothing to compare")

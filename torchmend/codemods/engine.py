@@ -13,6 +13,7 @@ import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import libcst as cst
 from libcst.codemod import CodemodContext
@@ -23,6 +24,7 @@ from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.codemods.base import Codemod, Delegate, NoFix, Proposal, Refuse, Result
 from torchmend.codemods.registry import codemod_for, codemod_for_finding, last_resorts
 from torchmend.model import Finding, Where
+from torchmend.values import Root, Selection
 
 log = logging.getLogger("torchmend")
 
@@ -129,22 +131,21 @@ class Session:
 
     # --- proposing ----------------------------------------------------------------------------------
 
-    def propose(
-        self, findings: Iterable[Finding], select: list[str] | None = None, ignore: list[str] | None = None
-    ) -> list[Result]:
-        """A Proposal or a NoFix for every finding; findings that one edit fixes together share a Proposal."""
+    def propose(self, findings: Iterable[Finding], selection: Selection = Selection()) -> list[Result]:
+        """A Proposal or a NoFix for every finding; findings that one edit fixes together share a Proposal. A
+        finding whose rule `selection` leaves out gets a skipped NoFix."""
         findings = list(findings)
         self.ctx.focus(findings)  # a large file is parsed around these lines
         results: list[Result] = []
         for f in findings:
-            results.append(self._propose_one(f, select, ignore))
+            results.append(self._propose_one(f, selection))
         return self._merge(results)
 
-    def _propose_one(self, f: Finding, select: list[str] | None, ignore: list[str] | None) -> Result:
+    def _propose_one(self, f: Finding, selection: Selection) -> Result:
         """The finding's own codemod's answer, then the last resorts (registry.last_resorts): the first of theirs
         that applies stands in for a NoFix (whose reason becomes its alternative), and all of them become the last
         fallbacks of a source fix (tried only when verification refuses it)."""
-        own = self._propose_own(f, select, ignore)
+        own = self._propose_own(f, selection)
         if isinstance(own, NoFix) and own.skipped:
             return own
         extra: list[Proposal] = []
@@ -187,13 +188,13 @@ class Session:
             return NoFix(f, "no last-resort fix that edits the project and compiles", skipped=True)
         return result
 
-    def _propose_own(self, f: Finding, select: list[str] | None, ignore: list[str] | None) -> Result:
+    def _propose_own(self, f: Finding, selection: Selection) -> Result:
         rule = rules.BY_CODE.get(f.rule)
         if rule is None or rule.informational:
             return NoFix(f, "informational: nothing to change in your code", skipped=True)
         if f.expected:  # a parallel wrapper's own break (profiler/parallel.py): not the user's to fix
             return NoFix(f, f.expected, skipped=True)
-        if not rules.select([f.rule], select, ignore):
+        if not selection.selects(f.rule):
             return NoFix(f, "not selected (--select/--ignore)", skipped=True)
         codemod = codemod_for_finding(f.rule, f.cause, f.gb_id)
         if codemod is None:
@@ -319,4 +320,8 @@ class Session:
         return out
 
     def display(self, path: str) -> str:
-        return os.path.relpath(os.path.realpath(path), os.path.realpath(self.ctx.project_root))
+        """An edited file as the diff headers name it: where it really is, under the root's real folder (fix edits
+        no file a link puts outside the project, project.check_editable)."""
+        real = os.path.realpath(path)
+        root = Root(Path(self.ctx.project_root)).real()
+        return root.display(real) if root.contains(real) else os.path.relpath(real, root.path)

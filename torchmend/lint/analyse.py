@@ -23,6 +23,7 @@ from torchmend.lint.saves import compiled_saves
 from torchmend.lint.scalars import changing_numbers
 from torchmend.lint.unparsable import unparsable
 from torchmend.model import Finding
+from torchmend.values import Root
 
 log = logging.getLogger("torchmend")
 
@@ -36,7 +37,7 @@ Outcome = tuple[Path, set[str], "list[Finding] | None", str]  # path, files reac
 
 def analyse(
     paths: list[Path],
-    root: Path,
+    root: Root,
     read: Callable[[str], str],
     store: LintCache,
     findings: list[Finding],
@@ -62,28 +63,28 @@ def analyse(
 
 
 def _chunk(
-    paths: list[Path], root: Path, read: Callable[[str], str] = sources.read_source
+    paths: list[Path], root: Root, read: Callable[[str], str] = sources.read_source
 ) -> tuple[list[Outcome], int]:
     """Lint these files with one Context (a callee file is parsed once for all of them), in a thread whose stack
     and recursion limit hold deeply nested code (deep.py)."""
     return deeply(_chunk_here, paths, root, read)
 
 
-def _chunk_here(paths: list[Path], root: Path, read: Callable[[str], str]) -> tuple[list[Outcome], int]:
+def _chunk_here(paths: list[Path], root: Root, read: Callable[[str], str]) -> tuple[list[Outcome], int]:
     ctx = Recording(str(root), read, whole_files=True, torch_version=installed_torch())
     outcomes: list[Outcome] = []
     for path in paths:
         ctx.touched = set()
         try:
-            found = lint_entry(ctx, path, str(root))
+            found = lint_entry(ctx, path, root)
         except SourceError as e:
-            found = [unparsable(str(path), str(root), 1, str(e))]
+            found = [unparsable(str(path), root, 1, str(e))]
         except Exception as e:  # an analysis bug costs this file's findings, never the run
             if too_deep(e):  # deeper than even deeply() holds: the file is one TM904, as Python's refusal is
-                found = [unparsable(str(path), str(root), 1, _TOO_DEEP, who="torchmend")]
+                found = [unparsable(str(path), root, 1, _TOO_DEEP, who="torchmend")]
             else:
                 log.debug("internal error linting %s", path, exc_info=True)
-                outcomes.append((path, set(), None, f"{os.path.relpath(path, root)}: internal error: {_said(e)}"))
+                outcomes.append((path, set(), None, f"{os.path.relpath(path, root.path)}: internal error: {_said(e)}"))
                 continue
         outcomes.append((path, set(ctx.touched), found, ""))
     return outcomes, ctx.parsed
@@ -102,7 +103,7 @@ def _said(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[:200]}" if text else type(e).__name__
 
 
-def lint_entry(ctx: Context, path: Path, root: str) -> list[Finding]:
+def lint_entry(ctx: Context, path: Path, root: Root) -> list[Finding]:
     src = ctx.file(str(path))
     region = compiled_region(src, ctx)
     found: list[Finding] = []

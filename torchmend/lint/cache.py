@@ -17,6 +17,7 @@ from typing import Any
 from torchmend import __version__
 from torchmend.lint.triage import Triage, triage
 from torchmend.model import Finding
+from torchmend.values import Root
 
 _SCHEMA = 1
 
@@ -52,10 +53,10 @@ def _code_key() -> str:
 
 
 class LintCache:
-    def __init__(self, root: Path, project_files: Iterable[Path], enabled: bool = True) -> None:
+    def __init__(self, root: Root, project_files: Iterable[Path], enabled: bool = True) -> None:
         self.enabled = enabled
         # os.fsencode: a name that is not valid UTF-8 holds surrogates, which str.encode() refuses
-        self.path = cache_dir() / "lint" / (hashlib.sha256(os.fsencode(root)).hexdigest()[:20] + ".json")
+        self.path = cache_dir() / "lint" / (hashlib.sha256(os.fsencode(root.path)).hexdigest()[:20] + ".json")
         listing = hashlib.sha256(b"\n".join(map(os.fsencode, project_files))).hexdigest()
         key = {"code": _code_key() if enabled else "", "files": listing}
         self._data: dict[str, Any] = {"key": key, "triage": {}, "entries": {}}

@@ -9,15 +9,15 @@ from torchmend import rules
 from torchmend.analysis.source import SourceFile
 from torchmend.lint.checks import LIKELY, Hit
 from torchmend.lint.regions import Reached
-from torchmend.lint.unparsable import display as _display
 from torchmend.model import Finding, Location, Pattern, Severity, Where
+from torchmend.values import Root
 
 CONFIRM = "static: lint read the source and ran nothing; `torchmend scan SCRIPT` confirms it"
 
 
-def _location(src: SourceFile, node: cst.CSTNode, root: str, function: str) -> Location:
+def _location(src: SourceFile, node: cst.CSTNode, root: Root, function: str) -> Location:
     line = src.line_of(node)
-    return Location(file=_display(src.path, root), line=line, function=function, path=src.path, code=_line(src, line))
+    return Location(file=root.display(src.path), line=line, function=function, path=src.path, code=_line(src, line))
 
 
 def _line(src: SourceFile, line: int) -> str:
@@ -30,7 +30,7 @@ def _function(src: SourceFile, node: cst.CSTNode) -> str:
     return fn.name.value if isinstance(fn, cst.FunctionDef) else "<module>"
 
 
-def to_finding(src: SourceFile, hit: Hit, root: str, reached: Reached | None = None) -> Finding:
+def to_finding(src: SourceFile, hit: Hit, root: Root, reached: Reached | None = None) -> Finding:
     rule = rules.BY_CODE[hit.rule]
     line = src.line_of(hit.node)
     compiled = None
@@ -38,13 +38,13 @@ def to_finding(src: SourceFile, hit: Hit, root: str, reached: Reached | None = N
     if reached is not None:
         entry = reached.root
         compiled = _location(entry.src, entry.fn, root, entry.fn.name.value)
-        site = f"{_display(reached.site_src.path, root)}:{reached.site_src.line_of(reached.site)}"
+        site = f"{root.display(reached.site_src.path)}:{reached.site_src.line_of(reached.site)}"
         where = f" (compiled at {site}" + (f", through {entry.fn.name.value}()" if reached.entry else "") + ")"
     return Finding(
         rule=hit.rule,
         kind=rule.kind,
         title=rule.title,
-        file=_display(src.path, root),
+        file=root.display(src.path),
         line=line,
         function=_function(src, hit.node),
         path=src.path,

@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchmend import rules, sources
+from torchmend import sources
 from torchmend.lint.cache import LintCache
 from torchmend.lint.files import python_files
 from torchmend.lint.unparsable import unparsable
 from torchmend.model import Finding
+from torchmend.values import Root, Selection
 
 log = logging.getLogger("torchmend")
 
@@ -53,10 +54,9 @@ def _under(path: Path, roots: Sequence[Path]) -> bool:
 
 def lint_paths(
     paths: Sequence[Path | str],
-    root: Path | str,
+    root: Root | Path | str,
     *,
-    select: list[str] | None = None,
-    ignore: list[str] | None = None,
+    selection: Selection = Selection(),
     cache: bool = True,
     read: Callable[[str], str] = sources.read_source,
     excluded: Callable[[Path], bool] | None = None,
@@ -65,10 +65,10 @@ def lint_paths(
     files.PathNotFound for a path that does not exist; a file that does not parse is a TM904 finding. `excluded`:
     files to leave out (the configuration's `exclude`), for the project walk and the given paths alike."""
     started = time.perf_counter()
-    root = Path(os.path.abspath(root))
+    root = Root.of(root)
     given = [Path(os.path.abspath(p)) for p in paths]
     files = python_files(given)
-    project = sorted(set(python_files([root])) | set(files)) if root.is_dir() else files
+    project = sorted(set(python_files([root.path])) | set(files)) if root.path.is_dir() else files
     if excluded is not None:  # the configuration's `exclude` globs: never read, as if they were not there
         files = [f for f in files if not excluded(f)]
         project = [f for f in project if not excluded(f)]
@@ -78,7 +78,7 @@ def lint_paths(
     for path in project:
         t = store.triage(path)
         if t.error is not None:
-            findings.append(unparsable(str(path), str(root), *t.error))
+            findings.append(unparsable(str(path), root, *t.error))
         elif t.compiles:
             compiling.append(path)
 
@@ -98,7 +98,7 @@ def lint_paths(
     store.save()
 
     kept_findings = _dedupe(f for f in findings if _under(Path(f.path), given))
-    kept_findings = [f for f in kept_findings if rules.select([f.rule], select, ignore)]
+    kept_findings = [f for f in kept_findings if selection.selects(f.rule)]
     return LintResult(
         findings=sorted(kept_findings, key=lambda f: (f.file, f.line, f.rule)),
         files_checked=len(files),

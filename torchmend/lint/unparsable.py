@@ -3,25 +3,18 @@ served from the cache reports these without loading it."""
 
 from __future__ import annotations
 
-import os
-
 from torchmend import rules
 from torchmend.model import Finding, Severity, Where
+from torchmend.values import Root
 
 
-def display(path: str, root: str) -> str:
-    """The path as findings show it: relative to the project root when inside it."""
-    rel = os.path.relpath(path, root)
-    return path if rel.startswith("..") else rel
-
-
-def unparsable(path: str, root: str, line: int, message: str, who: str = "Python") -> Finding:
+def unparsable(path: str, root: Root, line: int, message: str, who: str = "Python") -> Finding:
     rule = rules.BY_CODE["TM904"]
     return Finding(
         rule="TM904",
         kind=rule.kind,
         title=rule.title,
-        file=display(path, root),
+        file=root.display(path),
         line=line,
         function="<module>",
         path=path,

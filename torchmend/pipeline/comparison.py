@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from torchmend.pipeline.inputs import root_of
 from torchmend.project import Project
-from torchmend.verify.numerics import ATOL, RTOL
+from torchmend.values import Tolerance
 from torchmend.verify.speed import own_proxy
 
 if TYPE_CHECKING:  # heavy (libcst, the runner): imported by the stage that needs it
@@ -41,8 +41,7 @@ def verify(
     after: RunSpec,
     root: Project | Path,
     repeat: int = 1,
-    rtol: float = RTOL,
-    atol: float = ATOL,
+    tolerance: Tolerance = Tolerance(),
     reuse_before: tuple[ArmRun, ...] = (),
     on_run: Callable[[RunStarted], None] | None = None,
     reference: bool = False,
@@ -69,12 +68,12 @@ def verify(
     b, a = run_arms(before, after, root, repeat, started, reuse_before)
     proxy = own_proxy(b[0].outcome.events) if before.backend is None and b else None
     how = _How(timed and proxy is None, before.backend or proxy or "")
-    v = judge(b, a, rtol, atol, root, timed=how.timed, backend=how.backend)
+    v = judge(b, a, tolerance, root, timed=how.timed, backend=how.backend)
     n = v.numerics
     if not reference or v.failure is not None or n is None or n.equal or not n.compared:
         return v, b, a
     eager = {} if eager is None else eager
-    return _with_reference(v, before, after, b, a, root, rtol, atol, on_run, eager, how), b, a
+    return _with_reference(v, before, after, b, a, root, tolerance, on_run, eager, how), b, a
 
 
 def _with_reference(
@@ -84,8 +83,7 @@ def _with_reference(
     b: list[ArmRun],
     a: list[ArmRun],
     root: Path,
-    rtol: float,
-    atol: float,
+    tolerance: Tolerance,
     on_run: Callable[[RunStarted], None] | None,
     eager: dict[str, ArmRun],
     how: _How,
@@ -94,7 +92,7 @@ def _with_reference(
     from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
     from torchmend.verify.compare import judge, restored_verdict
     from torchmend.verify.reasons import Reason
-    from torchmend.verify.reference import EAGER_COMPILE, reference, spread, tolerance
+    from torchmend.verify.reference import EAGER_COMPILE, banded, reference, spread
     from torchmend.verify.runs import run_one
 
     def one(spec: RunSpec, arm: str) -> ArmRun:
@@ -104,13 +102,13 @@ def _with_reference(
 
     if "before" not in eager:
         eager["before"] = one(before, "before (eager)")
-    ref = reference(b[0], eager["before"], a[0], one(after, "after (eager)"), rtol, atol)
+    ref = reference(b[0], eager["before"], a[0], one(after, "after (eager)"), tolerance)
     restored = restored_verdict(ref, b, a, root, timed=how.timed, backend=how.backend)
     if restored is not None:
         return restored
-    if ref.band is not None and ref.band > rtol:
-        banded = judge(b, a, tolerance(rtol, ref.band), atol, root, timed=how.timed, backend=how.backend)
-        if banded.numerics is not None and banded.numerics.equal:
+    if ref.band is not None and ref.band > tolerance.rtol:
+        widened = judge(b, a, banded(tolerance, ref.band), root, timed=how.timed, backend=how.backend)
+        if widened.numerics is not None and widened.numerics.equal:
             own = ref.compiled
             same = (
                 ""
@@ -119,8 +117,8 @@ def _with_reference(
                 if spread(own) == 0
                 else f"; the patched compiled run differs from its eager run by {spread(own):.2g} relative"
             )
-            banded = banded.noted(f"numerics equal within the noise band ({ref.band_text()}{same})", first=True)
-            return replace(banded, reference=ref)
+            widened = widened.noted(f"numerics equal within the noise band ({ref.band_text()}{same})", first=True)
+            return replace(widened, reference=ref)
     v = v.noted(ref.band_text())
     if v.verdict == REFUSED_VERDICT:
         v = v.refused(Reason(ref.kind, ref.describe()))

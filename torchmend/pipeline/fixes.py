@@ -12,6 +12,7 @@ from torchmend import sources
 from torchmend.model import Finding
 from torchmend.pipeline.inputs import root_of
 from torchmend.project import Project
+from torchmend.values import Selection
 
 if TYPE_CHECKING:  # heavy (libcst, the runner): imported by the stage that needs it
     from torchmend.codemods.base import NoFix, Proposal
@@ -103,22 +104,21 @@ class Fixes:
 def propose(
     findings: Iterable[Finding],
     root: Project | Path,
-    select: list[str] | None = None,
-    ignore: list[str] | None = None,
+    selection: Selection = Selection(),
     read: Callable[[str], str] = sources.read_source,
     torch_version: str | None = None,
 ) -> Fixes:
     """A proposal (or a NoFix with the reason) for every finding; nothing is accepted yet. `torch_version`: the
     release the code runs on (the scanned run's, or installed_torch()), whose spelling of the torch APIs the fixes
     write (analysis/torch_api.py); None: the newest read. The findings are taken as they are: a scan's are
-    select()ed already; `select`/`ignore` skip rules here too (for findings from elsewhere)."""
+    select()ed already; `selection` skips rules here too (for findings from elsewhere: its select and ignore)."""
     from torchmend.analysis.source import Context
     from torchmend.codemods.base import NoFix, Proposal
     from torchmend.codemods.engine import Session, span
     from torchmend.profiler.hotspots import parse_version
 
     session = Session(Context(str(root_of(root)), read, torch_version=parse_version(torch_version)))
-    results = session.propose(findings, select, ignore)
+    results = session.propose(findings, selection)
     proposals = sorted(
         (r for r in results if isinstance(r, Proposal)), key=lambda p: (p.path, span(session.ctx.file(p.path), p))
     )

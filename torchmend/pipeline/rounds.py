@@ -28,6 +28,7 @@ from torchmend.pipeline.events import (
     Round,
     Verified,
 )
+from torchmend.values import Tolerance
 from torchmend.verify.reasons import Reason, ReasonKind
 
 if TYPE_CHECKING:  # heavy (libcst, the runner) or annotations only: imported by the stage that needs it
@@ -49,13 +50,12 @@ class Judge:
         before: RunSpec,
         root: Path,
         repeat: int,
-        rtol: float,
-        atol: float,
+        tolerance: Tolerance,
         on_run: Callable[[RunStarted], None] | None,
         reuse: tuple[ArmRun, ...],
         timed: bool = True,
     ) -> None:
-        self.before, self.root, self.repeat, self.rtol, self.atol = before, root, repeat, rtol, atol
+        self.before, self.root, self.repeat, self.tolerance = before, root, repeat, tolerance
         self.on_run, self.reuse, self.timed = on_run, reuse, timed
         self.eager: dict[str, ArmRun] = {}  # the original's eager run, made once
 
@@ -88,7 +88,7 @@ class Judge:
             dv, b_runs, a_runs = self._in_distribution(after)
             return dv.noted(*restored, first=True), b_runs, a_runs
         v, b_runs, a_runs = verify(
-            self.before, after, self.root, self.repeat, self.rtol, self.atol, self.reuse, self.on_run, True, self.eager,
+            self.before, after, self.root, self.repeat, self.tolerance, self.reuse, self.on_run, True, self.eager,
             self.timed,
         )  # fmt: skip
         self.reuse = tuple(b_runs)
@@ -128,7 +128,13 @@ class Judge:
         # counts and failures of the first seed, the times of every seed; the numbers are judged below. A huge finite
         # tolerance, not inf: inf * 0 is nan, which would refuse a parameter whose magnitude is 0 (SeamlessM4TModel).
         v = judge(
-            b[:1], a[:1], 1e300, 1e300, self.root, timing=(b, a), timed=self.timed, backend=self.before.backend or ""
+            b[:1],
+            a[:1],
+            Tolerance(1e300, 1e300),
+            self.root,
+            timing=(b, a),
+            timed=self.timed,
+            backend=self.before.backend or "",
         )
         dist = compare_distributions(seeds, [r.end for r in b], [r.end for r in a])
         failed = failed_seeds(seeds, b, a, self.root)

@@ -36,7 +36,7 @@ def select(
     is added to its reason). `files`: where else to look for comments (default: the files the findings point at)."""
     project = Project.of(project)
     chosen = settings_for(project, settings).selection
-    return apply_suppressions(findings, project.root, selection=chosen, files=files, hint=hint)
+    return apply_suppressions(findings, project.folder, chosen, files=files, hint=hint)
 
 
 @dataclass

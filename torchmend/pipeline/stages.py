@@ -49,8 +49,6 @@ def verify_rounds(
     backend: str | None = None,
     screen: str | None = None,
     repeat: int = 1,
-    rtol: float | None = None,
-    atol: float | None = None,
     on_run: Callable[[RunStarted], None] | None = None,
     follow_up: bool = False,
 ) -> Iterator[Event]:
@@ -66,7 +64,7 @@ def verify_rounds(
     when the judging stage ran on the script's own backend and measured a gain (verdict improved); otherwise it is
     withdrawn (Dropped) and the rest judged again. Yields Stage as each stage begins, Rounds (Probes while
     bisecting, Dropped after a refusal, Retry before the retry) and one Verified last. The scan is reused as the
-    first before-run of the stage whose backend it ran on, when it ran cold. `rtol` and `atol` default to the
+    first before-run of the stage whose backend it ran on, when it ran cold. The numbers are judged with the
     settings' tolerance. With `follow_up` (fix --yes: nobody is asked), a verified round whose patched run shows a
     finding a safe last resort fixes adds that change and verifies once more (FollowUp), in the first stage."""
     from torchmend.verify.failure import failure_of
@@ -76,11 +74,8 @@ def verify_rounds(
     project = Project.of(root)
     root = project.root
     resolved = settings_for(project, settings)
-    tolerance = resolved.tolerance
     # the safeties the settings opt into: a global setting's local fallback of these may take its place
     opted = frozenset(k for k, on in (("unsafe", resolved.unsafe), ("random-stream", resolved.random_stream)) if on)
-    rtol = tolerance.rtol if rtol is None else rtol
-    atol = tolerance.atol if atol is None else atol
     session = fixes.session
     versions = {"torch": scan.summary.torch_version or ""}
     tried: list[Refusal] = []
@@ -99,7 +94,7 @@ def verify_rounds(
                 screen = spec.backend
     if screen is not None and screen != backend:
         yield Stage(StageKind.SCREEN, spec.backend, 1)
-        screening = Judge(spec, root, 1, rtol, atol, on_run, reuse, timed=False)
+        screening = Judge(spec, root, 1, resolved.tolerance, on_run, reuse, timed=False)
         screened = yield from rounds(screening, session, versions, tried, follow_up)
         if not screened.ok:
             yield screened
@@ -124,7 +119,7 @@ def verify_rounds(
             yield Verified(VERIFIED if session.accepted else NONE_HELPED, tuple(session.accepted), v, tuple(tried))
             return
         reuse = (first,)
-    judging = Judge(spec, root, repeat, rtol, atol, on_run, reuse, timed=timed)
+    judging = Judge(spec, root, repeat, resolved.tolerance, on_run, reuse, timed=timed)
     done = yield from rounds(judging, session, versions, tried, follow_up)
     if done.ok and any(p.global_setting for p in session.accepted):
         from torchmend.verify.compare import IMPROVED

@@ -55,6 +55,7 @@ from torchmend.profiler.userframe import (
     out_of_generated_break,
     out_of_generated_guard,
 )
+from torchmend.values import Root
 
 PROJECT, LIBRARY, OUTSIDE = Where.PROJECT, Where.LIBRARY, Where.OUTSIDE
 
@@ -84,10 +85,8 @@ class Places:
         return str((self.root / path).resolve()) if (self.root / path).exists() else path
 
     def display(self, path: str) -> str:
-        real = os.path.realpath(path)
-        if self.where(path) == PROJECT:
-            return os.path.relpath(real, self.root)
-        return path
+        """A project file where it really is (links followed), shown under the root; any other path as it is."""
+        return Root(self.root).display(os.path.realpath(path)) if self.where(path) == PROJECT else path
 
     def location(self, frame: Frame) -> Location:
         path = self.absolute(frame.file)

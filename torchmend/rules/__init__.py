@@ -261,9 +261,3 @@ def closest_codes(value: str) -> list[str]:
         return [value.strip().upper()]
     names = [r.code for r in RULES] + sorted({r.code[:3] for r in RULES})
     return difflib.get_close_matches(value.strip().upper(), names, n=3, cutoff=0.6)
-
-
-def select(codes: list[str], select: list[str] | None, ignore: list[str] | None) -> list[str]:
-    """Codes kept by --select/--ignore prefixes (e.g. --select TM1 --ignore TM104)."""
-    kept = [c for c in codes if not select or any(c.startswith(p) for p in select)]
-    return [c for c in kept if not ignore or not any(c.startswith(p) for p in ignore)]

@@ -16,8 +16,9 @@ from typing import Any
 from torchmend.model import StrEnum
 from torchmend.profiler.failures import exception_summary
 from torchmend.profiler.runner import RunOutcome
+from torchmend.values import Tolerance
 from torchmend.verify.failure import RunFailure, failure_of
-from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
+from torchmend.verify.numerics import Comparison, compare
 from torchmend.verify.reasons import Reason, ReasonKind
 from torchmend.verify.reference import RESTORED, Reference
 from torchmend.verify.runs import ArmRun
@@ -238,8 +239,7 @@ def _device(runs: list[ArmRun]) -> str:
 def judge(
     before: list[ArmRun],
     after: list[ArmRun],
-    rtol: float = RTOL,
-    atol: float = ATOL,
+    tol: Tolerance = Tolerance(),
     root: Path | None = None,
     *,
     timed: bool = True,
@@ -264,7 +264,7 @@ def judge(
     ]
     reasons: list[Reason] = []
     notes: list[str] = []
-    numerics = compare(before[0].end, after[0].end, rtol, atol) if before and after else None
+    numerics = compare(before[0].end, after[0].end, tol) if before and after else None
     failure = _failure(before, after, root, reasons, notes)
     original = next((f for r in before[:1] for f in [failure_of(r, root)] if f is not None), None)
     if numerics is not None and not numerics.equal:
@@ -376,7 +376,7 @@ def restored_verdict(
     None for any other reference: the gate stays as it was."""
     if ref.whose != RESTORED:
         return None
-    v = judge(before, after, 1e300, 1e300, root, timed=timed, backend=backend)
+    v = judge(before, after, Tolerance(1e300, 1e300), root, timed=timed, backend=backend)
     return replace(v, numerics=ref.restored, reference=ref, notes=(ref.describe(), *v.notes))
 
 

@@ -11,9 +11,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-# Default tolerances for compare(): |a - b| <= ATOL + RTOL * max(|a|, |b|).
-RTOL = 1e-4
-ATOL = 1e-6
+from torchmend.values import Tolerance  # the default tolerances: |a - b| <= atol + rtol * max(|a|, |b|)
 
 
 def capture_of(end: dict[str, Any]) -> dict[str, Any]:
@@ -130,12 +128,12 @@ class Comparison:
         return "; ".join(parts) or "numerics differ"
 
 
-def _close(a: float, b: float, rtol: float, atol: float) -> bool:
+def _close(a: float, b: float, tol: Tolerance) -> bool:
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
     if math.isinf(a) or math.isinf(b):
         return a == b
-    return abs(a - b) <= atol + rtol * max(abs(a), abs(b))
+    return abs(a - b) <= tol.atol + tol.rtol * max(abs(a), abs(b))
 
 
 def _diffs(a: float, b: float) -> tuple[float, float]:
@@ -149,7 +147,7 @@ def _diffs(a: float, b: float) -> tuple[float, float]:
     return diff, (diff / scale if scale else 0.0)
 
 
-def _fingerprint_diff(a: dict[str, Any], b: dict[str, Any], rtol: float, atol: float) -> tuple[bool, str, float]:
+def _fingerprint_diff(a: dict[str, Any], b: dict[str, Any], tol: Tolerance) -> tuple[bool, str, float]:
     """Two fingerprints with the same shape and dtype: (within tolerance, the field that differs most, by how
     much relative to the tensor's magnitude). Sums are measured against the sum of |x|, not the sum itself."""
     equal, worst, worst_rel = True, "sum", -1.0
@@ -161,11 +159,11 @@ def _fingerprint_diff(a: dict[str, Any], b: dict[str, Any], rtol: float, atol: f
     for key, scale in scales.items():
         x, y = a[key], b[key]
         if math.isnan(x) or math.isnan(y) or math.isinf(x) or math.isinf(y):
-            ok = _close(x, y, rtol, atol)
+            ok = _close(x, y, tol)
             rel = 0.0 if ok else math.inf
         else:
             diff = abs(x - y)
-            ok = diff <= atol + rtol * scale
+            ok = diff <= tol.atol + tol.rtol * scale
             rel = diff / scale if scale else (0.0 if diff == 0 else math.inf)
         equal = equal and ok
         if rel > worst_rel:
@@ -174,7 +172,7 @@ def _fingerprint_diff(a: dict[str, Any], b: dict[str, Any], rtol: float, atol: f
 
 
 def _compare_params(
-    before: list[Any] | None, after: list[Any] | None, rtol: float, atol: float
+    before: list[Any] | None, after: list[Any] | None, tol: Tolerance
 ) -> tuple[bool | None, int, ParamDiff | None, str]:
     if before is None or after is None:
         which = " and ".join(n for n, p in (("before", before), ("after", after)) if p is None)
@@ -201,7 +199,7 @@ def _compare_params(
                     ParamDiff(i, a.get("shape"), key, math.inf),
                     f"parameter {i}: {key} {a.get(key)} before, {b.get(key)} after",
                 )
-        ok, key, rel = _fingerprint_diff(a, b, rtol, atol)
+        ok, key, rel = _fingerprint_diff(a, b, tol)
         equal = equal and ok
         if worst is None or rel > worst.rel_diff:
             worst = ParamDiff(i, a.get("shape"), key, rel)
@@ -209,9 +207,7 @@ def _compare_params(
     return equal, len(before), worst, note
 
 
-def _call_diff(
-    k: int, a: dict[str, Any], b: dict[str, Any], rtol: float, atol: float
-) -> tuple[OutputDiff | None, float]:
+def _call_diff(k: int, a: dict[str, Any], b: dict[str, Any], tol: Tolerance) -> tuple[OutputDiff | None, float]:
     """The first difference between two runs' k-th call of a compiled function (None: within tolerance),
     and the largest relative difference of its tensors' numbers."""
     fn = a.get("fn")
@@ -230,7 +226,7 @@ def _call_diff(
             continue
         if "sum" not in x or "sum" not in y:  # a tensor subclass, not read (in both runs when shapes agree)
             continue
-        ok, field, rel = _fingerprint_diff(x, y, rtol, atol)
+        ok, field, rel = _fingerprint_diff(x, y, tol)
         largest = max(largest, rel)
         if not ok and first is None:
             first = OutputDiff(k, fn, i, field, x[field], y[field], rel)
@@ -252,7 +248,7 @@ def _describe_output_diff(d: OutputDiff, before: int, after: int, prefix: int) -
 
 
 def _compare_outputs(
-    before: list[Any] | None, after: list[Any] | None, rtol: float, atol: float
+    before: list[Any] | None, after: list[Any] | None, tol: Tolerance
 ) -> tuple[bool | None, int, OutputDiff | None, float, str]:
     if before is None or after is None:
         which = " and ".join(n for n, o in (("before", before), ("after", after)) if o is None)
@@ -263,7 +259,7 @@ def _compare_outputs(
     first: OutputDiff | None = None
     largest = 0.0
     for k in range(n):
-        diff, rel = _call_diff(k, before[k], after[k], rtol, atol)
+        diff, rel = _call_diff(k, before[k], after[k], tol)
         largest = max(largest, rel)
         if first is None and diff is not None:
             first = diff
@@ -275,14 +271,14 @@ def _compare_outputs(
     return False, n, first, largest, _describe_output_diff(first, len(before), len(after), n)
 
 
-def compare(before: dict[str, Any], after: dict[str, Any], rtol: float = RTOL, atol: float = ATOL) -> Comparison:
+def compare(before: dict[str, Any], after: dict[str, Any], tol: Tolerance = Tolerance()) -> Comparison:
     """Compare two runs' captures (END events, or `capture_of` them).
 
-    Two values agree when |a - b| <= atol + rtol * max(|a|, |b|); a parameter's sums are compared
+    Two values agree when |a - b| <= tol.atol + tol.rtol * max(|a|, |b|); a parameter's sums are compared
     against its magnitude (its sum of |x|, or the probe's weighted sum of |x|) instead of the sum itself,
     which can cancel to near zero. NaN equals NaN only at the same step; infinities equal themselves.
 
-    Defaults: rtol = 1e-4, atol = 1e-6. Float32 arithmetic done in another order (a fused or reordered
+    Defaults (Tolerance()): rtol = 1e-4, atol = 1e-6. Float32 arithmetic done in another order (a fused or reordered
     reduction) differs by about 1e-7 relative per step; compounded over a few hundred steps that is a
     few 1e-5, inside 1e-4 with room to spare. A genuinely different computation (a loss scaled by
     1.01, a changed learning rate, a dropped term) moves the loss by 1e-3 or more and fails. atol only
@@ -304,19 +300,19 @@ def compare(before: dict[str, Any], after: dict[str, Any], rtol: float = RTOL, a
         a, b = la[i], lb[i]
         d_abs, d_rel = _diffs(a, b)
         max_abs, max_rel = max(max_abs, d_abs), max(max_rel, d_rel)
-        if first is None and not _close(a, b, rtol, atol):
+        if first is None and not _close(a, b, tol):
             first = Divergence(i, a, b)
     if first is None and len(la) != len(lb):
         first = Divergence(n, la[n] if n < len(la) else None, lb[n] if n < len(lb) else None)
-    p_equal, p_count, worst, note = _compare_params(before.get("params"), after.get("params"), rtol, atol)
+    p_equal, p_count, worst, note = _compare_params(before.get("params"), after.get("params"), tol)
     oa, ob = before.get("outputs"), after.get("outputs")
     if la or lb:
         o_equal, o_count, o_first, o_rel, o_note = None, 0, None, 0.0, "losses compared instead"
     else:
-        o_equal, o_count, o_first, o_rel, o_note = _compare_outputs(oa, ob, rtol, atol)
+        o_equal, o_count, o_first, o_rel, o_note = _compare_outputs(oa, ob, tol)
     return Comparison(
-        rtol,
-        atol,
+        tol.rtol,
+        tol.atol,
         first is None,
         len(la),
         len(lb),

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchmend.model import StrEnum
-from torchmend.verify.numerics import ATOL, RTOL, Comparison, compare
+from torchmend.values import Tolerance
+from torchmend.verify.numerics import Comparison, compare
 from torchmend.verify.reasons import ReasonKind
 from torchmend.verify.runs import ArmRun
 
@@ -69,16 +70,16 @@ def band_of(compiled: ArmRun, eager: ArmRun) -> float | None:
     dynamo: then it is not noise)."""
     if compiled.failed or eager.failed or host_random(compiled):
         return None
-    c = compare(compiled.end, eager.end, RTOL, ATOL)
+    c = compare(compiled.end, eager.end)
     if c.losses_before != c.losses_after:
         return None
     value = spread(c)
     return value if math.isfinite(value) else None
 
 
-def tolerance(rtol: float, band: float | None) -> float:
-    """The relative tolerance the gate applies: the fixed one, or the band when that is larger."""
-    return max(rtol, band or 0.0) * (1 + 1e-9)  # the band itself is within it, whatever the rounding
+def banded(fixed: Tolerance, band: float | None) -> Tolerance:
+    """The tolerance the gate applies: the fixed relative one, or the band when that is larger (atol as fixed)."""
+    return Tolerance(max(fixed.rtol, band or 0.0) * (1 + 1e-9), fixed.atol)  # the band is within it, rounded
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class Reference:
 
     @property
     def tolerance(self) -> float:
-        return tolerance(self.rtol, self.band)
+        return banded(Tolerance(self.rtol), self.band).rtol
 
     def band_text(self) -> str:
         if self.band is None and self.stream:
@@ -178,27 +179,28 @@ def reference(
     before_eager: ArmRun,
     after_compiled: ArmRun,
     after_eager: ArmRun,
-    rtol: float = RTOL,
-    atol: float = ATOL,
+    fixed: Tolerance = Tolerance(),
 ) -> Reference:
     """Whose difference it is, from the four runs (the band from the original's two)."""
     band = band_of(before_compiled, before_eager)
     stream = host_random(before_compiled)
     failed = " and ".join(n for n, r in (("original", before_eager), ("patched", after_eager)) if r.failed)
     if failed:
-        return Reference(band, rtol, NEITHER, None, None, eager_failed=failed, stream=stream)
-    tol = tolerance(rtol, band)
+        return Reference(band, fixed.rtol, NEITHER, None, None, eager_failed=failed, stream=stream)
+    tol = banded(fixed, band)
     # Eager against eager: the same program runs the same ops, so only the fixed tolerance applies (a float
     # buffer's float32 arithmetic in place of Python's doubles stays far inside it).
-    rewrite = compare(before_eager.end, after_eager.end, rtol, atol)
-    compiled = compare(after_eager.end, after_compiled.end, tol, atol)
+    rewrite = compare(before_eager.end, after_eager.end, fixed)
+    compiled = compare(after_eager.end, after_compiled.end, tol)
     if not (rewrite.compared and compiled.compared):  # nothing recorded eagerly: no evidence either way
-        return Reference(band, rtol, NEITHER, rewrite, compiled, stream=stream)
+        return Reference(band, fixed.rtol, NEITHER, rewrite, compiled, stream=stream)
     # The patched compiled run against the original eager run, with the fixed tolerance: the program as it means
     # to compute, restored under compile where the original compiled run was what differed.
-    restored = compare(before_eager.end, after_compiled.end, rtol, atol)
-    original = compare(before_eager.end, before_compiled.end, rtol, atol)
+    restored = compare(before_eager.end, after_compiled.end, fixed)
+    original = compare(before_eager.end, before_compiled.end, fixed)
     if rewrite.equal and restored.compared and restored.equal and not original.equal and not after_compiled.failed:
-        return Reference(band, rtol, RESTORED, rewrite, compiled, restored=restored, original=original, stream=stream)
+        return Reference(
+            band, fixed.rtol, RESTORED, rewrite, compiled, restored=restored, original=original, stream=stream
+        )
     whose = REWRITE if not rewrite.equal else COMPILER if not compiled.equal else NEITHER
-    return Reference(band, rtol, whose, rewrite, compiled, stream=stream)
+    return Reference(band, fixed.rtol, whose, rewrite, compiled, stream=stream)

@@ -5,7 +5,7 @@ parameters are compared as distributions.
 
 The test, per training step and per parameter fingerprint (its sum): Welch's statistic
 t = |mean_before - mean_after| / sqrt(var_before / n + var_after / n) over the n seeds of each arm, with a floor on the
-denominator of ATOL + RTOL * |mean| (so arms that agree exactly, or nearly, are not split by a zero variance).
+denominator of atol + rtol * |mean| (the default Tolerance) (so arms that agree exactly, or nearly, are not split by a zero variance).
 Equivalent in distribution when every t <= T_MAX. T_MAX = 4.0 is about a two-sided p of 0.007 per comparison at the
 ~6 degrees of freedom of 4 seeds per arm: strict enough to catch a rewrite that changes the math at the scale of
 the seed-to-seed spread, loose enough that four seeds do not refuse an equal distribution by chance. With 4 seeds the
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from torchmend.profiler.runner import RunSpec
-from torchmend.verify.numerics import ATOL, RTOL
+from torchmend.values import Tolerance
 from torchmend.verify.runs import ArmRun
 
 SEEDS = 4
@@ -74,7 +74,7 @@ class Distribution:
         return f"{head}: {seeds}, {test}{worst}"
 
 
-def welch(before: Sequence[float], after: Sequence[float], rtol: float = RTOL, atol: float = ATOL) -> float:
+def welch(before: Sequence[float], after: Sequence[float], tol: Tolerance = Tolerance()) -> float:
     """|mean difference| over its standard error, the error floored at atol + rtol * |mean| (inf for a NaN on
     one side only)."""
     nan_b, nan_a = any(math.isnan(x) for x in before), any(math.isnan(x) for x in after)
@@ -83,7 +83,7 @@ def welch(before: Sequence[float], after: Sequence[float], rtol: float = RTOL, a
     mb, ma = statistics.fmean(before), statistics.fmean(after)
     vb = statistics.variance(before) if len(before) > 1 else 0.0
     va = statistics.variance(after) if len(after) > 1 else 0.0
-    floor = atol + rtol * max(abs(mb), abs(ma))
+    floor = tol.atol + tol.rtol * max(abs(mb), abs(ma))
     return abs(mb - ma) / max(math.sqrt(vb / len(before) + va / len(after)), floor)
 
 
