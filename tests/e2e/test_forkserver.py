@@ -95,3 +95,23 @@ def test_another_environment_gets_another_server(project: Path) -> None:
     # a run's own caches are read when used: the same server serves it
     run(_spec(project, ("TORCH_SHOW_CPP_STACKTRACES", "1"), ("TORCHINDUCTOR_CACHE_DIR", str(project / "c"))))
     assert forkserver._server is after
+
+
+def test_a_fresh_run_does_not_stand_in_for_forked_before_runs(project: Path) -> None:
+    """A scan made before any server (a fresh interpreter: its first compile includes inductor's imports) is not
+    timed among forked runs: the verification warms the server and runs its before-arm again, and says so."""
+    from torchmend import pipeline
+    from torchmend.verify.runs import from_outcome
+
+    script = project / "train.py"
+    script.write_text(
+        "import torch\nm = torch.nn.Linear(2, 2)\nf = torch.compile(m, backend='eager')\n"
+        "for _ in range(2):\n    f(torch.ones(1, 2)).sum().backward()\n"
+    )
+    spec = RunSpec(script=script, cwd=project)
+    fresh = from_outcome("before", 0, run(spec), project)
+    assert not fresh.outcome.forked
+    started: list[pipeline.RunStarted] = []
+    _, before, after = pipeline.verify(spec, spec, project, reuse_before=(fresh,), on_run=started.append)
+    assert [(s.arm, s.number, s.total) for s in started] == [("before", 1, 2), ("after", 2, 2)]
+    assert before[0] is not fresh and before[0].outcome.forked and after[0].outcome.forked

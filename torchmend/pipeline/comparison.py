@@ -55,15 +55,18 @@ def verify(
     refusal says whose difference it is. `eager` keeps the original's eager run between calls ("before"). `timed`:
     these runs judge speed (verify/speed.py); a screening stage's do not."""
     from torchmend.verify.compare import judge
-    from torchmend.verify.runs import run_arms
+    from torchmend.verify.runs import run_arms, standing_in
 
     root = root_of(root)
+    reuse_before = standing_in(before, reuse_before)
     total = repeat * 2 - min(len(reuse_before), repeat)
-    count = iter(range(1, total + 1))
+    count = 0
 
     def started(arm: str, i: int) -> None:
+        nonlocal count
+        count += 1
         if on_run is not None:
-            on_run(RunStarted(arm, i, next(count), total))
+            on_run(RunStarted(arm, i, count, total))
 
     b, a = run_arms(before, after, root, repeat, started, reuse_before)
     proxy = own_proxy(b[0].outcome.events) if before.backend is None and b else None

@@ -51,10 +51,7 @@ def run_arms(
     """Run each arm `repeat` times, interleaved. `reuse_before` stands in for the first before-runs
     (runs already made with the same spec: fix's scan, or an earlier round)."""
     runs: dict[str, list[ArmRun]] = {BEFORE: [], AFTER: []}
-    forkserver.warm(before.python)
-    # A run stands in only for runs started alike: a fresh interpreter's first compile includes inductor's imports
-    forked = forkserver.serving(before.python, dict(before.env))
-    reuse_before = tuple(r for r in reuse_before if r.outcome.forked == forked)
+    reuse_before = standing_in(before, reuse_before)
     scratch = Path(tempfile.mkdtemp(prefix="torchmend-verify-"))
     try:
         for i in range(repeat):
@@ -74,6 +71,15 @@ def run_arms(
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return runs[BEFORE], runs[AFTER]
+
+
+def standing_in(before: RunSpec, reuse_before: tuple[ArmRun, ...]) -> tuple[ArmRun, ...]:
+    """The runs made already that may stand in for the first before-runs of `before`: only those started as its runs
+    will be (a fresh interpreter's first compile includes inductor's imports, a fork's does not). Warms the fork
+    server: what compares arms runs the script several times."""
+    forkserver.warm(before.python)
+    forked = not before.ranked and forkserver.serving(before.python, dict(before.env))
+    return tuple(r for r in reuse_before if r.outcome.forked == forked)
 
 
 def run_one(spec: RunSpec, root: Path, arm: str, index: int = 0) -> ArmRun:
