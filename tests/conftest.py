@@ -96,6 +96,28 @@ def pytest_configure(config: pytest.Config) -> None:
         config._torchmend_tmp_before = _leftovers()  # type: ignore[attr-defined]
         config._torchmend_events = tempfile.mkdtemp(prefix="torchmend-test-events-")  # type: ignore[attr-defined]
         os.environ[_EVENTS_ENV] = config._torchmend_events  # type: ignore[attr-defined]
+        config._torchmend_forkserver = _shared_forkserver(Path(config._torchmend_events))  # type: ignore[attr-defined]
+
+
+def _shared_forkserver(folder: Path) -> subprocess.Popen[bytes] | None:
+    """One fork server for the session's runs (profiler/forkserver.py), named to every worker and every CLI the
+    tests start by $TORCHMEND_FORKSERVER: a run skips torch's imports wherever its environment is the session's
+    (a test that sets one of torch's variables gets a fresh interpreter). TORCHMEND_TEST_FRESH=1: none, every run
+    as a user's scan runs. tests/e2e/test_faults.py and test_forkserver.py run without it."""
+    from torchmend.profiler.forkserver import SHARED_ENV
+
+    if os.environ.get("TORCHMEND_TEST_FRESH", "") not in ("", "0") or sys.platform != "linux":
+        return None
+    path = folder / "forkserver.sock"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torchmend.profiler.zygote", "--listen", str(path)],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd="/",
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    os.environ[SHARED_ENV] = str(path)
+    return proc
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -104,6 +126,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     owned = getattr(session.config, "_torchmend_events", None)
     if owned is None:  # an xdist worker: the controller cleans up once every worker is done
         return
+    server = getattr(session.config, "_torchmend_forkserver", None)
+    if server is not None:
+        server.kill()
+        server.wait()
     shutil.rmtree(owned, ignore_errors=True)
     os.environ.pop(_EVENTS_ENV, None)
     before = session.config._torchmend_tmp_before  # type: ignore[attr-defined]

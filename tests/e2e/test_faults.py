@@ -24,6 +24,16 @@ from torchmend.store import journal
 
 pytestmark = pytest.mark.faults
 
+
+@pytest.fixture(autouse=True)
+def _as_a_user_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Faults are met as a user's runs meet them: fresh interpreters, and fix's own fork server, not the session's
+    shared one (tests/conftest.py)."""
+    from torchmend.profiler.forkserver import SHARED_ENV
+
+    monkeypatch.delenv(SHARED_ENV, raising=False)
+
+
 FIX = ("--yes", "--unsafe", "--no-verify", "--steps", "3")
 # Two files, one print each (the print codemod guards each: one change per file).
 TRAIN = """import torch

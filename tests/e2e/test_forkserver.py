@@ -41,9 +41,10 @@ def _lines(outcome: RunOutcome) -> dict[str, str]:
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Iterator[Path]:
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (tmp_path / "proj").mkdir()
     (tmp_path / "proj" / "probe.py").write_text(SCRIPT)
+    monkeypatch.delenv(forkserver.SHARED_ENV, raising=False)  # the session's shared server (tests/conftest.py)
     forkserver.stop()
     yield tmp_path / "proj"
     forkserver.stop()  # the other tests of this worker start as a process that warmed nothing
@@ -55,13 +56,13 @@ def _spec(project: Path, *env: tuple[str, str]) -> RunSpec:
 
 def test_forked_runs_match_a_fresh_interpreter_and_share_one_server(project: Path) -> None:
     fresh = run(_spec(project))
-    assert forkserver._server is None  # nobody warmed a server: a run starts a fresh interpreter
+    assert forkserver._own_server is None  # nobody warmed a server: a run starts a fresh interpreter
     forkserver.warm()  # as fix, verify and the verification API do
     first = run(_spec(project))
-    server = forkserver._server
-    assert server is not None and server.ready
+    server = forkserver._own_server
+    assert server is not None and server.hello().get("ready") is True
     second = run(_spec(project))
-    assert forkserver._server is server  # the same environment: the same server
+    assert forkserver._own_server is server  # the same environment: the same server
 
     seen = [_lines(o) for o in (fresh, first, second)]
     for outcome in (fresh, first, second):
@@ -78,23 +79,23 @@ def test_forked_runs_match_a_fresh_interpreter_and_share_one_server(project: Pat
     for key in ("torch_seed", "numpy"):  # the generators seeded at import are drawn afresh in each fork
         assert len({lines[key] for lines in seen}) == 3, seen
     assert [lines["preloaded"] for lines in seen] == ["False", "True", "True"]  # the forks skipped the imports
-    assert first.start.get("pid") != server.proc.pid
+    assert server.proc is not None and first.start.get("pid") != server.proc.pid
 
 
 def test_another_environment_gets_another_server(project: Path) -> None:
     forkserver.warm()
     assert _lines(run(_spec(project, (forkserver.FRESH_ENV, "1"))))["preloaded"] == "False"  # asked for: fresh
     run(_spec(project))
-    before = forkserver._server
+    before = forkserver._own_server
     assert before is not None
     # not one of the variables a run sets for itself: torch may read it at import, so it needs its own server
     changed = run(_spec(project, ("TORCH_SHOW_CPP_STACKTRACES", "1")))
     assert _lines(changed)["preloaded"] == "True"
-    after = forkserver._server
-    assert after is not before and before.proc.poll() is not None  # the old one has left
+    after = forkserver._own_server
+    assert after is not before and before.proc is not None and before.proc.poll() is not None  # the old one left
     # a run's own caches are read when used: the same server serves it
     run(_spec(project, ("TORCH_SHOW_CPP_STACKTRACES", "1"), ("TORCHINDUCTOR_CACHE_DIR", str(project / "c"))))
-    assert forkserver._server is after
+    assert forkserver._own_server is after
 
 
 def test_a_fresh_run_does_not_stand_in_for_forked_before_runs(project: Path) -> None:
@@ -115,3 +116,36 @@ def test_a_fresh_run_does_not_stand_in_for_forked_before_runs(project: Path) -> 
     _, before, after = pipeline.verify(spec, spec, project, reuse_before=(fresh,), on_run=started.append)
     assert [(s.arm, s.number, s.total) for s in started] == [("before", 1, 2), ("after", 2, 2)]
     assert before[0] is not fresh and before[0].outcome.forked and after[0].outcome.forked
+
+
+def test_a_shared_server_forks_the_runs_of_every_process_that_names_it(project: Path, tmp_path: Path) -> None:
+    """$TORCHMEND_FORKSERVER (as the test session has one): the server is the runs' parent and says how they ended;
+    a run past its time budget is stopped, its whole group with it."""
+    import subprocess
+    import time
+
+    path = tmp_path / "shared.sock"
+    env = {**os.environ, "FS_PROBE": "yes"}
+    server = subprocess.Popen([sys.executable, "-m", "torchmend.profiler.zygote", "--listen", str(path)], env=env)
+    try:
+        while not path.exists():
+            time.sleep(0.05)
+        shared = (forkserver.SHARED_ENV, str(path))
+        runs = [run(_spec(project, shared)) for _ in range(2)]
+        for outcome in runs:
+            lines = _lines(outcome)
+            assert (outcome.ended_by, outcome.returncode) == ("exit", 3), outcome.output_tail
+            assert (lines["parent"], lines["preloaded"], lines["session"]) == (str(server.pid), "True", "True")
+        assert runs[0].forked and _lines(runs[0])["numpy"] != _lines(runs[1])["numpy"]
+        assert forkserver._own_server is None  # nothing of this process's own was started
+
+        (project / "hang.py").write_text(
+            "import subprocess, time\nsubprocess.Popen(['sleep', '300'])\ntime.sleep(300)\n"
+        )
+        hung = run(RunSpec(script=project / "hang.py", cwd=project, timeout=3, env=(("FS_PROBE", "yes"), shared)))
+        assert hung.ended_by == "timeout" and hung.forked
+        sleepers = subprocess.run(["pgrep", "-f", "sleep 300"], capture_output=True, text=True).stdout.split()
+        assert not [p for p in sleepers if int(p) != os.getpid()]  # the script's own subprocess went with it
+    finally:
+        server.kill()
+        server.wait()

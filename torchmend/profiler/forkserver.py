@@ -1,20 +1,24 @@
-"""A fork server for the runs: torch imported once, each run a fork of it.
+"""Runs forked from a server that imported torch once (the runner's side; profiler/zygote.py is the server's).
 
 Every run used to start a fresh interpreter that imported torch, dynamo and inductor: about 5 s of a 2-core
 machine's time before the script's first line, for every run of a fix (the scan, each arm of each round, each
-probe). A command that runs the script more than once (fix, verify, tune) warms a server: one interpreter, started
-with the runs' environment, that imports those once and forks one process per run, which then sets itself up as
-`python -m torchmend.profiler.child` would: its own session, its output to the run's log, its stdin, its folder,
-its environment, the random generators seeded at import drawn afresh.
+probe). A command that runs the script more than once (fix, verify) warms a server of its own: one interpreter,
+started with the runs' environment, that imports those once and forks one process per run, which then sets itself
+up as `python -m torchmend.profiler.child` would: its own session, its output to the run's log, its stdin, its
+folder, its environment, the random generators seeded at import drawn afresh. That run is this process's own child,
+as a plain subprocess is: the server forks a middle process that forks the run's and exits, and this process is
+the children's subreaper (Linux's PR_SET_CHILD_SUBREAPER), so the orphan is re-parented here, its exit status is
+ours to wait for, and its pid stays taken until we reap it.
 
-The child is the runner's own child, as a plain subprocess is: the server forks a middle process that forks the
-run's process and exits, and this process is the children's subreaper (Linux's PR_SET_CHILD_SUBREAPER), so the
-orphan is re-parented here, its exit status is ours to wait for, and its pid stays taken until we reap it.
+A server shared by many torchmend processes (the test suite starts one for its session) is named by
+$TORCHMEND_FORKSERVER, the path of its socket; it is its runs' parent and says when they end. Every run whose
+interpreter and environment it serves is forked there, a scan's too.
 
 Not used (a fresh interpreter instead) for runs under torchrun, off Linux, with TORCHMEND_FRESH_INTERPRETER=1, and
-whenever the server cannot start or serve. A server serves one interpreter and one environment: a run whose
-environment differs in anything but the variables a run sets for itself (read when used, not at import) gets a
-new server. Where an NVIDIA device is present only torch itself is imported before the fork (importing it never
+whenever a server cannot start or serve. A server serves one interpreter and one environment: a run whose
+environment differs in anything torch or Python may read at import (everything but torchmend's own variables, the
+test runner's, the terminal's and the caches a run sets for itself) gets a server of its own, or a fresh
+interpreter. Where an NVIDIA device is present only torch itself is imported before the fork (importing it never
 touches CUDA, as a DataLoader's forked workers rely on); dynamo's and inductor's imports wait for the child.
 """
 
@@ -28,46 +32,52 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import IO, Any
 
 from torchmend.interrupts import shielded
 
 FRESH_ENV = "TORCHMEND_FRESH_INTERPRETER"  # set to 1: every run starts a fresh interpreter
-# What a run sets for itself and torch reads when it uses it, never at import: these may differ from the server's.
-PER_RUN = frozenset(
-    {
-        "TORCHMEND_RUN",
-        "TORCHMEND_CHILD",
-        "TORCHMEND_NO_NUMERICS",
-        "TORCHINDUCTOR_CACHE_DIR",
-        "TRITON_CACHE_DIR",
-        "PYTHONUNBUFFERED",
-    }
+SHARED_ENV = "TORCHMEND_FORKSERVER"  # the socket of a server shared by many torchmend processes
+# Read when used, never at import by torch or Python: these may differ between the server and a run.
+_PER_RUN = frozenset(
+    {"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "PYTHONUNBUFFERED", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR"}
 )
-_READY_S = 180.0  # the server's imports: a fresh interpreter's, on a loaded machine
+_PER_RUN_PREFIXES = ("TORCHMEND_", "PYTEST_")
+_CHILD = ["-m", "torchmend.profiler.child"]
+_READY_S = 180.0  # a server's imports: a fresh interpreter's, on a loaded machine
 _MESSAGE = 1 << 22
 _PR_SET_CHILD_SUBREAPER = 36
 
 
+def key_of(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """What of an environment a server must share with a run: all of it but what is read when used."""
+    return tuple(sorted((k, v) for k, v in env.items() if k not in _PER_RUN and not k.startswith(_PER_RUN_PREFIXES)))
+
+
+def _fresh_asked(env: Mapping[str, str]) -> bool:
+    return env.get(FRESH_ENV, "") not in ("", "0")
+
+
 class Forked:
-    """A run's process forked by the server: the parts of subprocess.Popen the runner uses."""
+    """A run forked by this process's own server, re-parented here: the parts of subprocess.Popen the runner uses."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.returncode: int | None = None
 
+    def _status(self) -> int | None:
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere: its status is lost
+            return -1
+        return os.waitstatus_to_exitcode(status) if pid else None
+
     def poll(self) -> int | None:
         if self.returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:  # reaped elsewhere: its status is lost
-                self.returncode = -1
-                return self.returncode
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
+            self.returncode = self._status()
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -80,77 +90,110 @@ class Forked:
         return self.returncode
 
 
-class _Server:
-    def __init__(self, python: str, key: tuple[tuple[str, str], ...]) -> None:
-        self.python = python
-        self.key = key
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sock = ours
-        env = dict(key)
-        env["PYTHONUNBUFFERED"] = "1"
-        self.proc = subprocess.Popen(
-            [python, "-m", "torchmend.profiler.forkserver", str(theirs.fileno())],
-            env=env,
-            cwd="/",
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(theirs.fileno(),),
-            start_new_session=True,  # the terminal's Ctrl-C is the runs' to get, not the server's
-        )
-        theirs.close()
-        self._ready: bool | None = None  # not known until its imports are done: asked for at the first fork
+class SharedForked(Forked):
+    """A run forked by a shared server, which is its parent: the server says when it has ended."""
 
-    @property
-    def ready(self) -> bool:
-        if self._ready is None:
+    def __init__(self, pid: int, server: _Link) -> None:
+        super().__init__(pid)
+        self.server = server
+
+    def _status(self) -> int | None:
+        reply = self.server.ask({"op": "poll", "pid": self.pid})
+        code = reply.get("returncode", -1) if reply is not None else -1  # the server gone: so is what it knew
+        return code if isinstance(code, int) or code is None else -1
+
+
+class _Link:
+    """The socket to a server and what it said first: whether it serves, which interpreter, which environment."""
+
+    def __init__(self, sock: socket.socket, proc: subprocess.Popen[bytes] | None = None) -> None:
+        self.sock = sock
+        self.proc = proc  # our own server's process (None: a shared one)
+        self.lock = threading.Lock()
+        self._hello: dict[str, Any] | None = None
+
+    def hello(self) -> dict[str, Any]:
+        """Waits for the server's imports, in slices (Ctrl-C reaches us meanwhile; our own server goes with us)."""
+        if self._hello is None:
             try:
-                self._ready = self._wait()
-            except BaseException:  # Ctrl-C while it imports: it goes with us
+                self._hello = self._wait()
+            except BaseException:
                 self.close()
                 raise
-        return self._ready
+        return self._hello
 
-    def _wait(self) -> bool:
+    def _wait(self) -> dict[str, Any]:
         self.sock.settimeout(0.2)
         deadline = time.monotonic() + _READY_S
-        while time.monotonic() < deadline:  # in slices: Ctrl-C reaches us while the server imports
+        while time.monotonic() < deadline:
             try:
                 msg = self.sock.recv(_MESSAGE)
             except TimeoutError:
-                if self.proc.poll() is not None:
-                    return False
+                if self.proc is not None and self.proc.poll() is not None:
+                    return {}
                 continue
             except OSError:
-                return False
+                return {}
             self.sock.settimeout(None)
-            return bool(msg) and json.loads(msg).get("ready") is True
-        return False
+            return json.loads(msg) if msg else {}
+        return {}
+
+    def serves(self, python: str, env: Mapping[str, str]) -> bool:
+        said = self.hello()
+        key = [list(kv) for kv in key_of(env)]
+        return said.get("ready") is True and said.get("python") == python and said.get("key") == key
+
+    def ask(self, request: dict[str, Any], fds: tuple[int, ...] = ()) -> dict[str, Any] | None:
+        with self.lock, shielded():  # a request asked is one whose answer we read: a fork we know of
+            try:
+                socket.send_fds(self.sock, [json.dumps(request).encode()], list(fds))
+                reply = json.loads(self.sock.recv(_MESSAGE) or b"null")
+            except (OSError, ValueError):
+                return None
+        return reply if isinstance(reply, dict) else None
 
     def fork(self, cwd: str, env: Mapping[str, str], stdin: int, stdout: int) -> Forked | None:
-        request = json.dumps({"cwd": cwd, "env": dict(env)}).encode()
-        try:
-            socket.send_fds(self.sock, [request], [stdin, stdout])
-            reply = json.loads(self.sock.recv(_MESSAGE) or b"{}")
-        except (OSError, ValueError):
+        reply = self.ask({"op": "fork", "cwd": cwd, "env": dict(env)}, (stdin, stdout))
+        pid = reply.get("pid") if reply is not None else None
+        if not isinstance(pid, int):
             return None
-        return Forked(reply["pid"]) if isinstance(reply.get("pid"), int) else None
+        return Forked(pid) if self.proc is not None else SharedForked(pid, self)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
-            self.sock.close()  # the server leaves at the end of its socket
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=5.0)
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+            self.sock.close()  # our own server leaves at the end of its socket
+        if self.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5.0)
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        self._hello = {}
 
 
-_server: _Server | None = None
+def _own(python: str, env: Mapping[str, str]) -> _Link:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    proc = subprocess.Popen(
+        [python, "-m", "torchmend.profiler.zygote", "--fd", str(theirs.fileno())],
+        env={**dict(key_of(env)), "PYTHONUNBUFFERED": "1"},
+        cwd="/",
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        pass_fds=(theirs.fileno(),),
+        start_new_session=True,  # the terminal's Ctrl-C is the runs' to get, not the server's
+    )
+    theirs.close()
+    return _Link(ours, proc)
+
+
+_own_server: _Link | None = None
+_shared: dict[str, _Link] = {}
 _subreaper: bool | None = None
 
 
-def _become_subreaper() -> bool:
+def become_subreaper() -> bool:
+    """Make this process the subreaper of what it starts (Linux); whether it is."""
     global _subreaper
     if _subreaper is None:
         try:
@@ -160,55 +203,70 @@ def _become_subreaper() -> bool:
     return _subreaper
 
 
-def key_of(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    """The environment a server is started with: the run's, less what a run sets for itself."""
-    return tuple(sorted((k, v) for k, v in env.items() if k not in PER_RUN))
-
-
 def warm(python: str = sys.executable) -> None:
-    """Start a server for this process's runs, if none serves it yet: called where a command will run the script
-    more than once (fix, verify, tune). It imports in the background; the first run forked waits for it. A process
-    that never calls this starts a fresh interpreter for each run (a scan runs once: a server would cost more)."""
-    global _server
-    if _server is None and os.environ.get(FRESH_ENV, "") in ("", "0") and _become_subreaper():
-        _server = _Server(python, key_of(os.environ))
+    """Start a server of this process's own for its runs, unless one serves them: called where a command will run
+    the script more than once (fix, verify). It imports in the background; the first run forked waits for it. A
+    process that never calls this starts a fresh interpreter for each run (a scan runs once: a server of its own
+    would cost it more), unless a shared server serves it."""
+    global _own_server
+    if _own_server is not None or _fresh_asked(os.environ) or _shared_link(python, os.environ) is not None:
+        return
+    if become_subreaper():
+        _own_server = _own(python, os.environ)
         atexit.register(stop)
 
 
+def _shared_link(python: str, env: Mapping[str, str]) -> _Link | None:
+    path = env.get(SHARED_ENV, "")
+    if not path or sys.platform != "linux":
+        return None
+    link = _shared.get(path)
+    if link is None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            sock.connect(path)
+        except OSError:
+            sock.close()
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # a closed one: it says nothing
+            sock.close()
+        link = _shared[path] = _Link(sock)
+    return link if link.serves(python, env) else None
+
+
+def _server_for(python: str, env: Mapping[str, str]) -> _Link | None:
+    global _own_server
+    if _fresh_asked(env):
+        return None
+    shared = _shared_link(python, env)
+    if shared is not None:
+        return shared
+    if _own_server is None:
+        return None
+    if not _own_server.serves(python, env):  # another interpreter or environment: a server of its own
+        if _own_server.hello().get("ready") is not True:
+            return None  # it cannot serve: this process's runs start fresh interpreters
+        stop()
+        _own_server = _own(python, env)
+        atexit.register(stop)
+    return _own_server if _own_server.serves(python, env) else None
+
+
 def serving(python: str, env: Mapping[str, str]) -> bool:
-    """Whether runs of this interpreter with this extra environment are forked now (the server has imported)."""
-    return (
-        _server is not None
-        and _server.python == python
-        and _server.key == key_of({**os.environ, **env})
-        and os.environ.get(FRESH_ENV, "") in ("", "0")
-        and env.get(FRESH_ENV, "") in ("", "0")
-        and _server.ready
-    )
+    """Whether runs of this interpreter, with this extra environment, are forked now."""
+    return _server_for(python, {**os.environ, **env}) is not None
 
 
 def start(command: list[str], cwd: str, env: dict[str, str], pass_stdin: bool, log: IO[bytes]) -> Any:
-    """Start a run: a fork of the server where one was warmed for this process and the command is this package's
+    """Start a run: a fork where a server serves its interpreter and environment and the command is this package's
     child entry, else a fresh interpreter (subprocess.Popen). The run reads this process's stdin with
     `pass_stdin`, else /dev/null."""
-    global _server
-    if (
-        _server is not None
-        and command[1:] == ["-m", "torchmend.profiler.child"]
-        and env.get(FRESH_ENV, "") in ("", "0")
-    ):
-        key = key_of(env)
-        if _server.key != key or _server.python != command[0]:  # another environment: a server of its own
-            stop()
-            _server = _Server(command[0], key)
-            atexit.register(stop)
-        if _server.ready:
-            with shielded(), open(os.devnull, "rb") as devnull:  # a fork asked for is one we know of
-                forked = _server.fork(cwd, env, 0 if pass_stdin else devnull.fileno(), log.fileno())
-            if forked is not None:
-                return forked
-            _server.close()  # it cannot serve: this environment's runs start fresh interpreters from now on
-            _server._ready = False
+    server = _server_for(command[0], env) if command[1:] == _CHILD else None
+    if server is not None:
+        with open(os.devnull, "rb") as devnull:
+            forked = server.fork(cwd, env, 0 if pass_stdin else devnull.fileno(), log.fileno())
+        if forked is not None:
+            return forked
+        server.close()  # it cannot serve: the runs it would have forked start fresh interpreters from now on
     return subprocess.Popen(
         command,
         cwd=cwd,
@@ -221,122 +279,8 @@ def start(command: list[str], cwd: str, env: dict[str, str], pass_stdin: bool, l
 
 
 def stop() -> None:
-    """Stop the server (at exit, or for a test that wants a new one)."""
-    global _server
-    if _server is not None:
-        _server.close()
-        _server = None
-
-
-# ---------------------------------------------------------------------------------------------- the server's side
-
-
-def _preload() -> None:
-    import torch
-
-    if not any(Path("/dev").glob("nvidia[0-9]*")):  # see the module's docstring: CUDA is never touched here
-        import torch._dynamo  # noqa: F401
-        import torch._inductor.compile_fx  # noqa: F401
-    import torchmend.profiler.child  # noqa: F401
-    import torchmend.profiler.collector  # noqa: F401
-
-    if torch.cuda.is_initialized():
-        raise RuntimeError("CUDA was initialised before the fork")
-
-
-def _serve(fd: int) -> None:
-    sock = socket.socket(fileno=fd)
-    try:
-        _preload()
-        import threading
-
-        ready = threading.active_count() == 1  # a Python thread would be missing from every fork
-    except BaseException:
-        ready = False
-    sock.send(json.dumps({"ready": ready}).encode())
-    if not ready:
-        return
-    while True:
-        try:
-            msg, fds, _flags, _addr = socket.recv_fds(sock, _MESSAGE, 2)
-        except OSError:
-            return
-        if not msg:
-            return  # the runner has gone
-        request = json.loads(msg)
-        # The middle process forks the run's and exits; its pid comes back through a pipe, and the runner hears of it
-        # only once the middle one is reaped, so that by then the run's process is the runner's child.
-        read_end, write_end = os.pipe()
-        middle = os.fork()
-        if middle == 0:
-            try:
-                os.close(read_end)
-                pid = os.fork()
-                if pid == 0:
-                    os.close(write_end)
-                    _run(request, fds, sock)
-                os.write(write_end, str(pid).encode())
-            finally:
-                os._exit(0)
-        os.close(write_end)
-        for f in fds:
-            os.close(f)
-        with os.fdopen(read_end, "rb") as r:
-            said = r.read().decode()
-        os.waitpid(middle, 0)
-        sock.send(json.dumps({"pid": int(said)} if said.isdigit() else {"error": "the fork failed"}).encode())
-
-
-def _run(request: dict[str, Any], fds: list[int], sock: socket.socket) -> None:
-    """In the run's process: become what `python -m torchmend.profiler.child` started by the runner would be."""
-    code = 1
-    try:
-        sock.close()
-        os.setsid()
-        stdin, out = fds
-        os.dup2(stdin, 0)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        for f in fds:
-            if f > 2:
-                os.close(f)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        _fresh_state()
-        from torchmend.profiler import child
-
-        child.main()  # ends the process itself (os._exit) once the script has run
-        code = 0
-    except SystemExit as e:  # child.main's own early exits (no torch, a missing hook)
-        code = e.code if isinstance(e.code, int) else 1
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
-
-
-def _fresh_state() -> None:
-    """What a fresh interpreter has that a fork does not: its own random state where it is drawn at import (Python's
-    random reseeds itself after a fork; torch's CPU generator and numpy's global one do not: CUDA's are made on
-    first use, in the child), and dynamo's debug folder under the run's working folder, read at import from the
-    current one."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.default_generator.seed()
-    numpy_random = sys.modules.get("numpy.random")
-    if numpy_random is not None:
-        numpy_random.seed()
-    config = sys.modules.get("torch._dynamo.config")
-    default = getattr(config, "default_debug_dir_root", None)
-    if config is not None and callable(default):
-        setattr(config, "debug_dir_root", default())  # noqa: B010 (a module found at run time)
-
-
-if __name__ == "__main__":
-    _serve(int(sys.argv[1]))
+    """Stop this process's own server (at exit, or for a test that wants a new one)."""
+    global _own_server
+    if _own_server is not None:
+        _own_server.close()
+        _own_server = None
