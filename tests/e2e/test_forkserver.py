@@ -140,11 +140,11 @@ def test_a_shared_server_forks_the_runs_of_every_process_that_names_it(project: 
         assert forkserver._own_server is None  # nothing of this process's own was started
 
         (project / "hang.py").write_text(
-            "import subprocess, time\nsubprocess.Popen(['sleep', '300'])\ntime.sleep(300)\n"
+            "import subprocess, time\nsubprocess.Popen(['sleep', '299.25'])\ntime.sleep(300)\n"
         )
         hung = run(RunSpec(script=project / "hang.py", cwd=project, timeout=3, env=(("FS_PROBE", "yes"), shared)))
         assert hung.ended_by == "timeout" and hung.forked
-        sleepers = subprocess.run(["pgrep", "-f", "sleep 300"], capture_output=True, text=True).stdout.split()
+        sleepers = subprocess.run(["pgrep", "-f", "sleep 299.25"], capture_output=True, text=True).stdout.split()
         assert not [p for p in sleepers if int(p) != os.getpid()]  # the script's own subprocess went with it
     finally:
         server.kill()

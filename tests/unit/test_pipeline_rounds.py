@@ -154,6 +154,7 @@ def _rounds(
     backend: str | None = None,
 ) -> list[pipeline.Event]:
     monkeypatch.setattr(runs, "run_arms", arms)
+    monkeypatch.setattr(runs, "standing_in", lambda before, reuse: reuse)  # fake runs all start alike
     root = Path(fixes.session.ctx.project_root)
     started: list[pipeline.RunStarted] = []
     events = list(pipeline.verify_rounds(_scan(root, cold), fixes, root, backend=backend, on_run=started.append))
