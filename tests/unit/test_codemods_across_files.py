@@ -10,6 +10,7 @@ from torchmend.analysis.source import Context
 from torchmend.codemods.base import NoFix, Proposal
 from torchmend.codemods.engine import Session
 from torchmend.codemods.examples import findings_from_markers
+from torchmend.values import Root
 
 TEACHER = """import torch
 from torch import nn
@@ -55,7 +56,7 @@ def _propose(root: Path, train: str = TRAIN) -> tuple[Session, list]:
     (root / "mypkg" / "models.py").write_text(TEACHER)
     (root / "train.py").write_text(train)
     session = Session(Context(str(root), lambda p: Path(p).read_text()))
-    return session, session.propose(findings_from_markers(str(root / "train.py"), train, str(root)))
+    return session, session.propose(findings_from_markers(str(root / "train.py"), train, Root(root)))
 
 
 def test_a_compiled_bound_method_gets_its_buffer_in_the_class_of_another_file(tmp_path: Path) -> None:

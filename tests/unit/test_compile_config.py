@@ -287,7 +287,7 @@ def test_an_operator_no_switch_traces_gets_its_rules_own_advice() -> None:
     """TM111 and TM106 refused (no switch traces the operator) say what to do in the words of the rule's record
     (rules.BY_CODE), not in a copy the codemod keeps."""
     from torchmend import rules
-    from torchmend.codemods.examples import findings_from_markers
+    from torchmend.codemods.examples import EXAMPLE_ROOT, findings_from_markers
 
     for rule, reason in (
         ("TM111", "gb_id=GB0033 reason=aten.mylib_count"),
@@ -295,7 +295,7 @@ def test_an_operator_no_switch_traces_gets_its_rules_own_advice() -> None:
     ):
         text = f"import torch\n\ndef f(x):\n    return torch.ops.mylib.count(x)  # tm: {rule} {reason}\n\nfast = torch.compile(f)\n"
         (result,) = Session(Context("/tm-example", lambda p, text=text: text)).propose(
-            findings_from_markers("/tm-example/example.py", text, "/tm-example")
+            findings_from_markers("/tm-example/example.py", text, EXAMPLE_ROOT)
         )
         assert isinstance(result, NoFix) and "no config switch traces" in result.reason, result
         assert result.advice and result.advice == rules.BY_CODE[rule].advice, (rule, result.advice)

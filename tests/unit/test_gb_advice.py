@@ -9,7 +9,7 @@ from pathlib import Path
 from torchmend.analysis.source import Context
 from torchmend.codemods.base import NoFix
 from torchmend.codemods.engine import Session
-from torchmend.codemods.examples import findings_from_markers, fix_text
+from torchmend.codemods.examples import EXAMPLE_ROOT, findings_from_markers, fix_text
 
 
 def test_a_computed_leaf_returned_in_one_expression_gets_its_own_reason() -> None:
@@ -26,9 +26,7 @@ def test_a_graph_break_without_a_codemod_gets_the_advice_of_its_gb_id() -> None:
     """GB0264 (nn.Parameter built inside forward), a generic TM199: the advice names the shape, not the rule's."""
     text = "import torch\n\ndef f(x):\n    w = torch.nn.Parameter(x)  # tm: TM199 gb_id=GB0264\n    return w\n"
     path = "/tm-example/example.py"
-    (result,) = Session(Context("/tm-example", lambda p: text)).propose(
-        findings_from_markers(path, text, "/tm-example")
-    )
+    (result,) = Session(Context("/tm-example", lambda p: text)).propose(findings_from_markers(path, text, EXAMPLE_ROOT))
     assert isinstance(result, NoFix) and "GB0264" in result.reason, result
     assert "build it in `__init__`" in result.advice
 
@@ -44,7 +42,7 @@ def test_gb0264_gets_the_advice_of_the_library_function_it_is_in() -> None:
     )
     path = "/tm-example/example.py"
     cast, built = Session(Context("/tm-example", lambda p: text)).propose(
-        findings_from_markers(path, text, "/tm-example")
+        findings_from_markers(path, text, EXAMPLE_ROOT)
     )
     assert isinstance(cast, NoFix) and "cast the model once before torch.compile" in cast.advice, cast
     assert isinstance(built, NoFix) and "config value that selects it" in built.advice, built
@@ -55,7 +53,7 @@ def test_a_disabled_host_random_helper_call_gets_the_measured_remedy() -> None:
     to keep the decorator and what removes the break with NumPy's stream kept (benchmarks, docs/DESIGN.md)."""
     text = "import torch\n\ndef f(h):\n    m = span_mask(h.shape)  # tm: TM105 gb_id=GB0098\n    return h * m\n"
     (result,) = Session(Context("/tm-example", lambda p: text)).propose(
-        findings_from_markers("/tm-example/example.py", text, "/tm-example")
+        findings_from_markers("/tm-example/example.py", text, EXAMPLE_ROOT)
     )
     assert isinstance(result, NoFix) and "GB0098" in result.reason, result
     assert "`mask_time_indices=`" in result.advice and "capture_dynamic_output_shape_ops" in result.advice

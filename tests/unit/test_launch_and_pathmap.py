@@ -10,6 +10,7 @@ import pytest
 from torchmend.profiler import pathmap
 from torchmend.profiler.launch import LaunchError, resolve
 from torchmend.profiler.tracedir import TraceError, read_trace
+from torchmend.values import Root
 
 
 @pytest.mark.parametrize(
@@ -83,11 +84,11 @@ def test_guess_maps_the_longest_tail_found_under_the_root(tmp_path: Path) -> Non
         "/home/alice/proj/gone.py",
         "<eval_with_key>.3",
     ]
-    maps = pathmap.guess(recorded, tmp_path)
+    maps = pathmap.guess(recorded, Root(tmp_path))
     assert [(m.old, m.new, m.files) for m in maps] == [("/home/alice/proj", str(tmp_path), 2)]
     assert pathmap.unmapped(recorded, maps) == ["/home/alice/proj/gone.py"]
     explicit = pathmap.parse([f"/home/alice/proj={tmp_path}"])
-    assert pathmap.guess(recorded, tmp_path, explicit) == []  # what --path-map covers is not guessed
+    assert pathmap.guess(recorded, Root(tmp_path), explicit) == []  # what --path-map covers is not guessed
 
 
 def test_apply_rewrites_prefixes_in_texts_once_and_only_at_a_path_boundary(tmp_path: Path) -> None:

@@ -62,12 +62,12 @@ def _fallback_text(source: str, name: str) -> str | None:
     from torchmend.analysis.source import Context
     from torchmend.codemods.base import Proposal
     from torchmend.codemods.engine import Session, apply
-    from torchmend.codemods.examples import findings_from_markers
+    from torchmend.codemods.examples import EXAMPLE_ROOT, findings_from_markers
 
     path = f"/tm-example/{name}"
     ctx = Context("/tm-example", lambda p: source)
     (p,) = [
-        r for r in Session(ctx).propose(findings_from_markers(path, source, "/tm-example")) if isinstance(r, Proposal)
+        r for r in Session(ctx).propose(findings_from_markers(path, source, EXAMPLE_ROOT)) if isinstance(r, Proposal)
     ]
     return apply(ctx.file(path), [p.fallbacks[0]]) if p.fallbacks else None
 
@@ -89,13 +89,13 @@ def test_the_unspec_int_alternative_is_qualified_where_the_counter_meets_modulo(
     from torchmend.analysis.source import Context
     from torchmend.codemods.base import Proposal
     from torchmend.codemods.engine import Session
-    from torchmend.codemods.examples import findings_from_markers
+    from torchmend.codemods.examples import EXAMPLE_ROOT, findings_from_markers
 
     source = (PAIRS / "damped_counter.in.py").read_text()
 
     def alternative(text: str) -> str:
         ctx = Context("/tm-example", lambda p: text)
-        found = findings_from_markers("/tm-example/m.py", text, "/tm-example")
+        found = findings_from_markers("/tm-example/m.py", text, EXAMPLE_ROOT)
         (p,) = [r for r in Session(ctx).propose(found) if isinstance(r, Proposal)]
         return p.alternative
 

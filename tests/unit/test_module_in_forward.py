@@ -14,7 +14,7 @@ import pytest
 from torchmend.analysis.source import Context
 from torchmend.codemods.base import Proposal
 from torchmend.codemods.engine import Session, apply
-from torchmend.codemods.examples import findings_from_markers
+from torchmend.codemods.examples import EXAMPLE_ROOT, findings_from_markers
 
 PAIR = Path(__file__).resolve().parents[2] / "fixtures" / "codemods" / "TM199" / "attention_switch_in_forward"
 
@@ -23,7 +23,7 @@ def _proposal(source: str) -> tuple[Context, Proposal]:
     path = "/tm-example/switch.py"
     ctx = Context("/tm-example", lambda p: source)
     found = [
-        r for r in Session(ctx).propose(findings_from_markers(path, source, "/tm-example")) if isinstance(r, Proposal)
+        r for r in Session(ctx).propose(findings_from_markers(path, source, EXAMPLE_ROOT)) if isinstance(r, Proposal)
     ]
     assert found
     return ctx, found[0]

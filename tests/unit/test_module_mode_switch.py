@@ -11,7 +11,7 @@ import pytest
 from torchmend.analysis.source import Context
 from torchmend.codemods.base import NoFix
 from torchmend.codemods.engine import Session
-from torchmend.codemods.examples import findings_from_markers
+from torchmend.codemods.examples import EXAMPLE_ROOT, findings_from_markers
 
 SOURCE = """\
 import torch
@@ -42,7 +42,7 @@ class Encoder(PretrainedBase):
 def test_a_mode_switch_is_named_as_one(guard: str, kind: str) -> None:
     path = "/tm-example/encoder.py"
     ctx = Context("/tm-example", lambda p: SOURCE)
-    (finding,) = findings_from_markers(path, SOURCE.replace(" GUARD", ""), "/tm-example")
+    (finding,) = findings_from_markers(path, SOURCE.replace(" GUARD", ""), EXAMPLE_ROOT)
     (result,) = Session(ctx).propose([replace(finding, guard=guard)])
     assert isinstance(result, NoFix)
     assert f"`self.attention_type` holds {kind}" in result.reason and "mode switch" in result.reason
@@ -53,6 +53,6 @@ def test_a_number_still_goes_to_the_buffer_rules() -> None:
     path = "/tm-example/encoder.py"
     source = SOURCE.replace("variable=self.attention_type GUARD", "variable=self.counter")
     ctx = Context("/tm-example", lambda p: source)
-    (finding,) = findings_from_markers(path, source, "/tm-example")
+    (finding,) = findings_from_markers(path, source, EXAMPLE_ROOT)
     (result,) = Session(ctx).propose([replace(finding, guard="self.counter == 3")])
     assert isinstance(result, NoFix) and "mode switch" not in result.reason

@@ -10,6 +10,7 @@ from torchmend.analysis.source import Context
 from torchmend.codemods.base import NoFix, Proposal
 from torchmend.codemods.engine import Session
 from torchmend.codemods.examples import findings_from_markers
+from torchmend.values import Root
 
 OPTIM = """import torch
 from torch.optim.optimizer import Optimizer
@@ -53,7 +54,7 @@ def _propose(root: Path, optim: str) -> tuple[Session, list]:
     (root / "mypkg" / "optim.py").write_text(optim)
     (root / "train.py").write_text(TRAIN)
     session = Session(Context(str(root), lambda p: Path(p).read_text()))
-    return session, session.propose(findings_from_markers(str(root / "train.py"), TRAIN, str(root)))
+    return session, session.propose(findings_from_markers(str(root / "train.py"), TRAIN, Root(root)))
 
 
 def test_a_project_optimizer_imported_from_another_file_gets_the_tensor_lr(tmp_path: Path) -> None:

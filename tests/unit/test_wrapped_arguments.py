@@ -16,6 +16,7 @@ from torchmend.analysis.source import Context
 from torchmend.codemods.base import NoFix, Proposal
 from torchmend.codemods.engine import Session
 from torchmend.codemods.examples import findings_from_markers
+from torchmend.values import Root
 
 PAIRS = Path(__file__).resolve().parents[2] / "fixtures" / "codemods" / "TM202"
 ROOT = "/tm-example"
@@ -79,7 +80,7 @@ def _propose(case: str, **change: str) -> list[object]:
     path = f"{ROOT}/{case}.in.py"
     text = (PAIRS / f"{case}.in.py").read_text()
     ctx = Context(ROOT, lambda p: text if p == path else Path(p).read_text())
-    findings = [replace(f, **change) for f in findings_from_markers(path, text, ROOT)]
+    findings = [replace(f, **change) for f in findings_from_markers(path, text, Root(Path(ROOT)))]
     return Session(ctx).propose(findings)
 
 
@@ -144,7 +145,7 @@ def test_a_none_guard_through_a_wrapper_torchmend_cannot_see_is_still_not_a_numb
         "        position_bias = h\n"
         "    return h + position_bias\n"
     )
-    findings = [replace(f, guard="args[2] is None") for f in findings_from_markers(path, text, ROOT)]
+    findings = [replace(f, guard="args[2] is None") for f in findings_from_markers(path, text, Root(Path(ROOT)))]
     (result,) = Session(Context(ROOT, lambda p: text)).propose(findings)
     assert isinstance(result, NoFix), result
     assert result.reason.startswith("`args[2]` (an argument a wrapper's *args passes on) is None on some calls")

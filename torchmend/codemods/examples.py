@@ -25,6 +25,7 @@ from torchmend.analysis.source import Context
 from torchmend.codemods.base import NoFix, Proposal, Result
 from torchmend.codemods.engine import Conflict, Session
 from torchmend.model import Finding, Location, Pattern, Severity, Where
+from torchmend.values import Root
 
 _MARK = re.compile(r"#\s*tm:\s*(?P<rule>TM\d{3})(?P<rest>[^#]*)")
 _CALL_SITE = re.compile(r"#\s*tm-call-site\b")
@@ -32,6 +33,7 @@ _TRACED = re.compile(r"#\s*tm-call-site\s+traced\b")
 _COMPILED = re.compile(r"#\s*tm-compiled\b")
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)")
 _LIBRARY_FILE = "/usr/lib/python3/site-packages/torch/optim/optimizer.py"
+EXAMPLE_ROOT = Root(Path("/tm-example"))  # the folder an example's file is in (it need not exist)
 
 
 def _function_at(lines: list[str], line: int) -> str:
@@ -47,9 +49,9 @@ def _code(text: str) -> str:
     return text.split("#")[0].strip()
 
 
-def findings_from_markers(path: str, text: str, root: str) -> list[Finding]:
+def findings_from_markers(path: str, text: str, root: Root) -> list[Finding]:
     lines = text.splitlines()
-    rel = os.path.relpath(path, root)
+    rel = os.path.relpath(path, root.path)
 
     def loc(i: int) -> Location:
         return Location(file=rel, line=i, function=_function_at(lines, i), path=path, code=_code(lines[i - 1]))
@@ -99,7 +101,7 @@ def findings_from_markers(path: str, text: str, root: str) -> list[Finding]:
 def fix_text(
     text: str,
     name: str = "example.py",
-    root: str = "/tm-example",
+    root: Root = EXAMPLE_ROOT,
     unsafe: bool = True,
     torch_version: tuple[int, ...] | None = None,
     random_stream: bool = True,
@@ -108,8 +110,8 @@ def fix_text(
         order, skipping conflicts, as `fix --yes --unsafe-fixes` would, spelling torch as `torch_version` does (None: the
         newest release read), and the changes of the random stream unless `random_stream` is False (fix's
     --allow-random-stream). Returns the new text and the results."""
-    path = str(Path(root) / name)
-    ctx = Context(root, lambda p: text if p == path else Path(p).read_text(), torch_version=torch_version)
+    path = str(root.path / name)
+    ctx = Context(str(root), lambda p: text if p == path else Path(p).read_text(), torch_version=torch_version)
     session = Session(ctx)
     results = session.propose(findings_from_markers(path, text, root))
     for r in results:

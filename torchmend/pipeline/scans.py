@@ -150,7 +150,7 @@ def scan_trace(
     events = trace.events()
     recorded = pathmap.recorded_paths(events)
     maps = list(path_maps)
-    guessed = pathmap.guess(recorded, root, maps)
+    guessed = pathmap.guess(recorded, project.folder, maps)
     maps += guessed
     missing = pathmap.unmapped(recorded, maps)
     events = pathmap.apply(events, maps)

@@ -12,10 +12,11 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
 
 from torchmend.profiler.events import COMPILE_END, COMPILE_START
+from torchmend.values import Root
 
 _LIBRARY_RE = re.compile(r"(^<)|[/\\](site|dist)-packages[/\\]|[/\\]lib[/\\]python\d+(\.\d+)?[/\\]")
 
@@ -65,10 +66,10 @@ def _under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix.rstrip("/") + "/")
 
 
-def guess(paths: Iterable[str], root: Path, known: Sequence[Mapping] = ()) -> list[Mapping]:
+def guess(paths: Iterable[str], root: Root, known: Sequence[Mapping] = ()) -> list[Mapping]:
     """Mappings for recorded user files that do not exist here, from the longest tail found under root."""
     votes: Counter[str] = Counter()
-    root = root.resolve()
+    folder = root.path.resolve()
     for p in sorted(set(paths)):
         if _LIBRARY_RE.search(p) or not p.startswith("/") or os.path.exists(p):
             continue
@@ -76,10 +77,10 @@ def guess(paths: Iterable[str], root: Path, known: Sequence[Mapping] = ()) -> li
             continue
         parts = PurePosixPath(p).parts
         for i in range(1, len(parts)):
-            if root.joinpath(*parts[i:]).is_file():
+            if folder.joinpath(*parts[i:]).is_file():
                 votes[str(PurePosixPath(*parts[:i]))] += 1
                 break
-    return [Mapping(old, str(root), guessed=True, files=n) for old, n in votes.most_common()]
+    return [Mapping(old, str(folder), guessed=True, files=n) for old, n in votes.most_common()]
 
 
 def apply(value: Any, maps: list[Mapping]) -> Any:

@@ -49,20 +49,20 @@ def break_lines(compile_starts: Iterable[dict[str, Any]]) -> dict[tuple[str, str
 
 
 def project_frame(
-    places: Any, stack: Sequence[Frame], root: Frame | None, breaks_at: dict[tuple[str, str], list[int]]
+    places: Any, stack: Sequence[Frame], compiled: Frame | None, breaks_at: dict[tuple[str, str], list[int]]
 ) -> Location | None:
     """The user's frame that reached a library finding (`places`: findings.Places).
 
-    `stack`: the finding's user stack, oldest first (may be empty: a guard has none); `root`: the compiled
+    `stack`: the finding's user stack, oldest first (may be empty: a guard has none); `compiled`: the compiled
     frame (its raw function name), when known."""
-    if root is not None and places.where(places.absolute(root.file)) == Where.PROJECT:
-        function = user_function_name(root.function)
-        shown = any(f.file == root.file and f.function == function for f in stack)
+    if compiled is not None and places.where(places.absolute(compiled.file)) == Where.PROJECT:
+        function = user_function_name(compiled.function)
+        shown = any(f.file == compiled.file and f.function == function for f in stack)
         if not shown:
-            lines = breaks_at.get((root.file, root.function))
-            line = lines[0] if lines else resume_start_line(root.function)
+            lines = breaks_at.get((compiled.file, compiled.function))
+            line = lines[0] if lines else resume_start_line(compiled.function)
             if line is not None:
-                return places.location(Frame(root.file, line, function))
+                return places.location(Frame(compiled.file, line, function))
     return places.innermost_user(stack)
 
 
