@@ -18,6 +18,7 @@ from torchmend.model import Finding
 from torchmend.profiler.events import END
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
 from torchmend.sources import read_source
+from torchmend.values import Root
 from torchmend.verify.attribution import attribute
 from torchmend.verify.compare import NEUTRAL, judge
 from torchmend.verify.runs import from_outcome
@@ -58,7 +59,7 @@ def test_cached_tensor_scan_fix_verify(name: str) -> None:
 
     events = scan_events(script)
     end = next(e for e in reversed(events) if e.get("ev") == END)
-    before = from_outcome("before", 0, RunOutcome(events, end["reason"], 0, 0.0, "", end), ROOT)
+    before = from_outcome("before", 0, RunOutcome(events, end["reason"], 0, 0.0, "", end), Root(ROOT))
 
     session = Session(Context(str(ROOT), read_source))
     results = session.propose(cached)
@@ -72,7 +73,7 @@ def test_cached_tensor_scan_fix_verify(name: str) -> None:
     assert ("is_causal=True" in text) == library_break
 
     after = from_outcome(
-        "after", 0, run(RunSpec(script=script, backend="aot_eager", cwd=ROOT, overlay=((path, text),))), ROOT
+        "after", 0, run(RunSpec(script=script, backend="aot_eager", cwd=ROOT, overlay=((path, text),))), Root(ROOT)
     )
     assert after.summary.ended_by == "finished"
     assert not [f for f in after.findings if f.rule == "TM208"]

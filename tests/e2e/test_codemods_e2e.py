@@ -14,6 +14,7 @@ from torchmend.model import Finding
 from torchmend.profiler.events import END
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
 from torchmend.sources import read_source
+from torchmend.values import Root
 from torchmend.verify.attribution import attribute
 from torchmend.verify.compare import NEUTRAL, judge
 from torchmend.verify.runs import from_outcome
@@ -47,7 +48,7 @@ def test_rewrite_removes_what_it_targets(name: str) -> None:
     assert scan.returncode == 0, scan.stderr
     events = scan_events(script)
     end = next(e for e in reversed(events) if e.get("ev") == END)
-    before = from_outcome("before", 0, RunOutcome(events, end["reason"], 0, 0.0, "", end), ROOT)
+    before = from_outcome("before", 0, RunOutcome(events, end["reason"], 0, 0.0, "", end), Root(ROOT))
 
     session = Session(Context(str(ROOT), read_source))
     results = session.propose([Finding.from_json(f) for f in scan.json["findings"]])
@@ -58,7 +59,9 @@ def test_rewrite_removes_what_it_targets(name: str) -> None:
 
     changes = session.changed()
     overlay = tuple((path, new) for path, (_, new) in changes.items())
-    after = from_outcome("after", 0, run(RunSpec(script=script, backend="aot_eager", cwd=ROOT, overlay=overlay)), ROOT)
+    after = from_outcome(
+        "after", 0, run(RunSpec(script=script, backend="aot_eager", cwd=ROOT, overlay=overlay)), Root(ROOT)
+    )
     left = {f.rule for f in after.findings if f.where == "project"}
     assert not (left & TARGETS[name]), f"still there after the rewrite: {sorted(left & TARGETS[name])}"
     assert all(e.helped for e in attribute(accepted, after.findings, changes))

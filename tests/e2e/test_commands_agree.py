@@ -72,7 +72,7 @@ def _verify_arm(name: str) -> tuple[dict, ArmRun]:
     report = scan_json(script).json
     ended_by = EndedBy(report["summary"]["ended_by"])
     outcome = RunOutcome(scan_events(script), ended_by, 0, report["summary"]["wall_seconds"], "")
-    return report, from_outcome("before", 0, outcome, SCAN_FIXTURES / name)
+    return report, from_outcome("before", 0, outcome, Root(SCAN_FIXTURES / name))
 
 
 def _judgement(f: Finding) -> tuple:

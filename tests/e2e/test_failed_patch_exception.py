@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from torchmend.profiler.runner import RunSpec, run
+from torchmend.values import Root
 from torchmend.verify.compare import REFUSED, judge
 from torchmend.verify.runs import ArmRun, from_outcome
 
@@ -42,13 +43,13 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ArmRun]:
     root = tmp_path_factory.mktemp("failed_patch")
     script = root / "train.py"
     script.write_text(SCRIPT)
-    return root, from_outcome("before", 0, run(RunSpec(script=script, timeout=120, seed=0)), root)
+    return root, from_outcome("before", 0, run(RunSpec(script=script, timeout=120, seed=0)), Root(root))
 
 
 def _after(root: Path, text: str) -> ArmRun:
     script = root / "train.py"
     overlay = ((str(script), text),)
-    return from_outcome("after", 0, run(RunSpec(script=script, timeout=120, seed=0, overlay=overlay)), root)
+    return from_outcome("after", 0, run(RunSpec(script=script, timeout=120, seed=0, overlay=overlay)), Root(root))
 
 
 def test_the_verdict_names_the_wrapped_error(project: tuple[Path, ArmRun]) -> None:
@@ -56,7 +57,7 @@ def test_the_verdict_names_the_wrapped_error(project: tuple[Path, ArmRun]) -> No
     after = _after(root, PATCHED)
     assert not before.failed and after.failed
     assert "TORCHDYNAMO_VERBOSE" in after.outcome.end["error"]  # what torch 2.13 appends to the message
-    v = judge([before], [after], root=root)
+    v = judge([before], [after], root=Root(root))
     assert v.verdict == REFUSED
     said = next(r.text for r in v.reasons if r.text.startswith("the patched script failed"))
     assert "TORCHDYNAMO_VERBOSE" not in said and "from user code" not in said
@@ -66,7 +67,7 @@ def test_the_verdict_names_the_wrapped_error(project: tuple[Path, ArmRun]) -> No
 def test_a_call_dynamo_forbids_is_named_with_its_line(project: tuple[Path, ArmRun]) -> None:
     root, before = project
     after = _after(root, MARKED)
-    v = judge([before], [after], root=root)
+    v = judge([before], [after], root=Root(root))
     assert v.verdict == REFUSED
     line = MARKED.splitlines().index("    torch._dynamo.maybe_mark_dynamic(x, 0)") + 1
     assert v.failure is not None and (v.failure.display, v.failure.line) == ("train.py", line)

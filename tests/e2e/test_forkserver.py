@@ -13,6 +13,7 @@ import pytest
 
 from torchmend.profiler import forkserver
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
+from torchmend.values import Root
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the fork server is Linux's (a subreaper)")
 
@@ -110,7 +111,7 @@ def test_a_fresh_run_does_not_stand_in_for_forked_before_runs(project: Path) -> 
         "for _ in range(2):\n    f(torch.ones(1, 2)).sum().backward()\n"
     )
     spec = RunSpec(script=script, cwd=project)
-    fresh = from_outcome("before", 0, run(spec), project)
+    fresh = from_outcome("before", 0, run(spec), Root(project))
     assert not fresh.outcome.forked
     started: list[pipeline.RunStarted] = []
     _, before, after = pipeline.verify(spec, spec, project, reuse_before=(fresh,), on_run=started.append)

@@ -211,6 +211,7 @@ def test_fixture_fix_verifies_and_explains_what_it_leaves():
     from torchmend.profiler.events import END
     from torchmend.profiler.runner import RunOutcome, RunSpec
     from torchmend.sources import read_source
+    from torchmend.values import Root
     from torchmend.verify.compare import NEUTRAL
     from torchmend.verify.reference import RESTORED
     from torchmend.verify.runs import from_outcome
@@ -220,7 +221,7 @@ def test_fixture_fix_verifies_and_explains_what_it_leaves():
     assert scan.returncode == 0, scan.stderr
     events = scan_events(script)
     end = next(e for e in reversed(events) if e.get("ev") == END)
-    before = from_outcome("before", 0, RunOutcome(events, end["reason"], 0, 0.0, "", end), ROOT)
+    before = from_outcome("before", 0, RunOutcome(events, end["reason"], 0, 0.0, "", end), Root(ROOT))
 
     session = Session(Context(str(ROOT), read_source))
     results = session.propose([Finding.from_json(f) for f in scan.json["findings"]])

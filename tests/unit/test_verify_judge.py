@@ -6,6 +6,7 @@ from __future__ import annotations
 from torchmend.codemods.base import Proposal
 from torchmend.model import Finding, Summary
 from torchmend.profiler.runner import RunOutcome
+from torchmend.values import Root
 from torchmend.verify.attribution import attribute
 from torchmend.verify.compare import IMPROVED, NEUTRAL, NO_CHANGE, REFUSED, judge
 from torchmend.verify.reasons import ReasonKind
@@ -204,7 +205,7 @@ def _ended(arm: str, ended_by: str, losses=(), error: str = "", tail: str = "") 
 def test_a_failed_patched_run_is_named_with_its_line_not_its_missing_losses() -> None:
     from pathlib import Path
 
-    v = judge([_run("before", breaks=1)], [_ended("after", "error", error=FORBIDDEN)], root=Path("/p"))
+    v = judge([_run("before", breaks=1)], [_ended("after", "error", error=FORBIDDEN)], root=Root(Path("/p")))
     assert v.verdict == REFUSED and len(v.reasons) == 1, v.reasons
     assert "Attempt to trace forbidden callable" in v.reasons[0].text
     assert "train.py:11 (`torch._dynamo.maybe_mark_dynamic(x, 0)`)" in v.reasons[0].text

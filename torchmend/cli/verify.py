@@ -21,6 +21,7 @@ from torchmend.cli.exitcodes import ExitCode
 
 if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
     from torchmend.pipeline import RunStarted
+    from torchmend.values import Root
     from torchmend.verify.compare import Verification
 
 
@@ -120,7 +121,7 @@ def verify(
     settings = project_.config.resolve(given)
     budget = {"steps": settings.steps, "timeout": settings.timeout, "backend": settings.verify_backend, "seed": seed}
     before = run_spec(script, args, nproc_per_node, None, **budget)
-    texts = _patched(patch, patched_dir, project_.root)
+    texts = _patched(patch, patched_dir, project_.folder)
     after = replace(before, overlay=tuple(texts.items()))
     with stop_on_signals("the runs were stopped"):
         v, b, _ = pipeline.verify(
@@ -133,7 +134,7 @@ def verify(
     raise typer.Exit(exit_code(v))
 
 
-def _patched(patch: Path | None, patched_dir: Path | None, root: Path) -> dict[str, str]:
+def _patched(patch: Path | None, patched_dir: Path | None, root: Root) -> dict[str, str]:
     """The patched texts by path (from a unified diff, or a folder of changed copies), each one Python accepts."""
     from torchmend.sources import read_source
     from torchmend.verify.patch import PatchError, apply_patch, from_directory

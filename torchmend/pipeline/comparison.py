@@ -7,9 +7,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchmend.pipeline.inputs import root_of
 from torchmend.project import Project
-from torchmend.values import Tolerance
+from torchmend.values import Root, Tolerance
 from torchmend.verify.speed import own_proxy
 
 if TYPE_CHECKING:  # heavy (libcst, the runner): imported by the stage that needs it
@@ -39,7 +38,7 @@ class _How:
 def verify(
     before: RunSpec,
     after: RunSpec,
-    root: Project | Path,
+    root: Project | Root | Path,
     repeat: int = 1,
     tolerance: Tolerance = Tolerance(),
     reuse_before: tuple[ArmRun, ...] = (),
@@ -57,7 +56,7 @@ def verify(
     from torchmend.verify.compare import judge
     from torchmend.verify.runs import run_arms, standing_in
 
-    root = root_of(root)
+    root = root.folder if isinstance(root, Project) else Root.of(root)
     reuse_before = standing_in(before, reuse_before)
     total = repeat * 2 - min(len(reuse_before), repeat)
     count = 0
@@ -85,7 +84,7 @@ def _with_reference(
     after: RunSpec,
     b: list[ArmRun],
     a: list[ArmRun],
-    root: Path,
+    root: Root,
     tolerance: Tolerance,
     on_run: Callable[[RunStarted], None] | None,
     eager: dict[str, ArmRun],

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchmend.pipeline.comparison import RunStarted, verify
@@ -28,7 +27,7 @@ from torchmend.pipeline.events import (
     Round,
     Verified,
 )
-from torchmend.values import Tolerance
+from torchmend.values import Root, Tolerance
 from torchmend.verify.reasons import Reason, ReasonKind
 
 if TYPE_CHECKING:  # heavy (libcst, the runner) or annotations only: imported by the stage that needs it
@@ -48,7 +47,7 @@ class Judge:
     def __init__(
         self,
         before: RunSpec,
-        root: Path,
+        root: Root,
         repeat: int,
         tolerance: Tolerance,
         on_run: Callable[[RunStarted], None] | None,

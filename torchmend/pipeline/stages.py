@@ -28,6 +28,7 @@ from torchmend.pipeline.inputs import settings_for
 from torchmend.pipeline.rounds import Judge, no_less_safe, rounds
 from torchmend.project import Project
 from torchmend.settings import Settings
+from torchmend.values import Root
 from torchmend.verify.reasons import Reason, ReasonKind
 from torchmend.verify.speed import PROXY_BACKENDS, own_proxy
 
@@ -72,7 +73,7 @@ def verify_rounds(
     if scan.spec is None:
         raise ValueError("a scan from a trace ran nothing here: there is no run to compare against")
     project = Project.of(root)
-    root = project.root
+    folder = project.folder
     resolved = settings_for(project, settings)
     # the safeties the settings opt into: a global setting's local fallback of these may take its place
     opted = frozenset(k for k, on in (("unsafe", resolved.unsafe), ("random-stream", resolved.random_stream)) if on)
@@ -81,20 +82,20 @@ def verify_rounds(
     tried: list[Refusal] = []
 
     made: dict[str | None, tuple[ArmRun, ...]] = {}  # an original's cold run by backend, made before a stage
-    reused = functools.partial(_reused, scan, root, made)
+    reused = functools.partial(_reused, scan, folder, made)
 
     if screen is not None and screen != backend:
         spec = replace(scan.spec, backend=screen, overlay=())
         reuse = reused(screen)
         if reuse and reuse[0].failed:
-            proxy = yield from _proxy_failed(spec, reuse[0], root, on_run)
+            proxy = yield from _proxy_failed(spec, reuse[0], folder, on_run)
             if proxy is not None:
                 spec, reuse = proxy
                 made[spec.backend] = reuse
                 screen = spec.backend
     if screen is not None and screen != backend:
         yield Stage(StageKind.SCREEN, spec.backend, 1)
-        screening = Judge(spec, root, 1, resolved.tolerance, on_run, reuse, timed=False)
+        screening = Judge(spec, folder, 1, resolved.tolerance, on_run, reuse, timed=False)
         screened = yield from rounds(screening, session, versions, tried, follow_up)
         if not screened.ok:
             yield screened
@@ -108,8 +109,8 @@ def verify_rounds(
         # The original's first run on the judging backend goes first: when it fails there (no compiler for it, a
         # PyTorch failure) while screening ran it, what screening verified stands for the local changes, said as
         # such, and a global setting is not confirmed.
-        first = _original_run(spec, root, on_run)
-        failed = failure_of(first, root)
+        first = _original_run(spec, folder, on_run)
+        failed = failure_of(first, folder)
         if failed is not None:
             own = backend or "the script's own backend"
             yield from _withhold_globals(session, tried, _not_confirmed(own), opted)
@@ -119,7 +120,7 @@ def verify_rounds(
             yield Verified(VERIFIED if session.accepted else NONE_HELPED, tuple(session.accepted), v, tuple(tried))
             return
         reuse = (first,)
-    judging = Judge(spec, root, repeat, resolved.tolerance, on_run, reuse, timed=timed)
+    judging = Judge(spec, folder, repeat, resolved.tolerance, on_run, reuse, timed=timed)
     done = yield from rounds(judging, session, versions, tried, follow_up)
     if done.ok and any(p.global_setting for p in session.accepted):
         from torchmend.verify.compare import IMPROVED
@@ -138,7 +139,7 @@ def verify_rounds(
 
 
 def _reused(
-    scan: Scan, root: Path, made: dict[str | None, tuple[ArmRun, ...]], backend: str | None
+    scan: Scan, root: Root, made: dict[str | None, tuple[ArmRun, ...]], backend: str | None
 ) -> tuple[ArmRun, ...]:
     """The original's cold run on `backend` a stage may start from: one made before it, else the scan's."""
     from torchmend.verify.runs import from_outcome
@@ -201,7 +202,7 @@ def _withhold_globals(
     yield Dropped(tuple(refused), again=bool(session.accepted))
 
 
-def _original_run(spec: RunSpec, root: Path, on_run: Callable[[RunStarted], None] | None) -> ArmRun:
+def _original_run(spec: RunSpec, root: Root, on_run: Callable[[RunStarted], None] | None) -> ArmRun:
     """The original's first run of a stage, made before the stage's rounds (which reuse it)."""
     from torchmend.verify.runs import run_one
 
@@ -211,7 +212,7 @@ def _original_run(spec: RunSpec, root: Path, on_run: Callable[[RunStarted], None
 
 
 def _proxy_failed(
-    spec: RunSpec, scanned: ArmRun, root: Path, on_run: Callable[[RunStarted], None] | None
+    spec: RunSpec, scanned: ArmRun, root: Root, on_run: Callable[[RunStarted], None] | None
 ) -> Generator[Event, None, tuple[RunSpec, tuple[ArmRun, ...]] | None]:
     """The original failed on the screening backend: run it once with eager. When eager runs it to its end, the
     screening backend's failure is PyTorch's, not the user's (ProxyFailed): screening goes on with eager, that run as

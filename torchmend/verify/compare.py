@@ -10,13 +10,12 @@ with no measured gain is NEUTRAL, said as such. Every reason is a typed value (v
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from torchmend.model import StrEnum
 from torchmend.profiler.failures import exception_summary
 from torchmend.profiler.runner import RunOutcome
-from torchmend.values import Tolerance
+from torchmend.values import Root, Tolerance
 from torchmend.verify.failure import RunFailure, failure_of
 from torchmend.verify.numerics import Comparison, compare
 from torchmend.verify.reasons import Reason, ReasonKind
@@ -240,7 +239,7 @@ def judge(
     before: list[ArmRun],
     after: list[ArmRun],
     tol: Tolerance = Tolerance(),
-    root: Path | None = None,
+    root: Root | None = None,
     *,
     timed: bool = True,
     backend: str = "",
@@ -364,7 +363,7 @@ def restored_verdict(
     ref: Reference,
     before: list[ArmRun],
     after: list[ArmRun],
-    root: Path | None = None,
+    root: Root | None = None,
     *,
     timed: bool = True,
     backend: str = "",
@@ -381,7 +380,7 @@ def restored_verdict(
 
 
 def _failure(
-    before: list[ArmRun], after: list[ArmRun], root: Path | None, reasons: list[Reason], notes: list[str]
+    before: list[ArmRun], after: list[ArmRun], root: Root | None, reasons: list[Reason], notes: list[str]
 ) -> RunFailure | None:
     """Every way the patched arm can fail or stop early, named with its exception and line: it failed where
     the original did not; both failed, differently; it ran out of time where the original finished."""

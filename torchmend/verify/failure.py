@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from torchmend.profiler.failures import exception_summary
 from torchmend.profiler.traceparse import Frame, parse_stack
+from torchmend.values import Root
 from torchmend.verify.runs import ArmRun
 
 _LIBRARY = ("site-packages", "dist-packages", f"{os.sep}torch{os.sep}", "<frozen", "torchmend")
@@ -80,13 +80,13 @@ def _user_frames(text: str) -> list[Frame]:
     return parse_stack(lines[start + 1 :]) if start is not None else []
 
 
-def _is_user(path: str, root: Path | None) -> bool:
+def _is_user(path: str, root: Root | None) -> bool:
     if root is not None:
-        return os.path.abspath(path).startswith(str(root.resolve()) + os.sep)
+        return os.path.abspath(path).startswith(str(root.path.resolve()) + os.sep)
     return not any(part in path for part in _LIBRARY)
 
 
-def failure_site(error: str, traceback: str, root: Path | None = None) -> Frame | None:
+def failure_site(error: str, traceback: str, root: Root | None = None) -> Frame | None:
     """The innermost frame in the user's code that the failure names: dynamo's "from user code:" frames first
     (where tracing failed), else the Python traceback's. Library frames (torch, site-packages) are passed over."""
     for frames in (_user_frames(error), _user_frames(traceback), parse_stack(traceback.splitlines())):
@@ -96,7 +96,7 @@ def failure_site(error: str, traceback: str, root: Path | None = None) -> Frame 
     return None
 
 
-def failure_of(run: ArmRun, root: Path | None = None, stopped_early: bool = False) -> RunFailure | None:
+def failure_of(run: ArmRun, root: Root | None = None, stopped_early: bool = False) -> RunFailure | None:
     """How `run` failed (an exception, a non-zero exit, a kill, no torch, an internal error), or, with
     `stopped_early` (the other arm went further), how it stopped: a time budget. None when it ended normally."""
     out = run.outcome
@@ -113,7 +113,7 @@ def failure_of(run: ArmRun, root: Path | None = None, stopped_early: bool = Fals
     site = failure_site(error, traceback or out.output_tail, root)
     display = ""
     if site is not None and root is not None and _is_user(site.file, root):
-        display = os.path.relpath(os.path.abspath(site.file), root.resolve())
+        display = os.path.relpath(os.path.abspath(site.file), root.path.resolve())
     return RunFailure(
         arm=run.arm,
         ended_by=out.ended_by,

@@ -8,6 +8,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from torchmend.values import Root
+
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -22,7 +24,7 @@ def _target(header: str) -> str:
     return name[2:] if name.startswith(("a/", "b/")) else name
 
 
-def apply_patch(patch: str, root: Path, read: Callable[[str], str]) -> dict[str, str]:
+def apply_patch(patch: str, root: Root, read: Callable[[str], str]) -> dict[str, str]:
     """{absolute path: new text} for every file the unified diff changes (paths relative to `root`, with or
     without git's a/ b/ prefixes). Context must match exactly: no fuzz, so what is verified is what applies."""
     lines = patch.splitlines(keepends=True)
@@ -35,8 +37,8 @@ def apply_patch(patch: str, root: Path, read: Callable[[str], str]) -> dict[str,
         if i + 1 >= len(lines) or not lines[i + 1].startswith("+++ "):
             raise PatchError(f"line {i + 1}: '---' without '+++'")
         rel = _target(lines[i + 1])
-        path = str((root / rel).resolve())
-        if not path.startswith(str(root.resolve()) + os.sep):
+        path = str((root.path / rel).resolve())
+        if not path.startswith(str(root.path.resolve()) + os.sep):
             raise PatchError(f"{rel} is outside the project")
         try:
             old = out.get(path) or read(path)
@@ -75,14 +77,14 @@ def apply_patch(patch: str, root: Path, read: Callable[[str], str]) -> dict[str,
     return out
 
 
-def from_directory(patched: Path, root: Path, read: Callable[[str], str]) -> dict[str, str]:
+def from_directory(patched: Path, root: Root, read: Callable[[str], str]) -> dict[str, str]:
     """{absolute project path: text} for each .py file under `patched` whose counterpart under `root` differs."""
     out: dict[str, str] = {}
     for new in sorted(patched.rglob("*.py")):
         rel = new.relative_to(patched)
         if any(part.startswith(".") or part in ("__pycache__", "site-packages") for part in rel.parts):
             continue
-        original = root / rel
+        original = root.path / rel
         if not original.is_file():
             continue
         text = read(str(new))

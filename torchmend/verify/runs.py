@@ -14,6 +14,7 @@ from torchmend.model import Finding, Summary
 from torchmend.profiler import forkserver
 from torchmend.profiler.findings import analyse
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
+from torchmend.values import Root
 
 BEFORE, AFTER = "before", "after"
 
@@ -35,15 +36,15 @@ class ArmRun:
         return self.outcome.end
 
 
-def from_outcome(arm: str, index: int, outcome: RunOutcome, root: Path) -> ArmRun:
-    findings, summary = analyse(outcome.events, root, outcome.ended_by, outcome.wall_s)
+def from_outcome(arm: str, index: int, outcome: RunOutcome, root: Root) -> ArmRun:
+    findings, summary = analyse(outcome.events, root.path, outcome.ended_by, outcome.wall_s)
     return ArmRun(arm, index, findings, summary, outcome)
 
 
 def run_arms(
     before: RunSpec,
     after: RunSpec,
-    root: Path,
+    root: Root,
     repeat: int,
     on_run: Callable[[str, int], None] | None = None,
     reuse_before: tuple[ArmRun, ...] = (),
@@ -82,7 +83,7 @@ def standing_in(before: RunSpec, reuse_before: tuple[ArmRun, ...]) -> tuple[ArmR
     return tuple(r for r in reuse_before if r.outcome.forked == forked)
 
 
-def run_one(spec: RunSpec, root: Path, arm: str, index: int = 0) -> ArmRun:
+def run_one(spec: RunSpec, root: Root, arm: str, index: int = 0) -> ArmRun:
     """One run with inductor and triton caches of its own (an eager reference, a probe)."""
     scratch = Path(tempfile.mkdtemp(prefix="torchmend-verify-"))
     try:

@@ -19,11 +19,10 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from torchmend.profiler.runner import RunSpec
-from torchmend.values import Tolerance
+from torchmend.values import Root, Tolerance
 from torchmend.verify.runs import ArmRun
 
 SEEDS = 4
@@ -131,7 +130,7 @@ def compare_distributions(
 def seeded_runs(
     before: RunSpec,
     after: RunSpec,
-    root: Path,
+    root: Root,
     seeds: Sequence[int],
     reuse: ArmRun | None = None,
     on_run: Callable[[str, int], None] | None = None,
@@ -152,7 +151,7 @@ def seeded_runs(
     return b, a
 
 
-def failed_seeds(seeds: Sequence[int], before: Sequence[ArmRun], after: Sequence[ArmRun], root: Path | None) -> str:
+def failed_seeds(seeds: Sequence[int], before: Sequence[ArmRun], after: Sequence[ArmRun], root: Root | None) -> str:
     """Which runs of either arm failed, with which seed, their exception and line ('' when none did). A run that fails
     on a later seed only (a random path the first seed did not take: a skipped layer that sets None) leaves the
     distributions without its losses; this is why, said instead of "a run recorded no loss"."""
