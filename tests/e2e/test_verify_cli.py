@@ -10,6 +10,7 @@ import pytest
 from conftest import SCAN_FIXTURES, torchmend
 
 from torchmend.codemods.engine import unified_diff
+from torchmend.values import Root
 from torchmend.verify.patch import PatchError, apply_patch
 
 IF = "        if out.abs().max() > 10.0:\n            out = out / 10.0\n"
@@ -106,8 +107,8 @@ def test_apply_patch_in_memory(tmp_path: Path) -> None:
     f = tmp_path / "m.py"
     f.write_text("a = 1\nb = 2\nc = 3\n")
     patch = unified_diff("m.py", f.read_text(), "a = 1\nb = 20\nc = 3\nd = 4")
-    texts = apply_patch(patch, tmp_path, lambda p: Path(p).read_text())
+    texts = apply_patch(patch, Root(tmp_path), lambda p: Path(p).read_text())
     assert texts == {str(f): "a = 1\nb = 20\nc = 3\nd = 4"}
     assert f.read_text() == "a = 1\nb = 2\nc = 3\n"
     with pytest.raises(PatchError, match="outside the project"):
-        apply_patch("--- a/../x.py\n+++ b/../x.py\n@@ -1 +1 @@\n-a\n+b\n", tmp_path, lambda p: "a\n")
+        apply_patch("--- a/../x.py\n+++ b/../x.py\n@@ -1 +1 @@\n-a\n+b\n", Root(tmp_path), lambda p: "a\n")
