@@ -29,6 +29,7 @@ from conftest import CliResult, torchmend
 
 from torchmend.model import Finding
 from torchmend.store import save_undo, write_fix
+from torchmend.values import Root
 from torchmend.vcs import ship
 from torchmend.vcs.body import fix_report, md_code, md_fence, md_link, md_text
 from torchmend.vcs.forge import ForgeError, GitHub
@@ -387,17 +388,17 @@ def test_forge_client_never_follows_a_redirect_with_the_token(tmp_path: Path) ->
 def test_preflight_for_fix_pr(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """What `fix --pr` checks before it scans: changes nothing, asks no server."""
     options = ship.PrOptions(api_url=world.gh.api_url)
-    ship.preflight(world.proj, options)
+    ship.preflight(Root(world.proj), options)
     (world.proj / "data.py").write_text("BATCH = 16\n")
     with pytest.raises(ship.PrError) as caught:
-        ship.preflight(world.proj, options)
+        ship.preflight(Root(world.proj), options)
     assert caught.value.kind == ship.DIRTY and "data.py (M)" in caught.value.message
     git(world.proj, "checkout", "--", "data.py")
     monkeypatch.delenv("GITHUB_TOKEN")
     with pytest.raises(ship.PrError) as caught:
-        ship.preflight(world.proj, options)
+        ship.preflight(Root(world.proj), options)
     assert caught.value.kind == "auth"
-    ship.preflight(world.proj, ship.PrOptions(api_url=world.gh.api_url, dry_run=True))
+    ship.preflight(Root(world.proj), ship.PrOptions(api_url=world.gh.api_url, dry_run=True))
     assert world.gh.requests == []
 
 

@@ -34,12 +34,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     "codemods": {"analysis", "model", "rules", "values"},
     "lint": {"analysis", "model", "rules", "sources", "versions", "profiler", "values"},
     "verify": {"codemods", "model", "profiler", "values"},
-    "tune": {"model", "profiler"},
+    "tune": {"model", "profiler", "values"},
     "config": {"settings", "rules", "values"},  # rules: the codes select/ignore name must exist
     # the project (root, configuration, what may be edited, the journal), then what the configuration selects
     "project": {"config", "settings", "sources", "store", "values"},
     "suppress": {"model", "sources", "rules", "store", "values"},
-    "vcs": {"codemods", "model", "sources", "store", "verify", "rules"},
+    "vcs": {"codemods", "model", "sources", "store", "verify", "rules", "values"},
     # the Python API over the stages, then the terminal over everything
     "pipeline": {
         "analysis",

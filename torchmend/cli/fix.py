@@ -190,7 +190,7 @@ def _before_run(
     options = None
     if pr:
         options = PrOptions(remote=settings.remote, base=settings.base, repo=repo, api_url=api_url, token_env=token_env)
-        check_pull_request(project.root, options)
+        check_pull_request(project.folder, options)
     check_journal(project, writes=not writes_nothing)
     return options
 
@@ -338,8 +338,7 @@ def _write(
         command = verify_command(
             fixes.display(str(spec.script)),
             spec.args,
-            steps=settings.steps,
-            timeout=settings.timeout,
+            budget=settings.budget,
             backend=settings.verify_backend,
             seed=seed,
             repeat=repeat,
@@ -364,7 +363,7 @@ def _write(
     )
     out.print(f"Undo with [bold]torchmend undo[/] (patch saved at {record.patch}).")
     if ship is not None:
-        open_pull_request(project.root, record, ship, report)
+        open_pull_request(project.folder, record, ship, report)
 
 
 def _verify(

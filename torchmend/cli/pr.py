@@ -18,6 +18,7 @@ from torchmend.cli.exitcodes import ExitCode
 
 if TYPE_CHECKING:  # heavy (libcst, network, ...): imported where used, so --help stays fast
     from torchmend.store import UndoRecord
+    from torchmend.values import Root
     from torchmend.vcs.ship import PrOptions, PrResult
 
 
@@ -65,7 +66,7 @@ def _print_dry_run(result: PrResult) -> None:
     sys.stdout.flush()
 
 
-def check_pull_request(root: Path, options: PrOptions) -> None:
+def check_pull_request(root: Root, options: PrOptions) -> None:
     """For `fix --pr`, before it scans: exit now (with the matching ExitCode) when its result could not be
     shipped: not a git repository, no commit, no such remote or GitHub repository, no token, or tracked files
     that differ from HEAD. Changes nothing and asks no server."""
@@ -78,7 +79,7 @@ def check_pull_request(root: Path, options: PrOptions) -> None:
         fail(exit_for(e.kind), escape(e.message) + " (nothing was scanned or written)")
 
 
-def open_pull_request(root: Path, record: UndoRecord, options: PrOptions, report: str | None = None) -> PrResult:
+def open_pull_request(root: Root, record: UndoRecord, options: PrOptions, report: str | None = None) -> PrResult:
     """Ship `record`'s changes (already written under `root`) as a branch, a commit, a push and a pull request.
 
     `report`: the Markdown for the body (torchmend.vcs.body.fix_report); default: the one saved in the record,
@@ -190,7 +191,7 @@ def pr(
             ),
         )
     open_pull_request(
-        root,
+        found.folder,
         records[-1],
         PrOptions(
             remote=settings.remote,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from torchmend import rules
+from torchmend.values import Budget
 
 if TYPE_CHECKING:
     from torchmend.codemods.base import Proposal
@@ -185,8 +186,7 @@ def verify_command(
     args: Sequence[str] = (),
     *,
     patch: str = "torchmend.patch",
-    steps: int | None = None,
-    timeout: float | None = None,
+    budget: Budget = Budget(),
     backend: str | None = None,
     seed: int = 0,
     repeat: int | None = None,
@@ -195,7 +195,8 @@ def verify_command(
     """The `torchmend verify` command line that reproduces a verification (for fix_report's `command`);
     `launcher`: the torchrun options of a multi-rank run."""
     cmd = ["torchmend", "verify", "--patch", patch] if launcher else ["torchmend", "verify", script, "--patch", patch]
-    for flag, value in (("--steps", steps), ("--timeout", timeout), ("--backend", backend), ("--repeat", repeat)):
+    flags = (("--steps", budget.steps), ("--timeout", budget.timeout), ("--backend", backend), ("--repeat", repeat))
+    for flag, value in flags:
         if value is not None:
             cmd += [flag, str(value)]
     if seed:

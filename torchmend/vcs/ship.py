@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from torchmend.values import Root
 from torchmend.vcs import body as md
 from torchmend.vcs.errors import DIRTY, NO_REMOTE, NOT_A_REPO, PUSH, USAGE, PrError
 from torchmend.vcs.errors import NOTHING as NOTHING  # the CLI reads every kind as ship.<KIND>
@@ -112,9 +113,9 @@ class _Repo:
     url: str  # the remote's URL, without credentials
 
 
-def _repository(root: Path, options: PrOptions, redact: Callable[[str], str]) -> _Repo:
+def _repository(root: Root, options: PrOptions, redact: Callable[[str], str]) -> _Repo:
     """The repository, HEAD, the remote and the GitHub repository it names, the base branch. Raises PrError."""
-    git = Git(root, redact)
+    git = Git(root.path, redact)
     top = git.toplevel()
     if top is None:
         raise PrError(
@@ -198,7 +199,7 @@ def _no_token(options: PrOptions, repo: RepoRef) -> PrError:
     )
 
 
-def preflight(root: Path, options: PrOptions) -> None:
+def preflight(root: Root, options: PrOptions) -> None:
     """Before a `fix --pr` runs: could its result be shipped? A git repository with a commit, the remote and
     its GitHub repository, a token (unless dry_run), and no tracked file differing from HEAD (a file the fix
     then writes must have been committed as it was). Changes nothing, asks no server. Raises PrError."""
@@ -221,7 +222,7 @@ def preflight(root: Path, options: PrOptions) -> None:
 
 
 def plan(
-    root: Path,
+    root: Root,
     record: UndoRecord,
     options: PrOptions,
     report: str | None = None,
@@ -290,7 +291,7 @@ def compare_url(p: Plan) -> str:
 
 
 def ship(
-    root: Path,
+    root: Root,
     record: UndoRecord,
     options: PrOptions,
     report: str | None = None,
