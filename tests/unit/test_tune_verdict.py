@@ -15,6 +15,7 @@ from torchmend.tune.report import Tune, markdown, series, to_json
 from torchmend.tune.runs import TuneRun, shapes_vary
 from torchmend.tune.settings import SettingError, more_settings, parse, parse_all, skipped
 from torchmend.tune.verdict import NEVER, break_even, judge
+from torchmend.values import Root
 
 
 def _run(
@@ -127,7 +128,7 @@ def test_recommends_the_fastest_setting_beyond_noise() -> None:
     v = judge(runs, repeat=2, horizon=10_000)
     assert v.recommended == "max-autotune"
     assert "2.5" in v.reason and "faster" in v.reason and "within noise" not in v.reason
-    assert v.row("max-autotune").note == "recommended"  # type: ignore[union-attr]
+    assert v.row("max-autotune").recommended and v.row("max-autotune").remark == "recommended"  # type: ignore[union-attr]
 
 
 def test_settings_within_noise_of_the_best_are_named() -> None:
@@ -258,7 +259,7 @@ def test_a_graph_left_without_cuda_graphs_says_why() -> None:
     runs = [_run("eager", 0.010), _run("default", 0.006), _run("reduce-overhead", 0.005, events=events)]
     v = judge(runs, repeat=1, horizon=10_000)
     assert v.recommended == "reduce-overhead"
-    assert v.row("reduce-overhead").note == f"recommended; CUDA graphs skipped: {reason}"  # type: ignore[union-attr]
+    assert v.row("reduce-overhead").remark == f"recommended; CUDA graphs skipped: {reason}"  # type: ignore[union-attr]
 
 
 def test_varying_sizes_are_reported_with_whether_dynamic_settings_ran(tmp_path: Path) -> None:
@@ -292,7 +293,7 @@ def test_runs_are_interleaved_each_with_empty_caches_of_its_own(
         return [parse("max-autotune")]
 
     spec = RunSpec(script=tmp_path / "train.py", steps=3, backend="aot_eager")
-    done = tune_runs.run_settings(spec, tmp_path, [parse("eager"), parse("default")], 2, decide)
+    done = tune_runs.run_settings(spec, Root(tmp_path), [parse("eager"), parse("default")], 2, decide)
     assert [r.setting.name for r in done] == ["eager", "default", "max-autotune"] * 2
     assert decided == [2]  # once, after the first eager and default runs
     caches = [dict(s.env)["TORCHINDUCTOR_CACHE_DIR"] for s in specs]

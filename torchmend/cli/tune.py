@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from torchmend.tune.report import Tune
     from torchmend.tune.runs import TuneRun
     from torchmend.tune.settings import Setting
+    from torchmend.values import Root
 
 
 class TuneFormat(str, Enum):
@@ -118,7 +119,7 @@ def tune(
     chosen = _chosen(settings, backend)
     if report is not None:
         _check_report(report)  # before the runs, which take minutes: their results must have somewhere to go
-    root = Project.at(spec.script.parent, project, config=False).root  # tune reads no configuration
+    root = Project.at(spec.script.parent, project, config=False).folder  # tune reads no configuration
     command = "torchmend tune " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     finished: list[TuneRun] = []
     try:
@@ -164,7 +165,7 @@ def _emit(result: Tune, report: Path | None, format: TuneFormat, show_output: bo
 
 def _run(
     spec: RunSpec,
-    root: Path,
+    root: Root,
     chosen: list[Setting] | None,
     backend: str,
     repeat: int,
@@ -326,7 +327,7 @@ def _print_table(result: Tune) -> None:
     rows = [cells(r, one=v.repeat < 2)[:-1] for r in v.rows]
     for cell, row in zip(rows, v.rows):
         cell[2] = cells(row, one=True)[2]
-    notes = [r.note for r in v.rows]
+    notes = [r.remark for r in v.rows]
     with laid_out(out) as width:
         keep = list(range(len(heads)))
         widths = {i: max(len(heads[i]), *(len(r[i]) for r in rows)) for i in keep}
@@ -350,8 +351,8 @@ def _print_table(result: Tune) -> None:
         out.print(table)
         if not with_notes:
             for row in v.rows:
-                if row.note and row.note != "recommended":
-                    out.print(Text(f"{row.setting}: {row.note}"))
+                if row.note:  # the recommended row's mark is in the table already
+                    out.print(Text(f"{row.setting}: {row.remark}"))
         left_out = [heads[i] for i in range(len(heads)) if i not in keep]
         if left_out:
             out.print(Text(f"left out at this width: {', '.join(left_out)} (see --format json or --report)", "dim"))

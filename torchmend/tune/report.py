@@ -144,7 +144,7 @@ def cells(row: Row, one: bool) -> list[str]:
         str(row.graph_breaks),
         memory(row.peak_mb),
         "—" if be is None else (NEVER if be == NEVER else f"{be:,}" if isinstance(be, int) else str(be)),
-        row.note,
+        row.remark,
     ]
 
 

@@ -21,6 +21,7 @@ from torchmend.profiler.findings import analyse
 from torchmend.profiler.numerics import DISABLE_ENV
 from torchmend.profiler.runner import RunOutcome, RunSpec, run
 from torchmend.tune.settings import Setting
+from torchmend.values import Root
 
 # A recompile whose guard is a tensor's size: the shapes vary, so dynamic= matters.
 _SIZE_GUARD = re.compile(r"size mismatch|stride mismatch|\.size\(\)\[\d+\]|\.shape\[\d+\]")
@@ -104,7 +105,7 @@ def shapes_vary(run: TuneRun) -> str | None:
     return None
 
 
-def measure(spec: RunSpec, setting: Setting, index: int, caches: Path, root: Path) -> TuneRun:
+def measure(spec: RunSpec, setting: Setting, index: int, caches: Path, root: Root) -> TuneRun:
     """One run of the script under `setting`, with empty caches under `caches` and no numerics capture (its
     fingerprints of outputs would cost time inside the steps being timed)."""
     env = (
@@ -115,13 +116,13 @@ def measure(spec: RunSpec, setting: Setting, index: int, caches: Path, root: Pat
     )
     backend = None if setting.eager else setting.backend
     outcome = run(replace(spec, env=env, backend=backend, compile=setting.override()))
-    findings, summary = analyse(outcome.events, root, outcome.ended_by, outcome.wall_s)
+    findings, summary = analyse(outcome.events, root.path, outcome.ended_by, outcome.wall_s)
     return TuneRun(setting, index, summary, findings, outcome)
 
 
 def run_settings(
     spec: RunSpec,
-    root: Path,
+    root: Root,
     first: list[Setting],
     repeat: int,
     decide: Callable[[list[TuneRun]], list[Setting] | None],

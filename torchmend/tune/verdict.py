@@ -54,14 +54,23 @@ class Row:
     error: str | None = None  # the first failed run's error
     cudagraph_skips: list[str] = field(default_factory=list)  # why graphs ran without CUDA graphs
     break_even: int | str | None = None  # steps, NEVER, or None (eager, failed, no steps)
-    note: str = ""
+    note: str = ""  # why it was not chosen, and what else is worth knowing (CUDA graphs skipped, a CPU run)
+    recommended: bool = False  # the setting the verdict chose
 
     @property
     def ok(self) -> bool:
         return self.failed == 0 and self.steady_s.median is not None
 
+    @property
+    def remark(self) -> str:
+        """The note as the table, the report and the JSON show it: "recommended" first on the chosen row."""
+        return "; ".join(n for n in ("recommended" if self.recommended else "", self.note) if n)
+
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        del data["recommended"]  # the JSON says it in the note (and the verdict's "recommended")
+        data["note"] = self.remark
+        return data
 
 
 @dataclass
@@ -190,7 +199,7 @@ def _choose(rows: list[Row], cuda: bool, repeat: int, horizon: int) -> Verdict:
     )
     if default is not None and best is not default:
         reason += f" (default: {default.recompiles})"
-    best.note = "recommended"
+    best.recommended = True
     tied = [r.setting for r in candidates if r is not best and _overlap(r.steady_s, best.steady_s)]
     if tied:
         reason += f"; within noise of it: {', '.join(tied)}"
