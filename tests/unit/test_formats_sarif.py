@@ -10,7 +10,7 @@ import copy
 import functools
 import json
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -265,22 +265,22 @@ def test_report_is_the_one_call_a_command_makes():
         report("table", findings, root)
 
 
-@dataclass(frozen=True, kw_only=True)
-class StaticFinding(Finding):
-    """A finding of `torchmend lint` (model.Finding has `confidence` once lint is merged; the same field here)."""
+def test_a_static_finding_says_how_sure_it_is_instead_of_a_count(tmp_path: Path) -> None:
+    """lint's findings have a confidence and no count (nothing ran). A check's reason says itself that it is static;
+    the finding for a file lint cannot parse (TM904, a source finding) gets the annotation's sentence instead."""
+    from torchmend.lint import lint_paths
+    from torchmend.values import Root
 
-    confidence: str | None = None
-
-
-def test_a_static_finding_says_how_sure_it_is_instead_of_a_count():
-    findings, root = recorded_findings("several")
-    tm101 = next(f for f in findings if f.rule == "TM101")
-    fields = {k: getattr(tm101, k) for k in Finding.__dataclass_fields__ if k != "confidence"}
-    static = StaticFinding(**{**fields, "count": 0}, confidence="likely")
-    log = to_sarif([static], root)
+    (tmp_path / "broken.py").write_text("import torch\n\nf = torch.compile(lambda x: x\ndef g(:\n")
+    (tmp_path / "train.py").write_text("import torch\n\n\n@torch.compile\ndef f(x):\n    print(x)\n    return x\n")
+    findings = lint_paths([tmp_path], Root(tmp_path), cache=False).findings
+    assert sorted((f.rule, f.confidence) for f in findings) == [("TM101", "likely"), ("TM904", "likely")]
+    log = to_sarif(findings, tmp_path)
     validate(log)
-    (result,) = log["runs"][0]["results"]
-    assert result["properties"]["confidence"] == "likely" and "count" not in result["properties"]
-    text = result["message"]["text"]
-    assert "Static finding (likely): `torchmend scan` confirms it by running the script." in text
-    assert "Seen" not in text
+    results = {r["ruleId"]: r for r in log["runs"][0]["results"]}
+    assert all(r["properties"]["confidence"] == "likely" and "count" not in r["properties"] for r in results.values())
+    sentence = "Static finding (likely): `torchmend scan` confirms it by running the script."
+    assert results["TM904"]["message"]["text"].endswith("nothing in it was checked.\n" + sentence)
+    check = results["TM101"]["message"]["text"]
+    assert sentence not in check and "(static: lint read the source and ran nothing;" in check
+    assert not any("Seen" in r["message"]["text"] for r in results.values())

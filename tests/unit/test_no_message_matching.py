@@ -52,8 +52,6 @@ ALLOWED = {
     ("codemods/fixes/compile_config/capture.py", "'meta kernel' in (finding.reason or '')"): "PyTorch's break reason",
     # Not yet typed: analysis.uses.python_use says how a value is used in words, and flow.py reads them.
     ("codemods/fixes/compile_config/flow.py", "hit[1].startswith('passed to')"): "python_use's words, not yet typed",
-    # the annotation says "static finding" unless lint's reason says so itself: Finding.reason is words still
-    ("cli/formats/annotation.py", "'static' not in f.reason"): "lint's Finding.reason, not yet typed",
 }
 
 

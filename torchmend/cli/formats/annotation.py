@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchmend import sources
-from torchmend.model import STORM_FROM, Finding, Where
+from torchmend.model import STORM_FROM, Finding, Kind, Where
 
 if TYPE_CHECKING:  # only a type here: text_fixes() is handed the pipeline's Fixes
     from torchmend.pipeline import Fixes
@@ -130,7 +130,9 @@ def message(f: Finding, where: Place, fix: TextFix | None = None) -> str:
         parts.append(f"The compiled function is called from {f.call_site.file}:{f.call_site.line}.")
     if f.hint:
         parts.append(f"PyTorch's hint: {f.hint}")
-    if confidence is not None and "static" not in f.reason:  # lint's reasons say so themselves
+    # A check's reason says it is static itself (lint/findings.CONFIRM); lint's finding about a file it cannot parse
+    # (a source finding, TM904) does not.
+    if confidence is not None and f.kind == Kind.SOURCE:
         parts.append(f"Static finding ({confidence}): `torchmend scan` confirms it by running the script.")
     if fix is not None:
         parts.append(f"`torchmend fix` proposes a change ({fix.safety}): {fix.description}")
