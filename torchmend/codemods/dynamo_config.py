@@ -38,18 +38,7 @@ def setting(
     findings: tuple[Finding, ...], site: CompileSite, option: str, value: str, why: str, note: str, safety: Safety
 ) -> Proposal:
     """Set `torch._dynamo.config.<option> = <value>` right before the compile call."""
-    stmt, imports = _line(site.src, option, f" = {value}")
-    return Proposal(
-        findings,
-        findings[0].rule,
-        site.src.path,
-        why=why,
-        safety=safety,
-        insert_before={site.statement: [stmt]},
-        imports=imports,
-        note=note,
-        global_setting=True,
-    )
+    return _before_compile(findings, site, option, f" = {value}", why=why, note=note, safety=safety)
 
 
 def add_member(
@@ -64,7 +53,24 @@ def add_member(
     safety: Safety,
 ) -> Proposal:
     """`torch._dynamo.config.<option>.add(<member>)` right before the compile call."""
-    stmt, imports = _line(site.src, option, f".add({member})")
+    return _before_compile(
+        findings, site, option, f".add({member})", why=why, note=note, safety=safety, alternative=alternative
+    )
+
+
+def _before_compile(
+    findings: tuple[Finding, ...],
+    site: CompileSite,
+    option: str,
+    edit: str,
+    *,
+    why: str,
+    note: str,
+    safety: Safety,
+    alternative: str = "",
+) -> Proposal:
+    """The global setting `torch._dynamo.config.<option><edit>` as a line right before the compile call."""
+    stmt, imports = _line(site.src, option, edit)
     return Proposal(
         findings,
         findings[0].rule,
