@@ -150,3 +150,6 @@ def test_a_shared_server_forks_the_runs_of_every_process_that_names_it(project: 
     finally:
         server.kill()
         server.wait()
+    # a socket with no server behind it: the run starts a fresh interpreter, and nothing is said of it
+    nobody = run(_spec(project, (forkserver.SHARED_ENV, str(tmp_path / "nobody.sock"))))
+    assert (nobody.ended_by, nobody.forked, _lines(nobody)["preloaded"]) == ("exit", False, "False")

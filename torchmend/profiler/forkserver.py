@@ -223,13 +223,11 @@ def _shared_link(python: str, env: Mapping[str, str]) -> _Link | None:
     link = _shared.get(path)
     if link is None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        link = _shared[path] = _Link(sock)
         try:
             sock.connect(path)
-        except OSError:
-            sock.close()
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # a closed one: it says nothing
-            sock.close()
-        link = _shared[path] = _Link(sock)
+        except OSError:  # no server there (any more): it serves nothing, and is not asked again
+            link.close()
     return link if link.serves(python, env) else None
 
 
@@ -252,7 +250,8 @@ def _server_for(python: str, env: Mapping[str, str]) -> _Link | None:
 
 
 def serving(python: str, env: Mapping[str, str]) -> bool:
-    """Whether runs of this interpreter, with this extra environment, are forked now."""
+    """Whether runs of this interpreter, with this extra environment, are forked now (where this process's own
+    server serves another environment, the one these runs will be forked from is started in its place)."""
     return _server_for(python, {**os.environ, **env}) is not None
 
 

@@ -127,7 +127,10 @@ def _serve_many(path: str) -> None:
             if sock is listener:
                 conn, _ = listener.accept()
                 conn.send(hello(ready))
-                clients.append(conn) if ready else conn.close()
+                if ready:
+                    clients.append(conn)
+                else:
+                    conn.close()
                 continue
             try:
                 msg, fds, _flags, _addr = socket.recv_fds(sock, MESSAGE, 2)
