@@ -149,3 +149,41 @@ def test_the_verdict_accepts_the_restored_eager_program_and_keeps_the_count_gate
     other = reference(original_c, _run("be"), _run("ac", gain=1.02), _run("ae"))
     assert restored_verdict(other, [original_c], [_run("ac", gain=1.02)]) is None
     assert "NumPy random stream" in replace(ref, cause=KNOWN_DIVERGENCES["disable-host-random-helper"]).describe()
+
+
+def test_a_rewrite_is_blamed_only_far_beyond_the_originals_own_eager_noise() -> None:
+    # the original does not compute the same twice: its two eager runs are 0.0003 apart (gain 1.0 vs 1.003)
+    original_c, original_e, again = _run("bc"), _run("be"), _run("be2", gain=1.003)
+    # one eager run each way: 0.0002 apart, beyond rtol 1e-4, and it reads as the rewrite's
+    ref = reference(original_c, original_e, _run("ac", gain=1.002), _run("ae", gain=1.002))
+    assert ref.whose == REWRITE and ref.noise is None
+    # the original's second eager run says that is its own noise: no blame, the band at least the noise, and why
+    ref = reference(original_c, original_e, _run("ac", gain=1.002), _run("ae", gain=1.002), eager_again=again)
+    assert ref.whose == NEITHER and ref.noise is not None and abs(ref.noise - 0.0003) < 1e-9
+    assert ref.band is not None and ref.band >= ref.noise and ref.tolerance >= ref.noise
+    assert "does not compute the same twice" in ref.band_text() and "does not compute the same twice" in ref.describe()
+    assert "torch.use_deterministic_algorithms(True)" in ref.describe()
+    # a patch that scales the output: far beyond the noise, still the rewrite's
+    ref = reference(original_c, original_e, _run("ac", gain=1.5), _run("ae", gain=1.5), eager_again=again)
+    assert ref.whose == REWRITE and ref.to_json()["noise"] is not None
+
+
+def test_the_originals_repeated_compiled_runs_measure_its_noise_too() -> None:
+    ref = reference(_run("bc"), _run("be"), _run("ac"), _run("ae"), compiled_again=[_run("bc2", gain=1.004)])
+    assert ref.noise is not None and abs(ref.noise - 0.0004) < 1e-9 and ref.band == ref.noise
+    # runs that compute the same twice: noise 0, nothing widened
+    ref = reference(_run("bc"), _run("be"), _run("ac"), _run("ae"), compiled_again=[_run("bc2")], eager_again=_run("e"))
+    assert ref.noise == 0.0 and ref.band == 0.0 and not ref.noisy
+    # a repeat that failed or went another way measures nothing
+    ref = reference(_run("bc"), _run("be"), _run("ac"), _run("ae"), compiled_again=[_run("x", losses=LOSSES[:1])])
+    assert ref.noise is None
+
+
+def test_a_patched_run_still_drawing_host_random_numbers_is_no_miscompile() -> None:
+    # both scripts compute the same eagerly; compiled, the patched run (still a TM110 draw through dynamo) differs
+    # from its eager run: another random stream, not the compiler's fault
+    ref = reference(_run("bc"), _run("be"), _drew_host_random(_run("ac", gain=1.5)), _run("ae"))
+    assert ref.whose == NEITHER and ref.patched_stream
+    assert "still draws NumPy or Python random numbers through dynamo" in ref.describe()
+    # the same difference without the draw: the compiler's
+    assert reference(_run("bc"), _run("be"), _run("ac", gain=1.5), _run("ae")).whose == COMPILER

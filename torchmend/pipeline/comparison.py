@@ -51,7 +51,8 @@ def verify(
     `reuse_before` stands in for the first before-runs (runs already made with the same spec). With `reference`,
     numbers that differ get the eager reference (verify/reference.py): both scripts run once more without
     compiling; the original's compiled-vs-eager spread is the noise band the numbers are judged within, and a
-    refusal says whose difference it is. `eager` keeps the original's eager run between calls ("before"). `timed`:
+    refusal says whose difference it is. `eager` keeps the original's eager runs between calls ("before", and
+    "before again" once the rewrite or the compiler was to be blamed: the original's own eager noise). `timed`:
     these runs judge speed (verify/speed.py); a screening stage's do not."""
     from torchmend.verify.compare import judge
     from torchmend.verify.runs import run_arms, standing_in
@@ -94,7 +95,7 @@ def _with_reference(
     from torchmend.verify.compare import REFUSED as REFUSED_VERDICT
     from torchmend.verify.compare import judge, restored_verdict
     from torchmend.verify.reasons import Reason
-    from torchmend.verify.reference import EAGER_COMPILE, banded, reference, spread
+    from torchmend.verify.reference import COMPILER, EAGER_COMPILE, REWRITE, banded, reference, spread
     from torchmend.verify.runs import run_one
 
     def one(spec: RunSpec, arm: str) -> ArmRun:
@@ -104,7 +105,14 @@ def _with_reference(
 
     if "before" not in eager:
         eager["before"] = one(before, "before (eager)")
-    ref = reference(b[0], eager["before"], a[0], one(after, "after (eager)"), tolerance)
+    after_eager = one(after, "after (eager)")
+    ref = reference(b[0], eager["before"], a[0], after_eager, tolerance, compiled_again=b[1:])
+    if ref.whose in (REWRITE, COMPILER):  # before blaming either: does the original compute the same twice?
+        if "before again" not in eager:
+            eager["before again"] = one(before, "before (eager, again)")
+        ref = reference(
+            b[0], eager["before"], a[0], after_eager, tolerance, compiled_again=b[1:], eager_again=eager["before again"]
+        )
     restored = restored_verdict(ref, b, a, root, timed=how.timed, backend=how.backend)
     if restored is not None:
         return restored

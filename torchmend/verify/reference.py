@@ -14,7 +14,13 @@ difference it is, and how far the original's own compiled run is from its eager 
   the compiled program compute what the program computes without compile (a helper drawing NumPy random numbers,
   which dynamo had traced on torch's generator, runs eagerly again): accepted, and the verdict says so.
 - **A random stream is not noise**: when the original's compiled run drew host random numbers through dynamo
-  (TM110 findings in it), its compiled-vs-eager spread is a different random stream, so no band is measured.
+  (TM110 findings in it), its compiled-vs-eager spread is a different random stream, so no band is measured; and
+  when the patched compiled run still draws them, its difference from its eager run is no miscompile either.
+- **A script that does not compute the same twice** (CUDA's atomic adds in a scatter, an index or a CTC backward;
+  an unseeded generator): the original's own runs against each other, its repeated compiled runs and, before the
+  rewrite is blamed, a second eager run, give its **run-to-run noise**. The band is at least that; a rewrite is
+  said to change the math, or the compiler to mis-compile, only far beyond it (BLAME_FACTOR), else the reference
+  says it cannot tell, and why.
 
 Pure: comparisons of END events (verify/numerics.py); the runs are made by the caller.
 """
@@ -22,6 +28,7 @@ Pure: comparisons of END events (verify/numerics.py); the runs are made by the c
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +38,10 @@ from torchmend.verify.numerics import Comparison, compare
 from torchmend.verify.reasons import ReasonKind
 from torchmend.verify.runs import ArmRun
 
+# The rewrite or the compiler is blamed for a difference only beyond this many times the original's own run-to-run
+# noise: with one sample each way, a difference a few times the noise is chance (the ratio of two such samples has a
+# heavy tail). It words a refusal; what is accepted is still judged within the measured band itself.
+BLAME_FACTOR = 10.0
 EAGER_COMPILE = (("eager", True),)  # RunSpec.compile for a run without torch.compile (collector.override_compile)
 
 
@@ -77,6 +88,22 @@ def band_of(compiled: ArmRun, eager: ArmRun) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def noise_of(runs: Sequence[ArmRun]) -> float | None:
+    """The original's run-to-run noise: the largest spread of its first run against each other one (same mode,
+    same script), or None when fewer than two ran through or they went different ways (not noise)."""
+    ran = [r for r in runs if not r.failed]
+    if len(ran) < 2:
+        return None
+    values = []
+    for other in ran[1:]:
+        c = compare(ran[0].end, other.end)
+        if c.losses_before != c.losses_after or not c.compared:
+            return None
+        values.append(spread(c))
+    worst = max(values)
+    return worst if math.isfinite(worst) else None
+
+
 def banded(fixed: Tolerance, band: float | None) -> Tolerance:
     """The tolerance the gate applies: the fixed relative one, or the band when that is larger (atol as fixed)."""
     return Tolerance(max(fixed.rtol, band or 0.0) * (1 + 1e-9), fixed.atol)  # the band is within it, rounded
@@ -93,6 +120,10 @@ class Reference:
     restored: Comparison | None = None  # original eager vs patched compiled (fixed tolerance)
     original: Comparison | None = None  # original eager vs original compiled (fixed tolerance)
     stream: bool = False  # the original's compiled run drew host random numbers through dynamo (no band then)
+    # the original's own runs against each other (None: one run each; 0: it computes the same twice); the band is at
+    # least this, and eager against eager is judged within it
+    noise: float | None = None
+    patched_stream: bool = False  # the patched compiled run still draws host random numbers through dynamo
     # why the original compiled run differed from its eager run, where the change that restored it is known
     # (KNOWN_DIVERGENCES, by the change's shape: the rounds know the changes, this module does not)
     cause: str = ""
@@ -101,7 +132,29 @@ class Reference:
     def tolerance(self) -> float:
         return banded(Tolerance(self.rtol), self.band).rtol
 
+    @property
+    def noisy(self) -> bool:
+        """Whether the original was measured not to compute the same twice."""
+        return bool(self.noise)
+
+    def noise_text(self) -> str:
+        return (
+            f"the original does not compute the same twice: its own runs differ from each other by {self.noise:.2g} "
+            "relative (a nondeterministic kernel such as an atomic add, or an unseeded generator)"
+        )
+
     def band_text(self) -> str:
+        if self.noisy:
+            assert self.band is not None and self.noise is not None
+            spread = (
+                f"the original's own compiled run differs from its eager run by {self.band:.2g} relative, and "
+                if self.band > self.noise
+                else ""
+            )
+            return (
+                f"noise band: {spread}{self.noise_text()}; the gate allows max(rtol {self.rtol:g}, band) = "
+                f"{self.tolerance:.2g}"
+            )
         if self.band is None and self.stream:
             return (
                 "no noise band: the original's compiled run drew NumPy or Python random numbers through dynamo "
@@ -147,6 +200,18 @@ class Reference:
             return (
                 "the eager reference could not tell whose difference it is: the eager runs recorded nothing to compare"
             )
+        if self.patched_stream and self.compiled is not None and not self.compiled.equal:
+            return (
+                "the eager reference could not tell whose difference it is: both scripts compute the same eagerly, "
+                "and the patched compiled run still draws NumPy or Python random numbers through dynamo (TM110), so "
+                "its eager run is another random stream, not a check of the compiler"
+            )
+        if self.noisy:
+            return (
+                f"the eager reference could not tell whose difference it is: {self.noise_text()}, and run eagerly "
+                "the patched script is not far beyond that from the original; to verify changes to such a script, "
+                "make its run deterministic (torch.use_deterministic_algorithms(True), seeded generators)"
+            )
         return (
             "the eager reference could not tell whose difference it is: both scripts compute the same eagerly and "
             "the patched one compiles to what it computes eagerly, within the band"
@@ -160,6 +225,7 @@ class Reference:
             "whose": self.whose,
             "eager_failed": self.eager_failed,
             "host_random": self.stream,
+            "noise": self.noise,
         }
 
 
@@ -180,27 +246,52 @@ def reference(
     after_compiled: ArmRun,
     after_eager: ArmRun,
     fixed: Tolerance = Tolerance(),
+    *,
+    compiled_again: Sequence[ArmRun] = (),
+    eager_again: ArmRun | None = None,
 ) -> Reference:
-    """Whose difference it is, from the four runs (the band from the original's two)."""
-    band = band_of(before_compiled, before_eager)
+    """Whose difference it is, from the four runs (the band from the original's two). `compiled_again`: the
+    original's other compiled runs (the judging stage's repeats); `eager_again`: a second eager run of the original.
+    Either measures its run-to-run noise."""
+    noises = [
+        n
+        for n in (
+            noise_of([before_compiled, *compiled_again]),
+            noise_of([before_eager, eager_again]) if eager_again is not None else None,
+        )
+        if n is not None
+    ]
+    noise = max(noises) if noises else None
+    measured = band_of(before_compiled, before_eager)
+    band = max(measured or 0.0, noise) if noise else measured
     stream = host_random(before_compiled)
+    patched_stream = host_random(after_compiled)
+
+    def said(whose: Whose, rewrite: Comparison | None, compiled: Comparison | None, **more: Any) -> Reference:
+        return Reference(
+            band, fixed.rtol, whose, rewrite, compiled, stream=stream, noise=noise, patched_stream=patched_stream,
+            **more,
+        )  # fmt: skip
+
     failed = " and ".join(n for n, r in (("original", before_eager), ("patched", after_eager)) if r.failed)
     if failed:
-        return Reference(band, fixed.rtol, NEITHER, None, None, eager_failed=failed, stream=stream)
-    tol = banded(fixed, band)
+        return said(NEITHER, None, None, eager_failed=failed)
     # Eager against eager: the same program runs the same ops, so only the fixed tolerance applies (a float
-    # buffer's float32 arithmetic in place of Python's doubles stays far inside it).
-    rewrite = compare(before_eager.end, after_eager.end, fixed)
-    compiled = compare(after_eager.end, after_compiled.end, tol)
+    # buffer's float32 arithmetic in place of Python's doubles stays far inside it), widened only by what the
+    # original's own runs differ by.
+    blame = noise * BLAME_FACTOR if noise else None
+    rewrite = compare(before_eager.end, after_eager.end, banded(fixed, blame))
+    compiled = compare(after_eager.end, after_compiled.end, banded(fixed, max(band or 0.0, blame or 0.0) or None))
     if not (rewrite.compared and compiled.compared):  # nothing recorded eagerly: no evidence either way
-        return Reference(band, fixed.rtol, NEITHER, rewrite, compiled, stream=stream)
+        return said(NEITHER, rewrite, compiled)
     # The patched compiled run against the original eager run, with the fixed tolerance: the program as it means
     # to compute, restored under compile where the original compiled run was what differed.
     restored = compare(before_eager.end, after_compiled.end, fixed)
     original = compare(before_eager.end, before_compiled.end, fixed)
     if rewrite.equal and restored.compared and restored.equal and not original.equal and not after_compiled.failed:
-        return Reference(
-            band, fixed.rtol, RESTORED, rewrite, compiled, restored=restored, original=original, stream=stream
-        )
-    whose = REWRITE if not rewrite.equal else COMPILER if not compiled.equal else NEITHER
-    return Reference(band, fixed.rtol, whose, rewrite, compiled, stream=stream)
+        return said(RESTORED, rewrite, compiled, restored=restored, original=original)
+    # a patched compiled run that draws host random numbers through dynamo is another random stream than its
+    # eager run: their difference says nothing about the compiler
+    miscompiled = not compiled.equal and not patched_stream
+    whose = REWRITE if not rewrite.equal else COMPILER if miscompiled else NEITHER
+    return said(whose, rewrite, compiled)
