@@ -108,11 +108,9 @@ def _with_reference(
     after_eager = one(after, "after (eager)")
     ref = reference(b[0], eager["before"], a[0], after_eager, tolerance, compiled_again=b[1:])
     if ref.whose in (REWRITE, COMPILER):  # before blaming either: does the original compute the same twice?
-        if "before again" not in eager:
-            eager["before again"] = one(before, "before (eager, again)")
-        ref = reference(
-            b[0], eager["before"], a[0], after_eager, tolerance, compiled_again=b[1:], eager_again=eager["before again"]
-        )
+        again = eager.get("before again") or one(before, "before (eager, again)")
+        eager["before again"] = again
+        ref = reference(b[0], eager["before"], a[0], after_eager, tolerance, compiled_again=b[1:], eager_again=again)
     restored = restored_verdict(ref, b, a, root, timed=how.timed, backend=how.backend)
     if restored is not None:
         return restored
