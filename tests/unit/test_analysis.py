@@ -11,6 +11,8 @@ import pytest
 
 from torchmend.analysis import (
     Kind,
+    PythonUse,
+    UseKind,
     bind,
     callee,
     candidate_callees,
@@ -18,6 +20,8 @@ from torchmend.analysis import (
     instance_class,
     instance_classes,
     is_compiled,
+    python_use,
+    reads,
     values,
 )
 from torchmend.analysis.source import Context, SourceFile
@@ -366,3 +370,48 @@ class Wrapper(nn.Module):
     inner = _call(src, "self.inner(x)").func
     assert callee(src, inner) is None
     assert [c.owner.name.value for c in candidate_callees(src, inner) if c.owner] == ["A", "C"]
+
+
+@pytest.mark.parametrize(
+    "line, kind, name, text",
+    [
+        ("if n > 0:\n        pass", UseKind.CONDITION, "", "used in the condition of an `if`/`while`"),
+        ("y = x[n]", UseKind.INDEX, "", "used as an index or slice"),
+        ("y = range(n)", UseKind.BUILTIN, "range", "passed to range()"),
+        ("y = torch.zeros(n)", UseKind.FACTORY_SIZE, "zeros", "passed to zeros() as a size"),
+        ("y = x.sum(dim=n)", UseKind.SIZE_KEYWORD, "dim", "passed as `dim=`, a size or dimension"),
+        (
+            "y = x.view(n, -1)",
+            UseKind.SIZE_ARGUMENT,
+            "view",
+            "passed to view() as a size, dimension or option that must be a Python number",
+        ),
+        ("y = (n + 1).bit_length()", UseKind.ATTRIBUTE, "bit_length", "used as a Python number (`.bit_length`)"),
+    ],
+)
+def test_python_use_is_a_kind_with_its_line_and_name(line: str, kind: UseKind, name: str, text: str) -> None:
+    """Where a number must stay a Python number is a typed value (analysis.uses.PythonUse): callers decide on its
+    kind, and its words are rendered from it once."""
+    src = _src(f"import torch\n\ndef f(x, t):\n    n = t.sum().item()\n    {line}\n")
+    fn = _def(src, "f")
+    uses = [r for r in reads(src, fn, "n") if src.line_of(r) == 5]
+    assert python_use(src, fn, uses, "n") == PythonUse(kind, 5, name)
+    assert PythonUse(kind, 5, name).text == text
+
+
+def test_a_switch_moves_the_break_where_the_number_needs_its_value() -> None:
+    """compile_config/flow.scalar_moves decides on python_use's kind: `view(n)` (a dimension or option),
+    `math.ceil(n)` and an assert need the real number, so capture_scalar_outputs only moves the break there; a
+    factory's size and an index take the symbolic number as it is."""
+    from torchmend.codemods.fixes.compile_config.flow import scalar_moves
+
+    def moves(line: str) -> str | None:
+        src = _src(f"import math\nimport torch\n\ndef f(x, t):\n    n = t.sum().item()\n    {line}\n")
+        return scalar_moves(src, src.statement_at(5))  # type: ignore[arg-type]
+
+    view = "passed to view() as a size, dimension or option that must be a Python number"
+    assert moves("y = x.view(n, -1)") == f"`n` is {view} at line 6"
+    assert moves("y = math.ceil(n)") == "`n` is passed to ceil() at line 6"
+    assert moves("assert n > 0") == "`n` is used in an assert at line 6"
+    assert moves("y = torch.zeros(n)") is None
+    assert moves("y = x[n]") is None

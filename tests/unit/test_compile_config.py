@@ -301,14 +301,29 @@ def test_an_operator_no_switch_traces_gets_its_rules_own_advice() -> None:
         assert result.advice and result.advice == rules.BY_CODE[rule].advice, (rule, result.advice)
 
 
+def test_fsdp_and_numpy_refusals_give_their_rules_own_advice() -> None:
+    """TM113 (no compile over a fully_shard'ed model) and TM114 (no NumPy call on the line) refused say what to do
+    in the words of the rule's record, as TM111 and TM106 do, not in a copy the codemod keeps."""
+    from torchmend import rules
+    from torchmend.codemods.examples import EXAMPLE_ROOT, findings_from_markers
+
+    for rule in ("TM113", "TM114"):
+        text = f"import torch\n\ndef f(x):\n    return x * 2  # tm: {rule}\n\nfast = torch.compile(f)\n"
+        (result,) = Session(Context("/tm-example", lambda p, text=text: text)).propose(
+            findings_from_markers("/tm-example/example.py", text, EXAMPLE_ROOT)
+        )
+        assert isinstance(result, NoFix) and not result.skipped, result
+        assert result.advice and result.advice == rules.BY_CODE[rule].advice, (rule, result.advice)
+
+
 def test_each_codemod_has_a_module_of_its_own() -> None:
-    """One codemod per file (docs/STYLE.md): a module of codemods/fixes/ defines at most one Codemod. The two
-    packages that still hold a pair are named here, so that no third joins them unnoticed."""
+    """One codemod per file (docs/STYLE.md): a module of codemods/fixes/ defines at most one Codemod (TM201 and
+    TM250 share module_buffer's edit from two modules, TM104 and TM205 tensor_scalar's)."""
     from torchmend.codemods.registry import codemods
 
     modules: dict[str, list[str]] = {}
     for cm in codemods():
         modules.setdefault(type(cm).__module__, []).append(type(cm).__name__)
     shared = {m: names for m, names in modules.items() if len(names) > 1}
-    assert set(shared) <= {"torchmend.codemods.fixes.module_buffer", "torchmend.codemods.fixes.tensor_scalar"}, shared
+    assert not shared, shared
     assert len({m for m in modules if m.startswith("torchmend.codemods.fixes.compile_config")}) == 3, modules

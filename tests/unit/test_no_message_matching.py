@@ -50,8 +50,6 @@ ALLOWED = {
     ("vcs/ship.py", "'fetch first' in said"): "git push's reply",
     # A finding's reason is PyTorch's graph-break text: "Dynamic shape operator (no meta kernel)".
     ("codemods/fixes/compile_config/capture.py", "'meta kernel' in (finding.reason or '')"): "PyTorch's break reason",
-    # Not yet typed: analysis.uses.python_use says how a value is used in words, and flow.py reads them.
-    ("codemods/fixes/compile_config/flow.py", "hit[1].startswith('passed to')"): "python_use's words, not yet typed",
 }
 
 

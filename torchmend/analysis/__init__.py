@@ -8,7 +8,8 @@ config lines and what dynamo reorders (dynamo_config.py).
 - Value kinds (values.py): `Kind`, and `values(src)`, one memoised analysis per file: is this expression a
   tensor, a float, an int, a bool, None, or not known (`Values.kind`); likely a tensor in model code
   (`Values.maybe_tensor`); plain Python for sure (`Values.is_python`).
-- Where a number must stay a Python number inside compiled code (uses.py: `python_use`).
+- Where a number must stay a Python number inside compiled code (uses.py: `python_use`, which answers a typed
+  `PythonUse`: its `UseKind`, line and name, and its words in `.text`).
 - What a call runs and which functions are compiled (calls.py: `callee`, the one def; `candidate_callees`, every
   def it may run, for an object of several possible classes; `compiled_functions`); what a module in a container
   runs (containers.py: `loop_element_callee`).
@@ -52,7 +53,7 @@ from torchmend.analysis.names import (
     referents,
     self_name,
 )
-from torchmend.analysis.uses import call_problem, python_use
+from torchmend.analysis.uses import PythonUse, UseKind, python_use
 from torchmend.analysis.values import NUMBERS, PYTHON_KINDS, Kind, Values, values
 
 __all__ = [
@@ -61,12 +62,13 @@ __all__ = [
     "Kind",
     "NUMBERS",
     "PYTHON_KINDS",
+    "PythonUse",
+    "UseKind",
     "Values",
     "assigned_values",
     "bind",
     "binding_statement",
     "builtin_or_math",
-    "call_problem",
     "callee",
     "candidate_callees",
     "class_named",

@@ -1,7 +1,13 @@
 """Where a Python number read inside compiled code must stay a Python number: control flow, an index, a size,
-a builtin. Made a tensor there, it would be a data-dependent graph break."""
+a builtin. Made a tensor there, it would be a data-dependent graph break.
+
+`python_use` answers a `PythonUse`: what kind of use it is (`UseKind`), on which line, and the callee, keyword or
+attribute it names; `PythonUse.text` is its words, for people. Callers decide on the kind, never on the words."""
 
 from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -11,13 +17,63 @@ from torchmend.analysis.torch_ops import FACTORIES, FILL_VALUE_POSITION, SIZE_KE
 from torchmend.analysis.values import values
 
 
-def call_problem(src: SourceFile, call: cst.Call, arg: cst.Arg) -> str | None:
+class UseKind(enum.Enum):
+    """How the number is used where it must stay a Python number."""
+
+    NOT = enum.auto()  # `not n`
+    AND_OR = enum.auto()  # `n and ...`, `... or n`
+    CONDITION = enum.auto()  # the test of an `if` or a `while`
+    CONDITIONAL_EXPRESSION = enum.auto()  # the test of `a if n else b`
+    ASSERT = enum.auto()
+    INDEX = enum.auto()  # an index or a slice bound
+    FORMATTED = enum.auto()  # inside an f-string
+    ITERATED = enum.auto()  # `for _ in n`
+    ATTRIBUTE = enum.auto()  # `n.<name>`: a Python number's attribute
+    BUILTIN = enum.auto()  # passed to the builtin or math function <name>
+    SIZE_KEYWORD = enum.auto()  # passed as the keyword <name>=, a size or dimension
+    FACTORY_SIZE = enum.auto()  # passed to the tensor factory <name>() as a size
+    SIZE_ARGUMENT = enum.auto()  # passed to <name>() as a size, a dimension or an option
+
+
+@dataclass(frozen=True)
+class PythonUse:
+    """The first place where the number must stay a Python number: its kind, its line, and the name the kind
+    speaks of (the callee, the keyword or the attribute; empty for the others)."""
+
+    kind: UseKind
+    line: int
+    name: str = ""
+
+    @property
+    def text(self) -> str:
+        """The use in words, to follow "`n` is": "used in the condition of an `if`/`while`"."""
+        return _WORDS[self.kind].format(name=self.name)
+
+
+_WORDS = {
+    UseKind.NOT: "used in `not`",
+    UseKind.AND_OR: "used in `and`/`or`",
+    UseKind.CONDITION: "used in the condition of an `if`/`while`",
+    UseKind.CONDITIONAL_EXPRESSION: "used in the condition of a conditional expression",
+    UseKind.ASSERT: "used in an assert",
+    UseKind.INDEX: "used as an index or slice",
+    UseKind.FORMATTED: "formatted into a string",
+    UseKind.ITERATED: "iterated over",
+    UseKind.ATTRIBUTE: "used as a Python number (`.{name}`)",
+    UseKind.BUILTIN: "passed to {name}()",
+    UseKind.SIZE_KEYWORD: "passed as `{name}=`, a size or dimension",
+    UseKind.FACTORY_SIZE: "passed to {name}() as a size",
+    UseKind.SIZE_ARGUMENT: "passed to {name}() as a size, dimension or option that must be a Python number",
+}
+
+
+def _call_use(src: SourceFile, call: cst.Call, arg: cst.Arg, line: int) -> PythonUse | None:
     """Why a number passed as `arg` to `call` must stay a number, or None."""
     builtin = builtin_or_math(src, call.func)
     if builtin and builtin != "abs":
-        return f"passed to {builtin}()"
+        return PythonUse(UseKind.BUILTIN, line, builtin)
     if arg.keyword is not None and arg.keyword.value in SIZE_KEYWORDS:
-        return f"passed as `{arg.keyword.value}=`, a size or dimension"
+        return PythonUse(UseKind.SIZE_KEYWORD, line, arg.keyword.value)
     func = call.func
     leaf = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
     positional = [a for a in call.args if a.keyword is None and not a.star]
@@ -25,16 +81,16 @@ def call_problem(src: SourceFile, call: cst.Call, arg: cst.Arg) -> str | None:
     torch_function = is_torch(src, func)
     method = isinstance(func, cst.Attribute) and not torch_function
     if leaf in FACTORIES and pos >= 0 and pos != FILL_VALUE_POSITION.get(leaf, -1):
-        return f"passed to {leaf}() as a size"
+        return PythonUse(UseKind.FACTORY_SIZE, line, leaf)
     if leaf in SIZE_TAKING and pos >= (0 if method else 1):
-        return f"passed to {leaf}() as a size, dimension or option that must be a Python number"
+        return PythonUse(UseKind.SIZE_ARGUMENT, line, leaf)
     return None
 
 
 def python_use(
     src: SourceFile, fn: cst.FunctionDef, uses: list[cst.Name], scalar: str, passed_on: list[str] | None = None
-) -> tuple[int, str] | None:
-    """(line, what) of the first place in `fn` where the number read at `uses` must stay a Python number:
+) -> PythonUse | None:
+    """The first place in `fn` where the number read at `uses` must stay a Python number:
     control flow, an index, a size, a builtin: a tensor there would be a data-dependent graph break.
     Follows it through arithmetic and local assignments; stops where it meets a tensor. Functions it is
     passed to that torchmend cannot see into are added to `passed_on`."""
@@ -65,29 +121,29 @@ def python_use(
                     break
             elif isinstance(parent, cst.UnaryOperation):
                 if isinstance(parent.operator, cst.Not):
-                    return line, "used in `not`"
+                    return PythonUse(UseKind.NOT, line)
             elif isinstance(parent, cst.BooleanOperation):
-                return line, "used in `and`/`or`"
+                return PythonUse(UseKind.AND_OR, line)
             elif isinstance(parent, (cst.If, cst.While)) and parent.test is node:
-                return line, "used in the condition of an `if`/`while`"
+                return PythonUse(UseKind.CONDITION, line)
             elif isinstance(parent, cst.IfExp) and parent.test is node:
-                return line, "used in the condition of a conditional expression"
+                return PythonUse(UseKind.CONDITIONAL_EXPRESSION, line)
             elif isinstance(parent, cst.Assert):
-                return line, "used in an assert"
+                return PythonUse(UseKind.ASSERT, line)
             elif isinstance(parent, (cst.SubscriptElement, cst.Index, cst.Slice)):
-                return line, "used as an index or slice"
+                return PythonUse(UseKind.INDEX, line)
             elif isinstance(parent, cst.FormattedStringExpression):
-                return line, "formatted into a string"
+                return PythonUse(UseKind.FORMATTED, line)
             elif isinstance(parent, cst.For) and parent.iter is node:
-                return line, "iterated over"
+                return PythonUse(UseKind.ITERATED, line)
             elif isinstance(parent, cst.Attribute) and parent.value is node:
-                return line, f"used as a Python number (`.{parent.attr.value}`)"
+                return PythonUse(UseKind.ATTRIBUTE, line, parent.attr.value)
             elif isinstance(parent, cst.Arg):
                 call = src.parents.get(parent)
                 if isinstance(call, cst.Call):
-                    problem = call_problem(src, call, parent)
-                    if problem:
-                        return line, problem
+                    use = _call_use(src, call, parent, line)
+                    if use is not None:
+                        return use
                     func = call.func
                     if (
                         passed_on is not None

@@ -92,16 +92,16 @@ RULES: tuple[Rule, ...] = (
         GRAPH_BREAK,
         "compile-stops-at-fsdp-hooks",
         "torch.compile of a fully_shard'ed model stops at FSDP2's hooks",
-        advice="compile each fully_shard'ed block after sharding (`for block in model.layers: block.compile()`) "
-        "instead of the whole model",
+        advice="compile each fully_shard'ed block after sharding instead of the whole model: "
+        "`for block in model.layers: block.compile()` in place of `model = torch.compile(model)`",
     ),
     Rule(
         "TM114",
         GRAPH_BREAK,
         "numpy-on-python-numbers",
         "NumPy arithmetic on Python numbers (shapes, lengths) inside compiled code",
-        advice="compute the number with `math` and builtins (`math.ceil(math.log(L))`, `max(a, b)`, "
-        "`math.prod(x.shape[1:])`) instead of NumPy",
+        advice="compute the number with Python's `math` module and builtins (`math.ceil(math.log(L))`, `max(a, b)`, "
+        "`math.prod(x.shape[1:])`) instead of NumPy: dynamo traces those on Python ints and keeps one graph",
     ),
     Rule(
         "TM199",

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchmend import rules
 from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import SAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.model import Finding
 
-_ADVICE = (
-    "compile each fully_shard'ed block after sharding instead of the whole model: "
-    "`for block in model.layers: block.compile()` in place of `model = torch.compile(model)`"
-)
 _COMPILE = ("torch.compile",)
 _FULLY_SHARD = (
     "torch.distributed.fsdp.fully_shard",
@@ -244,5 +241,5 @@ class CompileFsdpBlocks(Codemod):
             finding,
             "no `torch.compile(model)` over a fully_shard'ed model, with the loop that shards its blocks in the same "
             "function, in the file the break was reached from",
-            _ADVICE,
+            rules.BY_CODE["TM113"].advice,
         )

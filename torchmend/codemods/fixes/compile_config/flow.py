@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchmend.analysis import python_use, reads
+from torchmend.analysis import UseKind, python_use, reads
 from torchmend.analysis.dynamo_tables import DYNAMIC_SHAPE_CALLS
 from torchmend.analysis.source import SourceFile
 from torchmend.codemods.fixes.expert_loop import loop_rewritten
 
-_BRANCHING = ("`not`", "`and`/`or`", "condition", "assert", "iterated", "formatted", "Python number")
+# The uses of a number that need its real value, where dynamo breaks with the switch on too: control flow, an
+# f-string, a Python number's attribute, a builtin, and a dimension or option of a size-taking op. An index and
+# the size of a factory or a size keyword take the symbolic number as it is.
+_NEEDS_VALUE = frozenset(UseKind) - {UseKind.INDEX, UseKind.FACTORY_SIZE, UseKind.SIZE_KEYWORD}
 _PYTHON_CALLS = frozenset(
     {"len", "int", "float", "bool", "round", "list", "tuple", "range", "enumerate", "iter", "zip"}
 )
@@ -53,10 +56,8 @@ def scalar_moves(src: SourceFile, stmt: cst.CSTNode) -> str | None:
             if why:
                 return f"`{name.value}` is {why} at line {src.line_of(use)}"
         hit = python_use(src, fn, uses, name.value)
-        if hit is not None and (
-            any(word in hit[1] for word in _BRANCHING) or (hit[1].startswith("passed to") and "size" not in hit[1])
-        ):
-            return f"`{name.value}` is {hit[1]} at line {hit[0]}"
+        if hit is not None and hit.kind in _NEEDS_VALUE:
+            return f"`{name.value}` is {hit.text} at line {hit.line}"
     return None
 
 

@@ -288,11 +288,10 @@ class GlobalScalar(Codemod):
             )
         uses = [r for r in reads(src, fn, name) if referents(src, r) & bindings]
         problem = python_use(src, fn, uses, name)
-        if problem:
-            line, what = problem
+        if problem is not None:
             return NoFix(
                 finding,
-                f"`{name}` is {what} at line {line} in {fn.name.value}(): as a tensor it would "
+                f"`{name}` is {problem.text} at line {problem.line} in {fn.name.value}(): as a tensor it would "
                 "make a data-dependent graph break",
                 "keep it a number; if it takes few values, that is a few compiles; else move that use out "
                 "of the compiled function",

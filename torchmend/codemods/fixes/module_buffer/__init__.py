@@ -1,4 +1,4 @@
-"""Turn an int/float attribute of an nn.Module that changes into a registered buffer (TM201, TM250).
+"""Turn an int/float attribute of an nn.Module that changes into a registered buffer (TM201).
 
 Dynamo treats a plain number on a module as a constant and guards on its value, so `self.calls += 1`
 recompiles on every call until the recompile limit. A 0-dim tensor buffer is data instead: one graph
@@ -6,16 +6,15 @@ reads and updates it. The rewrite covers every place the class family touches th
 is all-or-nothing: if one use needs a Python number, nothing is proposed.
 
 The package: module.py knows the module classes and how each use of the attribute reads or writes it;
-plan.py decides the edit and writes the proposal; locate.py goes from a finding to the class.
+plan.py decides the edit and writes the proposal; locate.py goes from a finding to the class; recompile_limit.py
+is the codemod of TM250, a recompile limit reached on such an attribute (the same edit, one proposal).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from torchmend.analysis.source import Context
-from torchmend.codemods.base import Codemod, Invalid, Proposal, Result, Valid
-from torchmend.codemods.fixes.module_buffer.locate import STOPGAP, propose_buffer
+from torchmend.codemods.base import Codemod, Invalid, Result, Valid
+from torchmend.codemods.fixes.module_buffer.locate import propose_buffer
 from torchmend.model import Finding
 
 
@@ -245,89 +244,3 @@ class ModuleScalarToBuffer(Codemod):
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
         return propose_buffer(finding, ctx)
-
-
-class RecompileLimitModuleScalar(Codemod):
-    """Fix the module attribute behind a recompile limit by making it a buffer.
-
-    What it does:
-        TM250: a compiled function hit the recompile limit, and the guard that kept failing is on an
-        int/float attribute of an nn.Module (`self.calls == 7`).
-
-    Why is this bad:
-        Each new value of the attribute failed a guard and compiled a new graph; after the limit (8 by
-        default) dynamo stops compiling the function and runs it eagerly from then on.
-
-    Example:
-        def forward(self, x):  # recompile limit reached; last guard: self.calls == 7
-            self.calls += 1
-            return self.fc(x)
-
-    Fix:
-        self.register_buffer("calls", torch.tensor(0), persistent=False)  # in __init__
-        self.calls.add_(1)  # in forward
-
-    Fix safety:
-        Unsafe: the same edit as for TM201, with the same caveats (the two findings share one proposal).
-        When the failing guard is not on a module attribute, nothing is proposed: the finding names the
-        guard, and torch._dynamo.config.recompile_limit can be raised as a stopgap.
-    """
-
-    rules = ("TM250",)
-    name = "recompile-limit-module-scalar"
-    INVALID = (
-        Invalid(
-            """
-            import torch
-            from torch import nn
-
-
-            class Net(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.calls = 0
-
-                def forward(self, x):  # tm: TM250 variable=self.calls
-                    self.calls += 1
-                    return x
-            """,
-            """
-            import torch
-            from torch import nn
-
-
-            class Net(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.register_buffer("calls", torch.tensor(0), persistent=False)
-
-                def forward(self, x):  # tm: TM250 variable=self.calls
-                    self.calls.add_(1)
-                    return x
-            """,
-        ),
-    )
-    VALID = (
-        # the guard is on an argument, not on module state: advice only
-        Valid(
-            """
-            import torch
-
-
-            def f(x, scale):  # tm: TM250 variable=scale
-                return x * scale
-            """,
-        ),
-    )
-
-    def propose(self, finding: Finding, ctx: Context) -> Result:
-        result = propose_buffer(finding, ctx)
-        if isinstance(result, Proposal):
-            stopgap = STOPGAP.replace("as a stopgap, ", "as a stopgap only, ")
-            return replace(
-                result,
-                alternative=f"{result.alternative}; or, {stopgap}"
-                if result.alternative
-                else stopgap[0].upper() + stopgap[1:],
-            )
-        return result

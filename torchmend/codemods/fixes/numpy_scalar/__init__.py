@@ -5,15 +5,11 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from torchmend import rules
 from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Refuse, Result, Valid
 from torchmend.codemods.fixes.numpy_scalar.convert import Converted, Converter, consumed_as_int, placed
 from torchmend.model import Finding, Where
-
-_ADVICE = (
-    "compute the number with Python's `math` module and builtins (`math.ceil(math.log(L))`, `max(a, b)`, "
-    "`math.prod(x.shape[1:])`) instead of NumPy: dynamo traces those on Python ints and keeps one graph"
-)
 
 
 class NumpyScalarToMath(Codemod):
@@ -177,19 +173,20 @@ class NumpyScalarToMath(Codemod):
     )
 
     def propose(self, finding: Finding, ctx: Context) -> Result:
+        advice = rules.BY_CODE["TM114"].advice
         if finding.where != Where.PROJECT:
-            return NoFix(finding, "the NumPy call is inside a library, which torchmend does not edit", _ADVICE)
+            return NoFix(finding, "the NumPy call is inside a library, which torchmend does not edit", advice)
         try:
             src = ctx.file(finding.path)
         except SourceError:
-            return NoFix(finding, f"the NumPy call is in {finding.file}, outside your project", _ADVICE)
+            return NoFix(finding, f"the NumPy call is in {finding.file}, outside your project", advice)
         stmt = src.statement_at(finding.line)
         if stmt is None:
-            return NoFix(finding, f"no statement at line {finding.line}", _ADVICE)
+            return NoFix(finding, f"no statement at line {finding.line}", advice)
         converter = Converter(src, _math_name(src))
         tops = _tops(src, converter, stmt, finding.line)
         if not tops:
-            return NoFix(finding, f"no NumPy call at line {finding.line} or behind the names it reads", _ADVICE)
+            return NoFix(finding, f"no NumPy call at line {finding.line} or behind the names it reads", advice)
         done: dict[cst.CSTNode, Converted] = {}
         refused: list[str] = []
         for top in tops:
@@ -198,7 +195,7 @@ class NumpyScalarToMath(Codemod):
             except Refuse as e:
                 refused.append(e.reason)
         if not done:
-            return NoFix(finding, f"{refused[0]}; torchmend rewrites NumPy only on Python numbers", _ADVICE)
+            return NoFix(finding, f"{refused[0]}; torchmend rewrites NumPy only on Python numbers", advice)
         return _proposal(finding, src, converter, done, refused)
 
 

@@ -276,11 +276,10 @@ class ScalarArgument(Codemod):
         uses = reads(src, fn, name)
         passed_on: list[str] = []
         problem = python_use(src, fn, uses, name, passed_on)
-        if problem:
-            line, what = problem
+        if problem is not None:
             return NoFix(
                 finding,
-                f"`{name}` is {what} at line {line} in {fn.name.value}(): as a tensor it would "
+                f"`{name}` is {problem.text} at line {problem.line} in {fn.name.value}(): as a tensor it would "
                 "make a data-dependent graph break",
                 KEEP_NUMBER,
             )
@@ -316,10 +315,10 @@ class ScalarArgument(Codemod):
         uses = reads(found.src, found.fn, found.param)
         passed_on: list[str] = []
         problem = python_use(found.src, found.fn, uses, found.param, passed_on)
-        if problem:
+        if problem is not None:
             return NoFix(
                 finding,
-                f"{said}, which is {problem[1]} at line {problem[0]} in {found.fn.name.value}(): as a tensor it "
+                f"{said}, which is {problem.text} at line {problem.line} in {found.fn.name.value}(): as a tensor it "
                 "would make a data-dependent graph break",
                 KEEP_NUMBER,
             )

@@ -360,7 +360,8 @@ class Analysis:
         for inner in {self.src.scopes.get(n) for n in self.src.nodes_in(self.fn.body, cst.Name)}:
             if inner is not None and inner is not scope and inner.accesses[name] and not inner.assignments[name]:
                 raise Refuse(f"`{name}` is used inside a nested function, lambda or comprehension")
-        return [a.node for a in scope.accesses[name]]
+        # in source order: libcst's accesses are a set hashed by id, so which use refused first was left to chance
+        return sorted((a.node for a in scope.accesses[name]), key=self._order)
 
     # --- the rewrite --------------------------------------------------------------------------------
 
