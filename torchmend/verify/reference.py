@@ -79,9 +79,15 @@ def band_of(compiled: ArmRun, eager: ArmRun) -> float | None:
     """The original's own compiled-vs-eager spread, or None when it cannot be measured (a run failed, the two
     recorded different numbers of losses or parameters, or the compiled run drew host random numbers through
     dynamo: then it is not noise)."""
-    if compiled.failed or eager.failed or host_random(compiled):
+    return None if host_random(compiled) else _spread_between(compiled, eager)
+
+
+def _spread_between(one: ArmRun, other: ArmRun) -> float | None:
+    """How far two runs of the original are apart, or None when that is no noise: a run failed, or they recorded
+    different numbers of losses (they went different ways)."""
+    if one.failed or other.failed:
         return None
-    c = compare(compiled.end, eager.end)
+    c = compare(one.end, other.end)
     if c.losses_before != c.losses_after:
         return None
     value = spread(c)
@@ -92,16 +98,8 @@ def noise_of(runs: Sequence[ArmRun]) -> float | None:
     """The original's run-to-run noise: the largest spread of its first run against each other one (same mode,
     same script), or None when fewer than two ran through or they went different ways (not noise)."""
     ran = [r for r in runs if not r.failed]
-    if len(ran) < 2:
-        return None
-    values = []
-    for other in ran[1:]:
-        c = compare(ran[0].end, other.end)
-        if c.losses_before != c.losses_after or not c.compared:
-            return None
-        values.append(spread(c))
-    worst = max(values)
-    return worst if math.isfinite(worst) else None
+    values = [_spread_between(ran[0], other) for other in ran[1:]]
+    return None if not values or None in values else max(v for v in values if v is not None)
 
 
 def banded(fixed: Tolerance, band: float | None) -> Tolerance:
@@ -121,7 +119,7 @@ class Reference:
     original: Comparison | None = None  # original eager vs original compiled (fixed tolerance)
     stream: bool = False  # the original's compiled run drew host random numbers through dynamo (no band then)
     # the original's own runs against each other (None: one run each; 0: it computes the same twice); the band is at
-    # least this, and eager against eager is judged within it
+    # least this, and blame needs BLAME_FACTOR times it
     noise: float | None = None
     patched_stream: bool = False  # the patched compiled run still draws host random numbers through dynamo
     # why the original compiled run differed from its eager run, where the change that restored it is known
