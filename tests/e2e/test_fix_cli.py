@@ -84,6 +84,19 @@ def _spawn(cwd: Path, *args: str, term: str = "dumb") -> pexpect.spawn:
     return child
 
 
+def _ended(child: pexpect.spawn) -> None:
+    """Wait for the end of `fix`'s output; past pexpect's timeout, fail with what was still running (fix, and any
+    process of its tree, with its state and what it waits in), for a hang that is rare to be readable when it comes."""
+    try:
+        child.expect(pexpect.EOF)
+    except pexpect.TIMEOUT:
+        tree = subprocess.run(
+            ["ps", "-eo", "pid,ppid,pgid,sid,stat,wchan:24,etimes,args"], capture_output=True, text=True
+        ).stdout
+        mine = [line for line in tree.splitlines()[1:] if str(child.pid) in line.split()[:4]]
+        pytest.fail(f"fix did not end; its output:\n{child.before}\nits processes:\n" + "\n".join(mine))
+
+
 def _answer(child: pexpect.spawn, keys: list[str]) -> list[str]:
     """Answer each prompt with the next key; return the rule shown before each prompt."""
     shown = []
@@ -129,7 +142,7 @@ def test_ctrl_c_at_a_prompt_writes_nothing(project: Path) -> None:
     _answer(child, ["y"])
     child.expect(PROMPT)
     child.sendintr()
-    child.expect(pexpect.EOF)
+    _ended(child)
     child.close()
     assert child.exitstatus == 130
     assert "nothing was written" in child.before
@@ -164,7 +177,7 @@ def test_ctrl_c_at_a_single_key_prompt_writes_nothing(project: Path) -> None:
     child.send("y")
     child.expect(PROMPT, timeout=30)
     child.sendintr()  # the terminal keeps its signals in single-key mode: Ctrl-C interrupts as in line mode
-    child.expect(pexpect.EOF)
+    _ended(child)
     child.close()
     assert child.exitstatus == 130, child.before
     assert "nothing was written" in child.before

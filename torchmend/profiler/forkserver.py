@@ -42,8 +42,18 @@ from torchmend.interrupts import shielded
 FRESH_ENV = "TORCHMEND_FRESH_INTERPRETER"  # set to 1: every run starts a fresh interpreter
 SHARED_ENV = "TORCHMEND_FORKSERVER"  # the socket of a server shared by many torchmend processes
 # Read when used, never at import by torch or Python: these may differ between the server and a run.
+# TERM among them: a run under a pseudo-terminal (TERM=dumb, or the user's own terminal's) is the same run for torch.
 _PER_RUN = frozenset(
-    {"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "PYTHONUNBUFFERED", "COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR"}
+    {
+        "TORCHINDUCTOR_CACHE_DIR",
+        "TRITON_CACHE_DIR",
+        "PYTHONUNBUFFERED",
+        "COLUMNS",
+        "LINES",
+        "TERM",
+        "NO_COLOR",
+        "FORCE_COLOR",
+    }
 )
 _PER_RUN_PREFIXES = ("TORCHMEND_", "PYTEST_")
 _CHILD = ["-m", "torchmend.profiler.child"]
