@@ -97,6 +97,15 @@ def test_another_environment_gets_another_server(project: Path) -> None:
     # a run's own caches are read when used: the same server serves it
     run(_spec(project, ("TORCH_SHOW_CPP_STACKTRACES", "1"), ("TORCHINDUCTOR_CACHE_DIR", str(project / "c"))))
     assert forkserver._own_server is after
+    # so is the terminal's kind (a pseudo-terminal's TERM=dumb, as `fix` at a prompt under pexpect has)
+    run(
+        _spec(
+            project,
+            ("TORCH_SHOW_CPP_STACKTRACES", "1"),
+            ("TERM", "dumb" if os.environ.get("TERM") != "dumb" else "xterm"),
+        )
+    )
+    assert forkserver._own_server is after
 
 
 def test_a_fresh_run_does_not_stand_in_for_forked_before_runs(project: Path) -> None:
