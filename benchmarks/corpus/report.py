@@ -27,6 +27,7 @@ STATUS = {
     "compile_error": "fails under torch.compile before any graph",
     "torchmend_failure": "torchmend failure",
     "timeout": "timed out",
+    "not_installed": "library not installed (not run)",  # the libraries zoo (run.py --zoo libraries)
 }
 
 FIX = {"not_fixable": "not fixable", "proposal": "proposed, not kept", "skipped": "nothing to fix"}  # explain.py
@@ -83,6 +84,34 @@ def load(*paths: Path) -> list[dict]:
             rec.setdefault("use", "vendored")
             last[(rec["model"], rec["mode"], rec["use"])] = rec
     return list(last.values())
+
+
+def zoo_of(records: list[dict]) -> str:
+    """What the models are, for titles: `transformers 5.23.0` or the libraries zoo's libraries and versions."""
+    libs = sorted({(r["library"], r.get("library_version")) for r in records if r.get("library")})
+    if not libs:
+        return f"transformers {records[0].get('transformers') if records else None}"
+    return ", ".join(f"{lib} {v}" if v else f"{lib} (not installed)" for lib, v in libs)
+
+
+def by_library(records: list[dict]) -> list[str]:
+    """The libraries zoo: per library, how many built and ran, the record kinds, and breaks + recompiles."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        groups[r.get("library") or "?"].append(r)
+    rows = ["| library | models | ran (clean + breaking) | break or recompile | graph breaks + recompiles | "
+            "driver errors | compile errors | timeouts | torchmend failures | not installed |",
+            "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for lib, rs in sorted(groups.items()):
+        n = defaultdict(int)
+        for r in rs:
+            n[r["status"]] += 1
+        gb = sum((r.get("before") or {}).get("graph_breaks") or 0 for r in rs)
+        rc = sum((r.get("before") or {}).get("recompiles") or 0 for r in rs)
+        rows.append(f"| {lib} | {len(rs)} | {n['clean'] + n['ok']} | {n['ok']} | {gb} + {rc} = {gb + rc} | "
+                    f"{n['driver_error']} | {n['compile_error']} | {n['timeout']} | {n['torchmend_failure']} | "
+                    f"{n['not_installed']} |")  # fmt: skip
+    return rows
 
 
 def total(c: dict | None) -> int:
@@ -244,6 +273,8 @@ def section(label: str, records: list[dict]) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     out += [model_row(r) for r in records if r["status"] != "clean"]  # the clean ones are named above
+    if any(r.get("library") for r in records):
+        out += ["", f"### {label}: by library", ""] + by_library(records)
     causes = by_cause(records, fixed=True)
     if causes:
         out += ["", f"### {label}: breaks and recompiles by cause (finding counts)", ""] + causes
@@ -304,9 +335,10 @@ def scan_section(label: str, records: list[dict]) -> list[str]:
     out += [
         f"- {len(breaking)} models break or recompile: **{gb} graph breaks + {rc} recompiles = {gb + rc}**",
         "",
-        f"### {label}: by cause (finding counts)",
-        "",
     ]
+    if any(r.get("library") for r in records):
+        out += [f"### {label}: by library", ""] + by_library(records) + [""]
+    out += [f"### {label}: by cause (finding counts)", ""]
     out += by_cause(records, fixed=False)
     out += ["", f"### {label}: by rule and GB id", ""] + found_by_rule(records)
     out += ["", f"### {label}: models that break or recompile" + (f" (the {MAX_ROWS} with most)" if len(breaking) > MAX_ROWS else ""), "",
@@ -358,7 +390,7 @@ def plot(records: list[dict], png: Path) -> bool:
     ax.set_ylabel("graph breaks + recompiles")
     r0 = rows[0]
     ax.set_title(
-        f"torchmend on transformers {r0.get('transformers')} models\n(torch {r0.get('torch')}, "
+        f"torchmend on {zoo_of(rows)} models\n(torch {r0.get('torch')}, "
         f"{r0.get('backend')}, {r0.get('steps')} steps; fix --yes --unsafe)",
         fontsize=10,
     )
@@ -385,7 +417,7 @@ def plot_scan(rows: list[dict], png: Path, plt: object) -> bool:
     ax.set_xticklabels(names, rotation=60, ha="right", fontsize=8)
     ax.set_ylabel("graph breaks + recompiles (finding counts)")
     r0 = rows[0]
-    ax.set_title(f"transformers {r0.get('transformers')} models that break, by cause: scan only, no fix\n"
+    ax.set_title(f"{zoo_of(rows)} models that break, by cause: scan only, no fix\n"
                  f"(torch {r0.get('torch')}, {r0.get('backend')}, {r0.get('steps')} steps)", fontsize=10)  # fmt: skip
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -420,13 +452,35 @@ def plot_causes(records: list[dict], png: Path, plt: object) -> bool:
     ax.set_xlabel("graph breaks + recompiles (finding counts)")
     r0 = records[0]
     n = len({r["model"] for r in records})
-    ax.set_title(f"{n} transformers {r0.get('transformers')} models by cause (torch {r0.get('torch')}, "
+    ax.set_title(f"{n} {zoo_of(records)} models by cause (torch {r0.get('torch')}, "
                  f"{r0.get('backend')}, {r0.get('steps')} steps)", fontsize=10)  # fmt: skip
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)  # type: ignore[attr-defined]
     return True
+
+
+TRANSFORMERS_INTRO = (
+    "Each model class is built from its config at a small size (random weights) and run for {steps} steps under "
+    "`torch.compile` in train mode (training steps) or eval mode (`model.eval()`, forward under `torch.no_grad()`), "
+    "with the whole `transformers` package copied into the scratch project (vendored: library maintainer; its model "
+    "files are project code) or left in site-packages (user: end user; only the script is the user's); `torchmend "
+    "scan` → `fix --yes --unsafe` → `scan` (or the first scan alone: scan only), all with `--backend {backend}` "
+    "(benchmarks/corpus/README.md). Counts are graph breaks + recompiles as `scan` reports them; *after* is the "
+    "before scan when `fix` wrote nothing; counts by cause are the findings' counts."
+)
+# The second zoo (run.py --zoo libraries): the same stages, other libraries, one generic script.
+LIBRARIES_INTRO = (
+    "Each model (`LIBRARY:NAME`) is built from its constructor or config at a tiny size (random weights, nothing "
+    "downloaded) by train_library_model.py and run for {steps} steps under `torch.compile` in train mode (forward, "
+    "a loss over the outputs, backward, an AdamW step) or eval mode (`model.eval()`, forward under "
+    "`torch.no_grad()`), with the zoo's libraries copied into the scratch project (vendored: library maintainer) or "
+    "left in site-packages (user: end user; only the script is the user's); `torchmend scan` → `fix --yes "
+    "--unsafe` → `scan` (or the first scan alone: scan only), all with `--backend {backend}` "
+    "(benchmarks/corpus/README.md). A model whose library the venv lacks is recorded as not installed and not run. "
+    "Counts are graph breaks + recompiles as `scan` reports them; counts by cause are the findings' counts."
+)
 
 
 def write_report(jsonl: Path, *more: Path) -> str:
@@ -438,18 +492,15 @@ def write_report(jsonl: Path, *more: Path) -> str:
         lists[(r.get("list", "custom"), r["use"], r["mode"])].append(r)
     order = sorted(lists, key=lambda k: (k[0] != "dev", k[0], k[1] != "vendored", k[2] != "train"))
     commits = sorted({str(r.get("torchmend")) for r in records})
+    libraries = any(r.get("library") for r in records)
+    intro = (LIBRARIES_INTRO if libraries else TRANSFORMERS_INTRO).format(
+        steps=r0.get("steps"), backend=r0.get("backend")
+    )
     out = [
-        f"# Corpus: transformers {r0.get('transformers')} models under torchmend (torch {r0.get('torch')})",
+        f"# Corpus: {zoo_of(records)} models under torchmend (torch {r0.get('torch')})",
         "",
-        "Each model class is built from its config at a small size (random weights) and run for "
-        f"{r0.get('steps')} steps under `torch.compile` in train mode (training steps) or eval mode (`model.eval()`, "
-        "forward under `torch.no_grad()`), with the whole `transformers` package copied into the scratch project "
-        "(vendored: library maintainer; its model files are project code) or left in site-packages (user: end user; "
-        "only the script is the user's); `torchmend scan` → `fix --yes --unsafe` → `scan` (or the first scan alone: "
-        f"scan only), all with `--backend {r0.get('backend')}` (benchmarks/corpus/README.md). Counts are graph "
-        "breaks + recompiles as `scan` reports them; *after* is the before scan when `fix` wrote nothing; counts by "
-        "cause are the findings' counts. torchmend "
-        f"commit(s): {', '.join(commits)}; runs of {min((r.get('date', '') for r in records), default='')} to "
+        f"{intro} torchmend commit(s): {', '.join(commits)}; runs of "
+        f"{min((r.get('date', '') for r in records), default='')} to "
         f"{max((r.get('date', '') for r in records), default='')}.",
         "",
     ]

@@ -1,5 +1,10 @@
 """The corpus benchmark: Hugging Face `transformers` models as a user's own code, scanned and fixed by torchmend.
 
+--zoo picks the zoo (zoos.py): `transformers` (the default, below) or `libraries` (issue 40: torchvision, timm,
+torch_geometric, diffusers, vit_pytorch, x_transformers and torchaudio models named LIBRARY:NAME, run by
+train_library_model.py, their libraries copied into the vendored project; a model whose library the venv lacks is
+recorded as `not_installed`, never run). Everything below holds for both, with that script and those libraries.
+
 Each model class of the list runs in each mode (--modes: `train`, training steps; `eval`, model.eval() and the
 forward under torch.no_grad()) and each mode of use (--use):
 
@@ -54,15 +59,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from zoos import ZOOS, Zoo, parse_model  # benchmarks/corpus/zoos.py: the script, packages and pins of each zoo
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-TORCH_PIN = "torch==2.13.0"
-TRANSFORMERS_PIN = "transformers==5.23.0"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 TAIL = 2000  # characters of a failing stage's output kept in the record
 MODES = ("train", "eval")
 USES = {"vendored": "library maintainer", "user": "end user"}  # modes of use: the library copied in, or installed
 
+NOT_INSTALLED = 3  # train_library_model.py's exit when the model's library cannot be imported
 # torchmend's exit codes (torchmend/cli/exitcodes.py) as this driver reads them
 OK, INTERNAL_ERROR, SCRIPT_FAILED, NOTHING_COMPILED, SCRIPT_FAILED_AFTER_COMPILE = 0, 1, 4, 5, 8
 WRITE_REFUSED, VERIFY_FAILED = 9, 10
@@ -89,13 +95,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="model classes exported by transformers, comma-separated, or a file with one per line "
         "(# comments); a file's name gives the list's label (models-dev.txt: dev)",
     )
+    ap.add_argument(
+        "--zoo",
+        choices=sorted(ZOOS),
+        default="transformers",
+        help="which zoo (zoos.py): transformers (train_model.py, transformers classes) or libraries "
+        "(train_library_model.py, LIBRARY:NAME of other libraries); default transformers",
+    )
     ap.add_argument("--label", help="the list's label in the results (default: from the file name, else 'custom')")
     ap.add_argument(
         "--venv",
         type=Path,
-        default=HERE / ".venv",
-        help="the benchmark venv; created with pinned torch and transformers and torchmend installed "
-        "editable from this checkout when it does not exist (default: benchmarks/corpus/.venv)",
+        help="the benchmark venv; created with the zoo's pinned torch and libraries and torchmend installed "
+        "editable from this checkout when it does not exist (default: benchmarks/corpus/.venv, "
+        ".venv-libraries for the libraries zoo)",
     )
     ap.add_argument(
         "--torch-index-url",
@@ -123,8 +136,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--script",
         type=Path,
-        default=HERE / "train_model.py",
-        help="the generic training script copied into the project (default: train_model.py)",
+        help="the generic training script copied into the project (default: the zoo's, train_model.py or "
+        "train_library_model.py)",
     )
     ap.add_argument(
         "--modes",
@@ -139,8 +152,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument(
         "--vendor",
-        default="transformers",
-        help="the package copied from the venv into the project in the vendored use ('' for none)",
+        help="the packages copied from the venv into the project in the vendored use, comma-separated ('' for "
+        "none; default: the zoo's, those of them installed)",
     )
     ap.add_argument("--scan-only", action="store_true", help="check and scan only: no fix (a baseline)")
     ap.add_argument(
@@ -185,7 +198,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="scan after fix even when fix wrote nothing (the counts are then measured twice)",
     )
     ap.add_argument("--report", action="store_true", help="write the Markdown report and plot when done")
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    zoo = ZOOS[a.zoo]
+    a.venv = a.venv or HERE / (".venv" if zoo.name == "transformers" else f".venv-{zoo.name}")
+    a.script = a.script or HERE / zoo.script
+    a.vendor = ",".join(zoo.vendor) if a.vendor is None else a.vendor
+    return a
 
 
 def read_models(spec: str) -> tuple[list[str], str]:
@@ -197,16 +215,18 @@ def read_models(spec: str) -> tuple[list[str], str]:
     return [n.strip() for n in spec.split(",") if n.strip()], "custom"
 
 
-def ensure_venv(venv: Path, torch_index: str) -> Path:
-    """The venv's python; the venv is created and filled when it does not exist yet."""
+def ensure_venv(venv: Path, torch_index: str, zoo: Zoo) -> Path:
+    """The venv's python; the venv is created and filled when it does not exist yet (torch first, alone, with its
+    exact pin, so that no library's requirement pulls another torch)."""
     python = venv / "bin" / "python"
     if python.exists():
         return python
-    print(f"creating the benchmark venv {venv} (torch, transformers, torchmend from {REPO})", flush=True)
+    print(f"creating the benchmark venv {venv} ({zoo.torch_pin}, {', '.join(zoo.pins)}, torchmend from {REPO})",
+          flush=True)  # fmt: skip
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(python), "-m", "pip", "install", "--quiet"]
-    subprocess.run(pip + [TORCH_PIN] + (["--index-url", torch_index] if torch_index else []), check=True)
-    subprocess.run(pip + ["-e", f"{REPO}[dev]", TRANSFORMERS_PIN, TORCH_PIN], check=True)
+    subprocess.run(pip + [zoo.torch_pin] + (["--index-url", torch_index] if torch_index else []), check=True)
+    subprocess.run(pip + ["-e", f"{REPO}[dev]", *zoo.pins, zoo.torch_pin], check=True)
     return python
 
 
@@ -220,18 +240,24 @@ def version(name):
 def where(name):
     spec = importlib.util.find_spec(name)
     return None if spec is None or not spec.submodule_search_locations else list(spec.submodule_search_locations)[0]
-vendor = sys.argv[1]
+vendor = [v for v in sys.argv[1].split(",") if v]
+dists = json.loads(sys.argv[2])
 print(json.dumps({"python": sys.version.split()[0], "torch": version("torch"), "transformers": version("transformers"),
-                  "torchmend_path": where("torchmend"), "vendor_path": where(vendor) if vendor else None,
-                  "vendor_version": version(vendor) if vendor else None}))
+                  "torchmend_path": where("torchmend"),
+                  "vendor_paths": [p for p in map(where, vendor) if p],
+                  "versions": {name: version(dist) for name, dist in dists.items()},
+                  "importable": sorted(name for name in dists if importlib.util.find_spec(name))}))
 """
 
 
-def probe(python: Path, env: dict[str, str], vendor: str, cwd: Path) -> dict:
-    """Versions and paths in the venv, read without importing torch (in `cwd`: `python -c` imports from there)."""
+def probe(python: Path, env: dict[str, str], vendor: str, cwd: Path, dists: dict[str, str] | None = None) -> dict:
+    """Versions and paths in the venv, read without importing torch (in `cwd`: `python -c` imports from there).
+    `vendor`: comma-separated import names; `dists`: import name -> distribution, whose versions and whether they
+    can be found are reported (the libraries zoo: which libraries are installed)."""
     out = subprocess.run(
-        [str(python), "-c", _PROBE, vendor], env=env, cwd=cwd, capture_output=True, text=True, check=True
-    )
+        [str(python), "-c", _PROBE, vendor, json.dumps(dists or {})],
+        env=env, cwd=cwd, capture_output=True, text=True, check=True,
+    )  # fmt: skip
     info = json.loads(out.stdout)
     tm = info.get("torchmend_path")
     if tm:
@@ -258,12 +284,16 @@ def _git(project: Path, *args: str) -> str:
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
 
 
-def build_project(work: Path, script: Path, vendor_path: str | None, use: str, base: Path | None = None) -> Path:
-    """The scratch project of a mode of use (reused when it was built from the same package and script): the
-    vendored one holds a copy of the package. `base`: a project built already (by the --jobs parent), cloned."""
+def build_project(
+    work: Path, script: Path, vendor_paths: list[str], use: str, base: Path | None = None, name: str = "train_model.py"
+) -> Path:
+    """The scratch project of a mode of use (reused when it was built from the same packages and script): the
+    vendored one holds a copy of each package. `base`: a project built already (by the --jobs parent), cloned.
+    `name`: the script's name in the project (the zoo's script name, whatever file --script gave)."""
     project = work / ("project" if use == "vendored" else f"project-{use}")
-    vendor_path = vendor_path if use == "vendored" else None
-    key = hashlib.sha256(f"{vendor_path}\n{script.read_bytes().hex()}".encode()).hexdigest()
+    vendor_paths = vendor_paths if use == "vendored" else []
+    held = "\n".join(vendor_paths) if vendor_paths else None  # one package: the key of a single path, as before
+    key = hashlib.sha256(f"{held}\n{script.read_bytes().hex()}".encode()).hexdigest()
     marker = work / f"{project.name}.key"
     if project.is_dir() and marker.exists() and marker.read_text() == key:
         return project
@@ -273,9 +303,9 @@ def build_project(work: Path, script: Path, vendor_path: str | None, use: str, b
         marker.write_text(key)
         return project
     project.mkdir(parents=True)
-    if vendor_path:
+    for vendor_path in vendor_paths:
         shutil.copytree(vendor_path, project / Path(vendor_path).name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(script, project / "train_model.py")
+    shutil.copy2(script, project / name)
     _git(project, "init", "-q")
     _git(project, "add", "-A")
     _git(project, "commit", "-q", "-m", "corpus base")
@@ -463,15 +493,21 @@ def run_model(model: str, mode: str, use: str, a: argparse.Namespace, python: Pa
     logs, scans, patches = work / "logs", work / "scans", work / "patches"
     for d in (logs, scans, patches):
         d.mkdir(parents=True, exist_ok=True)
-    run_id = f"{model}.{mode}.{use}"
+    run_id = f"{model}.{mode}.{use}".replace(":", "-")  # LIBRARY:NAME: no colon in the logs' file names
+    zoo = ZOOS[a.zoo]
+    library = zoo.library_of(model)
+    rec: dict = {"model": model, "mode": mode, "use": use, "stages": {}}
+    if library is not None and library not in a.importable:  # nothing to run: kept apart from a driver error
+        detail = f"library not installed: {library} cannot be imported in {a.venv}"
+        rec["status"], rec["failure"] = "not_installed", {"kind": "not_installed", "stage": "probe", "detail": detail}
+        return rec
     state = work / "state" / run_id
     shutil.rmtree(state, ignore_errors=True)
     env = child_env(a.torchmend, state, a.threads)
     reset(project)
-    rec: dict = {"model": model, "mode": mode, "use": use, "stages": {}}
     tm = [str(python), "-m", "torchmend"]
     budget = ["--backend", a.backend, "--steps", str(a.steps)]
-    target = ["train_model.py", "--", model, "--mode", mode]
+    target = [zoo.script, "--", model, "--mode", mode]
 
     def stage(name: str, cmd: list[str]) -> Stage:
         s = run_stage(cmd, project, env, a.timeout, logs / f"{run_id}.{name}")
@@ -482,9 +518,11 @@ def run_model(model: str, mode: str, use: str, a: argparse.Namespace, python: Pa
     before, failure = scan_result(before_stage, "before")
     if before is None and before_stage.rc in (SCRIPT_FAILED, NOTHING_COMPILED, SCRIPT_FAILED_AFTER_COMPILE):
         # Does the model build and run at all? Asked only when the scan fails: a passing scan says it does.
-        check = stage("check", [str(python), "train_model.py", model, "--mode", mode, "--eager", "--steps", "1"])
+        check = stage("check", [str(python), zoo.script, model, "--mode", mode, "--eager", "--steps", "1"])
         if check.rc != 0:
             kind = "timeout" if check.timed_out else "driver_error"
+            if check.rc == NOT_INSTALLED and library is not None:  # found by the probe, not importable after all
+                kind = "not_installed"
             failure = {"kind": kind, "stage": "check", "rc": check.rc, "detail": check.tail()}
     if before is None:
         rec["status"], rec["failure"] = failure["kind"], failure  # type: ignore[index]
@@ -611,6 +649,14 @@ def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     models, label = read_models(a.models)
     label = a.label or label
+    zoo = ZOOS[a.zoo]
+    if zoo.name != "transformers":  # LIBRARY:NAME entries, each of a library the zoo knows
+        try:
+            unknown = sorted({lib for lib, _ in map(parse_model, models)} - set(zoo.dists))
+        except ValueError as e:
+            sys.exit(f"--models: {e}")
+        if unknown:
+            sys.exit(f"--models: libraries {', '.join(unknown)} are not in the {zoo.name} zoo ({', '.join(zoo.dists)})")
     if a.shuffle is not None:
         random.Random(a.shuffle).shuffle(models)
     if a.stop_after is not None and a.stop_at is None:
@@ -627,19 +673,23 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit("--jobs and --shard: pick one (--jobs N runs the shards 1/N .. N/N itself)")
     if a.jobs > 1 and a.threads is None:
         a.threads = max(1, (os.cpu_count() or 1) // a.jobs)
-    python = ensure_venv(a.venv.resolve() if a.venv.exists() else a.venv, a.torch_index_url)
+    python = ensure_venv(a.venv.resolve() if a.venv.exists() else a.venv, a.torch_index_url, zoo)
     a.work = a.work.resolve()
     a.work.mkdir(parents=True, exist_ok=True)
     env0 = child_env(a.torchmend, a.work / "state", a.threads)
-    info = probe(python, env0, a.vendor, a.work)
+    info = probe(python, env0, a.vendor, a.work, zoo.dists if zoo.name != "transformers" else None)
     if not info.get("torchmend_path"):
         sys.exit(f"{python} cannot import torchmend: install it into the venv, or name a checkout with --torchmend")
-    results = a.results or REPO / "benchmarks" / "results" / result_name(info["torch"], info["transformers"], "jsonl")
+    a.importable = set(info.get("importable") or ())
+    stem = zoo.result_stem(info.get("versions") or {"transformers": info["transformers"]}, info["torch"])
+    results = a.results or REPO / "benchmarks" / "results" / f"{stem}.jsonl"
     results = results.resolve()
     results.parent.mkdir(parents=True, exist_ok=True)
     bases = dict(b.split("=", 1) for b in a.base_project)
     projects = {
-        use: build_project(a.work, a.script, info.get("vendor_path"), use, Path(bases[use]) if use in bases else None)
+        use: build_project(
+            a.work, a.script, info["vendor_paths"], use, Path(bases[use]) if use in bases else None, zoo.script
+        )
         for use in uses
     }
     done = set() if a.redo else done_runs(results)
@@ -705,6 +755,9 @@ def run_shard(
             steps=a.steps,
             scan_only=a.scan_only,
         )
+        library = ZOOS[a.zoo].library_of(model)
+        if library is not None:  # the libraries zoo: which library, at which version
+            rec.update(zoo=a.zoo, library=library, library_version=(info.get("versions") or {}).get(library))
         append(results, rec)
         b, af = rec.get("before") or {}, rec.get("after") or {}
         total = lambda c: (c.get("graph_breaks") or 0) + (c.get("recompiles") or 0)  # noqa: E731
@@ -717,11 +770,6 @@ def run_shard(
             flush=True,
         )
     return 0
-
-
-def result_name(torch_version: str | None, transformers_version: str | None, ext: str) -> str:
-    torch_v = (torch_version or "unknown").split("+")[0]
-    return f"corpus-torch{torch_v}-transformers{transformers_version or 'unknown'}.{ext}"
 
 
 if __name__ == "__main__":
