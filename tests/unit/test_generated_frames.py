@@ -128,3 +128,35 @@ def test_a_generated_guard_with_no_stack_goes_to_the_call_site(tmp_path: Path) -
     (f,) = analyse(events, tmp_path)[0]
     assert (f.file, f.line, f.where) == ("model.py", 40, Where.PROJECT)
     assert "code generated at run time (<string>)" in f.reason
+
+
+def test_a_break_inside_a_dynamo_polyfill_lands_on_the_line_that_called_the_builtin(tmp_path: Path) -> None:
+    """`if all(to_drop):` on a tensor breaks inside dynamo's own `all` (torch/_dynamo/polyfills/builtins.py): the
+    finding is the caller's line, which somebody wrote and can change, not torch's file."""
+    model = tmp_path / "model.py"
+    model.write_text(MODEL)
+    polyfill = "/venv/lib/python3.11/site-packages/torch/_dynamo/polyfills/builtins.py"
+    brk = (
+        f"Graph break in user code at {polyfill}:37\nGraph Break Reason: Data-dependent branching\n"
+        "  Explanation: Detected data-dependent branching (e.g. `if my_tensor.sum() > 0:`).\n\nUser code traceback:\n"
+        f'  File "{model}", line 40, in main\n    out = compiled(x)\n'
+        f'  File "{model}", line 22, in forward\n    if all(to_drop):\n'
+        f'  File "{polyfill}", line 37, in all\n    if not x:\n'
+    )
+    events = [
+        {"ev": "start", "torch": "2.13.0+cpu", "library_roots": ["/venv/lib/python3.11/site-packages"]},
+        {"ev": "compile_start", "compile_id": "0/0", "stack": [[str(model), 40, "main"], [str(model), 20, "forward"]]},
+        {"ev": "graph_break", "compile_id": "0/0", "text": brk},
+        {
+            "ev": "compile_end",
+            "compile_id": "0/0",
+            "co_name": "forward",
+            "co_filename": str(model),
+            "co_firstlineno": 20,
+        },
+        {"ev": "end", "reason": "finished", "steps": 2},
+    ]
+    findings, _ = analyse(events, tmp_path)
+    assert [(f.file, f.line, f.where, f.function) for f in findings] == [("model.py", 22, Where.PROJECT, "forward")]
+    assert "polyfills" not in findings[0].path
+    assert "inside dynamo's own version of `all`, torch/_dynamo/polyfills/builtins.py:37" in findings[0].reason

@@ -209,7 +209,7 @@ class _Run:
             group.depths.add(seen.gb.inlined)
 
     def add_break(self, gb: GraphBreak, cid: str) -> int:
-        gb, generated = out_of_generated_break(gb)  # `<string>` (exec-made code) has no line to show or edit
+        gb, generated = out_of_generated_break(gb)  # `<string>` (exec-made code), a dynamo polyfill: no line to edit
         path = self.places.absolute(gb.file)
         where = self.places.where(path)
         site = gb.user_stack[-1] if gb.user_stack and gb.user_stack[-1].line == gb.line else Frame(gb.file, gb.line, "")

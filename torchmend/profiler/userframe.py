@@ -7,7 +7,8 @@ from `model.py` then looks as if the training loop called the library directly. 
 (`torch_dynamo_resume_in_forward_at_21`) that the frame calls from that line. Pure: no torch.
 
 Code generated at run time (`<string>`: dataclass and namedtuple methods made by exec) has no source: a finding
-inside it is moved to the nearest real frame, the line that called it.
+inside it is moved to the nearest real frame, the line that called it. So is one inside dynamo's own version of a
+builtin (torch/_dynamo/polyfills: `if all(mask):` breaks in its `all`): the line that called the builtin.
 """
 
 from __future__ import annotations
@@ -84,16 +85,26 @@ def is_generated(file: str) -> bool:
     return file.startswith("<")
 
 
+# Dynamo's own Python versions of builtins it traces (`all`, `any`, `sum`, `zip` ...): nobody's code but dynamo's, so
+# a break inside one is the break of the line that called the builtin.
+_STAND_IN_DIRS = ("/torch/_dynamo/polyfills/",)
+
+
+def is_stand_in(file: str) -> bool:
+    """Code no user wrote or can edit, standing in at a break: generated at run time, or a dynamo polyfill."""
+    return is_generated(file) or any(d in file.replace("\\", "/") for d in _STAND_IN_DIRS)
+
+
 def real_frame(frames: Sequence[Frame]) -> Frame | None:
-    """The innermost frame that has a source file: the line that called into generated code."""
-    return next((f for f in reversed(frames) if not is_generated(f.file)), None)
+    """The innermost frame of code somebody wrote: the line that called into generated code or a polyfill."""
+    return next((f for f in reversed(frames) if not is_stand_in(f.file)), None)
 
 
 def out_of_generated_guard(g: GuardFailure) -> tuple[GuardFailure, Frame | None]:
     """A guard installed inside generated code (`opts.scale == 0.5  # <string>:4 in __eq__`) moved to the nearest
     real frame of its user stack (`if opts == DEFAULT:` in forward), with the generated frame it was in; with no
     real frame, to no site (the caller then files it at the call site)."""
-    if g.site is None or not is_generated(g.site.file):
+    if g.site is None or not is_stand_in(g.site.file):
         return g, None
     lines = g.text.splitlines()
     marker = next((i for i, ln in enumerate(lines) if ln.strip().lstrip("- ").strip() == "User stack trace:"), None)
@@ -103,8 +114,8 @@ def out_of_generated_guard(g: GuardFailure) -> tuple[GuardFailure, Frame | None]
 
 
 def out_of_generated_break(gb: GraphBreak) -> tuple[GraphBreak, Frame | None]:
-    """A graph break inside generated code moved to the nearest real frame of its user stack."""
-    if not is_generated(gb.file):
+    """A graph break inside generated code or a dynamo polyfill moved to the nearest real frame of its user stack."""
+    if not is_stand_in(gb.file):
         return gb, None
     inner = gb.user_stack[-1] if gb.user_stack else Frame(gb.file, gb.line, "")
     real = real_frame(gb.user_stack)
@@ -115,6 +126,9 @@ def out_of_generated_break(gb: GraphBreak) -> tuple[GraphBreak, Frame | None]:
 
 
 def generated_note(frame: Frame) -> str:
-    """What the reason says about the generated code a finding was moved out of."""
+    """What the reason says about the generated code (or dynamo polyfill) a finding was moved out of."""
     what = f"`{frame.function}`" if frame.function else "a function"
+    if not is_generated(frame.file):
+        where = frame.file.replace("\\", "/").rsplit("/torch/", 1)[-1]
+        return f" (inside dynamo's own version of {what}, torch/{where}:{frame.line}, called from this line)"
     return f" (inside {what}, code generated at run time ({frame.file}), called from this line)"
