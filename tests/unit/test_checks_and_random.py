@@ -129,3 +129,27 @@ def test_requires_grad_false_is_refused():
     text, results = fix_text(source, name="f.py")
     (why,) = unfixed(results)
     assert text == source and "detach" in why.advice
+
+
+def test_a_draw_imported_by_name_or_alias_is_host_random(tmp_path) -> None:
+    """`from random import random` then `random() < p` (x_transformers' layer dropout), NumPy under another name:
+    the imports say what the names are; a local `random` that is no import is not a draw."""
+    from torchmend.profiler.host_random import draws_host_random
+
+    src = tmp_path / "layers.py"
+    src.write_text(
+        "from random import random\n"
+        "import numpy as onp\n"
+        "from numpy import random as npr\n"
+        "def forward(x, p, layers):\n"
+        "    if random() < p:\n"
+        "        x = x * onp.random.rand()\n"
+        "    k = npr.randint(3)\n"
+        "    random_ = layers.random()\n"
+        "    return x\n"
+    )
+    lines = src.read_text().splitlines()
+    assert [n for n in range(1, 10) if draws_host_random(str(src), n, lines[n - 1])] == [5, 6, 7]
+    gb_type, explanation, gb_id = BRANCHING
+    brk = GraphBreak(str(src), 5, gb_type, explanation, gb_id, None)
+    assert classify_break(brk, "library", lines[4], path=str(src)) == "TM110"  # was TM103 by the line's words

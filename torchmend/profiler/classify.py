@@ -11,6 +11,7 @@ import re
 
 from torchmend.model import Where
 from torchmend.profiler.gbids import Version, rule_for_id
+from torchmend.profiler.host_random import draws_host_random
 from torchmend.profiler.numpy_scalars import numpy_on_numbers
 from torchmend.profiler.traceparse import GraphBreak, GuardFailure, tensor_mismatch
 
@@ -26,7 +27,7 @@ def classify_break(
     code = _classify_break(gb, where, version)
     if code in ("TM103", "TM104") and re.match(r"\s*assert\b", source):
         return "TM108"
-    if code in _VALUE_BREAKS and _HOST_RANDOM.search(source):
+    if code in _VALUE_BREAKS and draws_host_random(path or gb.file, gb.line, source):
         return "TM110"
     if code in _VALUE_BREAKS and source and numpy_on_numbers(path or gb.file, gb.line):
         return "TM114"
@@ -35,10 +36,6 @@ def classify_break(
 
 # Breaks where a value goes back to Python or decides a branch: what a NumPy call or a host draw on the line causes.
 _VALUE_BREAKS = ("TM103", "TM104", "TM111", "TM199")
-
-
-# NumPy's or Python's random generator called on the break's line (SpecAugment masks, random crops).
-_HOST_RANDOM = re.compile(r"\b(?:np|numpy)\.random\.\w+\(|\brandom\.(?:random|randint|uniform|choice|sample|shuffle)\(")
 
 
 def _classify_break(gb: GraphBreak, where: str, version: Version | None = None) -> str:
