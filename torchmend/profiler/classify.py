@@ -27,7 +27,7 @@ def classify_break(
     code = _classify_break(gb, where, version)
     if code in ("TM103", "TM104") and re.match(r"\s*assert\b", source):
         return "TM108"
-    if code in _VALUE_BREAKS and draws_host_random(path or gb.file, gb.line, source):
+    if code in _VALUE_BREAKS and source and draws_host_random(path or gb.file, gb.line, source):
         return "TM110"
     if code in _VALUE_BREAKS and source and numpy_on_numbers(path or gb.file, gb.line):
         return "TM114"
