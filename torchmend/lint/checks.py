@@ -12,6 +12,7 @@ from typing import cast
 import libcst as cst
 import libcst.matchers as m
 
+from torchmend import rules
 from torchmend.analysis import (
     NUMBERS,
     Kind,
@@ -34,7 +35,6 @@ from torchmend.lint.module_state import built_in_forward, skipped_call, state_ca
 from torchmend.lint.regions import Reached
 from torchmend.lint.self_writes import self_write, setting_written
 
-_HOST_RANDOM = ("numpy.random.", "random.")
 _SCALAR_CONSTRUCTORS = {"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"}
 
 
@@ -200,7 +200,7 @@ def _call(src: SourceFile, r: Reached, call: cst.Call) -> Iterator[Hit]:
         if not reordered(src, call, r.site_src):
             yield Hit("TM101", call, LIKELY, "`print(...)` in compiled code")
         return
-    if any(q.startswith(_HOST_RANDOM) for q in src.qualified_names(func)):
+    if any(q.startswith(rules.HOST_RANDOM_MODULES) for q in src.qualified_names(func)):
         yield Hit("TM110", call, LIKELY, f"`{short(src, func)}(...)` draws from NumPy's or Python's generator")
         return
     if logging_call(src, call):

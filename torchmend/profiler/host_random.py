@@ -14,7 +14,8 @@ import linecache
 import re
 from functools import lru_cache
 
-HOST_RANDOM = ("numpy.random.", "random.")
+from torchmend import rules
+
 # The line's own words first (also where the file cannot be parsed, or is not on this machine).
 _BY_TEXT = re.compile(r"\b(?:np|numpy)\.random\.\w+\(|\brandom\.(?:random|randint|uniform|choice|sample|shuffle)\(")
 
@@ -26,7 +27,7 @@ def draws_host_random(path: str, line: int, source: str = "") -> bool:
         return True
     text = "".join(linecache.getlines(path))
     calls = _calls_by_line(text) if "random" in text else None
-    return calls is not None and any(name.startswith(HOST_RANDOM) for name in calls.get(line, ()))
+    return calls is not None and any(name.startswith(rules.HOST_RANDOM_MODULES) for name in calls.get(line, ()))
 
 
 @lru_cache(maxsize=64)

@@ -14,7 +14,6 @@ from torchmend.codemods.fixes.library_side import rebind_disabled
 from torchmend.model import Finding, Where
 
 # Qualified-name prefixes of the host generators: NumPy's legacy functions and Generator factory, Python's module.
-HOST_RANDOM = ("numpy.random.", "random.")
 DISABLE = {"torch.compiler.disable", "torch._dynamo.disable"}
 # The functions torch.compile enters a module through: disabling one of them runs the whole module eagerly.
 ENTRY_METHODS = ("forward", "__call__", "_call_impl")
@@ -29,7 +28,9 @@ _IN_ENTRY_ADVICE = (
 def host_draws(src: SourceFile, root: cst.CSTNode) -> list[cst.Call]:
     """The calls under `root` to NumPy's or Python's random generator (`np.random.rand`, `random.random`, ...)."""
     return [
-        c for c in src.nodes_in(root, cst.Call) if any(q.startswith(HOST_RANDOM) for q in src.qualified_names(c.func))
+        c
+        for c in src.nodes_in(root, cst.Call)
+        if any(q.startswith(rules.HOST_RANDOM_MODULES) for q in src.qualified_names(c.func))
     ]
 
 
