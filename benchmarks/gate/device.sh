@@ -12,7 +12,8 @@
 # Resuming: when $GATE_RESUME (default benchmarks/results/gate-gpu.jsonl) exists in the checkout, it is copied to
 # $OUT/gate.jsonl and continued (--resume): copy $OUT/gate.jsonl there after each call, so the next call's
 # working tree carries it. Every argument goes to run.py (before a `--`: fix arguments after it).
-# Environment: DEADLINE_S (default 540: seconds from this script's start), JOBS (4), NAME (gate), WHEELS (.whl/gate).
+# Environment: DEADLINE_S (default 540: seconds from this script's start), JOBS (4), NAME (gate), WHEELS (.whl/gate),
+# TM_BENCH_DEVICE (the benchmark scenarios' device: cuda where nvidia-smi sees a GPU, else theirs, cpu).
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-/tmp/gate-out}
@@ -46,6 +47,11 @@ import torch
 print("cuda:", torch.cuda.is_available() and torch.cuda.get_device_name(), "| python", sys.version.split()[0])
 sys.exit(1 if set(missing) & set(need) else 0)
 PY
+# A benchmark scenario runs where TM_BENCH_DEVICE says (its default is cpu): on this machine, on the GPU.
+if [ -z "${TM_BENCH_DEVICE:-}" ] && command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
+  export TM_BENCH_DEVICE=cuda
+fi
+echo "TM_BENCH_DEVICE=${TM_BENCH_DEVICE:-cpu} (the scenarios' device)"
 args=()
 if [ -f "$resume" ] && [ ! -f "$out/$name.jsonl" ]; then
   cp "$resume" "$out/$name.jsonl"
