@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import cast
 
 import libcst as cst
-import libcst.matchers as m
 
+from torchmend.analysis import match as m
 from torchmend.analysis.names import class_named, def_named, is_method, method_of, os_same, self_name
 from torchmend.analysis.registry import constructed_classes
 from torchmend.analysis.source import Context, SourceFile

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import libcst as cst
-import libcst.matchers as m
 
+from torchmend.analysis import match as m
 from torchmend.analysis.names import binding_statement, referents
 from torchmend.analysis.source import SourceFile
 

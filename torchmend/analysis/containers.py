@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import cast
 
 import libcst as cst
-import libcst.matchers as m
 
+from torchmend.analysis import match as m
 from torchmend.analysis.calls import Callee, compile_target, instance_class, instance_classes, self_attr_values
 from torchmend.analysis.names import method_of
 from torchmend.analysis.source import Context, SourceFile

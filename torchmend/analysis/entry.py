@@ -9,8 +9,8 @@ import os
 from dataclasses import dataclass
 
 import libcst as cst
-import libcst.matchers as m
 
+from torchmend.analysis import match as m
 from torchmend.analysis.calls import compile_decorator, compile_target, compiled_functions
 from torchmend.analysis.names import os_same
 from torchmend.analysis.source import Context, SourceError, SourceFile

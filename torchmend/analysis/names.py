@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import TypeVar, cast
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
 from libcst.metadata import Assignment, BaseAssignment
 
+from torchmend.analysis import match as m
 from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.analysis.torch_ops import TENSOR_CONSTRUCTORS
 

@@ -7,9 +7,9 @@ import re
 from typing import cast
 
 import libcst as cst
-import libcst.matchers as m
 
 from torchmend.analysis import callee, compile_target, self_attr_values
+from torchmend.analysis import match as m
 from torchmend.analysis.custom_optimizers import optimizer_classdef
 from torchmend.analysis.optim_tables import SCHEDULER_PER_GROUP_ARGS
 from torchmend.analysis.source import Context, SourceFile

@@ -14,7 +14,6 @@ from functools import cached_property
 from typing import Any, TypeVar, cast, overload
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import (
     Assignment,
     CodeRange,
@@ -26,6 +25,7 @@ from libcst.metadata import (
 )
 from libcst.metadata.base_provider import LazyValue
 
+from torchmend.analysis import match as m
 from torchmend.analysis.torch_api import spelling
 from torchmend.analysis.window import is_large, window
 from torchmend.model import Finding

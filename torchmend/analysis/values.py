@@ -7,9 +7,9 @@ import weakref
 from collections.abc import Iterable
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import Assignment, ImportAssignment
 
+from torchmend.analysis import match as m
 from torchmend.analysis.names import (
     binding_statement,
     builtin_or_math,

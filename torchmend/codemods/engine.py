@@ -16,8 +16,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 
 from torchmend import rules
 from torchmend.analysis.source import Context, SourceError, SourceFile
@@ -69,6 +67,10 @@ def apply(source: SourceFile, proposals: Sequence[Proposal]) -> str:
     tree = source.module.visit(_Apply(proposals))
     imports = {imp for p in proposals for imp in p.imports}
     if imports:
+        # Imported here: libcst.codemod imports libcst.matchers, a second of every command's start (analysis/match.py)
+        from libcst.codemod import CodemodContext
+        from libcst.codemod.visitors import AddImportsVisitor
+
         context = CodemodContext()
         for module, name in sorted(imports, key=lambda i: (i[0], i[1] or "")):
             AddImportsVisitor.add_needed_import(context, module, name)

@@ -10,7 +10,6 @@ from dataclasses import replace
 from typing import cast
 
 import libcst as cst
-import libcst.matchers as m
 
 from torchmend import rules
 from torchmend.analysis import (
@@ -24,6 +23,7 @@ from torchmend.analysis import (
     self_name,
     values,
 )
+from torchmend.analysis import match as m
 from torchmend.analysis.dynamo_config import reordered
 from torchmend.analysis.gating import already_gated
 from torchmend.analysis.loggers import logging_call

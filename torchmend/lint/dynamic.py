@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
-import libcst.matchers as m
 
+from torchmend.analysis import match as m
 from torchmend.analysis import values
 from torchmend.analysis.dynamo_tables import DYNAMIC_SHAPE_CALLS
 from torchmend.analysis.source import SourceFile

@@ -7,8 +7,8 @@ A release lint does not know (None) is taken to be the oldest, as for a tensor `
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
+from torchmend.analysis import match as m
 from torchmend.analysis.dynamo_tables import MODULE_STATE_CAST_FROM, SKIPPED_BEFORE
 from torchmend.analysis.source import SourceFile
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
-import libcst.matchers as m
 
+from torchmend.analysis import match as m
 from torchmend.analysis import values
 from torchmend.analysis.optimizers import OURS, construction_of, lr_schedulers, lr_writes, optimizer_class
 from torchmend.analysis.source import Context, SourceFile

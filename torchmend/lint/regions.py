@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import libcst as cst
-import libcst.matchers as m
 
 from torchmend.analysis import (
     candidate_callees,
@@ -19,6 +18,7 @@ from torchmend.analysis import (
     module_forwards,
     self_attr_values,
 )
+from torchmend.analysis import match as m
 from torchmend.analysis.calls import Callee
 from torchmend.analysis.containers import container_forwards, loop_element_callee
 from torchmend.analysis.entry import compile_sites

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
-import libcst.matchers as m
 
 from torchmend.analysis import Kind, self_attr_values, values
+from torchmend.analysis import match as m
 from torchmend.analysis.source import SourceFile
 from torchmend.lint.hits import LIKELY, POSSIBLE, Hit, short
 from torchmend.lint.regions import Reached

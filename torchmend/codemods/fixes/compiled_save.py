@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import Assignment
 
+from torchmend.analysis import match as m
 from torchmend.analysis.compiled_saves import CompiledUse, compiled_saves, compiled_state_dicts
 from torchmend.analysis.names import referents
 from torchmend.analysis.source import Context, SourceFile

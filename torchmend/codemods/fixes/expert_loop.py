@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import libcst as cst
-import libcst.matchers as m
 
+from torchmend.analysis import match as m
 from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import UNSAFE, NoFix, Proposal, Result
 from torchmend.model import Finding

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from typing import cast
 
 import libcst as cst
-import libcst.matchers as m
 
+from torchmend.analysis import match as m
 from torchmend.codemods.base import Refuse
 from torchmend.codemods.fixes.cached_tensor.syntax import self_attr
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import cast
 
 import libcst as cst
-import libcst.matchers as m
 
+from torchmend.analysis import match as m
 from torchmend.analysis.source import SourceFile
 from torchmend.codemods.fixes.cached_tensor.syntax import methods, self_attr
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import cast
 
 import libcst as cst
-import libcst.matchers as m
 
+from torchmend.analysis import match as m
 from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Proposal, Refuse, Replacement
 from torchmend.codemods.fixes.cached_tensor.arms import always_binds, clears, is_cache, nested_caches

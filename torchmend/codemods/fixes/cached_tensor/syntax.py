@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
+
+from torchmend.analysis import match as m
 
 
 def self_attr(attr: str) -> m.Attribute:

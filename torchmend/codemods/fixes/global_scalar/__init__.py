@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import cast
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import Assignment
 
 from torchmend.analysis import binding_statement, functions_for, is_tensor_construction, python_use, reads, referents
+from torchmend.analysis import match as m
 from torchmend.analysis.source import Context, SourceFile
 from torchmend.codemods.base import UNSAFE, Answer, Codemod, Delegate, Invalid, NoFix, Proposal, Valid
 from torchmend.codemods.fixes.global_scalar.bindings import (

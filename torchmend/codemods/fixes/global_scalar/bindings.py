@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import Assignment, BaseAssignment, FunctionScope, GlobalScope
 
 from torchmend.analysis import builtin_or_math
+from torchmend.analysis import match as m
 from torchmend.analysis.source import SourceFile
 from torchmend.analysis.values import NOT_NUMBERS
 

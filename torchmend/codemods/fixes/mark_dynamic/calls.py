@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import ComprehensionScope
 
 from torchmend.analysis import Callee, bind, callee, compile_site
+from torchmend.analysis import match as m
 from torchmend.analysis.dynamo_tables import MARK_DYNAMIC
 from torchmend.analysis.source import Context, SourceFile
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Union
 
 import libcst as cst
-import libcst.matchers as m
 
+from torchmend.analysis import match as m
 from torchmend.analysis.source import SourceFile
 from torchmend.analysis.torch_ops import INT_ARGUMENT_CALLS, INT_KEYWORDS, LOG_METHODS, MODULE_CLASSES
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import cast
 
 import libcst as cst
-import libcst.matchers as m
 
 from torchmend.analysis import Kind, values
+from torchmend.analysis import match as m
 from torchmend.analysis.source import SourceFile
 from torchmend.analysis.torch_ops import AUGMENTED_IN_PLACE
 from torchmend.codemods.base import UNSAFE, Proposal, Refuse

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from torchmend import rules
+from torchmend.analysis import match as m
 from torchmend.analysis.source import Context, SourceError, SourceFile
 from torchmend.codemods.base import SAFE, UNSAFE, Codemod, Invalid, NoFix, Proposal, Refuse, Result, Valid
 from torchmend.codemods.fixes.numpy_scalar.convert import Converted, Converter, consumed_as_int, placed

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import cast
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import Assignment
 
+from torchmend.analysis import match as m
 from torchmend.analysis.names import builtin_or_math
 from torchmend.analysis.source import SourceFile
 from torchmend.analysis.values import NUMBERS, Kind, values

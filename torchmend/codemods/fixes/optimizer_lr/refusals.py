@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 import libcst as cst
-import libcst.matchers as m
 
+from torchmend.analysis import match as m
 from torchmend.analysis.custom_optimizers import lr_hazards, method
 from torchmend.analysis.optim_tables import FOREACH_NEEDS_CAPTURABLE, OPTIMIZER_DEFAULT_LR
 from torchmend.analysis.optimizers import OURS, UNKNOWN, LrWrite, construction_of, lr_schedulers, lr_writes, per_group

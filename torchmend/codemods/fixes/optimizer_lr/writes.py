@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from torchmend.analysis import Kind, values
+from torchmend.analysis import match as m
 from torchmend.analysis.optimizers import IN_PLACE, LrWrite
 from torchmend.analysis.source import SourceFile, simple_names
 

@@ -4,8 +4,8 @@ the call site."""
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
+from torchmend.analysis import match as m
 from torchmend.analysis import ordered_names, values
 from torchmend.analysis.source import SourceFile
 from torchmend.analysis.torch_ops import NOT_TENSOR_ATTRS, SAME_DEVICE_METHODS

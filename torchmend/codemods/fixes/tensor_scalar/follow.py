@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import cast
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import Assignment, FunctionScope
 
 from torchmend.analysis import NUMBERS, values
+from torchmend.analysis import match as m
 from torchmend.analysis.source import SourceFile
 from torchmend.analysis.torch_ops import OPERAND_METHODS
 from torchmend.codemods.base import Refuse
