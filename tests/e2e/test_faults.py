@@ -25,10 +25,12 @@ from torchmend.store import journal
 pytestmark = pytest.mark.faults
 
 
-@pytest.fixture(autouse=True)
-def _as_a_user_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Faults are met as a user's runs meet them: fresh interpreters, and fix's own fork server, not the session's
-    shared one (tests/conftest.py)."""
+@pytest.fixture
+def as_a_user_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault in the runs themselves (a signal while the script runs, a locale, a full disk) is met as a user's
+    runs meet it: fresh interpreters, and fix's own fork server, not the session's shared one (tests/conftest.py).
+    The other faults are the writer's and the CLI's: their runs are forked from the shared server, as the rest of
+    the suite's are (a fresh interpreter costs each of their scans about 5 s of this machine)."""
     from torchmend.profiler.forkserver import SHARED_ENV
 
     monkeypatch.delenv(SHARED_ENV, raising=False)
@@ -325,6 +327,7 @@ STOPS = [
 ]
 
 
+@pytest.mark.usefixtures("as_a_user_runs")
 @pytest.mark.parametrize("sig, code, said", STOPS, ids=["INT", "TERM", "HUP"])
 def test_a_signal_during_the_scan_stops_the_script_and_cleans_up(
     tmp_path: Path, state: Path, sig: signal.Signals, code: int, said: str
@@ -341,6 +344,7 @@ def test_a_signal_during_the_scan_stops_the_script_and_cleans_up(
     assert _ours(tmp) == []  # the events folder is gone
 
 
+@pytest.mark.usefixtures("as_a_user_runs")
 def test_sigterm_during_the_verification_of_a_fix_stops_it_and_writes_nothing(tmp_path: Path, state: Path) -> None:
     proj, tmp = tmp_path / "proj", tmp_path / "tmp"
     proj.mkdir()
@@ -579,6 +583,7 @@ with torch.no_grad():
 C_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}
 
 
+@pytest.mark.usefixtures("as_a_user_runs")
 def test_scan_in_the_c_locale_stops_everything_the_script_started(tmp_path: Path, state: Path) -> None:
     proj = tmp_path / "proj"
     proj.mkdir()
@@ -738,6 +743,7 @@ with torch.no_grad():
 """
 
 
+@pytest.mark.usefixtures("as_a_user_runs")
 def test_a_disk_that_fills_during_the_run_is_named(tmp_path: Path, state: Path) -> None:
     proj, full = tmp_path / "proj", tmp_path / "full"
     proj.mkdir()
