@@ -56,9 +56,6 @@ def setup(venv_dir: Path = VENV, torch_pin: str = TORCH_PIN) -> None:
             "install",
             "--quiet",
             "--disable-pip-version-check",
-            # No byte-compiling of every installed file (torch's thousands): Python compiles what is imported, once,
-            # when it is first imported. Measured on the 2-core machine: 77 s -> 39 s for this install.
-            "--no-compile",
             "-e",
             f"{ROOT}[dev]",
             torch_pin,
