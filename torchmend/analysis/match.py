@@ -23,37 +23,6 @@ from typing import Any, ClassVar
 
 import libcst as cst
 
-__all__ = [
-    "AnnAssign",
-    "Arg",
-    "AsName",
-    "Assign",
-    "AssignTarget",
-    "AugAssign",
-    "Attribute",
-    "Call",
-    "Comparison",
-    "ComparisonTarget",
-    "Expr",
-    "For",
-    "Index",
-    "Integer",
-    "Is",
-    "Name",
-    "NamedExpr",
-    "OneOf",
-    "Pattern",
-    "Return",
-    "SimpleStatementLine",
-    "SimpleString",
-    "Slice",
-    "Subscript",
-    "SubscriptElement",
-    "WithItem",
-    "findall",
-    "matches",
-]
-
 
 class OneOf:
     """Matches what any of its options matches (`a | b` makes one)."""
