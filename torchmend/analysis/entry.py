@@ -6,6 +6,7 @@ compiles, wherever in the project the compiled code lives."""
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass
 
 import libcst as cst
@@ -81,10 +82,17 @@ def _sites_in(ctx: Context, path: str) -> list[CompileSite]:
         src = ctx.file(path)
     except SourceError:
         return []
+    if src in _SITES:  # asked once per finding a codemod places a line for: parsed trees do not change
+        return _SITES[src]
     try:
-        return compile_sites(src)
+        sites = compile_sites(src)
     except Exception:  # a file libcst cannot read is not where the user compiles
-        return []
+        sites = []
+    _SITES[src] = sites
+    return sites
+
+
+_SITES: weakref.WeakKeyDictionary[SourceFile, list[CompileSite]] = weakref.WeakKeyDictionary()
 
 
 def _nearest(sites: list[CompileSite], line: int) -> CompileSite:

@@ -17,9 +17,10 @@ interpreter and environment it serves is forked there, a scan's too.
 Not used (a fresh interpreter instead) for runs under torchrun, off Linux, with TORCHMEND_FRESH_INTERPRETER=1, and
 whenever a server cannot start or serve. A server serves one interpreter and one environment: a run whose
 environment differs in anything torch or Python may read at import (everything but torchmend's own variables, the
-test runner's, the terminal's and the caches a run sets for itself) gets a server of its own, or a fresh
-interpreter. Where an NVIDIA device is present only torch itself is imported before the fork (importing it never
-touches CUDA, as a DataLoader's forked workers rely on); dynamo's and inductor's imports wait for the child.
+test runner's, the terminal's, git's and a forge's, and the caches a run sets for itself) gets a server of its own,
+or a fresh interpreter. Where an NVIDIA device is present only torch itself is imported before the fork
+(importing it never touches CUDA, as a DataLoader's forked workers rely on); dynamo's and inductor's imports wait
+for the child.
 """
 
 from __future__ import annotations
@@ -53,9 +54,15 @@ _PER_RUN = frozenset(
         "TERM",
         "NO_COLOR",
         "FORCE_COLOR",
+        # the forge's and proxies': `fix --pr` reads them in this process (git, the forge's API), never torch
+        "NO_PROXY",
+        "no_proxy",
+        "GITHUB_TOKEN",
+        "GH_TOKEN",
+        "GITLAB_TOKEN",
     }
 )
-_PER_RUN_PREFIXES = ("TORCHMEND_", "PYTEST_")
+_PER_RUN_PREFIXES = ("TORCHMEND_", "PYTEST_", "GIT_")  # GIT_*: git's own configuration
 _CHILD = ["-m", "torchmend.profiler.child"]
 _READY_S = 180.0  # a server's imports: a fresh interpreter's, on a loaded machine
 _MESSAGE = 1 << 22
