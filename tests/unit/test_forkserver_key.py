@@ -17,6 +17,7 @@ def test_git_forge_terminal_and_torchmend_variables_are_per_run() -> None:
         "TORCHMEND_STATE_DIR": "/tmp/x/state",
         "COLUMNS": "200",
         "TORCHINDUCTOR_CACHE_DIR": "/tmp/x/inductor",
+        "TM_BENCH_REGIME": "overhead",
     }
     assert key_of({**BASE, **per_run}) == key_of(BASE)
 

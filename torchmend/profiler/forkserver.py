@@ -62,7 +62,8 @@ _PER_RUN = frozenset(
         "GITLAB_TOKEN",
     }
 )
-_PER_RUN_PREFIXES = ("TORCHMEND_", "PYTEST_", "GIT_")  # GIT_*: git's own configuration
+# GIT_*: git's own configuration; TM_BENCH_*: the knobs of torchmend's benchmark scenarios, read by the script
+_PER_RUN_PREFIXES = ("TORCHMEND_", "PYTEST_", "GIT_", "TM_BENCH_")
 _CHILD = ["-m", "torchmend.profiler.child"]
 _READY_S = 180.0  # a server's imports: a fresh interpreter's, on a loaded machine
 _MESSAGE = 1 << 22
