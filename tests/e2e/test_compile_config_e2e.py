@@ -131,8 +131,8 @@ def test_a_logging_function_traced_into_the_logging_module_is_gated_at_the_users
 
 def test_a_loop_over_the_experts_some_token_chose_needs_its_switch(tmp_path: Path) -> None:
     """fixtures/scan/moe_dispatch: the loop over nonzero()'s rows becomes a loop over range(n), and the selection
-    inside it gets the switch; together the judged run shows both breaks gone and the same losses. The switch is a
-    global setting: judged on aot_eager it is not written, and the loop alone removes nothing, so nothing is."""
+    inside it gets the switch. The switch is a global setting: judged on aot_eager it cannot be written, so it is
+    withheld before the first run, and the loop alone removes nothing, so nothing is written."""
     import shutil
 
     fixture = Path(__file__).resolve().parents[2] / "fixtures" / "scan" / "moe_dispatch" / "train.py"
@@ -141,8 +141,8 @@ def test_a_loop_over_the_experts_some_token_chose_needs_its_switch(tmp_path: Pat
     fixed = _fix(script, "--unsafe")
     out = " ".join(fixed.stdout.split())
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    assert "✓ TM111 change removed TM111 at train.py:17" in out and "✓ TM111 change removed TM111 at train.py:19" in out
-    assert NOT_CONFIRMED in out
+    assert out.index(NOT_CONFIRMED) < out.index("judging on the aot_eager backend")  # before any run
+    assert "Verifying the other changes without these." in out
     assert "✗ TM111 change did not remove TM111 at train.py:17: not written" in out
     assert "outcome: nothing to write (none helped)" in out
     assert script.read_text() == fixture.read_text()

@@ -120,7 +120,8 @@ def _dropped(event: Dropped, where: Where) -> RenderableType:
     if all(r.found_by == FoundBy.FOLLOW_UP for r in event.refused):
         lines.append(Text("Keeping the verified round before it; its verdict:", style="dim"))
     elif event.again:
-        lines.append(Text("Verifying the other changes again without these.", style="dim"))
+        again = "" if event.ahead else " again"
+        lines.append(Text(f"Verifying the other changes{again} without these.", style="dim"))
     return Group(*lines)
 
 

@@ -103,6 +103,7 @@ class Dropped:
 
     refused: tuple[Refusal, ...]
     again: bool = True  # whether changes are left to verify again
+    ahead: bool = False  # withdrawn before the first run: the rest is verified without them, not again
 
 
 class Outcome(StrEnum):

@@ -63,13 +63,12 @@ def verify_rounds(
     place, and the rest is verified again; a change whose targeted findings are all still there did not help: it is
     withdrawn and the rest verified again, once. A global compiler setting (`Proposal.global_setting`) is kept only
     when the judging stage ran on the script's own backend and measured a gain (verdict improved); otherwise it is
-    withdrawn (Dropped) and the rest judged again. Yields Stage as each stage begins, Rounds (Probes while
+    withdrawn (Dropped) and the rest judged again; where the judging stage cannot measure a gain (a named backend,
+    a proxy, one run per arm), before the first run, its local fallback screened and judged in its place. Yields Stage as each stage begins, Rounds (Probes while
     bisecting, Dropped after a refusal, Retry before the retry) and one Verified last. The scan is reused as the
     first before-run of the stage whose backend it ran on, when it ran cold. The numbers are judged with the
     settings' tolerance. With `follow_up` (fix --yes: nobody is asked), a verified round whose patched run shows a
     finding a safe last resort fixes adds that change and verifies once more (FollowUp), in the first stage."""
-    from torchmend.verify.failure import failure_of
-
     if scan.spec is None:
         raise ValueError("a scan from a trace ran nothing here: there is no run to compare against")
     project = Project.of(root)
@@ -80,6 +79,15 @@ def verify_rounds(
     session = fixes.session
     versions = {"torch": scan.summary.torch_version or ""}
     tried: list[Refusal] = []
+    screened: Verified | None = None  # the screening stage's outcome, where one ran
+
+    runs_on, timed, judged_repeat = _judging(scan, backend, repeat)
+    unwritable = _globals_unwritable(backend, runs_on, timed, judged_repeat)
+    if unwritable is not None and _leaves_a_change(session, opted):
+        # Known before the first run: the judging stage cannot measure the gain a global setting needs. So none is
+        # run only to be withdrawn after (a round of the most expensive runs); a local fallback takes its place now
+        # and is screened and judged as the other changes are.
+        yield from _withhold_globals(session, tried, unwritable, opted, ahead=True)
 
     made: dict[str | None, tuple[ArmRun, ...]] = {}  # an original's cold run by backend, made before a stage
     reused = functools.partial(_reused, scan, folder, made)
@@ -101,23 +109,20 @@ def verify_rounds(
             yield screened
             return
         follow_up = False  # the judging stage judges what screening kept
-    runs_on, timed, repeat = _judging(scan, backend, repeat)
+    if unwritable is not None and screened is not None and any(p.global_setting for p in session.accepted):
+        # what screening kept holds a global setting the judging stage cannot write (one with no local fallback,
+        # or added by a follow-up): withdrawn before that stage's runs too
+        yield from _withhold_globals(session, tried, unwritable, opted)
+        if not session.accepted:
+            yield Verified(NONE_HELPED, (), screened.verification, tuple(tried))
+            return
+    repeat = judged_repeat
     yield Stage(StageKind.JUDGE, backend, repeat, timed)
     spec = replace(scan.spec, backend=runs_on, overlay=())
     reuse = reused(backend)
-    if screen is not None and screen != backend and not reuse:
-        # The original's first run on the judging backend goes first: when it fails there (no compiler for it, a
-        # PyTorch failure) while screening ran it, what screening verified stands for the local changes, said as
-        # such, and a global setting is not confirmed.
-        first = _original_run(spec, folder, on_run)
-        failed = failure_of(first, folder)
-        if failed is not None:
-            own = backend or "the script's own backend"
-            yield from _withhold_globals(session, tried, _not_confirmed(own), opted)
-            device = " (cuda)" if first.end.get("cuda_device") else " (cpu)"
-            where = f"{own}{device}, where the original fails ({failed.describe()})"
-            v = replace(screened.verification, unconfirmed=where)
-            yield Verified(VERIFIED if session.accepted else NONE_HELPED, tuple(session.accepted), v, tuple(tried))
+    if screened is not None and not reuse:
+        first = yield from _original_on_judging(spec, folder, on_run, session, tried, opted, backend, screened)
+        if first is None:
             return
         reuse = (first,)
     judging = Judge(spec, folder, repeat, resolved.tolerance, on_run, reuse, timed=timed)
@@ -136,6 +141,35 @@ def verify_rounds(
         device = f" ({done.verification.device})" if done.verification.device else ""
         done = replace(done, verification=replace(done.verification, unconfirmed=f"the script's own backend{device}"))
     yield done
+
+
+def _original_on_judging(
+    spec: RunSpec,
+    folder: Root,
+    on_run: Callable[[RunStarted], None] | None,
+    session: Session,
+    tried: list[Refusal],
+    opted: frozenset[str],
+    backend: str | None,
+    screened: Verified,
+) -> Generator[Event, None, ArmRun | None]:
+    """The original's first run on the judging backend, made first when screening ran. When it fails there (no
+    compiler for it, a PyTorch failure) while screening ran it, what screening verified stands for the local
+    changes, said as such, and a global setting is not confirmed: yields that Verified and returns None."""
+    from torchmend.verify.failure import failure_of
+
+    first = _original_run(spec, folder, on_run)
+    failed = failure_of(first, folder)
+    if failed is None:
+        return first
+    own = backend or "the script's own backend"
+    # no fallback here: what screening did not run is not verified at all
+    yield from _withhold_globals(session, tried, _not_confirmed(own), opted, fallback=False)
+    device = " (cuda)" if first.end.get("cuda_device") else " (cpu)"
+    where = f"{own}{device}, where the original fails ({failed.describe()})"
+    v = replace(screened.verification, unconfirmed=where)
+    yield Verified(VERIFIED if session.accepted else NONE_HELPED, tuple(session.accepted), v, tuple(tried))
+    return None
 
 
 def _reused(
@@ -159,6 +193,37 @@ def _judging(scan: Scan, backend: str | None, repeat: int) -> tuple[str | None, 
     return backend or proxy, timed, repeat if timed else 1
 
 
+def _globals_unwritable(backend: str | None, runs_on: str | None, timed: bool, repeat: int) -> Reason | None:
+    """Why the judging stage cannot write a global compiler setting whatever its runs show, or None: it runs on a
+    backend that is not the script's own, or it is not timed (the script's own backend is a proxy), or it makes one
+    run per arm (no noise band, so no measured gain)."""
+    if backend is not None:
+        return _not_confirmed(backend)
+    if not timed:
+        return Reason(
+            ReasonKind.NO_GAIN,
+            f"a global compiler setting is written only when measured faster, and the script's own backend, "
+            f"{runs_on}, is a proxy whose times are not judged",
+        )
+    if repeat < 2:
+        return Reason(
+            ReasonKind.NO_GAIN,
+            "a global compiler setting is written only when measured faster, and one run per arm measures no noise "
+            "band (--repeat 3 or more does)",
+        )
+    return None
+
+
+def _leaves_a_change(session: Session, opted: frozenset[str]) -> bool:
+    """Whether withholding the accepted global settings leaves a change to judge: a local one, or the local
+    fallback of a global one."""
+    return any(
+        not p.global_setting
+        or any(not fb.global_setting and (no_less_safe(fb, p) or fb.safety in opted) for fb in p.fallbacks)
+        for p in session.accepted
+    )
+
+
 def _not_confirmed(backend: str) -> Reason:
     return Reason(
         ReasonKind.NOT_CONFIRMED,
@@ -175,11 +240,16 @@ def _no_gain(v: Verification) -> Reason:
 
 
 def _withhold_globals(
-    session: Session, tried: list[Refusal], reason: Reason, opted: frozenset[str] = frozenset()
+    session: Session,
+    tried: list[Refusal],
+    reason: Reason,
+    opted: frozenset[str] = frozenset(),
+    fallback: bool = True,
+    ahead: bool = False,
 ) -> Iterator[Event]:
-    """Withdraw the accepted global compiler settings, each refused for `reason` (Dropped), when there are any; a
-    local fallback of one takes its place, to be judged in its turn, when it is no less safe or the settings opt
-    into its safety (`opted`: --unsafe-fixes, --allow-random-stream)."""
+    """Withdraw the accepted global compiler settings, each refused for `reason` (Dropped), when there are any; with
+    `fallback`, a local fallback of one takes its place, to be judged in its turn, when it is no less safe or the
+    settings opt into its safety (`opted`: --unsafe-fixes, --allow-random-stream). `ahead`: before the first run."""
     from torchmend.codemods.engine import Conflict
 
     withheld = [p for p in session.accepted if p.global_setting]
@@ -188,8 +258,13 @@ def _withhold_globals(
     refused = []
     for p in withheld:
         session.withdraw(p)
-        local = next(
-            (fb for fb in p.fallbacks if not fb.global_setting and (no_less_safe(fb, p) or fb.safety in opted)), None
+        local = (
+            next(
+                (fb for fb in p.fallbacks if not fb.global_setting and (no_less_safe(fb, p) or fb.safety in opted)),
+                None,
+            )
+            if fallback
+            else None
         )
         if local is not None:
             local = replace(local, findings=p.findings, fallbacks=())
@@ -199,7 +274,7 @@ def _withhold_globals(
                 local = None
         refused.append(Refusal(p, FoundBy.GLOBAL_RULE, (reason,), local))
     tried += refused
-    yield Dropped(tuple(refused), again=bool(session.accepted))
+    yield Dropped(tuple(refused), again=bool(session.accepted), ahead=ahead)
 
 
 def _original_run(spec: RunSpec, root: Root, on_run: Callable[[RunStarted], None] | None) -> ArmRun:
