@@ -1,5 +1,5 @@
 """The benchmark suite's smoke run end to end: `benchmarks/suite.py --smoke` in a subprocess on one of its two
-scenarios (print_in_forward: about 45 s on a 2-core CPU; the other's fix is module_counter's in the codemods' e2e
+scenarios (print_in_forward: about 45 s on a 2-core CPU, its plain cost run on aot_eager too; the other's fix is module_counter's in the codemods' e2e
 tests), then its Markdown, JSON and plot, and the counts the scenario really shows."""
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ def test_files(smoke: tuple[Path, dict]) -> None:
     assert "shared and noisy" in md and "ratios" in md
     assert data["meta"]["torch"] in md and data["meta"]["command"] in md
     assert "| print_in_forward |" in md
+    assert "every torch.compile on aot_eager (this run's --backend, not the script's own)" in md
     pytest.importorskip("matplotlib")
     png = out / f"{stem}-overhead-default.png"
     assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -101,3 +102,4 @@ def test_fixes_and_tool_cost(smoke: tuple[Path, dict]) -> None:
     cost = data["cost"]["scenarios"]["print_in_forward"]
     assert cost["plain_s"] > 0 and cost["scan_aot_eager_s"] > 0 and cost["aot_over_plain"] > 0
     assert [f[0] for f in cost["findings_aot_eager"]] == ["TM101"]
+    assert data["cost"]["plain_backend"] == "aot_eager"  # the smoke run's plain compiles on its --backend too
