@@ -131,7 +131,10 @@ def test_two_stages_on_inductor(tmp_path: Path) -> None:
     assert "screening on the aot_eager backend (1 run per arm)" in out
     # one run per arm measures no gain, so the global setting that keeps the print (TM101's first candidate) is
     # withheld before any run, not judged on inductor only to be withdrawn: its fallback, the gated print, goes in
-    withheld = "✗ TM101 change at gradient_penalty.py:24 not written: a global compiler setting is written only when"
+    withheld = (
+        "✗ TM101 change at gradient_penalty.py:29 not written: a global compiler setting is written only when "
+        "measured faster, and one run per arm measures no noise band"
+    )
     assert out.index(withheld) < out.index("screening on the aot_eager backend")
     assert "judging on the script's own backend (1 run per arm, no noise band: speed is not measured)" in out
     assert "speed not measured on the script's own backend (cpu): one run per arm measures no noise band" in out
