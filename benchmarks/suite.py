@@ -132,6 +132,15 @@ def bench_env(regime: str, mode: str, device: str) -> tuple[tuple[str, str], ...
     return (("TM_BENCH_REGIME", regime), ("TM_BENCH_MODE", mode), ("TM_BENCH_DEVICE", device))
 
 
+def compiling(on: bool) -> tuple[tuple[str, str], ...]:
+    """The environment that turns torch.compile off (the eager variant), or keeps it on: TORCH_COMPILE_DISABLE=0 only
+    where this process's own environment sets the variable, so that otherwise a run's environment is the one it was
+    given (under the test suite's shared fork server, a run forked from it instead of a fresh interpreter)."""
+    if not on:
+        return (("TORCH_COMPILE_DISABLE", "1"),)
+    return (("TORCH_COMPILE_DISABLE", "0"),) if "TORCH_COMPILE_DISABLE" in os.environ else ()
+
+
 def fresh_caches(scratch: Path, tag: str) -> tuple[tuple[str, str], ...]:
     d = Path(tempfile.mkdtemp(prefix=f"{tag}-", dir=scratch))
     return (("TORCHINDUCTOR_CACHE_DIR", str(d / "inductor")), ("TRITON_CACHE_DIR", str(d / "triton")))
@@ -208,7 +217,7 @@ def make_fix(name: str, device: str, scratch: Path) -> dict[str, Any]:
             *bench_env("overhead", "default", device),
             *fresh_caches(scratch, "fix"),
             ("TORCHMEND_STATE_DIR", str(state)),
-            ("TORCH_COMPILE_DISABLE", "0"),
+            *compiling(True),
         )
     )
     wall, rc, output = timed(cmd, work, env)
@@ -263,7 +272,7 @@ def cost_run(kind: str, name: str, steps: int, device: str, scratch: Path, backe
     """One tool-cost run. *plain* is `python broken.py` on the script's own backend, or on `backend` where the
     measured runs override it (the smoke run: aot_eager, no C++ compile)."""
     d = SCENARIO_DIR / name
-    env = (*bench_env("overhead", "default", device), *fresh_caches(scratch, "cost"), ("TORCH_COMPILE_DISABLE", "0"))
+    env = (*bench_env("overhead", "default", device), *fresh_caches(scratch, "cost"), *compiling(True))
     if kind == "plain":
         cmd = (
             [sys.executable, "broken.py"]
@@ -1048,7 +1057,7 @@ def execute(
             if not budget.allows():
                 log(f"budget: {args.budget_s:.0f} s would be passed; stopping after {i - 1} of {len(plan)} runs")
                 return
-            env = (*bench_env(regime, mode, args.device), ("TORCH_COMPILE_DISABLE", "1" if variant == "eager" else "0"))
+            env = (*bench_env(regime, mode, args.device), *compiling(variant != "eager"))
             t0 = time.monotonic()
             try:
                 rec, cap = measure(scripts[name, variant], steps[regime], env, args.backend, scratch)
