@@ -33,6 +33,7 @@ from torchmend.verify.reasons import Reason, ReasonKind
 from torchmend.verify.speed import PROXY_BACKENDS, own_proxy
 
 if TYPE_CHECKING:  # heavy (libcst, the runner) or annotations only: imported by the stage that needs it
+    from torchmend.codemods.base import Proposal
     from torchmend.codemods.engine import Session
     from torchmend.pipeline.fixes import Fixes
     from torchmend.pipeline.scans import Scan
@@ -64,8 +65,9 @@ def verify_rounds(
     withdrawn and the rest verified again, once. A global compiler setting (`Proposal.global_setting`) is kept only
     when the judging stage ran on the script's own backend and measured a gain (verdict improved); otherwise it is
     withdrawn (Dropped) and the rest judged again; where the judging stage cannot measure a gain (a named backend,
-    a proxy, one run per arm), before the first run, its local fallback screened and judged in its place. Yields Stage as each stage begins, Rounds (Probes while
-    bisecting, Dropped after a refusal, Retry before the retry) and one Verified last. The scan is reused as the
+    a proxy, one run per arm), before the first run, its local fallback screened and judged in its place. Yields
+    Stage as each stage begins, Rounds (Probes while bisecting, Dropped after a refusal, Retry before the retry) and
+    one Verified last. The scan is reused as the
     first before-run of the stage whose backend it ran on, when it ran cold. The numbers are judged with the
     settings' tolerance. With `follow_up` (fix --yes: nobody is asked), a verified round whose patched run shows a
     finding a safe last resort fixes adds that change and verifies once more (FollowUp), in the first stage."""
@@ -84,9 +86,8 @@ def verify_rounds(
     runs_on, timed, judged_repeat = _judging(scan, backend, repeat)
     unwritable = _globals_unwritable(backend, runs_on, timed, judged_repeat)
     if unwritable is not None and _leaves_a_change(session, opted):
-        # Known before the first run: the judging stage cannot measure the gain a global setting needs. So none is
-        # run only to be withdrawn after (a round of the most expensive runs); a local fallback takes its place now
-        # and is screened and judged as the other changes are.
+        # Known before the first run: no round of the most expensive runs is spent on a setting only to withdraw it
+        # after; a local fallback takes its place now and is screened and judged as the other changes are.
         yield from _withhold_globals(session, tried, unwritable, opted, ahead=True)
 
     made: dict[str | None, tuple[ArmRun, ...]] = {}  # an original's cold run by backend, made before a stage
@@ -163,8 +164,13 @@ def _original_on_judging(
     if failed is None:
         return first
     own = backend or "the script's own backend"
+    unconfirmed = Reason(
+        ReasonKind.NOT_CONFIRMED,
+        f"a global compiler setting is written only when the script's own backend measures the run faster, and the "
+        f"original fails on {own}",
+    )
     # no fallback here: what screening did not run is not verified at all
-    yield from _withhold_globals(session, tried, _not_confirmed(own), opted, fallback=False)
+    yield from _withhold_globals(session, tried, unconfirmed, opted, fallback=False)
     device = " (cuda)" if first.end.get("cuda_device") else " (cpu)"
     where = f"{own}{device}, where the original fails ({failed.describe()})"
     v = replace(screened.verification, unconfirmed=where)
@@ -217,10 +223,14 @@ def _globals_unwritable(backend: str | None, runs_on: str | None, timed: bool, r
 def _leaves_a_change(session: Session, opted: frozenset[str]) -> bool:
     """Whether withholding the accepted global settings leaves a change to judge: a local one, or the local
     fallback of a global one."""
-    return any(
-        not p.global_setting
-        or any(not fb.global_setting and (no_less_safe(fb, p) or fb.safety in opted) for fb in p.fallbacks)
-        for p in session.accepted
+    return any(not p.global_setting or _local_fallback(p, opted) is not None for p in session.accepted)
+
+
+def _local_fallback(p: Proposal, opted: frozenset[str]) -> Proposal | None:
+    """The first local fallback of a global setting that may take its place: no less safe, or of a safety the
+    settings opt into."""
+    return next(
+        (fb for fb in p.fallbacks if not fb.global_setting and (no_less_safe(fb, p) or fb.safety in opted)), None
     )
 
 
@@ -258,14 +268,7 @@ def _withhold_globals(
     refused = []
     for p in withheld:
         session.withdraw(p)
-        local = (
-            next(
-                (fb for fb in p.fallbacks if not fb.global_setting and (no_less_safe(fb, p) or fb.safety in opted)),
-                None,
-            )
-            if fallback
-            else None
-        )
+        local = _local_fallback(p, opted) if fallback else None
         if local is not None:
             local = replace(local, findings=p.findings, fallbacks=())
             try:
