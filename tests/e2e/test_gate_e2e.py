@@ -109,56 +109,6 @@ def test_a_proxy_backend_failing_the_original_is_pytorchs_and_eager_screens(tmp_
     assert "torch.where(h.mean() > 0" in (proj / "gradient_penalty.py").read_text()
 
 
-OWN_FAILS = """import torch
-from torch import nn
-
-
-def own_backend(gm, example_inputs):
-    raise RuntimeError("the vendor compiler is not installed here")
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(8, 8)
-
-    def forward(self, x):
-        h = self.fc(x)
-        print("hidden", h.norm())
-        return h
-
-
-torch.manual_seed(0)
-net = Net()
-compiled = torch.compile(net, backend=own_backend)
-opt = torch.optim.SGD(net.parameters(), lr=0.1)
-for step in range(6):
-    loss = compiled(torch.randn(4, 8)).pow(2).mean()
-    loss.backward()
-    opt.step()
-    opt.zero_grad()
-"""
-
-
-def test_an_original_that_fails_on_its_own_backend_gets_no_unscreened_fallback_written(tmp_path: Path) -> None:
-    """Screened on aot_eager, the print's global setting verifies; the original then fails on the script's own
-    backend (a compiler missing here), so the setting is not confirmed. Its local fallback (the print gated) was
-    never run: it is not written in its place."""
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    (proj / "train.py").write_text(OWN_FAILS)
-    r, out = _fixed_as_a_user(proj, "train.py", "--yes", "--unsafe-fixes", "--backend", "aot_eager")
-    line = OWN_FAILS.splitlines().index('        print("hidden", h.norm())') + 1
-    assert "screening on the aot_eager backend" in out and f"✓ TM101 change removed TM101 at train.py:{line}" in out
-    assert (
-        "not written: a global compiler setting is written only when the script's own backend measures the run "
-        "faster, and the original fails on the script's own backend" in out
-    )
-    assert "trying its next candidate" not in out
-    assert "outcome: nothing to write (none helped)" in out and "where the original fails (BackendCompilerFailed" in out
-    assert (proj / "train.py").read_text() == OWN_FAILS
-
-
 @pytest.mark.inductor
 def test_two_stages_on_inductor(tmp_path: Path) -> None:
     """`fix --backend aot_eager`: screened on aot_eager, judged on the script's own backend (inductor, a C++
@@ -219,6 +169,38 @@ for step in range(6):
     opt.step()
     opt.zero_grad()
 """
+
+# the same script compiled by a backend of its own that cannot run here (a vendor's compiler, missing), with a print
+# in forward in place of the branch
+OWN_FAILS = (
+    OWN_PROXY.replace(
+        "from torch import nn\n",
+        "from torch import nn\n\n\ndef own_backend(gm, example_inputs):\n"
+        '    raise RuntimeError("the vendor compiler is not installed here")\n',
+        1,
+    )
+    .replace("        if h.mean() > 0:\n            h = h * 0.5\n", '        print("hidden", h.norm())\n')
+    .replace('backend="aot_eager"', "backend=own_backend")
+)
+
+
+def test_an_original_that_fails_on_its_own_backend_gets_no_unscreened_fallback_written(tmp_path: Path) -> None:
+    """Screened on aot_eager, the print's global setting verifies; the original then fails on the script's own
+    backend (a compiler missing here), so the setting is not confirmed. Its local fallback (the print gated) was
+    never run: it is not written in its place."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "train.py").write_text(OWN_FAILS)
+    r, out = _fixed_as_a_user(proj, "train.py", "--yes", "--unsafe-fixes", "--backend", "aot_eager")
+    line = OWN_FAILS.splitlines().index('        print("hidden", h.norm())') + 1
+    assert "screening on the aot_eager backend" in out and f"✓ TM101 change removed TM101 at train.py:{line}" in out
+    assert (
+        "not written: a global compiler setting is written only when the script's own backend measures the run "
+        "faster, and the original fails on the script's own backend" in out
+    )
+    assert "trying its next candidate" not in out
+    assert "outcome: nothing to write (none helped)" in out and "where the original fails (BackendCompilerFailed" in out
+    assert (proj / "train.py").read_text() == OWN_FAILS
 
 
 def test_a_script_whose_own_backend_is_a_proxy_is_judged_untimed_in_one_run(tmp_path: Path) -> None:
