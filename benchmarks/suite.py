@@ -260,11 +260,10 @@ def scan_findings(text: str) -> list[tuple[str, str, int]] | None:
     return sorted({(f["rule"], f["file"], f["line"]) for f in data.get("findings", [])})
 
 
-# `python broken.py` with every torch.compile call on the backend in argv[1] (nn.Module.compile calls torch.compile)
+# `python broken.py` with every torch.compile call on the backend in argv[1], as torchmend's runs override it
 PLAIN_ON_BACKEND = (
-    "import functools, runpy, sys, torch; backend = sys.argv.pop(1); compile_ = torch.compile; "
-    "torch.compile = functools.wraps(compile_)(lambda *a, **k: compile_(*a, **{**k, 'backend': backend})); "
-    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    "import runpy, sys; from torchmend.profiler.collector import override_backend; "
+    "override_backend(sys.argv.pop(1)); sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
 )
 
 
