@@ -183,6 +183,23 @@ class Finding:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Placement:
+    """Compile placement: a whole-model compile (the call at `path:line`, of a `model`) broke inside its submodules
+    `broken`; `modules` (dotted names under the compiled model) compiled without a break and hold `share` of its
+    parameters. profiler/placement.py reads it from the run."""
+
+    path: str
+    line: int
+    model: str
+    modules: tuple[str, ...]
+    broken: tuple[str, ...]
+    share: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Summary:
     frames_compiled: int
     compiles: int

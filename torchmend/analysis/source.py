@@ -28,7 +28,7 @@ from libcst.metadata.base_provider import LazyValue
 from torchmend.analysis import match as m
 from torchmend.analysis.torch_api import spelling
 from torchmend.analysis.window import is_large, window
-from torchmend.model import Finding
+from torchmend.model import Finding, Placement
 
 N = TypeVar("N", bound=cst.CSTNode)
 
@@ -230,6 +230,8 @@ class Context:
     read: Callable[[str], str]
     whole_files: bool = False  # parse large files whole (lint), not around the findings' lines
     torch_version: tuple[int, ...] | None = None  # the release the code runs on (torch_api.py); None: the newest
+    # what the run showed of each whole-model compile that broke inside (profiler/placement.py): compile placement
+    placements: tuple[Placement, ...] = ()
 
     def __post_init__(self) -> None:
         self._files: dict[str, SourceFile] = {}

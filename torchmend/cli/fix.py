@@ -216,7 +216,7 @@ def _proposed(before: Scan, project: Project, ui: Console) -> Fixes:
         )
     # A trace that does not say its torch release is fixed for the installed one (the checkout's environment).
     version = before.summary.torch_version or pipeline.installed_torch()
-    fixes = pipeline.propose(before.findings, project, torch_version=version)
+    fixes = pipeline.propose(before.findings, project, torch_version=version, placements=before.placements)
     ui.print(proposed_text(before.findings, fixes.proposals, fixes.unfixed, len(before.suppressed)))
     for u in before.unused:
         ui.print(Text(f"{u.rule} {u.file}:{u.line}: {u.reason}", style="dim"))

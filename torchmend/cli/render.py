@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
+from collections.abc import Sequence
 
 from rich.console import Console, Group
 from rich.text import Text
 
 from torchmend.cli.tables import NO_TERMINAL_WIDTH, fitted, laid_out
-from torchmend.model import Finding, Summary, Where, repeated_words
+from torchmend.model import Finding, Placement, Summary, Where, repeated_words
 
 ENDED_BY = {
     "finished": "the script finished",
@@ -174,9 +176,26 @@ def counts_text(findings: list[Finding]) -> str:
     )
 
 
-def print_scan(console: Console, findings: list[Finding], summary: Summary) -> None:
+def print_scan(
+    console: Console, findings: list[Finding], summary: Summary, placements: Sequence[Placement] = ()
+) -> None:
     with laid_out(console) as width:  # piped with no terminal: 120 columns for the summary lines too
         _print_scan(console, findings, summary, width)
+        for p in placements:
+            console.print(placement_text(p))
+
+
+def placement_text(p: Placement) -> Text:
+    """Compile placement, said once per compile call: where it broke and what compiled cleanly."""
+    where = f"{os.path.basename(p.path)}:{p.line}"
+    names = ", ".join(p.modules[:6]) + (f" and {len(p.modules) - 6} more" if len(p.modules) > 6 else "")
+    broken = ", ".join(p.broken[:4]) + (" …" if len(p.broken) > 4 else "")
+    return Text.assemble(
+        ("Compile placement: ", "bold"),
+        f"the compile of {p.model} at {where} breaks inside {broken}; {names} compiled without a break "
+        f"({p.share * 100:.0f} % of its parameters). Compiling those in place (`module.compile()`) instead keeps "
+        "them compiled and leaves the breaking code eager.",
+    )
 
 
 def _print_scan(console: Console, findings: list[Finding], summary: Summary, width: int) -> None:

@@ -110,12 +110,13 @@ def _render(format: Format, result: Scan, root: Path) -> None:
             result.outcome,
             trace=result.trace,
             path_maps=result.path_maps,
+            placements=result.placements,
         )
         print(json.dumps(report, indent=2))
     elif format is Format.table:
         from torchmend.cli.render import print_scan
 
-        print_scan(out, findings, result.summary)
+        print_scan(out, findings, result.summary, result.placements)
         if result.suppressed:
             n = len(result.suppressed)
             out.print(

@@ -75,6 +75,9 @@ class Proposal:
     # The change is a global compiler setting (a dynamo config line, a compiler stance) rather than a local source
     # edit: it is written only when the script's own backend measured it faster (pipeline/stages.py).
     global_setting: bool = False
+    # The coverage counts (verify/compare.py's COVERAGE) verification holds the patched run to; None: all of them.
+    # Compile placement holds none (its coverage is the parameters it compiles, codemods/fixes/compile_placement.py).
+    kept_coverage: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.safety not in SAFETIES:
@@ -177,6 +180,8 @@ class Codemod:
     # Asked for any finding its own rule's codemod leaves unfixed, and made the last fallback of a source fix: a fix
     # that is no rule's own (compile_config/nested.py). Listed by registry.last_resorts(), not by rule.
     last_resort: ClassVar[bool] = False
+    # The order last resorts are asked in, lowest first: a local source change before a global setting.
+    last_resort_order: ClassVar[int] = 50
     # Inline examples, checked by tests/unit/test_codemod_examples.py. Sources mark findings with comments
     # (see examples.py): INVALID sources become their expected text; VALID sources propose nothing. The docs
     # (docs/rules/) render them, so every example shown is a tested one.

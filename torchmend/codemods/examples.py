@@ -8,6 +8,8 @@
 `guard`, `pattern`; `where=library` puts the finding inside a library, reached from this line).
 `# tm-call-site` and `# tm-compiled` give every finding in the file its call site and compiled function;
 `# tm-call-site traced` marks a call site that itself runs inside compiled code (the live stack's view).
+`# tm-placement a,b.c model=Cls` on a compile call: the run found its compile of a `Cls` broke inside and the
+submodules `a`, `b.c` compiled cleanly (a Placement, profiler/placement.py).
 Used by the inline VALID/INVALID examples of each codemod and the fixtures/codemods pairs; comments
 survive rewrites, so a rewritten file carries its findings too (that is how idempotency is tested).
 """
@@ -24,13 +26,14 @@ from torchmend import rules
 from torchmend.analysis.source import Context
 from torchmend.codemods.base import NoFix, Proposal, Result
 from torchmend.codemods.engine import Conflict, Session
-from torchmend.model import Finding, Location, Pattern, Severity, Where
+from torchmend.model import Finding, Location, Pattern, Placement, Severity, Where
 from torchmend.values import Root
 
 _MARK = re.compile(r"#\s*tm:\s*(?P<rule>TM\d{3})(?P<rest>[^#]*)")
 _CALL_SITE = re.compile(r"#\s*tm-call-site\b")
 _TRACED = re.compile(r"#\s*tm-call-site\s+traced\b")
 _COMPILED = re.compile(r"#\s*tm-compiled\b")
+_PLACEMENT = re.compile(r"#\s*tm-placement\s+(?P<modules>\S+)(?:\s+model=(?P<model>\w+))?")
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)")
 _LIBRARY_FILE = "/usr/lib/python3/site-packages/torch/optim/optimizer.py"
 EXAMPLE_ROOT = Root(Path("/tm-example"))  # the folder an example's file is in (it need not exist)
@@ -98,6 +101,17 @@ def findings_from_markers(path: str, text: str, root: Root) -> list[Finding]:
     return found
 
 
+def placements_from_markers(path: str, text: str) -> tuple[Placement, ...]:
+    out = []
+    for i, t in enumerate(text.splitlines(), 1):
+        mark = _PLACEMENT.search(t)
+        if mark:
+            modules = tuple(mark.group("modules").split(","))
+            model = mark.group("model") or "Model"
+            out.append(Placement(path=path, line=i, model=model, modules=modules, broken=("head",), share=0.9))
+    return tuple(out)
+
+
 def fix_text(
     text: str,
     name: str = "example.py",
@@ -111,7 +125,12 @@ def fix_text(
         newest release read), and the changes of the random stream unless `random_stream` is False (fix's
     --allow-random-stream). Returns the new text and the results."""
     path = str(root.path / name)
-    ctx = Context(str(root), lambda p: text if p == path else Path(p).read_text(), torch_version=torch_version)
+    ctx = Context(
+        str(root),
+        lambda p: text if p == path else Path(p).read_text(),
+        torch_version=torch_version,
+        placements=placements_from_markers(path, text),
+    )
     session = Session(ctx)
     results = session.propose(findings_from_markers(path, text, root))
     for r in results:

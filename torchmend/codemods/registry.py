@@ -59,7 +59,7 @@ def by_gb_id() -> dict[str, Codemod]:
 @lru_cache(maxsize=1)
 def last_resorts() -> tuple[Codemod, ...]:
     """The codemods asked when a finding's own has no fix (Codemod.last_resort), in the order they are asked."""
-    return tuple(cm for cm in codemods() if cm.last_resort)
+    return tuple(sorted((cm for cm in codemods() if cm.last_resort), key=lambda cm: cm.last_resort_order))
 
 
 def codemod_for(code: str) -> Codemod | None:

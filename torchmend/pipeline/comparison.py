@@ -33,6 +33,7 @@ class _How:
 
     timed: bool
     backend: str
+    kept: tuple[str, ...]  # the coverage counts the patched run must keep (verify/compare.py's COVERAGE)
 
 
 def verify(
@@ -46,6 +47,7 @@ def verify(
     reference: bool = False,
     eager: dict[str, ArmRun] | None = None,
     timed: bool = True,
+    kept: tuple[str, ...] | None = None,
 ) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
     """Run both arms `repeat` times, interleaved, and judge: (verdict, before-runs, after-runs).
     `reuse_before` stands in for the first before-runs (runs already made with the same spec). With `reference`,
@@ -53,8 +55,9 @@ def verify(
     compiling; the original's compiled-vs-eager spread is the noise band the numbers are judged within, and a
     refusal says whose difference it is. `eager` keeps the original's eager runs between calls ("before", and
     "before again" once the rewrite or the compiler was to be blamed: the original's own eager noise). `timed`:
-    these runs judge speed (verify/speed.py); a screening stage's do not."""
-    from torchmend.verify.compare import judge
+    these runs judge speed (verify/speed.py); a screening stage's do not. `kept`: the coverage counts the patched
+    run must keep (None: all of them; compile placement keeps the largest graph alone)."""
+    from torchmend.verify.compare import COVERAGE, judge
     from torchmend.verify.runs import run_arms, standing_in
 
     root = root.folder if isinstance(root, Project) else Root.of(root)
@@ -70,8 +73,8 @@ def verify(
 
     b, a = run_arms(before, after, root, repeat, started, reuse_before)
     proxy = own_proxy(b[0].outcome.events) if before.backend is None and b else None
-    how = _How(timed and proxy is None, before.backend or proxy or "")
-    v = judge(b, a, tolerance, root, timed=how.timed, backend=how.backend)
+    how = _How(timed and proxy is None, before.backend or proxy or "", COVERAGE if kept is None else kept)
+    v = judge(b, a, tolerance, root, timed=how.timed, backend=how.backend, kept=how.kept)
     n = v.numerics
     if not reference or v.failure is not None or n is None or n.equal or not n.compared:
         return v, b, a
@@ -115,7 +118,7 @@ def _with_reference(
     if restored is not None:
         return restored
     if ref.band is not None and ref.band > tolerance.rtol:
-        widened = judge(b, a, banded(tolerance, ref.band), root, timed=how.timed, backend=how.backend)
+        widened = judge(b, a, banded(tolerance, ref.band), root, timed=how.timed, backend=how.backend, kept=how.kept)
         if widened.numerics is not None and widened.numerics.equal:
             own = ref.compiled
             same = (

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from torchmend import sources
-from torchmend.model import Finding
+from torchmend.model import Finding, Placement
 from torchmend.pipeline.inputs import root_of
 from torchmend.project import Project
 from torchmend.values import Selection
@@ -107,6 +107,7 @@ def propose(
     selection: Selection = Selection(),
     read: Callable[[str], str] = sources.read_source,
     torch_version: str | None = None,
+    placements: tuple[Placement, ...] = (),
 ) -> Fixes:
     """A proposal (or a NoFix with the reason) for every finding; nothing is accepted yet. `torch_version`: the
     release the code runs on (the scanned run's, or installed_torch()), whose spelling of the torch APIs the fixes
@@ -117,7 +118,9 @@ def propose(
     from torchmend.codemods.engine import Session, span
     from torchmend.profiler.hotspots import parse_version
 
-    session = Session(Context(str(root_of(root)), read, torch_version=parse_version(torch_version)))
+    session = Session(
+        Context(str(root_of(root)), read, torch_version=parse_version(torch_version), placements=placements)
+    )
     results = session.propose(findings, selection)
     proposals = sorted(
         (r for r in results if isinstance(r, Proposal)), key=lambda p: (p.path, span(session.ctx.file(p.path), p))

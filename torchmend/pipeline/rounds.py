@@ -88,7 +88,7 @@ class Judge:
             return dv.noted(*restored, first=True), b_runs, a_runs
         v, b_runs, a_runs = verify(
             self.before, after, self.root, self.repeat, self.tolerance, self.reuse, self.on_run, True, self.eager,
-            self.timed,
+            self.timed, kept_coverage(proposals),
         )  # fmt: skip
         self.reuse = tuple(b_runs)
 
@@ -350,6 +350,16 @@ def _follow_ups(
             continue
         added.append(p)
     return added
+
+
+def kept_coverage(proposals: Sequence[Proposal]) -> tuple[str, ...] | None:
+    """The coverage counts a patch must keep: all (None), or fewer where a change says so (compile placement: none,
+    its coverage is the share of the parameters it compiles; the fragments between the whole model's breaks go
+    eager by design)."""
+    from torchmend.verify.compare import COVERAGE
+
+    kept = [set(p.kept_coverage) for p in proposals if p.kept_coverage is not None]
+    return tuple(n for n in COVERAGE if all(n in k for k in kept)) if kept else None
 
 
 def _fewer(v: Verification, good: Verification) -> bool:

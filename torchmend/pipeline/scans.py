@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchmend.model import EndedBy, Finding, Summary
+from torchmend.model import EndedBy, Finding, Placement, Summary
 from torchmend.pipeline.inputs import settings_for
 from torchmend.project import Project
 from torchmend.settings import Settings
@@ -64,6 +64,14 @@ class Scan:
     @property
     def failed(self) -> bool:
         return self.outcome.failed
+
+    @property
+    def placements(self) -> tuple[Placement, ...]:
+        """Where a whole-model compile broke inside, the submodules that compiled without a break
+        (profiler/placement.py)."""
+        from torchmend.profiler.placement import placements
+
+        return placements(self.outcome.events)
 
     @property
     def compiled(self) -> bool:

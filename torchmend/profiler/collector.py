@@ -240,7 +240,7 @@ def override_compile(backend: str | None, sink: EventSink | None = None, **setti
     def compile(model: Any = None, **kwargs: Any) -> Any:
         # The decorator form comes back from torch's own module with the function: it was recorded already.
         if sink is not None and sys._getframe(1).f_code.co_filename != torch.__file__:
-            sink.emit(COMPILE_CALL, **_asked(kwargs))
+            sink.emit(COMPILE_CALL, **_asked(kwargs), **_described(model))
         if settings.get("eager"):  # watched as a compiled callable would be: the outputs compare across modes
             watch = _numerics.watch if _numerics is not None and _numerics.watch is not None else None
             if watch is None:
@@ -281,7 +281,7 @@ def record_compile_calls(sink: EventSink) -> None:
     @functools.wraps(original)
     def compile(model: Any = None, **kwargs: Any) -> Any:
         if sys._getframe(1).f_code.co_filename != torch.__file__:
-            sink.emit(COMPILE_CALL, **_asked(kwargs))
+            sink.emit(COMPILE_CALL, **_asked(kwargs), **_described(model))
         return original(model, **kwargs) if model is not None else original(**kwargs)
 
     torch.compile = compile
@@ -296,6 +296,17 @@ def _asked(kwargs: dict[str, Any]) -> dict[str, Any]:
         "dynamic": kwargs.get("dynamic"),
         "options": sorted(kwargs.get("options") or {}),
     }
+
+
+def _described(model: Any) -> dict[str, Any]:
+    """Where the call is and, for a module, its tree (modtree.py): what compile placement reads."""
+    from torchmend.profiler.modtree import caller_outside_torch, module_tree
+
+    try:  # a description that fails costs the placement advice, never the user's run
+        tree = module_tree(model) if model is not None else None
+        return {"at": caller_outside_torch(), **({"modules": tree} if tree is not None else {})}
+    except Exception:  # noqa: BLE001
+        return {}
 
 
 def memory_fields() -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchmend import __version__
-from torchmend.model import Finding, Summary
+from torchmend.model import Finding, Placement, Summary
 from torchmend.profiler.pathmap import Mapping
 from torchmend.profiler.runner import RunOutcome, RunSpec
 from torchmend.profiler.tracedir import Trace
@@ -21,6 +21,7 @@ def scan_report(
     outcome: RunOutcome,
     trace: Trace | None = None,
     path_maps: tuple[Mapping, ...] = (),
+    placements: tuple[Placement, ...] = (),
 ) -> dict[str, Any]:
     """`spec` is None for findings read from a trace (`trace` then says which logs)."""
     return {
@@ -44,4 +45,5 @@ def scan_report(
         "error": outcome.end.get("error") if outcome.ended_by in ("error", "exit") else None,
         "error_rank": outcome.end.get("rank") if outcome.ended_by in ("error", "exit") else None,
         "findings": [f.to_json() for f in findings],
+        "placements": [p.to_json() for p in placements],
     }

@@ -244,11 +244,12 @@ def judge(
     timed: bool = True,
     backend: str = "",
     timing: tuple[list[ArmRun], list[ArmRun]] | None = None,
+    kept: tuple[str, ...] = COVERAGE,
 ) -> Verification:
     """The verdict on `after` against `before`. `timed`: these runs judge speed (the judging stage); a screening
     stage (False) judges counts, coverage and numerics only. `backend`: the backend the runs used, for the words
     ("": the script's own). `timing`: other runs to take the times from (a change of the random stream: every seed's
-    runs time it, the first seed's judge the rest)."""
+    runs time it, the first seed's judge the rest). `kept`: the coverage counts the patched run must keep."""
     counts = [
         Metric(n, Stat.of([getattr(r.summary, n) for r in before]), Stat.of([getattr(r.summary, n) for r in after]))
         for n in COUNTS
@@ -303,7 +304,7 @@ def judge(
             )
         )
     if failure is None:
-        reasons += _coverage(counts)
+        reasons += _coverage(counts, kept)
     speed = Speed(tuple(call(m.name, m.before, m.after) for m in times if m.name in JUDGED)) if timed else None
     if speed is not None and failure is None:
         for c in speed.slower:
@@ -330,7 +331,7 @@ def judge(
     )  # fmt: skip
 
 
-def _coverage(counts: list[Metric]) -> list[Reason]:
+def _coverage(counts: list[Metric], kept: tuple[str, ...] = COVERAGE) -> list[Reason]:
     """A patched run that compiles less: the ops in compiled graphs, in total or in the largest graph, below
     COVERAGE_FLOOR of the original's and more than COVERAGE_SLACK ops fewer (nothing compiled at all is the extreme
     of it). One general rule: a change that
@@ -345,7 +346,7 @@ def _coverage(counts: list[Metric]) -> list[Reason]:
             )
         ]
     out = []
-    for name in COVERAGE:
+    for name in kept:
         m = by[name]
         b, a = m.before.median or 0, m.after.median or 0
         if b > 0 and a < COVERAGE_FLOOR * b and b - a > COVERAGE_SLACK:

@@ -1,0 +1,221 @@
+"""Compile placement (issue 40): a whole-model compile that breaks inside code that is not the user's to rewrite (a
+library's post-processing, a loss, a sampling wrapper) becomes a compile of each submodule that compiled without a
+break, in place (`model.backbone.compile()`), at the script's compile call. The breaking code then runs eagerly and
+the heavy part stays compiled: the run (profiler/placement.py) names the submodules, the verify gate judges it
+(speed, numerics, something compiled). Its coverage is the submodules' share of the model's parameters, at least
+MIN_SHARE: the op counts are not held to the original's, since the fragments between the whole model's breaks go
+eager by design and one graph of two clean submodules becomes a graph each.
+
+A last resort: asked for a break its own rule leaves unfixed, and the last fallback of a source fix. Only the
+statement forms `X = torch.compile(M, ...)` and `M.compile(...)` are rewritten; a compile inside an expression is
+left with advice."""
+
+from __future__ import annotations
+
+import keyword
+
+import libcst as cst
+
+from torchmend.analysis.entry import compile_sites
+from torchmend.analysis.source import Context, SourceError
+from torchmend.codemods.base import SAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
+from torchmend.model import Finding, Kind, Placement
+
+SHAPE = "compile-placement"  # Proposal.shape
+MIN_SHARE = 0.5  # of the model's parameters in the submodules compiled: the heavy part, kept compiled
+WHY = "compile the submodules that compiled without a break in place, instead of the whole model"
+NOTE = (
+    "the code between them (where the breaks were) runs eagerly; what compiled cleanly stays compiled, each "
+    "submodule as one graph: verification keeps it only if the numbers match, the largest graph is kept and the "
+    "run is not slower"
+)
+
+
+def _expression(model: cst.BaseExpression, name: str) -> cst.BaseExpression:
+    """`model.a.b` for a dotted name of identifiers, else `model.get_submodule("a.0")`."""
+    parts = name.split(".")
+    if all(p.isidentifier() and not keyword.iskeyword(p) for p in parts):
+        out = model
+        for p in parts:
+            out = cst.Attribute(value=out, attr=cst.Name(p))
+        return out
+    return cst.Call(
+        func=cst.Attribute(value=model, attr=cst.Name("get_submodule")),
+        args=[cst.Arg(cst.SimpleString(f'"{name}"'))],
+    )
+
+
+def _compiles(model: cst.BaseExpression, p: Placement, args: list[cst.Arg]) -> list[cst.SimpleStatementLine]:
+    kwargs = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in args if a.keyword is not None]
+    return [
+        cst.SimpleStatementLine(
+            [
+                cst.Expr(
+                    cst.Call(func=cst.Attribute(value=_expression(model, name), attr=cst.Name("compile")), args=kwargs)
+                )
+            ]
+        )
+        for name in p.modules
+    ]
+
+
+def _rewrite(stmt: cst.SimpleStatementLine, call: cst.Call, p: Placement) -> list[cst.SimpleStatementLine] | str:
+    """The statements that take the compile statement's place, or why there are none."""
+    if len(stmt.body) != 1:
+        return "the compile call shares its line with other statements"
+    small = stmt.body[0]
+    if isinstance(small, cst.Expr) and small.value is call and isinstance(call.func, cst.Attribute):
+        return _leading(_compiles(call.func.value, p, list(call.args)), stmt)  # model.compile(...)
+    if (
+        isinstance(small, cst.Assign)
+        and small.value is call
+        and len(small.targets) == 1
+        and call.args
+        and call.args[0].keyword is None
+        and not call.args[0].star
+    ):
+        model = call.args[0].value
+        target = small.targets[0].target
+        out = _compiles(model, p, list(call.args[1:]))
+        same = isinstance(target, cst.Name) and isinstance(model, cst.Name) and target.value == model.value
+        if not same:  # the compiled name is the model itself now (its comment stays with it)
+            out.append(stmt.with_changes(body=[small.with_changes(value=model)], leading_lines=()))
+        return _leading(out, stmt)
+    return "the compile call is not a statement of its own (`model = torch.compile(model)` or `model.compile()`)"
+
+
+def _leading(out: list[cst.SimpleStatementLine], stmt: cst.SimpleStatementLine) -> list[cst.SimpleStatementLine]:
+    """The blank lines and comments above the compile statement stay above its replacement."""
+    return [out[0].with_changes(leading_lines=stmt.leading_lines), *out[1:]] if out else out
+
+
+def _placement_for(finding: Finding, ctx: Context) -> Placement | None:
+    return next((p for p in ctx.placements if ctx.in_project(p.path)), None)
+
+
+def propose_placement(finding: Finding, ctx: Context) -> Result:
+    """The compile placement the run found for the compile call in the project, for a graph break."""
+    if finding.kind != Kind.GRAPH_BREAK:
+        return NoFix(finding, "compile placement is for graph breaks", skipped=True)
+    p = _placement_for(finding, ctx)
+    if p is None:
+        return NoFix(finding, "the run showed no submodule of a compiled model that compiled cleanly", skipped=True)
+    if p.share < MIN_SHARE:
+        return NoFix(
+            finding,
+            f"the submodules of {p.model} that compiled cleanly hold {p.share * 100:.0f} % of its parameters "
+            f"(compile placement needs {MIN_SHARE * 100:.0f} %)",
+            skipped=True,
+        )
+    try:
+        src = ctx.file(p.path)
+    except SourceError as e:
+        return NoFix(finding, str(e), skipped=True)
+    site = next((s for s in compile_sites(src) if src.line_of(s.node) == p.line), None)
+    if site is None or not isinstance(site.node, cst.Call) or not isinstance(site.statement, cst.SimpleStatementLine):
+        return NoFix(finding, f"no compile call statement at {p.path}:{p.line}", skipped=True)
+    new = _rewrite(site.statement, site.node, p)
+    if isinstance(new, str):
+        names = ", ".join(p.modules)
+        return NoFix(finding, new, f"compile {names} in place (`module.compile()`) instead of the model", skipped=True)
+    return Proposal(
+        findings=(finding,),
+        rule=finding.rule,
+        path=src.path,
+        why=f"{WHY}: {', '.join(p.modules)} ({p.share * 100:.0f} % of the parameters of {p.model})",
+        safety=SAFE,
+        replace={site.statement: cst.FlattenSentinel(new)},
+        note=NOTE,
+        shape=SHAPE,
+        kept_coverage=(),
+    )
+
+
+class CompilePlacement(Codemod):
+    """Compile the submodules that compiled without a break, in place, instead of the whole model.
+
+    What it does: where the run showed a whole-model compile breaking inside some of its submodules, the compile
+    call becomes one `.compile()` per submodule that compiled cleanly (the largest ones holding parameters), so
+    the heavy part (at least half of the parameters) stays compiled and the breaking code runs eagerly.
+
+    Why: a break in code that cannot or should not be rewritten (a library's post-processing, a loss) splits the
+    whole model into fragments and makes each call pay for the breaks; the clean submodules compile as one graph
+    each. Verification keeps it only if it is not slower and the numbers match.
+    """
+
+    last_resort = True
+    last_resort_order = 10  # a local change: before the global settings
+    name = "compile-placement"
+    INVALID = (
+        Invalid(
+            """
+            import torch
+
+            def forward(self, h):
+                keep = torch.nonzero(h[:, 0] > 0)  # tm: TM111
+                return h[keep]
+
+            model = torch.compile(model, mode="max-autotune")  # tm-placement backbone,heads.0 model=Detector
+            """,
+            """
+            import torch
+
+            def forward(self, h):
+                keep = torch.nonzero(h[:, 0] > 0)  # tm: TM111
+                return h[keep]
+
+            model.backbone.compile(mode="max-autotune")
+            model.get_submodule("heads.0").compile(mode="max-autotune")
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def forward(self, h):
+                keep = torch.nonzero(h[:, 0] > 0)  # tm: TM111
+                return h[keep]
+
+            compiled = torch.compile(net)  # tm-placement backbone model=Detector
+            """,
+            """
+            import torch
+
+            def forward(self, h):
+                keep = torch.nonzero(h[:, 0] > 0)  # tm: TM111
+                return h[keep]
+
+            net.backbone.compile()
+            compiled = net  # tm-placement backbone model=Detector
+            """,
+        ),
+    )
+    VALID = (
+        # no placement in the run: nothing compiled cleanly inside the model
+        Valid(
+            """
+            import torch
+
+            def forward(self, h):
+                keep = torch.nonzero(h[:, 0] > 0)  # tm: TM111
+                return h[keep]
+
+            model = torch.compile(model)
+            """,
+        ),
+        # a compile inside an expression: advice, no edit
+        Valid(
+            """
+            import torch
+
+            def forward(self, h):
+                keep = torch.nonzero(h[:, 0] > 0)  # tm: TM111
+                return h[keep]
+
+            step = model if eager else torch.compile(model)  # tm-placement backbone model=Detector
+            """,
+        ),
+    )
+
+    def propose(self, finding: Finding, ctx: Context) -> Result:
+        return propose_placement(finding, ctx)
