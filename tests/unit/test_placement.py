@@ -29,6 +29,9 @@ def test_the_largest_clean_submodules_are_placed_and_a_tiny_layer_inside_a_broke
     assert p is not None
     assert p.modules == ("backbone", "head.cls") and p.broken == ("head",)
     assert p.share == round(1090 / 1095, 4)
+    # torch's own Linear is not compiled alone: `module.compile()` on one compiles nothing
+    own = place(_tree(), frames, torch_root="/torch")
+    assert own is not None and own.modules == ("backbone",) and own.share == round(1000 / 1095, 4)
 
 
 def test_a_break_in_one_block_breaks_every_block_of_its_class_and_the_containers_above() -> None:

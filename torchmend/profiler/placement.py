@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchmend.model import Placement
-from torchmend.profiler.events import COMPILE_CALL, GRAPH_BREAK, OWN_MARKER
+from torchmend.profiler.events import COMPILE_CALL, GRAPH_BREAK, OWN_MARKER, START
 from torchmend.profiler.traceparse import Frame, parse_graph_break
 
 MIN_SHARE = 0.01  # of the model's parameters, for a submodule to be compiled on its own
@@ -36,6 +36,10 @@ def _same(a: str, b: str) -> bool:
     return a == b or os.path.realpath(a) == os.path.realpath(b)
 
 
+def _same_root(path: str, root: str) -> bool:
+    return os.path.realpath(path).startswith(os.path.join(os.path.realpath(root), ""))
+
+
 def _parent(name: str) -> str | None:
     return None if not name else name.rsplit(".", 1)[0] if "." in name else ""
 
@@ -56,11 +60,12 @@ def placements(events: list[dict[str, Any]]) -> tuple[Placement, ...]:
     """One Placement per compile call of a module that broke inside and has submodules that did not."""
     stacks = break_stacks(events)
     frames = {f for stack in stacks for f in stack}
+    torch_root = next((str(e.get("torch_root") or "") for e in events if e.get("ev") == START), "")
     out = []
     for ev in events:
         if ev.get("ev") != COMPILE_CALL or not ev.get("modules") or not ev.get("at"):
             continue
-        placed = place([_Node(*row) for row in ev["modules"]], frames)
+        placed = place([_Node(*row) for row in ev["modules"]], frames, torch_root)
         if placed is not None:
             out.append(replace_at(placed, ev["at"]))
     return tuple(dict.fromkeys(out))  # one model compiled at one line, recorded per rank or per call: once
@@ -70,9 +75,11 @@ def replace_at(p: Placement, at: list[Any]) -> Placement:
     return Placement(path=str(at[0]), line=int(at[1]), model=p.model, modules=p.modules, broken=p.broken, share=p.share)
 
 
-def place(nodes: list[_Node], frames: set[Frame]) -> Placement | None:
+def place(nodes: list[_Node], frames: set[Frame], torch_root: str = "") -> Placement | None:
     """The placement in one module tree (the root first), or None where the root did not break or no part of it
-    compiled cleanly."""
+    compiled cleanly. A module of torch's own classes (under `torch_root`: nn.Linear, nn.Sequential) is not placed
+    itself: `module.compile()` on one compiles nothing (dynamo skips torch.nn's frames as the frame it starts from;
+    measured on torch 2.13), so its children are looked at instead."""
     if not nodes or nodes[0].name != "":
         return None
     by_name = {n.name: n for n in nodes}
@@ -94,7 +101,8 @@ def place(nodes: list[_Node], frames: set[Frame]) -> Placement | None:
 
     def walk(name: str) -> None:
         node = by_name[name]
-        if name not in broken and node.callable and total[name] > 0:
+        own_class = not (torch_root and _same_root(node.file, torch_root))
+        if name not in broken and node.callable and own_class and total[name] > 0:
             chosen.append(name)
             return
         for c in children[name]:
