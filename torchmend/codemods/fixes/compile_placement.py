@@ -7,8 +7,8 @@ MIN_SHARE: the op counts are not held to the original's, since the fragments bet
 eager by design and one graph of two clean submodules becomes a graph each.
 
 A last resort: asked for a break its own rule leaves unfixed, and the last fallback of a source fix. Only the
-statement forms `X = torch.compile(M, ...)` and `M.compile(...)` are rewritten; a compile inside an expression is
-left with advice."""
+statement forms `X = torch.compile(M, ...)`, `M.compile(...)` and `X = M if flag else torch.compile(M)` (either
+way round) are rewritten; a compile inside another expression is left with advice."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import keyword
 
 import libcst as cst
 
-from torchmend.analysis.entry import compile_sites
+from torchmend.analysis.entry import compile_site_for, compile_sites
+from torchmend.analysis.names import os_same
 from torchmend.analysis.source import Context, SourceError
 from torchmend.codemods.base import SAFE, Codemod, Invalid, NoFix, Proposal, Result, Valid
 from torchmend.model import Finding, Kind, Placement
@@ -45,7 +46,7 @@ def _expression(model: cst.BaseExpression, name: str) -> cst.BaseExpression:
     )
 
 
-def _compiles(model: cst.BaseExpression, p: Placement, args: list[cst.Arg]) -> list[cst.SimpleStatementLine]:
+def _compiles(model: cst.BaseExpression, p: Placement, args: list[cst.Arg]) -> list[cst.BaseStatement]:
     kwargs = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in args if a.keyword is not None]
     return [
         cst.SimpleStatementLine(
@@ -59,38 +60,89 @@ def _compiles(model: cst.BaseExpression, p: Placement, args: list[cst.Arg]) -> l
     ]
 
 
-def _rewrite(stmt: cst.SimpleStatementLine, call: cst.Call, p: Placement) -> list[cst.SimpleStatementLine] | str:
+def _rewrite(stmt: cst.SimpleStatementLine, call: cst.Call, p: Placement) -> list[cst.BaseStatement] | str:
     """The statements that take the compile statement's place, or why there are none."""
     if len(stmt.body) != 1:
         return "the compile call shares its line with other statements"
     small = stmt.body[0]
     if isinstance(small, cst.Expr) and small.value is call and isinstance(call.func, cst.Attribute):
         return _leading(_compiles(call.func.value, p, list(call.args)), stmt)  # model.compile(...)
-    if (
-        isinstance(small, cst.Assign)
-        and small.value is call
-        and len(small.targets) == 1
-        and call.args
-        and call.args[0].keyword is None
-        and not call.args[0].star
-    ):
-        model = call.args[0].value
-        target = small.targets[0].target
-        out = _compiles(model, p, list(call.args[1:]))
-        same = isinstance(target, cst.Name) and isinstance(model, cst.Name) and target.value == model.value
-        if not same:  # the compiled name is the model itself now (its comment stays with it)
-            out.append(stmt.with_changes(body=[small.with_changes(value=model)], leading_lines=()))
-        return _leading(out, stmt)
-    return "the compile call is not a statement of its own (`model = torch.compile(model)` or `model.compile()`)"
+    if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and _model_of(call) is not None):
+        return _NOT_A_STATEMENT
+    target = small.targets[0].target
+    if small.value is call:
+        return _leading(_assigned(stmt, small, target, call, p), stmt)
+    branch = small.value
+    # `X = M if eager else torch.compile(M)` (a --compile flag): an if statement, the compile branch placed
+    if isinstance(branch, cst.IfExp) and call in (branch.body, branch.orelse):
+        placed = _assigned(stmt, small, target, call, p)
+        other = branch.orelse if call is branch.body else branch.body
+        plain = [] if _same(target, other) else [_assignment(stmt, small, other)]
+        test = branch.test if call is branch.body else _negated(branch.test)
+        if not plain:
+            return _leading([cst.If(test=test, body=cst.IndentedBlock(placed))], stmt)
+        return _leading(
+            [cst.If(test=test, body=cst.IndentedBlock(placed), orelse=cst.Else(cst.IndentedBlock(plain)))], stmt
+        )
+    return _NOT_A_STATEMENT
 
 
-def _leading(out: list[cst.SimpleStatementLine], stmt: cst.SimpleStatementLine) -> list[cst.SimpleStatementLine]:
+_NOT_A_STATEMENT = (
+    "the compile call is not a statement of its own (`model = torch.compile(model)`, `model.compile()`, or "
+    "`model = model if eager else torch.compile(model)`)"
+)
+
+
+def _model_of(call: cst.Call) -> cst.BaseExpression | None:
+    if call.args and call.args[0].keyword is None and not call.args[0].star:
+        return call.args[0].value
+    return None
+
+
+def _same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+    return cst.Module([]).code_for_node(a) == cst.Module([]).code_for_node(b)
+
+
+def _negated(test: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return test.expression
+    return cst.UnaryOperation(
+        operator=cst.Not(),
+        expression=test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        if isinstance(test, (cst.BooleanOperation, cst.Comparison, cst.IfExp))
+        else test,
+    )
+
+
+def _assignment(stmt: cst.SimpleStatementLine, small: cst.Assign, value: cst.BaseExpression) -> cst.SimpleStatementLine:
+    return stmt.with_changes(body=[small.with_changes(value=value)], leading_lines=())
+
+
+def _assigned(
+    stmt: cst.SimpleStatementLine, small: cst.Assign, target: cst.BaseExpression, call: cst.Call, p: Placement
+) -> list[cst.BaseStatement]:
+    """`X = torch.compile(M, ...)` -> the submodules' compiles, then `X = M` (unless X is M)."""
+    model = _model_of(call)
+    assert model is not None
+    out: list[cst.BaseStatement] = list(_compiles(model, p, list(call.args[1:])))
+    if not _same(target, model):  # the compiled name is the model itself now (its comment stays with it)
+        out.append(_assignment(stmt, small, model))
+    return out
+
+
+def _leading(out: list[cst.BaseStatement], stmt: cst.SimpleStatementLine) -> list[cst.BaseStatement]:
     """The blank lines and comments above the compile statement stay above its replacement."""
     return [out[0].with_changes(leading_lines=stmt.leading_lines), *out[1:]] if out else out
 
 
 def _placement_for(finding: Finding, ctx: Context) -> Placement | None:
-    return next((p for p in ctx.placements if ctx.in_project(p.path)), None)
+    """The placement of the compile that reaches the finding's code, else the project's first."""
+    ours = [p for p in ctx.placements if ctx.in_project(p.path)]
+    site = compile_site_for(finding, ctx) if len(ours) > 1 else None
+    if site is not None and not isinstance(site, str):
+        line = site.src.line_of(site.node)
+        return next((p for p in ours if p.line == line and os_same(p.path, site.src.path)), ours[0])
+    return ours[0] if ours else None
 
 
 def propose_placement(finding: Finding, ctx: Context) -> Result:
@@ -141,7 +193,8 @@ class CompilePlacement(Codemod):
         by one `.compile()` per submodule that no break's stack passed through: the largest such submodules of a
         class that is not torch's own, each holding at least 1 % of the parameters, together at least half of
         them (profiler/placement.py reads them from the run: each compiled module's tree against the breaks'
-        stacks). A compile inside an expression is left with advice.
+        stacks). `model = model if eager else torch.compile(model)` becomes an if statement; a compile inside
+        another expression is left with advice.
 
     Why is this bad:
         A break inside the model cuts the whole compiled forward into fragments: every call pays for the breaks
@@ -214,6 +267,52 @@ class CompilePlacement(Codemod):
             compiled = net  # tm-placement backbone model=Detector
             """,
         ),
+        # a --compile flag: the compile branch becomes an if statement
+        Invalid(
+            """
+            import torch
+
+            def forward(self, h):
+                keep = torch.nonzero(h[:, 0] > 0)  # tm: TM111
+                return h[keep]
+
+            step = model if args.eager else torch.compile(model)  # tm-placement backbone model=Detector
+            """,
+            """
+            import torch
+
+            def forward(self, h):
+                keep = torch.nonzero(h[:, 0] > 0)  # tm: TM111
+                return h[keep]
+
+            if not args.eager:
+                model.backbone.compile()
+                step = model  # tm-placement backbone model=Detector
+            else:
+                step = model  # tm-placement backbone model=Detector
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def forward(self, h):
+                keep = torch.nonzero(h[:, 0] > 0)  # tm: TM111
+                return h[keep]
+
+            model = torch.compile(model) if use_compile else model  # tm-placement head model=Detector
+            """,
+            """
+            import torch
+
+            def forward(self, h):
+                keep = torch.nonzero(h[:, 0] > 0)  # tm: TM111
+                return h[keep]
+
+            if use_compile:
+                model.head.compile()
+            """,
+        ),
     )
     VALID = (
         # no placement in the run: nothing compiled cleanly inside the model
@@ -228,7 +327,7 @@ class CompilePlacement(Codemod):
             model = torch.compile(model)
             """,
         ),
-        # a compile inside an expression: advice, no edit
+        # a compile inside an expression other than a conditional: advice, no edit
         Valid(
             """
             import torch
@@ -237,7 +336,7 @@ class CompilePlacement(Codemod):
                 keep = torch.nonzero(h[:, 0] > 0)  # tm: TM111
                 return h[keep]
 
-            step = model if eager else torch.compile(model)  # tm-placement backbone model=Detector
+            steps = [torch.compile(model)]  # tm-placement backbone model=Detector
             """,
         ),
     )
