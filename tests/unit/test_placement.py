@@ -44,3 +44,26 @@ def test_no_placement_where_the_model_did_not_break_or_nothing_inside_compiled_c
     assert place(_tree(), set()) is None
     everything = {Frame(LIB, line, "forward") for line in (5, 15, 25, 35)} | {Frame("/torch/nn/linear.py", 102, "f")}
     assert place(_tree(), everything) is None
+
+
+def test_a_local_placement_goes_before_the_global_setting_of_the_breaks_own_rule() -> None:
+    """TM111's own fix is a global capture switch; the placement, a local change, is proposed first and the switch
+    becomes its fallback (tried only when verification refuses the placement). Without a placement, the switch."""
+    from torchmend.codemods.base import Proposal
+    from torchmend.codemods.examples import fix_text
+
+    source = (
+        "import torch\n\ndef forward(self, h):\n"
+        "    keep = torch.nonzero(h[:, 0] > 0)  # tm: TM111 gb_id=GB0036\n    return h[keep]\n\n"
+        "model = torch.compile(model){}\n"
+    )
+    text, results = fix_text(source.format("  # tm-placement backbone model=Detector"))
+    (p,) = [r for r in results if isinstance(r, Proposal)]
+    assert p.shape == "compile-placement" and not p.global_setting
+    assert [fb.global_setting for fb in p.fallbacks] == [True]
+    assert "capture_dynamic_output_shape_ops" in p.fallbacks[0].why
+    assert "model.backbone.compile()\n" in text and "capture_dynamic_output_shape_ops" not in text
+
+    text, results = fix_text(source.format(""))
+    (p,) = [r for r in results if isinstance(r, Proposal)]
+    assert p.global_setting and "torch._dynamo.config.capture_dynamic_output_shape_ops = True\n" in text

@@ -146,7 +146,9 @@ class Session:
     def _propose_one(self, f: Finding, selection: Selection) -> Result:
         """The finding's own codemod's answer, then the last resorts (registry.last_resorts): the first of theirs
         that applies stands in for a NoFix (whose reason becomes its alternative), and all of them become the last
-        fallbacks of a source fix (tried only when verification refuses it)."""
+        fallbacks of a source fix (tried only when verification refuses it). Where the finding's own answer is a
+        global setting and a last resort is a local change (compile placement), the local change goes first and the
+        setting becomes its fallback."""
         own = self._propose_own(f, selection)
         if isinstance(own, NoFix) and own.skipped:
             return own
@@ -161,6 +163,11 @@ class Session:
                 extra.append(r)
         if not extra:
             return own
+        local = next((p for p in extra if not p.global_setting), None)
+        if isinstance(own, Proposal) and own.global_setting and local is not None:
+            # a local source change before a global setting: the setting is the local change's fallback
+            rest = tuple(p for p in extra if p is not local)
+            return replace(local, fallbacks=(replace(own, fallbacks=()), *own.fallbacks, *rest))
         if isinstance(own, Proposal):
             return replace(own, fallbacks=own.fallbacks + tuple(extra))
         why_not = own.reason + (f"; {own.advice}" if own.advice else "")
