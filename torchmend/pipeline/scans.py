@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +66,7 @@ class Scan:
     def failed(self) -> bool:
         return self.outcome.failed
 
-    @property
+    @cached_property
     def placements(self) -> tuple[Placement, ...]:
         """Where a whole-model compile broke inside, the submodules that compiled without a break
         (profiler/placement.py)."""
