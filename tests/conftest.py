@@ -214,6 +214,19 @@ def fix_a_copy(fixture: Path, where: Path) -> tuple[Path, str]:
     return script, " ".join(fixed.stdout.split())
 
 
+def fix_safe_copy(fixture: Path, where: Path) -> tuple[Path, str, dict[str, Any]]:
+    """`fix --yes` (safe fixes only, aot_eager) on a copy of a fixture script in `where`: the copy, fix's output
+    with its line wrapping undone, and the verdict document (`--verdict-json`). Asserts that fix exited 0."""
+    import shutil
+
+    script = where / fixture.name
+    shutil.copy(fixture, script)
+    verdict = where / "verdict.json"
+    fixed = torchmend("fix", "--yes", "--backend", "aot_eager", "--verdict-json", str(verdict), str(script), cwd=where)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    return script, " ".join(fixed.stdout.split()), json.loads(verdict.read_text())
+
+
 def torch_minor() -> str:
     import torch
 

@@ -5,11 +5,9 @@ match."""
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
-from conftest import ROOT, scan_json, torchmend
+from conftest import ROOT, fix_safe_copy, scan_json
 
 FIXTURE = ROOT / "fixtures" / "placement" / "detector" / "train.py"
 
@@ -24,18 +22,11 @@ def test_scan_names_the_submodules_that_compiled_cleanly() -> None:
 
 
 def test_fix_compiles_the_clean_submodules_in_place(tmp_path: Path) -> None:
-    script = tmp_path / "train.py"
-    shutil.copy(FIXTURE, script)
-    verdict = tmp_path / "verdict.json"
-    fixed = torchmend(
-        "fix", "--yes", "--backend", "aot_eager", "--verdict-json", str(verdict), str(script), cwd=tmp_path
-    )
-    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    script, _, outcome = fix_safe_copy(FIXTURE, tmp_path)
     text = script.read_text()
     assert "    model.backbone.compile()\n    model.box_head.compile()\n    for _ in range(6):" in text, text
     assert "torch.compile(" not in text
 
-    outcome = json.loads(verdict.read_text())
     counts = {c["name"]: c for c in outcome["verification"]["counts"]}
     assert counts["graph_breaks"]["before"]["median"] > 0 and counts["graph_breaks"]["after"]["median"] == 0
     # the backbone and the head compiled (7 ops); the post-processing's fragments went eager

@@ -4,26 +4,16 @@ arithmetic to `math`: the graph breaks are gone, fewer graphs are compiled, and 
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
-from conftest import ROOT, torchmend
+from conftest import ROOT, fix_safe_copy
 
 FIXTURE = ROOT / "fixtures" / "numpy_scalar" / "prob_attention" / "train.py"
 
 
 def test_numpy_on_the_sequence_length_becomes_math(tmp_path: Path) -> None:
-    script = tmp_path / "train.py"
-    shutil.copy(FIXTURE, script)
-    verdict = tmp_path / "verdict.json"
-    fixed = torchmend(
-        "fix", "--yes", "--backend", "aot_eager", "--verdict-json", str(verdict), str(script), cwd=tmp_path
-    )
-    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    out = " ".join(fixed.stdout.split())
+    script, out, outcome = fix_safe_copy(FIXTURE, tmp_path)
 
-    outcome = json.loads(verdict.read_text())
     assert {(w["rule"], w["safety"]) for w in outcome["written"]} == {("TM114", "safe")}, outcome["written"]
     counts = {c["name"]: c for c in outcome["verification"]["counts"]}
     breaks, graphs = counts["graph_breaks"], counts["graphs"]
