@@ -65,7 +65,9 @@ def _rewrite(stmt: cst.SimpleStatementLine, call: cst.Call, p: Placement) -> lis
     if len(stmt.body) != 1:
         return "the compile call shares its line with other statements"
     small = stmt.body[0]
-    if isinstance(small, cst.Expr) and small.value is call and isinstance(call.func, cst.Attribute):
+    module_compile = isinstance(call.func, cst.Attribute) and all(a.keyword is not None for a in call.args)
+    if isinstance(small, cst.Expr) and small.value is call and module_compile:
+        assert isinstance(call.func, cst.Attribute)
         return _leading(_compiles(call.func.value, p, list(call.args)), stmt)  # model.compile(...)
     if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and _model_of(call) is not None):
         return _NOT_A_STATEMENT
@@ -325,6 +327,18 @@ class CompilePlacement(Codemod):
                 return h[keep]
 
             model = torch.compile(model)
+            """,
+        ),
+        # torch.compile's result thrown away: nothing compiles in place there (not `torch.backbone.compile()`)
+        Valid(
+            """
+            import torch
+
+            def forward(self, h):
+                keep = torch.nonzero(h[:, 0] > 0)  # tm: TM111
+                return h[keep]
+
+            torch.compile(model)  # tm-placement backbone model=Detector
             """,
         ),
         # a compile inside an expression other than a conditional: advice, no edit
