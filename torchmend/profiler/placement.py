@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from torchmend.model import Placement
@@ -67,12 +67,8 @@ def placements(events: list[dict[str, Any]]) -> tuple[Placement, ...]:
             continue
         placed = place([_Node(*row) for row in ev["modules"]], frames, torch_root)
         if placed is not None:
-            out.append(replace_at(placed, ev["at"]))
+            out.append(replace(placed, path=str(ev["at"][0]), line=int(ev["at"][1])))
     return tuple(dict.fromkeys(out))  # one model compiled at one line, recorded per rank or per call: once
-
-
-def replace_at(p: Placement, at: list[Any]) -> Placement:
-    return Placement(path=str(at[0]), line=int(at[1]), model=p.model, modules=p.modules, broken=p.broken, share=p.share)
 
 
 def place(nodes: list[_Node], frames: set[Frame], torch_root: str = "") -> Placement | None:
