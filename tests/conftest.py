@@ -214,13 +214,16 @@ def fix_a_copy(fixture: Path, where: Path) -> tuple[Path, str]:
     return script, " ".join(fixed.stdout.split())
 
 
-def fix_safe_copy(fixture: Path, where: Path) -> tuple[Path, str, dict[str, Any]]:
-    """`fix --yes` (safe fixes only, aot_eager) on a copy of a fixture script in `where`: the copy, fix's output
-    with its line wrapping undone, and the verdict document (`--verdict-json`). Asserts that fix exited 0."""
+def fix_safe_copy(fixture: Path, where: Path, beside: tuple[str, ...] = ()) -> tuple[Path, str, dict[str, Any]]:
+    """`fix --yes` (safe fixes only, aot_eager) on a copy of a fixture script in `where` (and of the files of its
+    folder named `beside`, which it imports): the copy, fix's output with its line wrapping undone, and the verdict
+    document (`--verdict-json`). Asserts that fix exited 0."""
     import shutil
 
     script = where / fixture.name
     shutil.copy(fixture, script)
+    for name in beside:
+        shutil.copy(fixture.parent / name, where / name)
     verdict = where / "verdict.json"
     fixed = torchmend("fix", "--yes", "--backend", "aot_eager", "--verdict-json", str(verdict), str(script), cwd=where)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr

@@ -10,6 +10,7 @@ from pathlib import Path
 from conftest import ROOT, fix_safe_copy, scan_json
 
 FIXTURE = ROOT / "fixtures" / "placement" / "detector" / "train.py"
+INFERENCE = FIXTURE.with_name("infer.py")
 
 
 def test_scan_names_the_submodules_that_compiled_cleanly() -> None:
@@ -34,3 +35,15 @@ def test_fix_compiles_the_clean_submodules_in_place(tmp_path: Path) -> None:
     assert ops["after"]["median"] == 7 < ops["before"]["median"], ops
     numerics = outcome["verification"]["numerics"]
     assert numerics["losses_equal"] and numerics["params_equal"], numerics
+
+
+def test_fix_compares_an_inference_loop_by_the_models_own_calls(tmp_path: Path) -> None:
+    # No loss: the outputs of the compiled callables are the evidence. The original compiled the Detector, the patch
+    # compiles its backbone and head; both runs are compared on the Detector's calls (it was refused before: "outputs
+    # of compiled functions diverge at call 0 (Detector): Detector was called before, Backbone after").
+    script, out, outcome = fix_safe_copy(INFERENCE, tmp_path, beside=("train.py",))
+    text = script.read_text()
+    assert "    model.backbone.compile()\n    model.box_head.compile()\n" in text, out
+    numerics = outcome["verification"]["numerics"]
+    assert numerics["outputs_equal"] and numerics["outputs_compared"] == 4, numerics
+    assert (numerics["outputs_before"], numerics["outputs_after"]) == (4, 4), numerics

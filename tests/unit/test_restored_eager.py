@@ -115,3 +115,26 @@ def test_a_patch_that_is_neither_the_compiled_nor_the_eager_numbers_is_refused(
     reasons = " ".join(map(str, done.verification.reasons))
     assert "numerics differ" in reasons and "the compiler mis-compiled the rewritten code" in reasons
     assert any("no noise band" in n and "TM110" in n for n in done.verification.notes)
+
+
+def test_a_restored_verdict_holds_the_patch_to_the_coverage_its_change_keeps() -> None:
+    # Compile placement keeps no op count (the fragments between the whole model's breaks go eager); where its patched
+    # run restores the eager numbers (Keypoint R-CNN: the original compiled run differed from its eager run), the
+    # verdict judged again against the eager reference must hold it to the same counts, not to all of them (it was
+    # refused "compiles less: ops compiled 984 before, 265 after").
+    from dataclasses import replace
+
+    from torchmend.verify.compare import REFUSED, restored_verdict
+    from torchmend.verify.reference import RESTORED, reference
+
+    def compiled(arm: str, total: float, ops: int) -> ArmRun:
+        run = _run(arm, total, [], 0)
+        return replace(run, summary=replace(run.summary, ops_compiled=ops, largest_graph_ops=ops // 4))
+
+    before, after = compiled("before", STREAM, 984), compiled("after", EAGER, 265)
+    ref = reference(before, _run("before", EAGER, [], 0), after, _run("after", EAGER, [], 0))
+    assert ref.whose == RESTORED
+    held = restored_verdict(ref, [before], [after], timed=False)
+    assert held is not None and held.verdict == REFUSED and "compiles less" in str(held.reasons)
+    kept = restored_verdict(ref, [before], [after], timed=False, kept=())
+    assert kept is not None and kept.verdict != REFUSED, kept.reasons

@@ -78,6 +78,10 @@ class Proposal:
     # The coverage counts (verify/compare.py's COVERAGE) verification holds the patched run to; None: all of them.
     # Compile placement holds none (its coverage is the parameters it compiles, codemods/fixes/compile_placement.py).
     kept_coverage: tuple[str, ...] | None = None
+    # The modules (class names) whose calls the runs' outputs are compared by, where neither records a loss, instead
+    # of every compiled callable's: compile placement compiles the model's submodules, the model's own calls are the
+    # ones both runs make (profiler/numerics.py).
+    outputs_of: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.safety not in SAFETIES:

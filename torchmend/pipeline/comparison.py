@@ -114,7 +114,7 @@ def _with_reference(
         again = eager.get("before again") or one(before, "before (eager, again)")
         eager["before again"] = again
         ref = reference(b[0], eager["before"], a[0], after_eager, tolerance, compiled_again=b[1:], eager_again=again)
-    restored = restored_verdict(ref, b, a, root, timed=how.timed, backend=how.backend)
+    restored = restored_verdict(ref, b, a, root, timed=how.timed, backend=how.backend, kept=how.kept)
     if restored is not None:
         return restored
     if ref.band is not None and ref.band > tolerance.rtol:

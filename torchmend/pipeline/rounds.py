@@ -71,7 +71,8 @@ class Judge:
         from torchmend.verify.reasons import ReasonKind
         from torchmend.verify.reference import COMPILER, KNOWN_DIVERGENCES, RESTORED
 
-        after = replace(self.before, overlay=_overlay(session, proposals))
+        outputs_of = tuple(sorted({name for p in proposals for name in p.outputs_of}))
+        after = replace(self.before, overlay=_overlay(session, proposals), outputs_of=outputs_of)
         if any(p.safety == RANDOM_STREAM for p in proposals):
             strict = [p for p in proposals if p.safety != RANDOM_STREAM]
             restored: list[str] = []
@@ -84,7 +85,7 @@ class Judge:
                     return replace(v, failure=failure), b_runs, a_runs
                 if v.reference is not None and v.reference.whose == RESTORED:  # checked against the eager run
                     restored = [f"the other changes, verified alone first: {v.reference.describe()}"]
-            dv, b_runs, a_runs = self._in_distribution(after)
+            dv, b_runs, a_runs = self._in_distribution(after, kept_coverage(proposals))
             return dv.noted(*restored, first=True), b_runs, a_runs
         v, b_runs, a_runs = verify(
             self.before, after, self.root, self.repeat, self.tolerance, self.reuse, self.on_run, True, self.eager,
@@ -106,7 +107,9 @@ class Judge:
         causes = dict.fromkeys(KNOWN_DIVERGENCES[p.shape] for p in proposals if p.shape in KNOWN_DIVERGENCES)
         return v.with_cause("; ".join(causes)), b_runs, a_runs
 
-    def _in_distribution(self, after: RunSpec) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
+    def _in_distribution(
+        self, after: RunSpec, kept: tuple[str, ...] | None = None
+    ) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
         """A change of the random stream among these: each arm once per seed, the counts judged on the first
         seed's runs, the numbers as distributions (verify/stochastic.py) instead of bit for bit."""
         from torchmend.verify.compare import judge
@@ -134,6 +137,7 @@ class Judge:
             timing=(b, a),
             timed=self.timed,
             backend=self.before.backend or "",
+            **({} if kept is None else {"kept": kept}),
         )
         dist = compare_distributions(seeds, [r.end for r in b], [r.end for r in a])
         failed = failed_seeds(seeds, b, a, self.root)

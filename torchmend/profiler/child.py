@@ -87,7 +87,7 @@ def main() -> None:
         collector.install_trace_handler(sink)
         counter = collector.install_step_counter(sink, cfg.get("steps"))
         collector.install_terminate_handler(sink, counter)
-        collector.install_numerics()
+        collector.install_numerics(tuple(cfg.get("outputs_of") or ()))
         if cfg.get("seed") is not None:  # both arms of a numerics comparison start alike
             from torchmend.profiler.numerics import seed_everything
 

@@ -115,12 +115,13 @@ def install_trace_handler(sink: EventSink) -> TraceHandler:
     return handler
 
 
-def install_numerics() -> NumericsCapture | None:
-    """Record losses (backward targets) and, at the end, fingerprints of the optimizers' parameters."""
+def install_numerics(outputs_of: tuple[str, ...] = ()) -> NumericsCapture | None:
+    """Record losses (backward targets) and, at the end, fingerprints of the optimizers' parameters; the outputs of
+    compiled callables, or with `outputs_of` those of the modules of these classes alone (NumericsCapture)."""
     global _numerics
     if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
         return None
-    _numerics = NumericsCapture()
+    _numerics = NumericsCapture(outputs_of=outputs_of)
     install_backward_hooks(_numerics)
     install_output_hooks(_numerics)
     return _numerics

@@ -140,9 +140,14 @@ class _Seen:
 class NumericsCapture:
     """Losses and final-parameter fingerprints of one run (child side)."""
 
-    def __init__(self, limit: int = MAX_LOSSES, output_limit: int = MAX_OUTPUT_CALLS) -> None:
+    def __init__(
+        self, limit: int = MAX_LOSSES, output_limit: int = MAX_OUTPUT_CALLS, outputs_of: tuple[str, ...] = ()
+    ) -> None:
         self.limit = limit
         self.output_limit = output_limit
+        # the module classes whose calls are recorded instead of every compiled callable's (empty: every one):
+        # what the original compiled, where the patched script compiles its submodules (compile placement)
+        self.outputs_of = frozenset(outputs_of)
         # per call of a compiled function: {"fn", "tensors": [fingerprint rows, `stats` a tensor until the end]}
         self.outputs: list[dict[str, Any]] = []
         self.output_calls = 0  # including those past output_limit
@@ -217,6 +222,8 @@ class NumericsCapture:
 
         Once a loss has been seen, calls are only counted: a training run's losses are its evidence (verify
         compares outputs only when neither run has a loss), and its steps need not pay for fingerprints."""
+        if self.outputs_of and name not in self.outputs_of:
+            return
         self.output_calls += 1
         if len(self.outputs) >= self.output_limit or self.seen_losses:
             return
@@ -361,7 +368,10 @@ class NumericsCapture:
             "output_calls_kept": len(outputs) if outputs is not None else 0,
             "errors": self.errors[:5],
         }
-        return {"losses": losses, "params": params, "outputs": outputs, "numerics": info}
+        fields: dict[str, Any] = {"losses": losses, "params": params, "outputs": outputs, "numerics": info}
+        if self.outputs_of:  # the comparison keeps the other run's calls of these alone (verify/numerics.py)
+            fields["outputs_of"] = sorted(self.outputs_of)
+        return fields
 
 
 def _tensor_leaves(value: Any, tensor_type: type, out: list[Any], depth: int) -> None:
@@ -432,6 +442,11 @@ def install_output_hooks(capture: NumericsCapture) -> None:
     wrapper's and the hook's own frames are marked for dynamo to skip, as torch's are. The decorator
     form `torch.compile(mode=...)` calls `torch.compile` again with the function, so it is watched too,
     and so is `module.compile()`, which compiles the module's `_call_impl` through `torch.compile`.
+
+    With `capture.outputs_of` (class names), only the calls of those modules are recorded: compiled, or, where
+    the script compiles their submodules instead, called eagerly (a forward hook on each such module that exists
+    at the first compile call). A patched run that compiles other callables than the original is compared on
+    the calls both make: the model's own.
     """
     import functools
 
@@ -440,8 +455,37 @@ def install_output_hooks(capture: NumericsCapture) -> None:
     original = torch.compile
     record = torch._dynamo.disable(capture.record_output)
     is_compiling = torch.compiler.is_compiling
+    hooked: dict[int, Any] = {}  # id(module) -> its hook's handle: the modules of capture.outputs_of, uncompiled
+    scanned: list[bool] = []
+
+    def called(module: Any, args: Any, result: Any) -> None:  # traced (not skipped) where dynamo inlines it: no-op
+        if not is_compiling():
+            record(type(module).__name__, result)
+
+    def hook_models() -> None:
+        """Hook the modules of the classes `outputs_of` names that exist at the first compile call: the model
+        whose submodules the patched script compiles (compile placement) is built by then, and its calls are
+        recorded as the original's compiled model's were, under its class's name."""
+        import gc
+
+        scanned.append(True)
+        for obj in gc.get_objects():
+            if type(obj).__name__ in capture.outputs_of and isinstance(obj, torch.nn.Module):
+                hooked.setdefault(id(obj), obj.register_forward_hook(called))
+
+    def behind(compiled: Any) -> Any:
+        """The module a compiled callable runs: an OptimizedModule's, or the owner of `module.compile()`'s method."""
+        if isinstance(compiled, torch.nn.Module):
+            return getattr(compiled, "_orig_mod", compiled)
+        return getattr(getattr(compiled, "_torchdynamo_orig_callable", compiled), "__self__", None)
 
     def watch(compiled: Any, name: str) -> Any:
+        if capture.outputs_of:
+            if not scanned:
+                hook_models()
+            handle = hooked.pop(id(behind(compiled)), None)
+            if handle is not None:  # compiled after all: recorded as a compiled callable, once
+                handle.remove()
         if isinstance(compiled, torch.nn.Module):
 
             def hook(module: Any, args: Any, result: Any) -> None:

@@ -62,6 +62,9 @@ class RunSpec:
     # tune's settings for every torch.compile call: mode, dynamic, eager (no compile); see collector.override_compile
     compile: tuple[tuple[str, Any], ...] = ()
     stdin: bool = False  # pass on torchmend's stdin if a pipe or file (not a terminal: prompts are captured)
+    # The modules (class names) whose calls' outputs the run records, instead of every compiled callable's: what
+    # the original compiled, where a change compiles something else (compile placement); profiler/numerics.py
+    outputs_of: tuple[str, ...] = ()
 
     @property
     def ranked(self) -> bool:
@@ -398,6 +401,7 @@ def _child_env(spec: RunSpec, workdir: Path, script: Path) -> tuple[dict[str, st
             "overlay": str(overlay_path) if overlay_path else None,
             "seed": spec.seed,
             "per_rank": spec.ranked,
+            "outputs_of": list(spec.outputs_of),
         }
     )
     return env, marker

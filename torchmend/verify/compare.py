@@ -368,6 +368,7 @@ def restored_verdict(
     *,
     timed: bool = True,
     backend: str = "",
+    kept: tuple[str, ...] = COVERAGE,
 ) -> Verification | None:
     """The verdict when the eager reference found the eager program restored (reference.RESTORED): the patched
     compiled run computes what the original computes eagerly, and what the patch computes eagerly; the original
@@ -376,7 +377,7 @@ def restored_verdict(
     None for any other reference: the gate stays as it was."""
     if ref.whose != RESTORED:
         return None
-    v = judge(before, after, Tolerance(1e300, 1e300), root, timed=timed, backend=backend)
+    v = judge(before, after, Tolerance(1e300, 1e300), root, timed=timed, backend=backend, kept=kept)
     return replace(v, numerics=ref.restored, reference=ref, notes=(ref.describe(), *v.notes))
 
 

@@ -21,6 +21,7 @@ def capture_of(end: dict[str, Any]) -> dict[str, Any]:
         "params": end.get("params"),
         "outputs": end.get("outputs"),
         "numerics": end.get("numerics"),
+        "outputs_of": end.get("outputs_of"),
     }
 
 
@@ -287,7 +288,8 @@ def compare(before: dict[str, Any], after: dict[str, Any], tol: Tolerance = Tole
     Different lengths (a run that stopped or crashed earlier): the common prefix is compared, and the
     losses are not equal; when the prefix agrees, first_divergence is the first step the shorter run lacks.
 
-    Outputs of compiled functions (call by call: the function called, the number of tensors, each one's
+    Outputs of compiled functions (where a run names the modules it recorded, `outputs_of`, the calls of those
+    alone in both runs; call by call: the function called, the number of tensors, each one's
     shape, dtype and fingerprint, like a parameter's) are compared when neither run recorded a loss; the
     same rules for different lengths hold.
     """
@@ -306,6 +308,9 @@ def compare(before: dict[str, Any], after: dict[str, Any], tol: Tolerance = Tole
         first = Divergence(n, la[n] if n < len(la) else None, lb[n] if n < len(lb) else None)
     p_equal, p_count, worst, note = _compare_params(before.get("params"), after.get("params"), tol)
     oa, ob = before.get("outputs"), after.get("outputs")
+    of = {*(before.get("outputs_of") or ()), *(after.get("outputs_of") or ())}
+    if of:  # a run that recorded the calls of these modules alone: the other run's calls of them are compared
+        oa, ob = (None if o is None else [c for c in o if c.get("fn") in of] for o in (oa, ob))
     if la or lb:
         o_equal, o_count, o_first, o_rel, o_note = None, 0, None, 0.0, "losses compared instead"
     else:

@@ -182,6 +182,7 @@ def propose_placement(finding: Finding, ctx: Context) -> Result:
         note=NOTE,
         shape=SHAPE,
         kept_coverage=(),
+        outputs_of=(p.model.rsplit(".", 1)[-1],),  # as the run names a module it records: its class's __name__
     )
 
 
@@ -220,7 +221,9 @@ class CompilePlacement(Codemod):
         Safe: the same operations run in the same order; the code between the submodules runs eagerly instead of
         in compiled fragments. Verification re-runs the script and keeps it only when the numbers match, the run
         is not slower and something is compiled; its compiled ops are not held to the original's (the fragments
-        go eager by design), its coverage is the parameters it compiles.
+        go eager by design), its coverage is the parameters it compiles. A run without a loss (an inference
+        loop) is compared on what the model returns, call by call: the model's own calls, the one callable both
+        scripts call.
     """
 
     last_resort = True
