@@ -4,6 +4,7 @@ rank and recompiles on rank 1 only (fixtures/distributed/ddp/train.py says how).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -44,11 +45,18 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ranked(checkout: Path):
+def ranked_events(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the `ranked` scan keeps its ranks' event streams (`--keep-events`)."""
+    return tmp_path_factory.mktemp("ranked-events")
+
+
+@pytest.fixture(scope="module")
+def ranked(checkout: Path, ranked_events: Path):
     """`torchmend scan ... -- torchrun --nproc-per-node=2 train.py`, the torchrun command-line form (the
     `--nproc-per-node 2` form runs in the fix, failing-rank and hung-rank tests; launch.resolve gives both the same
     launch, tests/unit/test_launch_and_pathmap.py): both ranks, json. `--steps 10` (all the script makes) ends every
-    rank at its last step through the budget (os._exit), before the exit where torch 2.13's gloo can deadlock."""
+    rank at its last step through the budget (os._exit), before the exit where torch 2.13's gloo can deadlock. Its
+    events are kept: the rank-divergence test judges a patched run against them."""
     r = torchmend(
         "scan",
         "--format",
@@ -57,6 +65,8 @@ def ranked(checkout: Path):
         "10",
         "--timeout",
         "300",
+        "--keep-events",
+        str(ranked_events),
         "--",
         "torchrun",
         "--nproc-per-node=2",
@@ -219,6 +229,8 @@ def test_fix_with_ranks_verifies_on_both_ranks(tmp_path: Path) -> None:
             "10",
             "--timeout",
             "60",
+            "--verdict-json",
+            str(tmp_path / "verdict.json"),
             cwd=tmp_path,
             env=FAST,
         )
@@ -236,6 +248,62 @@ def test_fix_with_ranks_verifies_on_both_ranks(tmp_path: Path) -> None:
     assert "numerics match" in r.stdout
     text = (tmp_path / "train.py").read_text()
     assert "torch.tensor(temperature, device=x.device)" in text and "is_compiling()" in text
+    # each rank judged on its own runs (verify/ranks.py): its numbers, its counts; the ranks compile alike after
+    doc = json.loads((tmp_path / "verdict.json").read_text())["verification"]
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    assert all(r["numerics"]["compared"] and r["verdict"] != "refused" for r in doc["ranks"])
+    rank1 = {m["name"]: m for m in doc["ranks"][1]["counts"]}
+    assert (rank1["recompiles"]["before"]["median"], rank1["recompiles"]["after"]["median"]) == (1, 0)
+    assert "ranks_differ" not in doc["reason_kinds"]
+    out = " ".join(r.stdout.split())
+    assert "rank 0: frames compiled " in out and "rank 1: frames compiled " in out and "numerics match" in out
+
+
+def test_a_change_that_makes_the_ranks_compile_different_graphs_is_refused(
+    checkout: Path, ranked: dict, ranked_events: Path
+) -> None:
+    """The gate judges each rank (verify/ranks.py): a patch that drops the print on rank 0 only makes fewer breaks
+    in all and the same numbers, and rank 0 then compiles forward whole where rank 1 still breaks. The `ranked` scan's
+    kept events are the original's run; the patched one is one more real 2-rank run (aot_eager, as the scan)."""
+    from torchmend.model import EndedBy
+    from torchmend.profiler.events import END, read_events
+    from torchmend.profiler.runner import RunOutcome, RunSpec
+    from torchmend.values import Root
+    from torchmend.verify.compare import REFUSED, judge
+    from torchmend.verify.reasons import ReasonKind
+    from torchmend.verify.runs import from_outcome, run_one
+
+    events = [{**e, "rank": r} for r in (0, 1) for e in read_events(ranked_events / f"events.rank{r}.jsonl")]
+    end = next(e for e in reversed(events) if e.get("ev") == END and e["rank"] == 0)
+    s = ranked["summary"]
+    original = RunOutcome(events, EndedBy(s["ended_by"]), 0, s["wall_seconds"], "", end)
+    root = Root(checkout)
+    before = from_outcome("before", 0, original, root)
+    script = checkout / "train.py"
+    text = script.read_text()
+    gated = text.replace("import time\n", "import time\n\nRANK = int(os.environ['RANK'])\n", 1).replace(
+        '        print("hidden", h.shape)', '        if RANK != 0:\n            print("hidden", h.shape)', 1
+    )
+    spec = RunSpec(
+        script,
+        steps=10,
+        timeout=300,
+        cwd=checkout,
+        launcher=tuple(ranked["launcher"]),
+        env=tuple(FAST.items()),
+        overlay=((str(script), gated),),
+    )
+    after = run_one(spec, root, "after")
+    assert after.summary.ranks == 2, after.outcome.output_tail
+    v = judge([before], [after], root=root, timed=False)
+    assert v.metric("graph_breaks").after.median < v.metric("graph_breaks").before.median  # fewer, summed
+    assert v.numerics is not None and v.numerics.equal
+    assert v.verdict == REFUSED and v.kinds() == {ReasonKind.RANKS_DIFFER}, v.reasons
+    assert [r.rank for r in v.ranks] == [0, 1]
+    assert all(r.verification.numerics is not None and r.verification.numerics.equal for r in v.ranks)
+    (reason,) = v.reasons
+    assert "graph breaks 3 on rank 0, 4 on rank 1" in reason.text
+    assert "the original's ranks agreed" in reason.text and "4 graph breaks" in reason.text
 
 
 def test_a_failing_rank_is_reported(checkout: Path) -> None:

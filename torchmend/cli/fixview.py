@@ -152,6 +152,10 @@ def verification_view(v: Verification) -> Group:
         style = "green" if v.distribution.equivalent else "bold red"
         parts.append(Text(f"numerics, in distribution: {v.distribution.describe()}", style=style))
     parts.append(Text(v.speed_text(), style="dim" if v.speed is None else "cyan"))
+    if v.ranks:  # a multi-rank run: each rank judged alone
+        from torchmend.verify.ranks import rank_lines
+
+        parts += [Text(f"  {line}", style="dim") for line in rank_lines(v)]
     verdict_style = {
         Verdict.IMPROVED: "bold green",
         Verdict.NEUTRAL: "bold green",

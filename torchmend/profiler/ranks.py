@@ -1,12 +1,13 @@
 """Findings of a multi-rank run: each rank analysed alone, then merged by (rule, file, line), with the counts
-per rank and whether the ranks diverge."""
+per rank and whether the ranks diverge; the merged summary's counts are the ranks' sums, its times the slowest
+rank's, and each rank's own summary is kept (`Summary.per_rank`, read back by `rank_summaries`)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import replace
 
-from torchmend.model import Finding, Pattern, Severity, Summary
+from torchmend.model import EndedBy, Finding, Pattern, Severity, Summary
 
 _PATTERN_ORDER = {None: 0, Pattern.ONCE: 1, Pattern.STORM: 2, Pattern.LIMIT: 3}
 _SEVERITY_ORDER = {Severity.INFO: 0, Severity.NOTE: 1, Severity.FIX: 2}
@@ -45,6 +46,11 @@ def merge_ranks(per_rank: dict[int, tuple[list[Finding], Summary]]) -> tuple[lis
     def total(name: str) -> int:
         return sum(getattr(s, name) for s in summaries)
 
+    def slowest(name: str) -> float | None:
+        """The job's time: the ranks meet at every collective, so the slowest rank's is what the job waits for."""
+        times = [getattr(s, name) for s in summaries if getattr(s, name) is not None]
+        return max(times) if times else None
+
     summary = Summary(
         frames_compiled=total("frames_compiled"),
         compiles=total("compiles"),
@@ -58,12 +64,23 @@ def merge_ranks(per_rank: dict[int, tuple[list[Finding], Summary]]) -> tuple[lis
         ended_by=first.ended_by,
         wall_seconds=first.wall_seconds,
         torch_version=first.torch_version,
-        first_step_s=first.first_step_s,
-        steady_step_s=first.steady_step_s,
-        last_step_s=first.last_step_s,
+        first_step_s=slowest("first_step_s"),
+        steady_step_s=slowest("steady_step_s"),
+        last_step_s=slowest("last_step_s"),
         ops_compiled=total("ops_compiled"),
         largest_graph_ops=max(s.largest_graph_ops for s in summaries),
         ranks=len(ranks),
         per_rank=tuple({"rank": r, **s.to_json()} for r, s in zip(ranks, summaries)),
     )
     return findings, summary
+
+
+def rank_summaries(summary: Summary) -> dict[int, Summary]:
+    """Each rank's own summary of a multi-rank run, by rank (what merge_ranks kept in `per_rank`); {} for one
+    process's run."""
+    known = Summary.__dataclass_fields__
+    out = {}
+    for row in summary.per_rank:
+        fields = {k: v for k, v in row.items() if k in known}
+        out[int(row["rank"])] = Summary(**{**fields, "ended_by": EndedBy(fields["ended_by"]), "per_rank": ()})
+    return out

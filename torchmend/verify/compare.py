@@ -10,7 +10,7 @@ with no measured gain is NEUTRAL, said as such. Every reason is a typed value (v
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchmend.model import StrEnum
 from torchmend.profiler.failures import exception_summary
@@ -21,8 +21,20 @@ from torchmend.verify.numerics import Comparison, compare
 from torchmend.verify.reasons import Reason, ReasonKind
 from torchmend.verify.reference import RESTORED, Reference
 from torchmend.verify.runs import ArmRun
-from torchmend.verify.speed import ONE_RUN_LIMIT, PROXY_BACKENDS, START_TIMES, TRAINING_TIMES, Speed, Stat, call
+from torchmend.verify.speed import (
+    ONE_RUN_LIMIT,
+    PROXY_BACKENDS,
+    SHORT,
+    START_TIMES,
+    TRAINING_TIMES,
+    Speed,
+    Stat,
+    call,
+)
 from torchmend.verify.stochastic import Distribution
+
+if TYPE_CHECKING:  # verify/ranks.py judges each rank with judge(): imported where a ranked run is judged
+    from torchmend.verify.ranks import RankVerdict
 
 __all__ = ["Metric", "Reason", "ReasonKind", "Stat", "Verdict", "Verification", "judge"]
 
@@ -79,15 +91,6 @@ LABELS = {
 }
 
 
-# The judged times in the speed line.
-SHORT = {
-    "steady_step_s": "steady step",
-    "last_step_s": "to the last step",
-    "compile_seconds": "compile",
-    "first_step_s": "first step",
-}
-
-
 @dataclass(frozen=True)
 class Metric:
     name: str
@@ -123,6 +126,7 @@ class Verification:
     # where the verdict was not confirmed (e.g. "the script's own backend (cpu)"): it was judged on `backend` only
     unconfirmed: str = ""
     original_failure: RunFailure | None = None  # how the original failed in these runs (None: it ran to its end)
+    ranks: tuple[RankVerdict, ...] = ()  # multi-rank runs: each rank's runs judged alone (verify/ranks.py)
 
     @property
     def ok(self) -> bool:
@@ -176,6 +180,8 @@ class Verification:
         runs ran, and each judged time's after/before ratio with its band."""
         own = "the script's own backend"
         where = f"on {self.backend or own}" + (f" ({self.device})" if self.device else "")
+        if self.ranks and self.speed is not None:
+            where += f", the slowest of {len(self.ranks)} ranks"
         if self.speed is None and self.backend in PROXY_BACKENDS:
             return f"speed not judged {where}: a proxy backend's times are not your training's"
         if self.speed is None:
@@ -186,14 +192,19 @@ class Verification:
                 said = ", ".join(c.describe(SHORT[c.name]) for c in slower)
                 return f"slower {where}: {said} with one run per arm (beyond {ONE_RUN_LIMIT:g}×, noise or not)"
             return f"speed not measured {where}: one run per arm measures no noise band (--repeat 3 or more does)"
-        if self.speed.slower:
+        slow_ranks = [
+            f"; rank {r.rank} slower: " + ", ".join(c.describe(SHORT[c.name]) for c in r.verification.speed.slower)
+            for r in self.ranks
+            if r.verification.speed is not None and r.verification.speed.slower
+        ]
+        if self.speed.slower or slow_ranks:
             lead = "slower"
         elif self.speed.gain is not None:
             lead = "faster" if self.speed.gain.name in TRAINING_TIMES else "faster to start"
         else:
             lead = "no measured speed change"
         calls = ", ".join(c.describe(SHORT[c.name]) for c in self.speed.calls if c.ratio is not None)
-        return f"{lead} {where}: {calls}"
+        return f"{lead} {where}: {calls}" + "".join(slow_ranks)
 
     def metric(self, name: str) -> Metric:
         return next(m for m in (*self.counts, *self.times) if m.name == name)
@@ -221,7 +232,11 @@ class Verification:
             "distribution": asdict(self.distribution) | {"equivalent": self.distribution.equivalent}
             if self.distribution
             else None,
-        }
+        } | (  # multi-rank runs: which rank gave each reason, and each rank's own verdict
+            {"reason_ranks": [r.rank for r in self.reasons], "ranks": [r.to_json() for r in self.ranks]}
+            if self.ranks
+            else {}
+        )
 
 
 def _fix_count(run: ArmRun) -> int:
@@ -306,10 +321,21 @@ def judge(
     if failure is None:
         reasons += _coverage(counts, kept)
     speed = Speed(tuple(call(m.name, m.before, m.after) for m in times if m.name in JUDGED)) if timed else None
+    ranked = bool(before and before[0].summary.per_rank)
     if speed is not None and failure is None:
+        whose = "the slowest rank's " if ranked else ""
         for c in speed.slower:
             how = f"band ±{c.band * 100:.0f}%" if c.band is not None else f"one run per arm, beyond {ONE_RUN_LIMIT:g}×"
-            reasons.append(Reason(ReasonKind.SLOWER, f"slower: {SHORT[c.name]} {c.ratio:.2f}× the original ({how})"))
+            reasons.append(
+                Reason(ReasonKind.SLOWER, f"slower: {whose}{SHORT[c.name]} {c.ratio:.2f}× the original ({how})")
+            )
+    per_rank: tuple[RankVerdict, ...] = ()
+    if ranked and failure is None and original is None:  # each rank judged alone (verify/ranks.py imports this module)
+        from torchmend.verify.ranks import job_reasons, judge_ranks
+
+        per_rank, differ = judge_ranks(before, after, tol, root, timed=timed, backend=backend, timing=timing, kept=kept)
+        if per_rank:
+            reasons = [*job_reasons(reasons, per_rank, before[0].end.get("rank")), *differ]
     device = _device(after) or _device(before)
     if reasons:
         verdict = REFUSED
@@ -327,7 +353,7 @@ def judge(
             )
     return Verification(
         len(after), tuple(counts), tuple(times), numerics, verdict, tuple(reasons), tuple(notes), failure,
-        speed=speed, backend=backend, device=device, original_failure=original,
+        speed=speed, backend=backend, device=device, original_failure=original, ranks=per_rank,
     )  # fmt: skip
 
 

@@ -3,7 +3,7 @@ kind, never on its words (the words are for people)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torchmend.model import StrEnum
 
@@ -26,19 +26,27 @@ class ReasonKind(StrEnum):
     NO_GAIN = "no_gain"  # a global compiler setting whose run was not measured faster
     NOT_CONFIRMED = "not_confirmed"  # a global compiler setting not run on the script's own backend
     NOT_HELPING = "not_helping"  # a follow-up change that did not make its findings fewer
+    # multi-rank runs: the patched ranks compile different graphs (counts differ between ranks) where the original's
+    # agreed (verify/ranks.py)
+    RANKS_DIFFER = "ranks_differ"
 
 
 @dataclass(frozen=True)
 class Reason:
     kind: ReasonKind
     text: str
+    rank: int | None = None  # multi-rank runs: the rank whose own runs gave it (None: the job's, or one process's)
 
     def __str__(self) -> str:
         return self.text
 
     def with_cause(self, cause: str) -> Reason:
         """The same reason, its words followed by what explains it ("; " joined)."""
-        return Reason(self.kind, f"{self.text}; {cause}") if cause else self
+        return replace(self, text=f"{self.text}; {cause}") if cause else self
+
+    def on_rank(self, rank: int) -> Reason:
+        """The same reason, given by one rank's runs of a multi-rank job: its words after "rank N: "."""
+        return Reason(self.kind, f"rank {rank}: {self.text}", rank)
 
 
 def texts(reasons: tuple[Reason, ...] | list[Reason]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from torchmend.verify.compare import Metric, Verification
+from torchmend.verify.ranks import rank_lines
 
 
 def fmt(v: float | None) -> str:
@@ -44,6 +45,8 @@ def markdown(v: Verification, command: str = "") -> str:
     elif v.distribution is not None:
         lines.append(f"Numerics, in distribution (the random stream changed): {v.distribution.describe()}.")
     lines.append(f"Speed: {v.speed_text()}.")
+    if v.ranks:  # a multi-rank run: each rank judged alone
+        lines += ["", "Per rank:", ""] + [f"- {line}" for line in rank_lines(v)] + [""]
     lines += [f"- {r}" for r in v.reasons] + [f"- note: {n}" for n in v.notes]
     if command:
         lines += ["", "Reproduce:", "", "```", command, "```"]

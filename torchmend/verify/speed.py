@@ -37,6 +37,13 @@ BAND_WIDTH = 3.0  # median absolute deviations: about two standard deviations of
 ONE_RUN_LIMIT = 2.0
 # What the user's training waits for: slower in either refuses a change; faster in either is a gain.
 TRAINING_TIMES = ("steady_step_s", "last_step_s")
+# The judged times in the speed line and the reasons.
+SHORT = {
+    "steady_step_s": "steady step",
+    "last_step_s": "to the last step",
+    "compile_seconds": "compile",
+    "first_step_s": "first step",
+}
 # What a start costs: faster in either, with the training times within the band, is a gain too (the first step only
 # with the compile faster as well: see Speed.gain).
 START_TIMES = ("compile_seconds", "first_step_s")
