@@ -25,6 +25,7 @@ STATUS = {
     "clean": "compiles cleanly",
     "driver_error": "driver error: does not build or run with the generic inputs (eager)",
     "compile_error": "fails under torch.compile before any graph",
+    "compiled_error": "fails under torch.compile after a graph, with no break or recompile seen (runs eagerly)",
     "torchmend_failure": "torchmend failure",
     "timeout": "timed out",
     "not_installed": "library not installed (not run)",  # the libraries zoo (run.py --zoo libraries)
@@ -109,7 +110,7 @@ def by_library(records: list[dict]) -> list[str]:
         gb = sum((r.get("before") or {}).get("graph_breaks") or 0 for r in rs)
         rc = sum((r.get("before") or {}).get("recompiles") or 0 for r in rs)
         rows.append(f"| {lib} | {len(rs)} | {n['clean'] + n['ok']} | {n['ok']} | {gb} + {rc} = {gb + rc} | "
-                    f"{n['driver_error']} | {n['compile_error']} | {n['timeout']} | {n['torchmend_failure']} | "
+                    f"{n['driver_error']} | {n['compile_error'] + n['compiled_error']} | {n['timeout']} | {n['torchmend_failure']} | "
                     f"{n['not_installed']} |")  # fmt: skip
     return rows
 

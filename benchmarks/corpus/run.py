@@ -516,6 +516,9 @@ def run_model(model: str, mode: str, use: str, a: argparse.Namespace, python: Pa
 
     before_stage = stage("before", tm + ["scan", "--format", "json"] + budget + target)
     before, failure = scan_result(before_stage, "before")
+    if before is not None and before_stage.rc == SCRIPT_FAILED_AFTER_COMPILE and not before.get("findings"):
+        # It compiled a graph, saw nothing, then failed (MaxViT's view of a non-contiguous tensor): not clean
+        before, failure = None, {"kind": "compiled_error", "stage": "before", "rc": 8, "detail": before_stage.tail()}
     if before is None and before_stage.rc in (SCRIPT_FAILED, NOTHING_COMPILED, SCRIPT_FAILED_AFTER_COMPILE):
         # Does the model build and run at all? Asked only when the scan fails: a passing scan says it does.
         check = stage("check", [str(python), zoo.script, model, "--mode", mode, "--eager", "--steps", "1"])
