@@ -27,13 +27,8 @@ import torch._logging._internal as _tlog
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from torchmend.profiler.events import BACKEND_CHECK, COMPILE_CALL, COMPILE_START, END, OWN_MARKER, STEP, EventSink
-from torchmend.profiler.numerics import (
-    DISABLE_ENV,
-    NumericsCapture,
-    callable_name,
-    install_backward_hooks,
-    install_output_hooks,
-)
+from torchmend.profiler.numerics import DISABLE_ENV, NumericsCapture, install_backward_hooks
+from torchmend.profiler.outputs import callable_name, install_output_hooks
 from torchmend.profiler.records import RecordConverter
 
 _numerics: NumericsCapture | None = None  # set by install_numerics

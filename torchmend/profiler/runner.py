@@ -62,8 +62,7 @@ class RunSpec:
     # tune's settings for every torch.compile call: mode, dynamic, eager (no compile); see collector.override_compile
     compile: tuple[tuple[str, Any], ...] = ()
     stdin: bool = False  # pass on torchmend's stdin if a pipe or file (not a terminal: prompts are captured)
-    # The modules (class names) whose calls' outputs the run records, instead of every compiled callable's: what
-    # the original compiled, where a change compiles something else (compile placement); profiler/numerics.py
+    # modules (class names) whose calls' outputs are recorded, not each compiled callable's (profiler/outputs.py)
     outputs_of: tuple[str, ...] = ()
 
     @property

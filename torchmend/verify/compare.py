@@ -282,24 +282,8 @@ def judge(
     numerics = compare(before[0].end, after[0].end, tol) if before and after else None
     failure = _failure(before, after, root, reasons, notes)
     original = next((f for r in before[:1] for f in [failure_of(r, root)] if f is not None), None)
-    if numerics is not None and not numerics.equal:
-        d = numerics.first_divergence
-        only_shorter = d is not None and (d.after is None or d.before is None) and numerics.params_equal is not False
-        # A failed run's missing losses (or its missing end record) are its failure, said above, never numbers
-        # that differ: the patched run's failure is a reason already; the original's is said here.
-        if original is not None and failure is None and (only_shorter or not before[0].end.get("losses")):
-            reasons.append(
-                Reason(
-                    ReasonKind.ORIGINAL_FAILED,
-                    f"the original run failed ({original.describe()}): the patched run cannot be judged against it",
-                )
-            )
-        elif (failure is None and original is None) or not only_shorter:
-            reasons.append(Reason(ReasonKind.NUMERICS, f"numerics differ: {numerics.describe()}"))
-    if numerics is not None and numerics.equal and not numerics.compared:
-        notes.append(numerics.describe())
-    elif numerics is not None and numerics.params_equal is None:
-        notes.append(f"final parameters not compared: {numerics.params_note}")
+    if numerics is not None:
+        _numbers(numerics, failure, original, bool(before[0].end.get("losses")), reasons, notes)
 
     def median(m: Metric, side: str) -> float:
         return getattr(m, side).median or 0
@@ -355,6 +339,36 @@ def judge(
         len(after), tuple(counts), tuple(times), numerics, verdict, tuple(reasons), tuple(notes), failure,
         speed=speed, backend=backend, device=device, original_failure=original, ranks=per_rank,
     )  # fmt: skip
+
+
+def _numbers(
+    numerics: Comparison,
+    failure: RunFailure | None,
+    original: RunFailure | None,
+    losses_before: bool,
+    reasons: list[Reason],
+    notes: list[str],
+) -> None:
+    """What the numerics comparison adds to the reasons (numbers that differ, or an original that failed) and to
+    the notes (what was not compared)."""
+    if not numerics.equal:
+        d = numerics.first_divergence
+        only_shorter = d is not None and (d.after is None or d.before is None) and numerics.params_equal is not False
+        # A failed run's missing losses (or its missing end record) are its failure, said above, never numbers
+        # that differ: the patched run's failure is a reason already; the original's is said here.
+        if original is not None and failure is None and (only_shorter or not losses_before):
+            reasons.append(
+                Reason(
+                    ReasonKind.ORIGINAL_FAILED,
+                    f"the original run failed ({original.describe()}): the patched run cannot be judged against it",
+                )
+            )
+        elif (failure is None and original is None) or not only_shorter:
+            reasons.append(Reason(ReasonKind.NUMERICS, f"numerics differ: {numerics.describe()}"))
+    if numerics.equal and not numerics.compared:
+        notes.append(numerics.describe())
+    elif numerics.params_equal is None:
+        notes.append(f"final parameters not compared: {numerics.params_note}")
 
 
 def _coverage(counts: list[Metric], kept: tuple[str, ...] = COVERAGE) -> list[Reason]:
