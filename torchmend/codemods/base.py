@@ -80,7 +80,7 @@ class Proposal:
     kept_coverage: tuple[str, ...] | None = None
     # The modules (class names) whose calls the runs' outputs are compared by, where neither records a loss, instead
     # of every compiled callable's: compile placement compiles the model's submodules, the model's own calls are the
-    # ones both runs make (profiler/numerics.py).
+    # ones both runs make (profiler/outputs.py).
     outputs_of: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -112,7 +112,7 @@ class Judge:
     ) -> tuple[Verification, list[ArmRun], list[ArmRun]]:
         """A change of the random stream among these: each arm once per seed, the counts judged on the first
         seed's runs, the numbers as distributions (verify/stochastic.py) instead of bit for bit."""
-        from torchmend.verify.compare import judge
+        from torchmend.verify.compare import COVERAGE, judge
         from torchmend.verify.reasons import Reason, ReasonKind
         from torchmend.verify.stochastic import compare_distributions, failed_seeds, seeded_runs, seeds_for
 
@@ -137,7 +137,7 @@ class Judge:
             timing=(b, a),
             timed=self.timed,
             backend=self.before.backend or "",
-            **({} if kept is None else {"kept": kept}),
+            kept=COVERAGE if kept is None else kept,
         )
         dist = compare_distributions(seeds, [r.end for r in b], [r.end for r in a])
         failed = failed_seeds(seeds, b, a, self.root)

@@ -43,7 +43,7 @@ def install_output_hooks(capture: NumericsCapture) -> None:
     record = torch._dynamo.disable(capture.record_output)
     is_compiling = torch.compiler.is_compiling
     hooked: dict[int, Any] = {}  # id(module) -> its hook's handle: the modules of capture.outputs_of, uncompiled
-    scanned: list[bool] = []
+    scanned = False
 
     def called(module: Any, args: Any, result: Any) -> None:  # traced (not skipped) where dynamo inlines it: no-op
         if not is_compiling():
@@ -55,7 +55,8 @@ def install_output_hooks(capture: NumericsCapture) -> None:
         recorded as the original's compiled model's were, under its class's name."""
         import gc
 
-        scanned.append(True)
+        nonlocal scanned
+        scanned = True
         for obj in gc.get_objects():
             if type(obj).__name__ in capture.outputs_of and isinstance(obj, torch.nn.Module):
                 hooked.setdefault(id(obj), obj.register_forward_hook(called))
