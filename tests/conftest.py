@@ -1,4 +1,5 @@
-"""Shared helpers: run the real `torchmend` CLI in a subprocess; cache expensive scans for the session."""
+"""Shared helpers: run the real `torchmend` CLI in a process of its own (forked from one import of it where that
+cannot differ: tests/cli_server.py); cache expensive scans for the session."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import cli_server
 import pytest
 from xdist_groups import pytest_xdist_make_scheduler  # noqa: F401  (--dist loadgroup keeps groups on any pytest)
 
 ROOT = Path(__file__).resolve().parent.parent
 SCAN_FIXTURES = ROOT / "fixtures" / "scan"
+CLI_ENV = {"COLUMNS": "200", "NO_COLOR": "1"}  # what the tests' CLI processes see unless a test says otherwise
 
 
 @dataclass
@@ -52,11 +55,12 @@ def torchmend(
     env: dict[str, str] | None = None,
     own_backend_judges: bool = False,
 ) -> CliResult:
-    """The CLI in a subprocess. `own_backend_judges`: fix's judging stage runs on the script's own backend, as for a
+    """The CLI in a process of its own (forked by this test process's CLI server where that cannot differ from a
+    fresh `python -m torchmend`, else a subprocess). `own_backend_judges`: fix's judging stage runs on the script's own backend, as for a
     user (else judged_where_screened)."""
     args = args if own_backend_judges else judged_where_screened(args)
-    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}  # env may set COLUMNS itself
-    proc = subprocess.run(
+    env = {**os.environ, **CLI_ENV, **(env or {})}  # env may set COLUMNS itself
+    proc = _served(list(args), cwd or _empty_cwd(), env, timeout) or subprocess.run(
         [sys.executable, "-m", "torchmend", *args],
         cwd=cwd or _empty_cwd(),
         env=env,
@@ -66,6 +70,22 @@ def torchmend(
         timeout=timeout,
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+_CLI_SERVER: list[subprocess.Popen[bytes]] = []  # this process's (tests/cli_server.py), from its first call on
+
+
+def _served(args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str] | None:
+    """The call forked by this process's CLI server, or None: not served (then it is a subprocess).
+    TORCHMEND_TEST_FRESH=1 or TORCHMEND_TEST_CLI=0: none, every CLI a fresh interpreter."""
+    fresh = os.environ.get("TORCHMEND_TEST_FRESH", "") not in ("", "0") or os.environ.get("TORCHMEND_TEST_CLI") == "0"
+    if fresh or sys.platform != "linux":
+        return None
+    path = Path(os.environ.get(_EVENTS_ENV) or tempfile.gettempdir()) / f"cli-{os.getpid()}.sock"
+    if not _CLI_SERVER:
+        _CLI_SERVER.append(cli_server.start(path, {**os.environ, **CLI_ENV}))
+        return None  # it imports for a second or two: this call is a subprocess
+    return cli_server.call(path, args, cwd, env, timeout)
 
 
 def _empty_cwd() -> Path:
@@ -123,6 +143,9 @@ def _shared_forkserver(folder: Path) -> subprocess.Popen[bytes] | None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     import shutil
 
+    for server in _CLI_SERVER:
+        server.kill()
+        server.wait()
     owned = getattr(session.config, "_torchmend_events", None)
     if owned is None:  # an xdist worker: the controller cleans up once every worker is done
         return
