@@ -79,11 +79,11 @@ def serve(path: str) -> dict[str, Any]:
     listener.settimeout(5.0)
     parent = os.getppid()
     while os.getppid() == parent:  # its test process has gone (killed, crashed): so does the server
-        with _reaped():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
+        _reap_waiters()
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
         conn.settimeout(None)
         msg, fds, _flags, _addr = socket.recv_fds(conn, MESSAGE, 3)
         request = json.loads(msg) if msg else {}
@@ -109,20 +109,15 @@ def serve(path: str) -> dict[str, Any]:
     sys.exit(0)
 
 
-class _reaped:
-    """While the server waits for a call: reap the waiters that have ended."""
-
-    def __enter__(self) -> None:
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-
-    def __exit__(self, *exc: object) -> None:
-        self.__enter__()
+def _reap_waiters() -> None:
+    """Reap the waiters that have ended (the server's only children)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def run_cli(request: dict[str, Any]) -> None:
